@@ -1,0 +1,5 @@
+//! In-process adapters, for tests of code that needs a port.
+
+mod locks;
+
+pub use locks::InMemoryLockManager;

@@ -1,0 +1,326 @@
+//! The crate's one error type and its inspectable kinds.
+//!
+//! Every fallible call in this crate returns [`Error`]. Callers branch on the
+//! kind with the helper methods ([`Error::is_timeout`], [`Error::is_lock_lost`],
+//! [`Error::key`], ...) or by matching the `#[non_exhaustive]` enum, never on
+//! message strings.
+
+use std::fmt;
+use std::time::Duration;
+
+pub use super::readmodels::ReadModelError;
+
+/// Shorthand for `std::result::Result<T, eventsource::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Any failure reported by this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A lock could not be acquired (timeout, budget, database failure, ...).
+    #[error(transparent)]
+    LockAcquisition(#[from] LockAcquisitionError),
+    /// A lock was released that this manager does not hold.
+    #[error(transparent)]
+    LockNotHeld(#[from] LockNotHeldError),
+    /// A held lock was lost (its session died) while the caller relied on it.
+    #[error(transparent)]
+    LockLost(#[from] LockLostError),
+    /// A read-model repository failure.
+    #[error(transparent)]
+    ReadModel(#[from] ReadModelError),
+    /// A database failure outside lock acquisition (release, inspection, queries).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The caller passed a value the crate cannot work with.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    /// True when a lock acquisition gave up because its timeout elapsed.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::LockAcquisition(e) if e.is_timeout())
+    }
+
+    /// True when a held lock was lost.
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, Error::LockLost(_))
+    }
+
+    /// True when a release named a key this manager does not hold.
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::LockNotHeld(_))
+    }
+
+    /// The lock key the error is about, when there is one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Error::LockAcquisition(e) => Some(&e.key),
+            Error::LockNotHeld(e) => Some(&e.key),
+            Error::LockLost(e) => Some(&e.key),
+            _ => None,
+        }
+    }
+
+    /// The acquisition error, if this is one.
+    pub fn as_lock_acquisition(&self) -> Option<&LockAcquisitionError> {
+        match self {
+            Error::LockAcquisition(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The database error underneath, if any.
+    pub fn as_backend(&self) -> Option<&BackendError> {
+        match self {
+            Error::Backend(e) => Some(e),
+            Error::LockAcquisition(LockAcquisitionError {
+                reason: AcquireFailure::Backend(e),
+                ..
+            }) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The read-model error, if this is one.
+    pub fn as_read_model(&self) -> Option<&ReadModelError> {
+        match self {
+            Error::ReadModel(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A lock could not be acquired.
+///
+/// Carries the key, the reason and the timeout the caller gave (if any).
+#[derive(Debug, thiserror::Error)]
+#[error("could not acquire lock {key:?}: {reason}{}", timeout_suffix(.timeout))]
+pub struct LockAcquisitionError {
+    /// The key that was asked for.
+    pub key: String,
+    /// Why the acquisition failed.
+    #[source]
+    pub reason: AcquireFailure,
+    /// The timeout the caller gave; `None` means "wait indefinitely".
+    pub timeout: Option<Duration>,
+}
+
+fn timeout_suffix(timeout: &Option<Duration>) -> String {
+    match timeout {
+        Some(t) => format!(" (timeout {t:?})"),
+        None => String::new(),
+    }
+}
+
+impl LockAcquisitionError {
+    /// Builds an acquisition error.
+    pub fn new(key: impl Into<String>, reason: AcquireFailure, timeout: Option<Duration>) -> Self {
+        Self {
+            key: key.into(),
+            reason,
+            timeout,
+        }
+    }
+
+    /// True when the timeout elapsed while another holder kept the key.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.reason, AcquireFailure::Timeout)
+    }
+}
+
+/// Why a lock acquisition failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireFailure {
+    /// Another holder kept the key until the timeout elapsed (or, with a zero
+    /// timeout, at the single attempt).
+    #[error("timed out while another holder kept the key")]
+    Timeout,
+    /// The key is longer than [`MAX_KEY_LEN`](crate::ports::lock_id::MAX_KEY_LEN).
+    #[error("key is {len} bytes long; the limit is {limit}")]
+    KeyTooLong {
+        /// The key's length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The manager already holds (or is acquiring) as many locks as its
+    /// budget allows; see the adapter's configuration.
+    #[error("lock budget of {limit} held locks is exhausted")]
+    BudgetExceeded {
+        /// The configured budget.
+        limit: usize,
+    },
+    /// The manager was shut down.
+    #[error("the lock manager is closed")]
+    Closed,
+    /// The database failed or could not be reached.
+    #[error(transparent)]
+    Backend(BackendError),
+}
+
+/// A release named a key that this manager does not hold.
+#[derive(Debug, thiserror::Error)]
+#[error("lock {key:?} is not held by this manager")]
+pub struct LockNotHeldError {
+    /// The key that was named.
+    pub key: String,
+}
+
+/// A lock was lost while it was relied on: its database session ended.
+#[derive(Debug, thiserror::Error)]
+#[error("lock {key:?} was lost: {reason}")]
+pub struct LockLostError {
+    /// The key of the lost lock.
+    pub key: String,
+    /// What is known about the cause.
+    pub reason: String,
+}
+
+/// What went wrong underneath, in database terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendErrorKind {
+    /// The server could not be reached or refused the connection
+    /// (unreachable host, wrong password, TLS failure).
+    Connect,
+    /// The peer does not speak the PostgreSQL protocol, or lacks the
+    /// functions the crate needs.
+    NotPostgres,
+    /// A statement failed on a live session.
+    Query,
+    /// The session ended (terminated backend, server restart, network loss).
+    Closed,
+    /// The client gave up waiting for the server.
+    Timeout,
+    /// Anything else.
+    Other,
+}
+
+/// A database failure, independent of the driver that reported it.
+pub struct BackendError {
+    kind: BackendErrorKind,
+    message: String,
+    code: Option<String>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl BackendError {
+    /// Builds a backend error of `kind` with a message.
+    pub fn new(kind: BackendErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            code: None,
+            source: None,
+        }
+    }
+
+    /// Attaches the SQLSTATE code reported by the server.
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// Attaches the underlying driver error.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> BackendErrorKind {
+        self.kind
+    }
+
+    /// The SQLSTATE code, when the server sent one.
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendError")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .field("code", &self.code)
+            .finish()
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            BackendErrorKind::Connect => "cannot connect to the database",
+            BackendErrorKind::NotPostgres => "the server is not a usable PostgreSQL",
+            BackendErrorKind::Query => "database error",
+            BackendErrorKind::Closed => "database session ended",
+            BackendErrorKind::Timeout => "database did not answer in time",
+            BackendErrorKind::Other => "database failure",
+        };
+        write!(f, "{what}: {}", self.message)?;
+        if let Some(code) = &self.code {
+            write!(f, " (SQLSTATE {code})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_error_is_inspectable() {
+        let err: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::Timeout,
+            Some(Duration::from_millis(250)),
+        )
+        .into();
+        assert!(err.is_timeout());
+        assert_eq!(err.key(), Some("k"));
+        let text = err.to_string();
+        assert!(text.contains("\"k\"") && text.contains("250ms"), "{text}");
+        assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn not_held_and_lost_are_distinct_kinds() {
+        let nh: Error = LockNotHeldError { key: "a".into() }.into();
+        let lost: Error = LockLostError {
+            key: "b".into(),
+            reason: "session ended".into(),
+        }
+        .into();
+        assert!(nh.is_not_held() && !nh.is_lock_lost() && !nh.is_timeout());
+        assert!(lost.is_lock_lost() && !lost.is_not_held());
+        assert_eq!(lost.key(), Some("b"));
+    }
+
+    #[test]
+    fn backend_error_shows_code_and_is_reachable_through_acquisition() {
+        let be = BackendError::new(BackendErrorKind::Query, "boom").with_code("53200");
+        assert_eq!(be.to_string(), "database error: boom (SQLSTATE 53200)");
+        let err: Error =
+            LockAcquisitionError::new("k", AcquireFailure::Backend(be), None).into();
+        assert_eq!(err.as_backend().unwrap().code(), Some("53200"));
+        assert!(!err.is_timeout());
+    }
+}

@@ -1,0 +1,313 @@
+//! Lock contracts: [`LockInfo`], [`LockGuard`], the [`DistributedLock`] and
+//! [`LockRegistry`] traits, and [`migration_lock_key`].
+//!
+//! The traits describe the *shape* of a lock manager. They promise nothing
+//! about cross-process exclusion or release on crash: those belong to the
+//! PostgreSQL adapter alone. The conformance suite in
+//! `eventsource::testing::locks` holds every implementation to the same
+//! observable behaviour.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::error::{Error, LockLostError, Result};
+
+/// A boxed, sendable future, as adapters hand them to [`LockGuard`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What is known about a lock this process holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockInfo {
+    /// The string key the caller asked for.
+    pub key: String,
+    /// The advisory-lock id derived from the key (see [`lock_id_for_key`](crate::lock_id_for_key)).
+    pub lock_id: i64,
+    /// When the lock was granted, in UTC.
+    pub acquired_at: DateTime<Utc>,
+    /// The manager's holder label, if it has one.
+    pub holder_id: Option<String>,
+}
+
+/// Builds the conventional key for a per-tenant operation: `"{operation}:{tenant_id}"`.
+///
+/// Pass `"migration"` for the default operation.
+///
+/// ```
+/// use eventsource::migration_lock_key;
+/// use uuid::Uuid;
+/// let tenant = Uuid::nil();
+/// assert_eq!(
+///     migration_lock_key(tenant, "cutover"),
+///     "cutover:00000000-0000-0000-0000-000000000000"
+/// );
+/// ```
+pub fn migration_lock_key(tenant_id: Uuid, operation: &str) -> String {
+    format!("{operation}:{tenant_id}")
+}
+
+/// The default operation name for [`migration_lock_key`].
+pub const DEFAULT_MIGRATION_OPERATION: &str = "migration";
+
+/// Tells whether a held lock has been lost.
+///
+/// Cheap to clone; every clone observes the same event. A lock is lost when
+/// the database session holding it ends (backend terminated, server
+/// restarted, network cut) or fails its liveness check.
+#[derive(Clone, Default)]
+pub struct LossSignal {
+    token: CancellationToken,
+}
+
+impl LossSignal {
+    /// A signal that fires when `token` is cancelled. For adapters.
+    pub fn from_token(token: CancellationToken) -> Self {
+        Self { token }
+    }
+
+    /// A signal that never fires.
+    pub fn never() -> Self {
+        Self::default()
+    }
+
+    /// True once the lock has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Resolves when the lock is lost; pending forever otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
+    pub async fn lost(&self) {
+        self.token.cancelled().await
+    }
+}
+
+impl fmt::Debug for LossSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LossSignal")
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// The adapter half of a [`LockGuard`]: how to give the lock back.
+///
+/// Dropping the backend must release the lock promptly (in the background),
+/// so that a guard dropped on any path — error, panic, cancelled task —
+/// never leaks the lock.
+pub trait GuardBackend: Send + Sync + 'static {
+    /// Releases the lock and reports the outcome.
+    fn release(self: Box<Self>) -> BoxFuture<'static, Result<()>>;
+    /// Hands the lock to the manager's registry, to be released later with
+    /// `release(key)`.
+    fn into_manual(self: Box<Self>);
+}
+
+/// A held lock. Dropping it releases the lock in the background.
+///
+/// Prefer [`LockGuard::release`] when the outcome matters: it waits for the
+/// release to finish and reports errors (for example that the lock had been
+/// lost).
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    info: LockInfo,
+    loss: LossSignal,
+    backend: Option<Box<dyn GuardBackend>>,
+}
+
+impl LockGuard {
+    /// Builds a guard. For adapters.
+    pub fn new(info: LockInfo, loss: LossSignal, backend: Box<dyn GuardBackend>) -> Self {
+        Self {
+            info,
+            loss,
+            backend: Some(backend),
+        }
+    }
+
+    /// What is known about the lock.
+    pub fn info(&self) -> &LockInfo {
+        &self.info
+    }
+
+    /// The key of the lock.
+    pub fn key(&self) -> &str {
+        &self.info.key
+    }
+
+    /// The advisory-lock id of the lock.
+    pub fn lock_id(&self) -> i64 {
+        self.info.lock_id
+    }
+
+    /// True once the lock has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.loss.is_lost()
+    }
+
+    /// A cloneable handle on the lock-loss event, e.g. for a watcher task.
+    pub fn loss_signal(&self) -> LossSignal {
+        self.loss.clone()
+    }
+
+    /// Resolves when the lock is lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is lost by dropping the future.
+    pub async fn lost(&self) {
+        self.loss.lost().await
+    }
+
+    /// Releases the lock and waits until the database confirmed it.
+    ///
+    /// Returns [`Error::LockLost`] when the lock had already been lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// The guard is consumed when this is called. If the future is dropped
+    /// before it completes, the release still happens in the background; only
+    /// its outcome is lost.
+    pub async fn release(mut self) -> Result<()> {
+        let backend = self.backend.take().expect("guard backend present until consumed");
+        backend.release().await
+    }
+
+    /// Turns the guard into a manual lock, released later by the manager's
+    /// `release(key)` (or `release_all`). Returns the lock's info.
+    pub fn into_manual(mut self) -> LockInfo {
+        if let Some(backend) = self.backend.take() {
+            backend.into_manual();
+        }
+        self.info.clone()
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("info", &self.info)
+            .field("lost", &self.loss.is_lost())
+            .finish()
+    }
+}
+
+/// Acquire, release and check individual locks.
+///
+/// Implemented by `PostgresLockManager` (cross-process) and
+/// `InMemoryLockManager` (one process, for tests).
+pub trait DistributedLock: Send + Sync {
+    /// Acquires `key`, waiting up to `timeout` (`None`: indefinitely;
+    /// `Some(Duration::ZERO)`: exactly one attempt).
+    ///
+    /// Fails with a [`LockAcquisitionError`](crate::LockAcquisitionError)
+    /// carrying the key, the reason and the timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must be cancel safe: dropping the future at any point
+    /// leaves no lock held and no session leaked.
+    fn acquire(
+        &self,
+        key: &str,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<LockGuard>> + Send;
+
+    /// Takes `key` if it is free, without waiting. `Ok(None)` when another
+    /// holder has it. The lock is then manual: give it back with
+    /// [`release`](DistributedLock::release).
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must be cancel safe: if the future is dropped, any
+    /// lock it took is released.
+    fn try_acquire(&self, key: &str) -> impl Future<Output = Result<Option<LockInfo>>> + Send;
+
+    /// Releases a manual lock (from [`try_acquire`](DistributedLock::try_acquire)
+    /// or [`LockGuard::into_manual`]). A key this manager does not hold is a
+    /// [`LockNotHeldError`](crate::LockNotHeldError).
+    ///
+    /// # Cancel safety
+    ///
+    /// Once called, the release goes ahead even if the future is dropped.
+    fn release(&self, key: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether this manager holds `key` now. Says nothing about other
+    /// processes.
+    fn is_held(&self, key: &str) -> bool;
+
+    /// Like [`acquire`](DistributedLock::acquire) with a zero timeout, but
+    /// "held elsewhere" is `Ok(None)` instead of an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for `acquire`.
+    fn try_lock(&self, key: &str) -> impl Future<Output = Result<Option<LockGuard>>> + Send {
+        async move {
+            match self.acquire(key, Some(Duration::ZERO)).await {
+                Ok(guard) => Ok(Some(guard)),
+                Err(e) if e.is_timeout() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Runs `f` while holding `key`, then releases it.
+    ///
+    /// If the lock is lost while `f` runs, `f` is dropped (stopped at its
+    /// next await point) and the call returns [`Error::LockLost`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future drops `f` and releases the lock.
+    fn with_lock<F, Fut, T>(
+        &self,
+        key: &str,
+        timeout: Option<Duration>,
+        f: F,
+    ) -> impl Future<Output = Result<T>> + Send
+    where
+        F: FnOnce(LockInfo) -> Fut + Send,
+        Fut: Future<Output = T> + Send,
+        T: Send,
+    {
+        async move {
+            let guard = self.acquire(key, timeout).await?;
+            let signal = guard.loss_signal();
+            let work = f(guard.info().clone());
+            tokio::select! {
+                biased;
+                _ = signal.lost() => Err(Error::LockLost(LockLostError {
+                    key: guard.key().to_owned(),
+                    reason: "the session holding the lock ended while the work ran".into(),
+                })),
+                out = work => {
+                    guard.release().await?;
+                    Ok(out)
+                }
+            }
+        }
+    }
+}
+
+/// Bulk operations over every lock one manager holds.
+pub trait LockRegistry: Send + Sync {
+    /// Releases every lock this manager holds (guards included) and returns
+    /// how many were released.
+    ///
+    /// # Cancel safety
+    ///
+    /// Releases already sent go ahead if the future is dropped; the count is lost.
+    fn release_all(&self) -> impl Future<Output = Result<usize>> + Send;
+
+    /// How many locks this manager holds now.
+    fn held_lock_count(&self) -> usize;
+}

@@ -1,0 +1,10 @@
+//! Ports: the pure contracts of the crate.
+//!
+//! Nothing in here talks to a database. Code that only needs "a lock" or
+//! "a read-model store" depends on these traits and types, and is tested
+//! against the in-memory adapters.
+
+pub mod error;
+pub mod lock_id;
+pub mod locks;
+pub mod readmodels;

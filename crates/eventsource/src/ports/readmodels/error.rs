@@ -1,0 +1,45 @@
+//! The read-model error family.
+
+use uuid::Uuid;
+
+/// A read-model repository failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadModelError {
+    /// No row with this id exists (or it is soft-deleted where that matters).
+    #[error("read model {id} not found in {table}")]
+    NotFound {
+        /// The table searched.
+        table: String,
+        /// The id asked for.
+        id: Uuid,
+    },
+    /// An optimistic version check failed.
+    #[error("version conflict on {table} {id}: expected {expected}, found {actual:?}")]
+    VersionConflict {
+        /// The table.
+        table: String,
+        /// The model id.
+        id: Uuid,
+        /// The version the caller expected.
+        expected: i64,
+        /// The version stored, when known.
+        actual: Option<i64>,
+    },
+    /// The table's schema does not fit the model.
+    #[error("schema mismatch on {table}.{column}: {reason}")]
+    SchemaMismatch {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// What does not fit.
+        reason: String,
+    },
+    /// A query named an unknown field or operator, or had a bad value.
+    #[error("invalid query: {0}")]
+    InvalidQuery(String),
+    /// A model could not be converted to or from its stored form.
+    #[error("serialization error: {0}")]
+    Serialization(String),
+}

@@ -1,0 +1,5 @@
+//! Read-model contracts: the model trait, queries and the repository port.
+
+mod error;
+
+pub use error::ReadModelError;

@@ -1,0 +1,1 @@
+//! The lock conformance suite (filled in next).

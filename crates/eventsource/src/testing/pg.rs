@@ -1,0 +1,443 @@
+//! A throwaway PostgreSQL for tests, demos and benchmarks.
+//!
+//! [`TestDatabase::create`] gives each caller its own database (advisory
+//! locks are per database, so tests that use different databases never
+//! interfere and can run in parallel):
+//!
+//! - when `EVENTSOURCE_TEST_DATABASE_URL` is set, on that server (the
+//!   database is dropped again when the value is dropped);
+//! - otherwise on one private cluster per process, created with `initdb`
+//!   and started with `pg_ctl` from the installed server binaries (through
+//!   `runuser -u postgres` when running as root) in a temporary directory on
+//!   a free port, with `fsync=off`. A small reaper process stops the cluster
+//!   and removes its directory once this process has exited.
+//!
+//! Fault tests that kill backends or restart the server start their own
+//! cluster with [`TestCluster::start`], never the shared one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio_postgres::{Client, Config, NoTls};
+
+use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+
+/// The environment variable naming an existing server to test against.
+pub const TEST_DATABASE_URL_ENV: &str = "EVENTSOURCE_TEST_DATABASE_URL";
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn harness_error(msg: impl Into<String>) -> Error {
+    Error::Backend(BackendError::new(BackendErrorKind::Other, msg))
+}
+
+/// How to stop a cluster, as `pg_ctl stop -m MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Wait for clients to disconnect.
+    Smart,
+    /// Terminate sessions, then shut down cleanly.
+    Fast,
+    /// Abort at once, as a crash would.
+    Immediate,
+}
+
+impl StopMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            StopMode::Smart => "smart",
+            StopMode::Fast => "fast",
+            StopMode::Immediate => "immediate",
+        }
+    }
+}
+
+/// Extra settings for a private cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// `-c name=value` server settings added to the defaults.
+    pub settings: Vec<(String, String)>,
+}
+
+/// A PostgreSQL cluster in a temporary directory, owned by this process.
+///
+/// Dropping it stops the server (immediate mode) and removes the directory.
+#[derive(Debug)]
+pub struct TestCluster {
+    bin_dir: PathBuf,
+    data_dir: PathBuf,
+    port: u16,
+    settings: Vec<(String, String)>,
+    as_postgres: bool,
+}
+
+fn find_bin_dir() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("initdb");
+            if candidate.is_file() {
+                let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
+                if let Some(parent) = real.parent() {
+                    if parent.join("pg_ctl").is_file() {
+                        return Ok(parent.to_path_buf());
+                    }
+                }
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, p)| p).ok_or_else(|| {
+        harness_error(
+            "no PostgreSQL server binaries found (initdb, pg_ctl): install them \
+             (e.g. `apt-get install -y postgresql`) or set EVENTSOURCE_TEST_DATABASE_URL",
+        )
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| harness_error(format!("cannot find a free port: {e}")))?;
+    Ok(listener.local_addr().map_err(|e| harness_error(e.to_string()))?.port())
+}
+
+impl TestCluster {
+    /// Creates and starts a private cluster with the default test settings.
+    pub fn start() -> Result<Self> {
+        Self::start_with(ClusterOptions::default())
+    }
+
+    /// Creates and starts a private cluster with extra settings.
+    pub fn start_with(options: ClusterOptions) -> Result<Self> {
+        let bin_dir = find_bin_dir()?;
+        let as_postgres = is_root();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let data_dir = std::env::temp_dir().join(format!(
+            "eventsource-pg-{}-{}-{}",
+            std::process::id(),
+            n,
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&data_dir)
+            .map_err(|e| harness_error(format!("cannot create {}: {e}", data_dir.display())))?;
+        let mut cluster = TestCluster {
+            bin_dir,
+            data_dir,
+            port: 0,
+            settings: options.settings,
+            as_postgres,
+        };
+        if as_postgres {
+            cluster.run_checked(Command::new("chown").arg("postgres:").arg(&cluster.data_dir))?;
+        }
+        let initdb = cluster.pg_command("initdb");
+        let mut initdb = initdb;
+        initdb
+            .arg("-D")
+            .arg(cluster.data_dir.join("data"))
+            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-locale"]);
+        cluster.run_checked(&mut initdb)?;
+        cluster.spawn_reaper();
+        let mut last_err = None;
+        for _ in 0..5 {
+            cluster.port = free_port()?;
+            match cluster.pg_ctl_start() {
+                Ok(()) => return Ok(cluster),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| harness_error("cluster did not start")))
+    }
+
+    fn pg_command(&self, program: &str) -> Command {
+        let exe = self.bin_dir.join(program);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(exe);
+            c
+        } else {
+            Command::new(exe)
+        }
+    }
+
+    fn run_checked(&self, cmd: &mut Command) -> Result<()> {
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| harness_error(format!("cannot run {cmd:?}: {e}")))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(harness_error(format!(
+                "{cmd:?} failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )))
+        }
+    }
+
+    fn pg_ctl_start(&self) -> Result<()> {
+        let mut opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off -c max_connections=400 -c shared_buffers=64MB",
+            self.port,
+            self.data_dir.display()
+        );
+        for (k, v) in &self.settings {
+            opts.push_str(&format!(" -c {k}={v}"));
+        }
+        let mut cmd = self.pg_command("pg_ctl");
+        cmd.arg("-D")
+            .arg(self.data_dir.join("data"))
+            .arg("-o")
+            .arg(opts)
+            .arg("-l")
+            .arg(self.data_dir.join("server.log"))
+            .args(["-w", "-t", "60", "start"]);
+        self.run_checked(&mut cmd)
+    }
+
+    /// Stops the server (`pg_ctl stop -m MODE`).
+    pub fn stop(&self, mode: StopMode) -> Result<()> {
+        let mut cmd = self.pg_command("pg_ctl");
+        cmd.arg("-D")
+            .arg(self.data_dir.join("data"))
+            .args(["-w", "-m", mode.as_str(), "stop"]);
+        self.run_checked(&mut cmd)
+    }
+
+    /// Starts the server again on the same port after [`stop`](Self::stop).
+    pub fn start_again(&self) -> Result<()> {
+        self.pg_ctl_start()
+    }
+
+    /// Restarts the server (`stop -m MODE`, then start on the same port).
+    pub fn restart(&self, mode: StopMode) -> Result<()> {
+        self.stop(mode)?;
+        self.start_again()
+    }
+
+    /// The TCP port the server listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The cluster's directory (data in `data/`, log in `server.log`).
+    pub fn dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// A connection URL for database `db` as the `postgres` superuser.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Makes sure the cluster is stopped and removed even if this process is
+    /// killed: a detached shell waits for our pid to vanish, then cleans up.
+    fn spawn_reaper(&self) {
+        let pg_ctl = self.bin_dir.join("pg_ctl");
+        let data = self.data_dir.join("data");
+        let stop = if self.as_postgres {
+            format!(
+                "runuser -u postgres -- {} -D {} -m immediate stop",
+                pg_ctl.display(),
+                data.display()
+            )
+        } else {
+            format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display())
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {dir}",
+            pid = std::process::id(),
+            dir = self.data_dir.display()
+        );
+        use std::os::unix::process::CommandExt;
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let _ = self.stop(StopMode::Immediate);
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Where [`TestDatabase::create`] makes its databases.
+enum Server {
+    External(String),
+    Cluster(TestCluster),
+}
+
+fn shared_server() -> Result<&'static Server> {
+    static SERVER: OnceLock<std::result::Result<Server, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| match std::env::var(TEST_DATABASE_URL_ENV) {
+            Ok(url) if !url.trim().is_empty() => Ok(Server::External(url)),
+            _ => TestCluster::start().map(Server::Cluster).map_err(|e| e.to_string()),
+        })
+        .as_ref()
+        .map_err(|e| harness_error(e.clone()))
+}
+
+/// A fresh database for one test.
+#[derive(Debug)]
+pub struct TestDatabase {
+    name: String,
+    config: Config,
+    admin: Config,
+    drop_on_exit: bool,
+    _cluster: Option<Arc<TestCluster>>,
+}
+
+async fn connect_config(config: &Config) -> Result<Client> {
+    let (client, conn) = config.connect(NoTls).await.map_err(|e| {
+        Error::Backend(BackendError::new(BackendErrorKind::Connect, e.to_string()).with_source(e))
+    })?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+fn parse_config(url: &str) -> Result<Config> {
+    url.parse::<Config>()
+        .map_err(|e| harness_error(format!("bad test database URL: {e}")))
+}
+
+impl TestDatabase {
+    /// Creates a fresh database on the shared test server (see the module docs).
+    pub async fn create() -> Result<Self> {
+        let server = tokio::task::spawn_blocking(shared_server)
+            .await
+            .map_err(|e| harness_error(e.to_string()))??;
+        let (admin_url, drop_on_exit) = match server {
+            Server::External(url) => (url.clone(), true),
+            Server::Cluster(c) => (c.url("postgres"), false),
+        };
+        Self::create_at(&admin_url, drop_on_exit, None).await
+    }
+
+    /// Creates a fresh database on a private cluster, which it keeps alive.
+    pub async fn create_on(cluster: Arc<TestCluster>) -> Result<Self> {
+        let url = cluster.url("postgres");
+        Self::create_at(&url, false, Some(cluster)).await
+    }
+
+    async fn create_at(
+        admin_url: &str,
+        drop_on_exit: bool,
+        cluster: Option<Arc<TestCluster>>,
+    ) -> Result<Self> {
+        let admin = parse_config(admin_url)?;
+        let name = format!(
+            "es_test_{}_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let client = connect_config(&admin).await?;
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .map_err(|e| harness_error(format!("CREATE DATABASE failed: {e}")))?;
+        let mut config = admin.clone();
+        config.dbname(&name);
+        Ok(TestDatabase {
+            name,
+            config,
+            admin,
+            drop_on_exit,
+            _cluster: cluster,
+        })
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Connection settings for the database.
+    pub fn config(&self) -> Config {
+        self.config.clone()
+    }
+
+    /// A `postgres://` URL for the database (no password: the harness uses trust auth,
+    /// an external URL's password is not repeated here).
+    pub fn url(&self) -> String {
+        let host = match self.config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+            None => "127.0.0.1".into(),
+        };
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        let user = self.config.get_user().unwrap_or("postgres");
+        match self.config.get_password() {
+            Some(pw) => format!(
+                "postgres://{user}:{}@{host}:{port}/{}",
+                String::from_utf8_lossy(pw),
+                self.name
+            ),
+            None => format!("postgres://{user}@{host}:{port}/{}", self.name),
+        }
+    }
+
+    /// Opens a plain connection to the database (its connection task is spawned).
+    pub async fn connect(&self) -> Result<Client> {
+        connect_config(&self.config).await
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        if !self.drop_on_exit {
+            return;
+        }
+        let admin = self.admin.clone();
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async move {
+                    if let Ok(client) = connect_config(&admin).await {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(10),
+                            client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")),
+                        )
+                        .await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}
