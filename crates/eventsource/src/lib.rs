@@ -27,3 +27,5 @@ pub use ports::locks::{
 };
 
 pub use adapters::memory::InMemoryLockManager;
+#[cfg(feature = "postgres")]
+pub use adapters::postgres::PostgresLockManager;

@@ -230,6 +230,18 @@ impl BackendError {
         self
     }
 
+    /// A copy with the same kind, message and code, without the source
+    /// (driver errors cannot be cloned). For adapters that report one
+    /// failure to several callers.
+    pub fn clone_shallow(&self) -> Self {
+        Self {
+            kind: self.kind,
+            message: self.message.clone(),
+            code: self.code.clone(),
+            source: None,
+        }
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> BackendErrorKind {
         self.kind

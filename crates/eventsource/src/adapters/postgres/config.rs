@@ -1,0 +1,147 @@
+//! Configuration of [`PostgresLockManager`](super::PostgresLockManager).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::connect::Connector;
+use super::manager::PostgresLockManager;
+
+/// Settings of a lock manager, fixed at build time.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) holder_id: Option<String>,
+    pub(crate) max_held_locks: usize,
+    pub(crate) shared_sessions: usize,
+    pub(crate) max_wait_sessions: usize,
+    pub(crate) max_idle_wait_sessions: usize,
+    pub(crate) liveness_interval: Duration,
+    pub(crate) liveness_timeout: Duration,
+    pub(crate) max_batch: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            holder_id: None,
+            max_held_locks: 4096,
+            shared_sessions: 2,
+            max_wait_sessions: 64,
+            max_idle_wait_sessions: 4,
+            liveness_interval: Duration::from_millis(500),
+            liveness_timeout: Duration::from_secs(2),
+            max_batch: 4096,
+        }
+    }
+}
+
+/// Builds a [`PostgresLockManager`]. No I/O happens until the first lock call.
+///
+/// ```
+/// use std::time::Duration;
+/// use eventsource::adapters::postgres::PostgresLockManager;
+///
+/// let config: tokio_postgres::Config = "postgres://app@db.internal/app".parse().unwrap();
+/// let locks = PostgresLockManager::builder(config)
+///     .holder_id("billing-worker-7")
+///     .max_held_locks(1_000)
+///     .liveness_interval(Duration::from_millis(250))
+///     .build();
+/// # drop(locks);
+/// ```
+pub struct PostgresLockManagerBuilder {
+    config: tokio_postgres::Config,
+    settings: Settings,
+    connect_timeout: Duration,
+}
+
+impl PostgresLockManagerBuilder {
+    pub(crate) fn new(config: tokio_postgres::Config) -> Self {
+        Self {
+            config,
+            settings: Settings::default(),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A label for this holder, copied into every `LockInfo::holder_id` and
+    /// shown in `pg_stat_activity.application_name` as `eventsource/<id>`.
+    pub fn holder_id(mut self, id: impl Into<String>) -> Self {
+        self.settings.holder_id = Some(id.into());
+        self
+    }
+
+    /// The most locks this manager holds (or is acquiring) at once; beyond
+    /// it, acquisitions fail with `AcquireFailure::BudgetExceeded`.
+    ///
+    /// PostgreSQL's shared lock table holds roughly
+    /// `max_locks_per_transaction × max_connections` locks for the whole
+    /// server (about 6,400–12,800 with default settings); when it is full,
+    /// the server refuses new connections. Default: 4,096.
+    pub fn max_held_locks(mut self, n: usize) -> Self {
+        self.settings.max_held_locks = n.max(1);
+        self
+    }
+
+    /// How many long-lived sessions carry uncontended locks (each lock id
+    /// always maps to the same one). Default: 2.
+    pub fn shared_sessions(mut self, n: usize) -> Self {
+        self.settings.shared_sessions = n.max(1);
+        self
+    }
+
+    /// The most dedicated sessions open at once for contended waits (each
+    /// waiting or contended-then-granted lock uses one). Default: 64.
+    pub fn max_wait_sessions(mut self, n: usize) -> Self {
+        self.settings.max_wait_sessions = n.max(1);
+        self
+    }
+
+    /// How many idle dedicated sessions are kept for the next wait. Default: 4.
+    pub fn max_idle_wait_sessions(mut self, n: usize) -> Self {
+        self.settings.max_idle_wait_sessions = n;
+        self
+    }
+
+    /// How often an idle session holding locks checks that it is alive.
+    /// Default: 500 ms.
+    pub fn liveness_interval(mut self, d: Duration) -> Self {
+        self.settings.liveness_interval = d.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long a liveness check may take before the session is declared
+    /// dead and its locks reported lost. Default: 2 s.
+    pub fn liveness_timeout(mut self, d: Duration) -> Self {
+        self.settings.liveness_timeout = d.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long opening a session may take. Default: 10 s. An acquisition's
+    /// own timeout bounds it further.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// Builds the manager. Performs no I/O.
+    pub fn build(self) -> PostgresLockManager {
+        let connector = Connector::new(
+            self.config,
+            self.settings.holder_id.as_deref(),
+            self.connect_timeout,
+        );
+        PostgresLockManager::from_parts(Arc::new(connector), self.settings)
+    }
+}
+
+impl fmt::Debug for PostgresLockManagerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresLockManagerBuilder")
+            .field("holder_id", &self.settings.holder_id)
+            .field("max_held_locks", &self.settings.max_held_locks)
+            .field("shared_sessions", &self.settings.shared_sessions)
+            .field("max_wait_sessions", &self.settings.max_wait_sessions)
+            .finish_non_exhaustive()
+    }
+}

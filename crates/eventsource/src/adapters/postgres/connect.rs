@@ -1,0 +1,156 @@
+//! Opening sessions: connection settings, error mapping, query cancellation.
+
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{CancelToken, Client, Config, NoTls};
+use tokio_util::sync::CancellationToken;
+
+use crate::ports::error::{BackendError, BackendErrorKind};
+
+/// Opens sessions configured for holding advisory locks.
+pub(crate) struct Connector {
+    config: Config,
+    connect_timeout: Duration,
+}
+
+/// A live session: the client, and a token cancelled when its connection ends.
+pub(crate) struct Connected {
+    pub(crate) client: Client,
+    pub(crate) closed: CancellationToken,
+}
+
+/// The longest `application_name` PostgreSQL keeps (NAMEDATALEN - 1).
+const MAX_APPLICATION_NAME: usize = 63;
+
+pub(crate) fn application_name(holder_id: Option<&str>) -> String {
+    let mut name = match holder_id {
+        Some(id) => format!("eventsource/{id}"),
+        None => "eventsource".to_owned(),
+    };
+    if name.len() > MAX_APPLICATION_NAME {
+        let mut cut = MAX_APPLICATION_NAME;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
+    }
+    name
+}
+
+impl Connector {
+    pub(crate) fn new(mut config: Config, holder_id: Option<&str>, connect_timeout: Duration) -> Self {
+        config.application_name(application_name(holder_id));
+        // Locks are held outside transactions, and waits are bounded per
+        // statement by the manager; server-wide defaults must not cut them.
+        config.options(
+            "-c lock_timeout=0 -c statement_timeout=0 -c idle_in_transaction_session_timeout=0",
+        );
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(5));
+        config.keepalives_interval(Duration::from_secs(1));
+        config.keepalives_retries(3);
+        config.connect_timeout(connect_timeout);
+        Self {
+            config,
+            connect_timeout,
+        }
+    }
+
+    /// Opens a session; its connection task runs in the background.
+    pub(crate) async fn connect(&self) -> Result<Connected, BackendError> {
+        let attempt = self.config.connect(NoTls);
+        let (client, connection) = match tokio::time::timeout(self.connect_timeout, attempt).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => return Err(connect_error(e)),
+            Err(_) => {
+                return Err(BackendError::new(
+                    BackendErrorKind::Connect,
+                    format!("no answer within {:?}", self.connect_timeout),
+                ))
+            }
+        };
+        let closed = CancellationToken::new();
+        let on_close = closed.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "lock session connection ended with an error");
+            }
+            on_close.cancel();
+        });
+        Ok(Connected { client, closed })
+    }
+
+    /// Asks the server to cancel whatever `token`'s session is running.
+    pub(crate) async fn cancel(&self, token: CancelToken) {
+        let _ = tokio::time::timeout(self.connect_timeout, token.cancel_query(NoTls)).await;
+    }
+}
+
+/// Maps a driver error raised while connecting.
+pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {
+    let mut err = pg_error(e, BackendErrorKind::Connect);
+    let lower = err.message().to_ascii_lowercase();
+    if lower.contains("unexpected message")
+        || lower.contains("error parsing")
+        || lower.contains("invalid message")
+        || lower.contains("unexpected eof")
+    {
+        err = BackendError::new(
+            BackendErrorKind::NotPostgres,
+            format!("the server did not answer as PostgreSQL does ({})", err.message()),
+        );
+    }
+    err
+}
+
+/// Maps a driver error to the crate's backend error, keeping the SQLSTATE.
+pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind) -> BackendError {
+    let code = e.code().map(|c| c.code().to_owned());
+    let message = match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text.push_str(": ");
+                text.push_str(&s.to_string());
+                source = s.source();
+            }
+            text
+        }
+    };
+    let kind = if e.is_closed() {
+        BackendErrorKind::Closed
+    } else if matches!(
+        e.code(),
+        Some(c) if *c == SqlState::UNDEFINED_FUNCTION || *c == SqlState::FEATURE_NOT_SUPPORTED
+    ) {
+        BackendErrorKind::NotPostgres
+    } else if e.code().is_some() && default_kind == BackendErrorKind::Connect {
+        BackendErrorKind::Connect
+    } else if e.code().is_some() {
+        BackendErrorKind::Query
+    } else {
+        default_kind
+    };
+    let mut err = BackendError::new(kind, message).with_source(e);
+    if let Some(code) = code {
+        err = err.with_code(code);
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn application_name_is_prefixed_and_fits() {
+        assert_eq!(application_name(None), "eventsource");
+        assert_eq!(application_name(Some("w-1")), "eventsource/w-1");
+        let long = "é".repeat(100);
+        let name = application_name(Some(&long));
+        assert!(name.len() <= MAX_APPLICATION_NAME && name.starts_with("eventsource/é"));
+    }
+}
