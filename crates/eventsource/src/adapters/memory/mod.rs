@@ -3,3 +3,5 @@
 mod locks;
 
 pub use locks::InMemoryLockManager;
+mod readmodels;
+pub use readmodels::InMemoryReadModelRepository;

@@ -43,3 +43,20 @@ pub enum ReadModelError {
     #[error("serialization error: {0}")]
     Serialization(String),
 }
+
+impl ReadModelError {
+    /// True for [`ReadModelError::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadModelError::NotFound { .. })
+    }
+
+    /// True for [`ReadModelError::VersionConflict`].
+    pub fn is_version_conflict(&self) -> bool {
+        matches!(self, ReadModelError::VersionConflict { .. })
+    }
+
+    /// True for [`ReadModelError::InvalidQuery`].
+    pub fn is_invalid_query(&self) -> bool {
+        matches!(self, ReadModelError::InvalidQuery(_))
+    }
+}

@@ -1,0 +1,329 @@
+//! [`InMemoryReadModelRepository`]: the read-model port for one process,
+//! without a database.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use uuid::Uuid;
+
+use crate::ports::error::Result;
+use crate::ports::readmodels::{
+    now_micros, CheckedQuery, DeletedRows, FieldDescriptor, Query, ReadModel, ReadModelError,
+    ReadModelHandler, ReadModelRepository, Record, TransactionalReadModels, Value,
+};
+
+type Rows = BTreeMap<Uuid, Record>;
+
+/// A read-model repository kept in memory: the reference implementation of
+/// the query semantics, and a fast stand-in for tests.
+///
+/// Clones share the same rows. Values are stored in their serialised form
+/// ([`Record`]), so nothing a caller holds aliases what is stored, and a
+/// model that cannot be stored by a SQL backend cannot be stored here
+/// either.
+///
+/// As a [`TransactionalReadModels`] backend it runs each event against a
+/// copy of the rows and publishes the copy only when the handler succeeds;
+/// `apply` calls are serialised.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use eventsource::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+/// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// # struct Category { #[serde(flatten)] meta: ReadModelMeta, name: String }
+/// # impl ReadModel for Category {
+/// #     fn fields() -> Vec<FieldDescriptor> { vec![FieldDescriptor::new("name", FieldType::Text)] }
+/// #     fn meta(&self) -> &ReadModelMeta { &self.meta }
+/// #     fn meta_mut(&mut self) -> &mut ReadModelMeta { &mut self.meta }
+/// # }
+/// use eventsource::adapters::memory::InMemoryReadModelRepository;
+/// use eventsource::ports::readmodels::{Filter, Query, ReadModelRepository};
+///
+/// let repo = InMemoryReadModelRepository::<Category>::new();
+/// let saved = repo.save(&Category { meta: ReadModelMeta::new_random(), name: "books".into() }).await?;
+/// assert_eq!(saved.meta.version, 1);
+/// let found = repo.find(&Query::new().filter(Filter::eq("name", "books"))).await?;
+/// assert_eq!(found.len(), 1);
+/// # Ok::<(), eventsource::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct InMemoryReadModelRepository<M> {
+    rows: Arc<Mutex<Rows>>,
+    apply_lock: Arc<tokio::sync::Mutex<()>>,
+    fields: Arc<[FieldDescriptor]>,
+    table: Arc<str>,
+    _model: PhantomData<fn() -> M>,
+}
+
+impl<M: ReadModel> InMemoryReadModelRepository<M> {
+    /// An empty repository.
+    pub fn new() -> Self {
+        Self::with_rows(Rows::new())
+    }
+
+    fn with_rows(rows: Rows) -> Self {
+        Self {
+            rows: Arc::new(Mutex::new(rows)),
+            apply_lock: Arc::new(tokio::sync::Mutex::new(())),
+            fields: M::fields().into(),
+            table: M::table_name().into(),
+            _model: PhantomData,
+        }
+    }
+
+    /// The number of stored rows, soft-deleted ones included.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no row is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Rows> {
+        // A panic while holding the lock cannot leave `Rows` half-updated:
+        // every mutation is a single map operation.
+        self.rows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn decode(&self, record: &Record) -> Result<M> {
+        Ok(record.to_model(&self.fields)?)
+    }
+
+    fn select(&self, rows: &Rows, query: &CheckedQuery) -> Vec<Record> {
+        let mut hits: Vec<&Record> = rows
+            .values()
+            .filter(|r| query.deleted.admits(r.meta.deleted_at.is_some()))
+            .filter(|r| {
+                query.filters.iter().all(|f| {
+                    let value = r.column(&f.column, &self.fields).unwrap_or(Value::Null);
+                    f.matches(&value)
+                })
+            })
+            .collect();
+        // `rows` iterates in id order, and the sort is stable: ties stay by id.
+        if let Some(order) = &query.order {
+            hits.sort_by(|a, b| {
+                let va = a.column(&order.column, &self.fields).unwrap_or(Value::Null);
+                let vb = b.column(&order.column, &self.fields).unwrap_or(Value::Null);
+                order.compare(&va, &vb)
+            });
+        }
+        let offset = usize::try_from(query.offset).unwrap_or(usize::MAX);
+        let limit = query
+            .limit
+            .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        hits.into_iter().skip(offset).take(limit).cloned().collect()
+    }
+
+    fn find_checked(&self, query: &CheckedQuery) -> Result<Vec<M>> {
+        let picked = self.select(&self.lock(), query);
+        picked.iter().map(|r| self.decode(r)).collect()
+    }
+
+    /// Applies an upsert of `record` to `rows`, returning the stored record.
+    fn upsert(rows: &mut Rows, mut record: Record) -> Record {
+        if let Some(stored) = rows.get(&record.meta.id) {
+            record.meta.created_at = stored.meta.created_at;
+            record.meta.deleted_at = stored.meta.deleted_at;
+            record.meta.version = stored.meta.version + 1;
+            record.meta.updated_at = now_micros();
+        }
+        rows.insert(record.meta.id, record.clone());
+        record
+    }
+
+    fn set_deleted(&self, id: Uuid, deleted: bool) -> bool {
+        let mut rows = self.lock();
+        match rows.get_mut(&id) {
+            Some(r) if r.meta.deleted_at.is_some() != deleted => {
+                let now = now_micros();
+                r.meta.deleted_at = deleted.then_some(now);
+                r.meta.updated_at = now;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<M: ReadModel> Default for InMemoryReadModelRepository<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M> Clone for InMemoryReadModelRepository<M> {
+    fn clone(&self) -> Self {
+        Self {
+            rows: self.rows.clone(),
+            apply_lock: self.apply_lock.clone(),
+            fields: self.fields.clone(),
+            table: self.table.clone(),
+            _model: PhantomData,
+        }
+    }
+}
+
+impl<M> fmt::Debug for InMemoryReadModelRepository<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows = self.rows.lock().map(|r| r.len()).unwrap_or(0);
+        f.debug_struct("InMemoryReadModelRepository")
+            .field("table", &self.table)
+            .field("rows", &rows)
+            .finish()
+    }
+}
+
+impl<M: ReadModel> ReadModelRepository<M> for InMemoryReadModelRepository<M> {
+    async fn get(&self, id: Uuid) -> Result<Option<M>> {
+        let record = self
+            .lock()
+            .get(&id)
+            .filter(|r| r.meta.deleted_at.is_none())
+            .cloned();
+        record.map(|r| self.decode(&r)).transpose()
+    }
+
+    async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
+        let records: Vec<Record> = {
+            let rows = self.lock();
+            ids.iter()
+                .filter_map(|id| rows.get(id))
+                .filter(|r| r.meta.deleted_at.is_none())
+                .cloned()
+                .collect()
+        };
+        records.iter().map(|r| self.decode(r)).collect()
+    }
+
+    async fn save(&self, model: &M) -> Result<M> {
+        let record = Record::from_model(model, &self.fields)?;
+        let stored = Self::upsert(&mut self.lock(), record);
+        self.decode(&stored)
+    }
+
+    async fn save_many(&self, models: &[M]) -> Result<Vec<M>> {
+        let records = models
+            .iter()
+            .map(|m| Record::from_model(m, &self.fields))
+            .collect::<Result<Vec<_>, _>>()?;
+        let stored: Vec<Record> = {
+            let mut rows = self.lock();
+            records
+                .into_iter()
+                .map(|r| Self::upsert(&mut rows, r))
+                .collect()
+        };
+        stored.iter().map(|r| self.decode(r)).collect()
+    }
+
+    async fn delete(&self, id: Uuid) -> Result<bool> {
+        Ok(self.lock().remove(&id).is_some())
+    }
+
+    async fn soft_delete(&self, id: Uuid) -> Result<bool> {
+        Ok(self.set_deleted(id, true))
+    }
+
+    async fn restore(&self, id: Uuid) -> Result<bool> {
+        Ok(self.set_deleted(id, false))
+    }
+
+    async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
+        let record = self
+            .lock()
+            .get(&id)
+            .filter(|r| r.meta.deleted_at.is_some())
+            .cloned();
+        record.map(|r| self.decode(&r)).transpose()
+    }
+
+    async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
+        let mut checked = query.check(&self.fields)?;
+        checked.deleted = DeletedRows::Only;
+        self.find_checked(&checked)
+    }
+
+    async fn exists(&self, id: Uuid) -> Result<bool> {
+        Ok(self
+            .lock()
+            .get(&id)
+            .is_some_and(|r| r.meta.deleted_at.is_none()))
+    }
+
+    async fn find(&self, query: &Query) -> Result<Vec<M>> {
+        let checked = query.check(&self.fields)?;
+        self.find_checked(&checked)
+    }
+
+    async fn find_one(&self, query: &Query) -> Result<Option<M>> {
+        let mut checked = query.check(&self.fields)?;
+        checked.limit = Some(1);
+        Ok(self.find_checked(&checked)?.into_iter().next())
+    }
+
+    async fn count(&self, query: &Query) -> Result<u64> {
+        let mut checked = query.check(&self.fields)?;
+        checked.limit = None;
+        checked.offset = 0;
+        checked.order = None;
+        Ok(self.select(&self.lock(), &checked).len() as u64)
+    }
+
+    async fn truncate(&self) -> Result<u64> {
+        let mut rows = self.lock();
+        let n = rows.len() as u64;
+        rows.clear();
+        Ok(n)
+    }
+
+    async fn save_with_version_check(&self, model: &M) -> Result<M> {
+        let record = Record::from_model(model, &self.fields)?;
+        let stored = {
+            let mut rows = self.lock();
+            match rows.get(&record.meta.id) {
+                None => {
+                    return Err(ReadModelError::NotFound {
+                        table: self.table.to_string(),
+                        id: record.meta.id,
+                    }
+                    .into())
+                }
+                Some(s) if s.meta.version != record.meta.version => {
+                    return Err(ReadModelError::VersionConflict {
+                        table: self.table.to_string(),
+                        id: record.meta.id,
+                        expected: record.meta.version,
+                        actual: Some(s.meta.version),
+                    }
+                    .into())
+                }
+                Some(_) => Self::upsert(&mut rows, record),
+            }
+        };
+        self.decode(&stored)
+    }
+}
+
+impl<M: ReadModel> TransactionalReadModels<M> for InMemoryReadModelRepository<M> {
+    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _serial = self.apply_lock.lock().await;
+        let snapshot = self.lock().clone();
+        let staging = Self::with_rows(snapshot);
+        handler.handle(event, &staging).await?;
+        let staged = std::mem::take(&mut *staging.lock());
+        *self.lock() = staged;
+        Ok(())
+    }
+
+    async fn truncate_all(&self) -> Result<u64> {
+        self.truncate().await
+    }
+}

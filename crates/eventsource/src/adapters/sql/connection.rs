@@ -1,0 +1,2 @@
+//! The connection factory: a [`Database`] from a `postgres://` or
+//! `sqlite://` URL.

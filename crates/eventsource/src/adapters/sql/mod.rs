@@ -1,0 +1,48 @@
+//! Shared SQL machinery for the read-model adapters.
+//!
+//! - [`schema`]: DDL for PostgreSQL and SQLite from field descriptors, and
+//!   additive migrations.
+//! - [`SqlTable`]: the repository statements both SQL adapters run, with
+//!   the query semantics spelled out once.
+//! - [`ReadModelProjection`]: events to handlers, one transaction per event,
+//!   retries with backoff.
+//! - [`connect`] / [`Database`] (features `postgres` / `sqlite`): the
+//!   connection factory, from a `postgres://` or `sqlite://` URL.
+
+pub mod schema;
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod connection;
+mod projection;
+mod statements;
+
+pub use projection::{is_transient, ReadModelProjection, RetryPolicy};
+pub use statements::{Param, SqlTable, Statement};
+
+/// The SQL dialect a statement is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite (3.35 or later: `RETURNING`, `NULLS LAST`).
+    Sqlite,
+}
+
+impl std::str::FromStr for Dialect {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "postgres" | "postgresql" | "pg" => Ok(Dialect::Postgres),
+            "sqlite" | "sqlite3" => Ok(Dialect::Sqlite),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "unknown SQL dialect {s:?} (expected postgres or sqlite)"
+            ))),
+        }
+    }
+}
+
+/// Quotes an identifier: `"` around it, embedded `"` doubled.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}

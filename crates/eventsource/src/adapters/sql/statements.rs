@@ -1,0 +1,546 @@
+//! [`SqlTable`]: the repository statements of one read-model table, built
+//! from checked queries for PostgreSQL or SQLite.
+//!
+//! Both SQL adapters run exactly these statements, so the query semantics
+//! (NULLs, empty lists, collation, order, paging) are written down once.
+//! Values never enter the SQL text: each becomes a [`Param`] with its field
+//! type, and the adapter binds it.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::ports::readmodels::{
+    base_fields, CheckedFilter, CheckedQuery, DeletedRows, Direction, FieldDescriptor, FieldType,
+    Operand, Operator, Record, Value,
+};
+
+use super::{quote_ident, Dialect};
+
+/// A bound parameter: a value and the type of the field it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// The value (may be NULL for writes).
+    pub value: Value,
+    /// The field's type, which decides how the adapter binds it.
+    pub field_type: FieldType,
+}
+
+/// One SQL statement with its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// The SQL text, with `$n` (PostgreSQL) or `?n` (SQLite) placeholders.
+    pub sql: String,
+    /// The parameters, in placeholder order.
+    pub params: Vec<Param>,
+}
+
+/// The statements of one read-model table on one dialect.
+///
+/// Rows come back with the base columns first (`id`, `created_at`,
+/// `updated_at`, `version`, `deleted_at`), then the user fields in
+/// descriptor order; see [`SqlTable::columns`].
+#[derive(Debug, Clone)]
+pub struct SqlTable {
+    dialect: Dialect,
+    table: String,
+    fields: Vec<FieldDescriptor>,
+    select_list: String,
+}
+
+/// Builds one statement, numbering placeholders.
+struct Builder {
+    dialect: Dialect,
+    sql: String,
+    params: Vec<Param>,
+}
+
+impl Builder {
+    fn bind(&mut self, value: Value, field_type: &FieldType) -> String {
+        self.params.push(Param {
+            value,
+            field_type: field_type.clone(),
+        });
+        let n = self.params.len();
+        match self.dialect {
+            Dialect::Postgres => format!("${n}::{}", postgres_param_type(field_type)),
+            Dialect::Sqlite => format!("?{n}"),
+        }
+    }
+
+    fn push(&mut self, s: &str) {
+        self.sql.push_str(s);
+    }
+
+    fn finish(self) -> Statement {
+        Statement {
+            sql: self.sql,
+            params: self.params,
+        }
+    }
+}
+
+/// The PostgreSQL type a parameter of each field type is cast to; also the
+/// type each column is read back as.
+fn postgres_param_type(field_type: &FieldType) -> &'static str {
+    match field_type {
+        FieldType::Uuid => "uuid",
+        FieldType::Text | FieldType::Other(_) => "text",
+        FieldType::Integer => "int8",
+        FieldType::Float => "float8",
+        FieldType::Decimal => "text::numeric",
+        FieldType::Bool => "bool",
+        FieldType::Timestamp => "timestamptz",
+        FieldType::Date => "date",
+        FieldType::Json => "jsonb",
+        FieldType::Bytes => "bytea",
+    }
+}
+
+fn postgres_read_type(field_type: &FieldType) -> &'static str {
+    match field_type {
+        FieldType::Decimal => "text",
+        other => postgres_param_type(other),
+    }
+}
+
+/// Text sorts and compares byte-wise everywhere; SQLite's default collation
+/// already does.
+fn collated(dialect: Dialect, column: &str, field_type: &FieldType) -> String {
+    let quoted = quote_ident(column);
+    match (dialect, field_type) {
+        (Dialect::Postgres, FieldType::Text | FieldType::Other(_)) => {
+            format!(r#"{quoted}::text COLLATE "C""#)
+        }
+        _ => quoted,
+    }
+}
+
+impl SqlTable {
+    /// The statements for `table` with user `fields`.
+    pub fn new(dialect: Dialect, table: impl Into<String>, fields: Vec<FieldDescriptor>) -> Self {
+        let columns: Vec<String> = base_fields()
+            .iter()
+            .chain(&fields)
+            .map(|f| match dialect {
+                Dialect::Postgres => {
+                    let q = quote_ident(&f.name);
+                    format!("{q}::{} AS {q}", postgres_read_type(&f.field_type))
+                }
+                Dialect::Sqlite => quote_ident(&f.name),
+            })
+            .collect();
+        Self {
+            dialect,
+            table: table.into(),
+            fields,
+            select_list: columns.join(", "),
+        }
+    }
+
+    /// The dialect.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The user fields.
+    pub fn fields(&self) -> &[FieldDescriptor] {
+        &self.fields
+    }
+
+    /// Every column a row comes back with: the base columns, then the user
+    /// fields.
+    pub fn columns(&self) -> Vec<FieldDescriptor> {
+        base_fields()
+            .into_iter()
+            .chain(self.fields.iter().cloned())
+            .collect()
+    }
+
+    /// Rebuilds a record from a row's values in [`SqlTable::columns`] order.
+    pub fn record_from_row(&self, mut values: Vec<Value>) -> Option<Record> {
+        if values.len() != 5 + self.fields.len() {
+            return None;
+        }
+        let user = values.split_off(5);
+        let mut base = values.into_iter();
+        let id = match base.next()? {
+            Value::Uuid(u) => u,
+            _ => return None,
+        };
+        let ts = |v: Value| match v {
+            Value::Timestamp(t) => Some(t),
+            _ => None,
+        };
+        let created_at = ts(base.next()?)?;
+        let updated_at = ts(base.next()?)?;
+        let version = match base.next()? {
+            Value::Integer(v) => v,
+            _ => return None,
+        };
+        let deleted_at = match base.next()? {
+            Value::Null => None,
+            v => Some(ts(v)?),
+        };
+        Some(Record {
+            meta: crate::ports::readmodels::ReadModelMeta {
+                id,
+                created_at,
+                updated_at,
+                version,
+                deleted_at,
+            },
+            values: user,
+        })
+    }
+
+    fn builder(&self) -> Builder {
+        Builder {
+            dialect: self.dialect,
+            sql: String::new(),
+            params: Vec::new(),
+        }
+    }
+
+    fn quoted_table(&self) -> String {
+        quote_ident(&self.table)
+    }
+
+    fn deleted_condition(deleted: DeletedRows) -> Option<&'static str> {
+        match deleted {
+            DeletedRows::Exclude => Some(r#""deleted_at" IS NULL"#),
+            DeletedRows::Include => None,
+            DeletedRows::Only => Some(r#""deleted_at" IS NOT NULL"#),
+        }
+    }
+
+    /// `SELECT` of one row by id, with a soft-delete policy.
+    pub fn get(&self, id: Uuid, deleted: DeletedRows) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!(
+            "SELECT {} FROM {} WHERE \"id\" = ",
+            self.select_list,
+            self.quoted_table()
+        ));
+        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
+        b.push(&p);
+        if let Some(cond) = Self::deleted_condition(deleted) {
+            b.push(" AND ");
+            b.push(cond);
+        }
+        b.finish()
+    }
+
+    /// `SELECT` of the live rows among `ids` (in no particular order).
+    pub fn get_many(&self, ids: &[Uuid]) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!(
+            "SELECT {} FROM {} WHERE \"id\" IN (",
+            self.select_list,
+            self.quoted_table()
+        ));
+        if ids.is_empty() {
+            b.push("NULL");
+        }
+        for (i, id) in ids.iter().enumerate() {
+            if i > 0 {
+                b.push(", ");
+            }
+            let p = b.bind(Value::Uuid(*id), &FieldType::Uuid);
+            b.push(&p);
+        }
+        b.push(r#") AND "deleted_at" IS NULL"#);
+        b.finish()
+    }
+
+    /// `SELECT 1` when a live row has the id.
+    pub fn exists(&self, id: Uuid) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!(
+            "SELECT 1 FROM {} WHERE \"id\" = ",
+            self.quoted_table()
+        ));
+        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
+        b.push(&p);
+        b.push(r#" AND "deleted_at" IS NULL"#);
+        b.finish()
+    }
+
+    fn push_where(&self, b: &mut Builder, query: &CheckedQuery) {
+        let mut conditions: Vec<String> = Vec::new();
+        if let Some(cond) = Self::deleted_condition(query.deleted) {
+            conditions.push(cond.to_owned());
+        }
+        for filter in &query.filters {
+            conditions.push(self.condition(b, filter));
+        }
+        if !conditions.is_empty() {
+            b.push(" WHERE ");
+            b.push(&conditions.join(" AND "));
+        }
+    }
+
+    /// One filter as SQL with the documented NULL semantics.
+    fn condition(&self, b: &mut Builder, filter: &CheckedFilter) -> String {
+        let plain = quote_ident(&filter.column);
+        let ordered = collated(self.dialect, &filter.column, &filter.field_type);
+        let ty = &filter.field_type;
+        match (&filter.operand, filter.operator) {
+            (Operand::One(v), op) => {
+                let p = b.bind(v.clone(), ty);
+                match op {
+                    Operator::Eq => format!("{plain} = {p}"),
+                    Operator::Ne => format!("({plain} IS NULL OR {plain} <> {p})"),
+                    Operator::Gt => format!("{ordered} > {p}"),
+                    Operator::Gte => format!("{ordered} >= {p}"),
+                    Operator::Lt => format!("{ordered} < {p}"),
+                    Operator::Lte => format!("{ordered} <= {p}"),
+                    // `Query::check` pairs list operators with lists only.
+                    Operator::In | Operator::NotIn => "1 = 0".to_owned(),
+                }
+            }
+            (Operand::Many(values), op) => {
+                if values.is_empty() {
+                    return match op {
+                        Operator::NotIn => "1 = 1".to_owned(),
+                        _ => "1 = 0".to_owned(),
+                    };
+                }
+                let list: Vec<String> = values.iter().map(|v| b.bind(v.clone(), ty)).collect();
+                let list = list.join(", ");
+                match op {
+                    Operator::In => format!("{plain} IN ({list})"),
+                    Operator::NotIn => format!("({plain} IS NULL OR {plain} NOT IN ({list}))"),
+                    _ => "1 = 0".to_owned(),
+                }
+            }
+        }
+    }
+
+    /// The rows a query returns, ordered and paged.
+    pub fn find(&self, query: &CheckedQuery) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!(
+            "SELECT {} FROM {}",
+            self.select_list,
+            self.quoted_table()
+        ));
+        self.push_where(&mut b, query);
+        b.push(" ORDER BY ");
+        if let Some(order) = &query.order {
+            let key = collated(self.dialect, &order.column, &order.field_type);
+            b.push(&match order.direction {
+                Direction::Asc => format!("{key} ASC NULLS LAST, "),
+                Direction::Desc => format!("{key} DESC NULLS FIRST, "),
+            });
+        }
+        b.push(r#""id" ASC"#);
+        let clamp = |n: u64| n.min(i64::MAX as u64);
+        match (query.limit, self.dialect) {
+            (Some(limit), _) => b.push(&format!(" LIMIT {}", clamp(limit))),
+            (None, Dialect::Sqlite) if query.offset > 0 => b.push(" LIMIT -1"),
+            (None, _) => {}
+        }
+        if query.offset > 0 {
+            b.push(&format!(" OFFSET {}", clamp(query.offset)));
+        }
+        b.finish()
+    }
+
+    /// `SELECT COUNT(*)` of the rows a query matches (limit and offset
+    /// ignored).
+    pub fn count(&self, query: &CheckedQuery) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!("SELECT COUNT(*) FROM {}", self.quoted_table()));
+        self.push_where(&mut b, query);
+        b.finish()
+    }
+
+    /// The upsert of `record`: insert as given, or update the user fields,
+    /// `updated_at = now` and `version = stored + 1`. Returns the row.
+    pub fn upsert(&self, record: &Record, now: DateTime<Utc>) -> Statement {
+        let mut b = self.builder();
+        let table = self.quoted_table();
+        let names: Vec<String> = self
+            .columns()
+            .iter()
+            .map(|f| quote_ident(&f.name))
+            .collect();
+        b.push(&format!(
+            "INSERT INTO {table} ({}) VALUES (",
+            names.join(", ")
+        ));
+        let values = self.record_values(record);
+        let placeholders: Vec<String> = values.into_iter().map(|(v, ty)| b.bind(v, &ty)).collect();
+        b.push(&placeholders.join(", "));
+        b.push(r#") ON CONFLICT ("id") DO UPDATE SET "#);
+        let mut sets: Vec<String> = self
+            .fields
+            .iter()
+            .map(|f| {
+                let q = quote_ident(&f.name);
+                format!("{q} = EXCLUDED.{q}")
+            })
+            .collect();
+        let now_p = b.bind(Value::Timestamp(now), &FieldType::Timestamp);
+        sets.push(format!(r#""updated_at" = {now_p}"#));
+        sets.push(format!(r#""version" = {table}."version" + 1"#));
+        b.push(&sets.join(", "));
+        b.push(&format!(" RETURNING {}", self.select_list));
+        b.finish()
+    }
+
+    /// The update of `record` only where the stored version equals the
+    /// record's. Returns the row, or nothing.
+    pub fn update_if_version(&self, record: &Record, now: DateTime<Utc>) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!("UPDATE {} SET ", self.quoted_table()));
+        let mut sets = Vec::new();
+        for (field, value) in self.fields.iter().zip(&record.values) {
+            let p = b.bind(value.clone(), &field.field_type);
+            sets.push(format!("{} = {p}", quote_ident(&field.name)));
+        }
+        let now_p = b.bind(Value::Timestamp(now), &FieldType::Timestamp);
+        sets.push(format!(r#""updated_at" = {now_p}"#));
+        sets.push(r#""version" = "version" + 1"#.to_owned());
+        b.push(&sets.join(", "));
+        let id_p = b.bind(Value::Uuid(record.meta.id), &FieldType::Uuid);
+        let version_p = b.bind(Value::Integer(record.meta.version), &FieldType::Integer);
+        b.push(&format!(
+            r#" WHERE "id" = {id_p} AND "version" = {version_p} RETURNING {}"#,
+            self.select_list
+        ));
+        b.finish()
+    }
+
+    /// `SELECT "version"` of a row, soft-deleted or not.
+    pub fn version_of(&self, id: Uuid) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!(
+            r#"SELECT "version" FROM {} WHERE "id" = "#,
+            self.quoted_table()
+        ));
+        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
+        b.push(&p);
+        b.finish()
+    }
+
+    /// `DELETE` of one row.
+    pub fn delete(&self, id: Uuid) -> Statement {
+        let mut b = self.builder();
+        b.push(&format!(
+            r#"DELETE FROM {} WHERE "id" = "#,
+            self.quoted_table()
+        ));
+        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
+        b.push(&p);
+        b.finish()
+    }
+
+    /// Sets (`deleted = true`) or clears `deleted_at` where that changes it.
+    pub fn set_deleted(&self, id: Uuid, deleted: bool, now: DateTime<Utc>) -> Statement {
+        let mut b = self.builder();
+        let now_p = b.bind(Value::Timestamp(now), &FieldType::Timestamp);
+        let id_p = b.bind(Value::Uuid(id), &FieldType::Uuid);
+        let (set, cond) = if deleted {
+            (now_p.clone(), "IS NULL")
+        } else {
+            ("NULL".to_owned(), "IS NOT NULL")
+        };
+        b.push(&format!(
+            r#"UPDATE {} SET "deleted_at" = {set}, "updated_at" = {now_p} WHERE "id" = {id_p} AND "deleted_at" {cond}"#,
+            self.quoted_table()
+        ));
+        b.finish()
+    }
+
+    /// `DELETE` of every row.
+    pub fn truncate(&self) -> Statement {
+        Statement {
+            sql: format!("DELETE FROM {}", self.quoted_table()),
+            params: Vec::new(),
+        }
+    }
+
+    /// The column values of a record, with types, in [`SqlTable::columns`]
+    /// order.
+    fn record_values(&self, record: &Record) -> Vec<(Value, FieldType)> {
+        let m = &record.meta;
+        let mut out = vec![
+            (Value::Uuid(m.id), FieldType::Uuid),
+            (Value::Timestamp(m.created_at), FieldType::Timestamp),
+            (Value::Timestamp(m.updated_at), FieldType::Timestamp),
+            (Value::Integer(m.version), FieldType::Integer),
+            (
+                m.deleted_at.map_or(Value::Null, Value::Timestamp),
+                FieldType::Timestamp,
+            ),
+        ];
+        out.extend(
+            record
+                .values
+                .iter()
+                .cloned()
+                .zip(self.fields.iter().map(|f| f.field_type.clone())),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::readmodels::{Filter, Query};
+
+    fn table(dialect: Dialect) -> SqlTable {
+        SqlTable::new(
+            dialect,
+            "items",
+            vec![
+                FieldDescriptor::new("name", FieldType::Text),
+                FieldDescriptor::new("qty", FieldType::Integer).nullable(),
+            ],
+        )
+    }
+
+    #[test]
+    fn null_semantics_are_spelled_out_in_sql() {
+        let t = table(Dialect::Postgres);
+        let q = Query::new()
+            .filter(Filter::ne("qty", 1))
+            .filter(Filter::not_in("qty", [1, 2]))
+            .filter(Filter::is_in("name", Vec::<String>::new()))
+            .filter(Filter::gt("name", "m"))
+            .order_by("qty", Direction::Desc)
+            .limit(5)
+            .offset(10);
+        let stmt = t.find(&q.check(t.fields()).unwrap());
+        assert!(
+            stmt.sql.contains(r#"("qty" IS NULL OR "qty" <> $1::int8)"#),
+            "{}",
+            stmt.sql
+        );
+        assert!(stmt
+            .sql
+            .contains(r#"("qty" IS NULL OR "qty" NOT IN ($2::int8, $3::int8))"#));
+        assert!(stmt.sql.contains("1 = 0"));
+        assert!(stmt.sql.contains(r#""name"::text COLLATE "C" > $4::text"#));
+        assert!(stmt
+            .sql
+            .ends_with(r#"ORDER BY "qty" DESC NULLS FIRST, "id" ASC LIMIT 5 OFFSET 10"#));
+        assert_eq!(stmt.params.len(), 4);
+
+        let lite = table(Dialect::Sqlite);
+        let stmt = lite.find(&Query::new().offset(3).check(lite.fields()).unwrap());
+        assert!(
+            stmt.sql
+                .ends_with(r#"WHERE "deleted_at" IS NULL ORDER BY "id" ASC LIMIT -1 OFFSET 3"#),
+            "{}",
+            stmt.sql
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! SQLite adapters (feature `sqlite`): [`SqliteDatabase`] and
+//! [`SqliteReadModelRepository`].
+//!
+//! # Why rusqlite
+//!
+//! The adapter is built on [`rusqlite`] with its `bundled` feature:
+//!
+//! - the bundled build compiles a known, recent SQLite (with `RETURNING`,
+//!   upserts and `NULLS LAST`) into the binary, so behaviour does not depend
+//!   on the system library;
+//! - it is the most used and most mature SQLite binding for Rust;
+//! - it is synchronous and tied to no async runtime: the adapter runs every
+//!   call on tokio's blocking pool (`spawn_blocking`), which is the right
+//!   place for a library that does file I/O under a lock anyway;
+//! - the alternative, `sqlx`, would bring a second PostgreSQL driver and a
+//!   second connection pool into a workspace that already standardises on
+//!   `tokio-postgres`.
+//!
+//! # Connections
+//!
+//! A [`SqliteDatabase`] is one connection, shared by every repository made
+//! from it and serialised by an async gate (SQLite serialises writers
+//! anyway). An in-memory database is, by necessity, exactly one shared
+//! connection: a second connection would see a different, empty database.
+//! Each connection is opened with `foreign_keys=ON`, `busy_timeout=5000`
+//! and, for files, `journal_mode=WAL`.
+
+mod database;
+mod readmodels;
+
+pub use database::{SqliteDatabase, SqliteTransaction};
+pub use readmodels::SqliteReadModelRepository;

@@ -1,0 +1,455 @@
+//! [`SqliteReadModelRepository`]: the read-model port on SQLite.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::Connection;
+use uuid::Uuid;
+
+use crate::adapters::sql::{Dialect, SqlTable, Statement};
+use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::readmodels::{
+    now_micros, DeletedRows, FieldDescriptor, FieldType, Query, ReadModel, ReadModelError,
+    ReadModelHandler, ReadModelRepository, Record, TransactionalReadModels, Value,
+};
+
+use super::database::{sqlite_error, Access, SqliteDatabase};
+
+/// The fixed-width text form of timestamps on SQLite: sorts as it compares.
+const TIMESTAMP_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
+
+/// A read-model repository on SQLite.
+///
+/// Made by [`SqliteDatabase::repository`] (each call its own statement, in
+/// autocommit mode; `save_many` in one transaction) or
+/// [`SqliteTransaction::repository`](super::SqliteTransaction::repository)
+/// (inside that transaction, never committing). Cheap to clone.
+///
+/// Storage: UUIDs as lowercase hyphenated text, timestamps as fixed-width
+/// RFC 3339 text (microseconds, `Z`), dates as `YYYY-MM-DD`, booleans as
+/// 0/1, JSON as text, so that SQLite's comparisons and sort order agree
+/// with the other backends.
+pub struct SqliteReadModelRepository<M> {
+    db: SqliteDatabase,
+    access: Access,
+    table: Arc<SqlTable>,
+    _model: PhantomData<fn() -> M>,
+}
+
+impl<M: ReadModel> SqliteReadModelRepository<M> {
+    pub(crate) fn new(db: SqliteDatabase, access: Access) -> Self {
+        Self {
+            db,
+            access,
+            table: Arc::new(SqlTable::new(Dialect::Sqlite, M::table_name(), M::fields())),
+            _model: PhantomData,
+        }
+    }
+
+    /// The database this repository uses.
+    pub fn database(&self) -> &SqliteDatabase {
+        &self.db
+    }
+
+    /// Runs `f` on the connection with this repository's access mode.
+    async fn with<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &SqlTable) -> Result<T> + Send + 'static,
+    {
+        let table = self.table.clone();
+        self.db.run(&self.access, move |c| f(c, &table)).await
+    }
+
+    fn decode_all(&self, records: Vec<Record>) -> Result<Vec<M>> {
+        records
+            .iter()
+            .map(|r| Ok(r.to_model(self.table.fields())?))
+            .collect()
+    }
+
+    fn not_found(&self, id: Uuid) -> Error {
+        ReadModelError::NotFound {
+            table: self.table.table().to_owned(),
+            id,
+        }
+        .into()
+    }
+
+    fn in_transaction(&self) -> bool {
+        matches!(self.access, Access::InTransaction(_))
+    }
+}
+
+impl<M> Clone for SqliteReadModelRepository<M> {
+    fn clone(&self) -> Self {
+        Self {
+            db: self.db.clone(),
+            access: self.access.clone(),
+            table: self.table.clone(),
+            _model: PhantomData,
+        }
+    }
+}
+
+impl<M> fmt::Debug for SqliteReadModelRepository<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteReadModelRepository")
+            .field("table", &self.table.table())
+            .field("db", &self.db)
+            .field(
+                "in_transaction",
+                &matches!(self.access, Access::InTransaction(_)),
+            )
+            .finish()
+    }
+}
+
+fn to_sql(value: &Value) -> SqlValue {
+    match value {
+        Value::Null => SqlValue::Null,
+        Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
+        Value::Integer(i) => SqlValue::Integer(*i),
+        Value::Float(f) => SqlValue::Real(*f),
+        Value::Decimal(s) | Value::Text(s) => SqlValue::Text(s.clone()),
+        Value::Uuid(u) => SqlValue::Text(u.hyphenated().to_string()),
+        Value::Timestamp(t) => SqlValue::Text(t.format(TIMESTAMP_FORMAT).to_string()),
+        Value::Date(d) => SqlValue::Text(d.format("%Y-%m-%d").to_string()),
+        Value::Json(j) => SqlValue::Text(j.to_string()),
+        Value::Bytes(b) => SqlValue::Blob(b.clone()),
+        // `Value` is non-exhaustive only towards other crates.
+    }
+}
+
+fn decode_error(column: &str, field_type: &FieldType, got: &str) -> Error {
+    ReadModelError::SchemaMismatch {
+        table: String::new(),
+        column: column.to_owned(),
+        reason: format!("stored value {got} does not decode as {field_type}"),
+    }
+    .into()
+}
+
+fn from_sql(raw: ValueRef<'_>, field: &FieldDescriptor) -> Result<Value> {
+    let ty = &field.field_type;
+    let bad = |what: &str| decode_error(&field.name, ty, what);
+    let text = |raw: ValueRef<'_>| -> Result<String> {
+        match raw {
+            ValueRef::Text(t) => String::from_utf8(t.to_vec()).map_err(|_| bad("non-UTF-8 text")),
+            ValueRef::Integer(i) => Ok(i.to_string()),
+            ValueRef::Real(r) => Ok(r.to_string()),
+            _ => Err(bad("a blob")),
+        }
+    };
+    if let ValueRef::Null = raw {
+        return Ok(Value::Null);
+    }
+    Ok(match ty {
+        FieldType::Text | FieldType::Other(_) => Value::Text(text(raw)?),
+        FieldType::Decimal => Value::Decimal(text(raw)?),
+        FieldType::Uuid => {
+            let s = text(raw)?;
+            Value::Uuid(Uuid::parse_str(&s).map_err(|_| bad(&format!("{s:?}")))?)
+        }
+        FieldType::Integer => match raw {
+            ValueRef::Integer(i) => Value::Integer(i),
+            _ => return Err(bad("a non-integer")),
+        },
+        FieldType::Float => match raw {
+            ValueRef::Real(r) => Value::Float(r),
+            ValueRef::Integer(i) => Value::Float(i as f64),
+            _ => return Err(bad("a non-number")),
+        },
+        FieldType::Bool => match raw {
+            ValueRef::Integer(i) => Value::Bool(i != 0),
+            _ => return Err(bad("a non-integer")),
+        },
+        FieldType::Timestamp => {
+            let s = text(raw)?;
+            Value::Timestamp(
+                DateTime::parse_from_rfc3339(&s)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| bad(&format!("{s:?}")))?,
+            )
+        }
+        FieldType::Date => {
+            let s = text(raw)?;
+            Value::Date(
+                NaiveDate::parse_from_str(&s, "%Y-%m-%d").map_err(|_| bad(&format!("{s:?}")))?,
+            )
+        }
+        FieldType::Json => {
+            let s = text(raw)?;
+            Value::Json(serde_json::from_str(&s).map_err(|_| bad("invalid JSON"))?)
+        }
+        FieldType::Bytes => match raw {
+            ValueRef::Blob(b) => Value::Bytes(b.to_vec()),
+            ValueRef::Text(t) => Value::Bytes(t.to_vec()),
+            _ => return Err(bad("a number")),
+        },
+    })
+}
+
+fn params(stmt: &Statement) -> Vec<SqlValue> {
+    stmt.params.iter().map(|p| to_sql(&p.value)).collect()
+}
+
+/// Runs a row-returning statement and decodes every row.
+fn query_records(conn: &Connection, table: &SqlTable, stmt: &Statement) -> Result<Vec<Record>> {
+    let columns = table.columns();
+    let mut prepared = conn.prepare_cached(&stmt.sql).map_err(sqlite_error)?;
+    let mut rows = prepared
+        .query(rusqlite::params_from_iter(params(stmt)))
+        .map_err(sqlite_error)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let mut values = Vec::with_capacity(columns.len());
+        for (i, field) in columns.iter().enumerate() {
+            let raw = row.get_ref(i).map_err(sqlite_error)?;
+            values.push(from_sql(raw, field).map_err(|e| with_table(e, table.table()))?);
+        }
+        let record = table.record_from_row(values).ok_or_else(|| {
+            Error::from(ReadModelError::SchemaMismatch {
+                table: table.table().to_owned(),
+                column: "id".into(),
+                reason: "a base column holds an unexpected value".into(),
+            })
+        })?;
+        out.push(record);
+    }
+    Ok(out)
+}
+
+fn with_table(e: Error, table: &str) -> Error {
+    match e {
+        Error::ReadModel(ReadModelError::SchemaMismatch { column, reason, .. }) => {
+            ReadModelError::SchemaMismatch {
+                table: table.to_owned(),
+                column,
+                reason,
+            }
+            .into()
+        }
+        other => other,
+    }
+}
+
+fn execute(conn: &Connection, stmt: &Statement) -> Result<usize> {
+    let mut prepared = conn.prepare_cached(&stmt.sql).map_err(sqlite_error)?;
+    prepared
+        .execute(rusqlite::params_from_iter(params(stmt)))
+        .map_err(sqlite_error)
+}
+
+fn scalar_i64(conn: &Connection, stmt: &Statement) -> Result<Option<i64>> {
+    let mut prepared = conn.prepare_cached(&stmt.sql).map_err(sqlite_error)?;
+    let mut rows = prepared
+        .query(rusqlite::params_from_iter(params(stmt)))
+        .map_err(sqlite_error)?;
+    match rows.next().map_err(sqlite_error)? {
+        Some(row) => Ok(Some(row.get::<_, i64>(0).map_err(sqlite_error)?)),
+        None => Ok(None),
+    }
+}
+
+impl<M: ReadModel> ReadModelRepository<M> for SqliteReadModelRepository<M> {
+    async fn get(&self, id: Uuid) -> Result<Option<M>> {
+        let records = self
+            .with(move |c, t| query_records(c, t, &t.get(id, DeletedRows::Exclude)))
+            .await?;
+        Ok(self.decode_all(records)?.into_iter().next())
+    }
+
+    async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted = ids.to_vec();
+        let records = self
+            .with(move |c, t| {
+                let mut found = Vec::new();
+                for chunk in wanted.chunks(500) {
+                    found.extend(query_records(c, t, &t.get_many(chunk))?);
+                }
+                Ok(found)
+            })
+            .await?;
+        let by_id: HashMap<Uuid, Record> = records.into_iter().map(|r| (r.meta.id, r)).collect();
+        let ordered = ids.iter().filter_map(|id| by_id.get(id).cloned()).collect();
+        self.decode_all(ordered)
+    }
+
+    async fn save(&self, model: &M) -> Result<M> {
+        let record = Record::from_model(model, self.table.fields())?;
+        let records = self
+            .with(move |c, t| query_records(c, t, &t.upsert(&record, now_micros())))
+            .await?;
+        self.decode_all(records)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| backend("upsert returned no row"))
+    }
+
+    async fn save_many(&self, models: &[M]) -> Result<Vec<M>> {
+        let records = models
+            .iter()
+            .map(|m| Record::from_model(m, self.table.fields()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let own_tx = !self.in_transaction();
+        let stored = self
+            .with(move |c, t| {
+                let now = now_micros();
+                let run = |c: &Connection| -> Result<Vec<Record>> {
+                    let mut out = Vec::with_capacity(records.len());
+                    for r in &records {
+                        out.extend(query_records(c, t, &t.upsert(r, now))?);
+                    }
+                    Ok(out)
+                };
+                if own_tx {
+                    let tx = c.transaction().map_err(sqlite_error)?;
+                    let out = run(&tx)?;
+                    tx.commit().map_err(sqlite_error)?;
+                    Ok(out)
+                } else {
+                    run(c)
+                }
+            })
+            .await?;
+        self.decode_all(stored)
+    }
+
+    async fn delete(&self, id: Uuid) -> Result<bool> {
+        let n = self.with(move |c, t| execute(c, &t.delete(id))).await?;
+        Ok(n > 0)
+    }
+
+    async fn soft_delete(&self, id: Uuid) -> Result<bool> {
+        let n = self
+            .with(move |c, t| execute(c, &t.set_deleted(id, true, now_micros())))
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn restore(&self, id: Uuid) -> Result<bool> {
+        let n = self
+            .with(move |c, t| execute(c, &t.set_deleted(id, false, now_micros())))
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
+        let records = self
+            .with(move |c, t| query_records(c, t, &t.get(id, DeletedRows::Only)))
+            .await?;
+        Ok(self.decode_all(records)?.into_iter().next())
+    }
+
+    async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
+        let mut checked = query.check(self.table.fields())?;
+        checked.deleted = DeletedRows::Only;
+        let records = self
+            .with(move |c, t| query_records(c, t, &t.find(&checked)))
+            .await?;
+        self.decode_all(records)
+    }
+
+    async fn exists(&self, id: Uuid) -> Result<bool> {
+        let hit = self.with(move |c, t| scalar_i64(c, &t.exists(id))).await?;
+        Ok(hit.is_some())
+    }
+
+    async fn find(&self, query: &Query) -> Result<Vec<M>> {
+        let checked = query.check(self.table.fields())?;
+        let records = self
+            .with(move |c, t| query_records(c, t, &t.find(&checked)))
+            .await?;
+        self.decode_all(records)
+    }
+
+    async fn find_one(&self, query: &Query) -> Result<Option<M>> {
+        let mut checked = query.check(self.table.fields())?;
+        checked.limit = Some(1);
+        let records = self
+            .with(move |c, t| query_records(c, t, &t.find(&checked)))
+            .await?;
+        Ok(self.decode_all(records)?.into_iter().next())
+    }
+
+    async fn count(&self, query: &Query) -> Result<u64> {
+        let checked = query.check(self.table.fields())?;
+        let n = self
+            .with(move |c, t| scalar_i64(c, &t.count(&checked)))
+            .await?
+            .unwrap_or(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn truncate(&self) -> Result<u64> {
+        let n = self.with(move |c, t| execute(c, &t.truncate())).await?;
+        Ok(n as u64)
+    }
+
+    async fn save_with_version_check(&self, model: &M) -> Result<M> {
+        let record = Record::from_model(model, self.table.fields())?;
+        let (id, expected) = (record.meta.id, record.meta.version);
+        let (records, actual) = self
+            .with(move |c, t| {
+                let updated = query_records(c, t, &t.update_if_version(&record, now_micros()))?;
+                if !updated.is_empty() {
+                    return Ok((updated, None));
+                }
+                let actual = scalar_i64(c, &t.version_of(record.meta.id))?;
+                Ok((updated, actual))
+            })
+            .await?;
+        if let Some(m) = self.decode_all(records)?.into_iter().next() {
+            return Ok(m);
+        }
+        match actual {
+            None => Err(self.not_found(id)),
+            Some(actual) => Err(ReadModelError::VersionConflict {
+                table: self.table.table().to_owned(),
+                id,
+                expected,
+                actual: Some(actual),
+            }
+            .into()),
+        }
+    }
+}
+
+fn backend(message: &str) -> Error {
+    Error::Backend(BackendError::new(BackendErrorKind::Other, message))
+}
+
+impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
+    /// Runs the handler inside a `BEGIN IMMEDIATE` transaction on this
+    /// repository's database. A repository already bound to a transaction
+    /// runs the handler inside that one (the caller commits).
+    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        if self.in_transaction() {
+            return handler.handle(event, self).await;
+        }
+        let tx = self.db.transaction().await?;
+        let repo = tx.repository::<M>();
+        match handler.handle(event, &repo).await {
+            Ok(()) => tx.commit().await,
+            Err(e) => {
+                tx.rollback().await?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn truncate_all(&self) -> Result<u64> {
+        self.truncate().await
+    }
+}

@@ -1,0 +1,86 @@
+//! The projection contract: [`ReadModelHandler`] (what a read model does
+//! with an event) and [`TransactionalReadModels`] (a backend that can run a
+//! handler inside one transaction).
+
+use std::future::Future;
+
+use super::model::ReadModel;
+use super::repository::ReadModelRepository;
+use crate::ports::error::Result;
+
+/// Feeds events into a read model.
+///
+/// The handler is generic over the repository, so the same handler runs on
+/// the in-memory adapter in unit tests and on a SQL adapter in production;
+/// the projection hands it a repository bound to one transaction per event.
+///
+/// ```
+/// use eventsource::ports::readmodels::{ReadModelHandler, ReadModelRepository};
+/// # use eventsource::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+/// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// # struct Counter { #[serde(flatten)] meta: ReadModelMeta, hits: i64 }
+/// # impl ReadModel for Counter {
+/// #     fn fields() -> Vec<FieldDescriptor> { vec![FieldDescriptor::new("hits", FieldType::Integer)] }
+/// #     fn meta(&self) -> &ReadModelMeta { &self.meta }
+/// #     fn meta_mut(&mut self) -> &mut ReadModelMeta { &mut self.meta }
+/// # }
+/// struct Hit(uuid::Uuid);
+/// struct CountHits;
+///
+/// impl ReadModelHandler for CountHits {
+///     type Model = Counter;
+///     type Event = Hit;
+///     async fn handle<R: ReadModelRepository<Counter>>(
+///         &self,
+///         event: &Hit,
+///         repo: &R,
+///     ) -> eventsource::Result<()> {
+///         let mut counter = repo.get(event.0).await?.unwrap_or(Counter {
+///             meta: ReadModelMeta::new(event.0),
+///             hits: 0,
+///         });
+///         counter.hits += 1;
+///         repo.save(&counter).await?;
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait ReadModelHandler: Send + Sync {
+    /// The read model written.
+    type Model: ReadModel;
+    /// The event type consumed (often the domain's event enum).
+    type Event: Send + Sync;
+
+    /// Applies one event. An `Err` rolls the event's transaction back.
+    ///
+    /// # Cancel safety
+    ///
+    /// The projection runs the handler inside a transaction: dropped before
+    /// the commit, none of its writes persist.
+    fn handle<R>(&self, event: &Self::Event, repo: &R) -> impl Future<Output = Result<()>> + Send
+    where
+        R: ReadModelRepository<Self::Model>;
+}
+
+/// A backend that runs a handler with a repository bound to one
+/// transaction. Implemented by every read-model adapter.
+pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
+    /// Opens a transaction, runs `handler` on `event` with a repository
+    /// bound to it, and commits when the handler succeeds; rolls back and
+    /// returns the handler's error otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before the commit, the transaction rolls back and nothing of
+    /// the event persists.
+    fn apply<H>(&self, handler: &H, event: &H::Event) -> impl Future<Output = Result<()>> + Send
+    where
+        H: ReadModelHandler<Model = M>;
+
+    /// Removes every row of the model's table; returns how many went.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement: dropped, the table was emptied or not.
+    fn truncate_all(&self) -> impl Future<Output = Result<u64>> + Send;
+}

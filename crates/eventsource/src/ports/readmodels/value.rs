@@ -1,0 +1,277 @@
+//! [`Value`]: one typed column value, as filters carry them and adapters
+//! store them.
+
+use std::cmp::Ordering;
+
+use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
+use uuid::Uuid;
+
+use super::model::{parse_date, FieldType};
+
+/// One column value. Filters take values through `From` impls
+/// (`"open".into()`, `42.into()`, `uuid.into()`, ...); the query validator
+/// converts them to the field's type before any backend sees them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Value {
+    /// SQL NULL / `None`.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A 64-bit integer.
+    Integer(i64),
+    /// A 64-bit float.
+    Float(f64),
+    /// A decimal number, as its decimal text (e.g. `"12.50"`).
+    Decimal(String),
+    /// A string.
+    Text(String),
+    /// A UUID.
+    Uuid(Uuid),
+    /// An instant in UTC.
+    Timestamp(DateTime<Utc>),
+    /// A calendar date.
+    Date(NaiveDate),
+    /// A JSON document.
+    Json(serde_json::Value),
+    /// A byte string.
+    Bytes(Vec<u8>),
+}
+
+impl Value {
+    /// True for [`Value::Null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Converts a model's serde value to the value of a field of type `ty`.
+    pub fn from_json(json: &serde_json::Value, ty: &FieldType) -> Result<Value, String> {
+        use serde_json::Value as J;
+        if json.is_null() {
+            return Ok(Value::Null);
+        }
+        let wrong = || format!("expected {ty}, got {json}");
+        Ok(match ty {
+            FieldType::Json => Value::Json(json.clone()),
+            FieldType::Text | FieldType::Other(_) => match json {
+                J::String(s) => Value::Text(s.clone()),
+                _ => return Err(wrong()),
+            },
+            FieldType::Uuid => match json {
+                J::String(s) => Value::Uuid(Uuid::parse_str(s).map_err(|_| wrong())?),
+                _ => return Err(wrong()),
+            },
+            FieldType::Integer => Value::Integer(json.as_i64().ok_or_else(wrong)?),
+            FieldType::Float => Value::Float(json.as_f64().ok_or_else(wrong)?),
+            FieldType::Decimal => match json {
+                J::String(s) => Value::Decimal(normalize_decimal(s).ok_or_else(wrong)?),
+                J::Number(n) => {
+                    Value::Decimal(normalize_decimal(&n.to_string()).ok_or_else(wrong)?)
+                }
+                _ => return Err(wrong()),
+            },
+            FieldType::Bool => Value::Bool(json.as_bool().ok_or_else(wrong)?),
+            FieldType::Timestamp => match json {
+                J::String(s) => Value::Timestamp(parse_timestamp(s).ok_or_else(wrong)?),
+                _ => return Err(wrong()),
+            },
+            FieldType::Date => match json {
+                J::String(s) => Value::Date(parse_date(s).ok_or_else(wrong)?),
+                _ => return Err(wrong()),
+            },
+            FieldType::Bytes => match json {
+                J::Array(items) => Value::Bytes(
+                    items
+                        .iter()
+                        .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+                        .collect::<Option<Vec<u8>>>()
+                        .ok_or_else(wrong)?,
+                ),
+                J::String(s) => Value::Bytes(s.as_bytes().to_vec()),
+                _ => return Err(wrong()),
+            },
+        })
+    }
+
+    /// The serde form of the value, as the model deserialises it.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Integer(i) => J::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::Decimal(s) | Value::Text(s) => J::String(s.clone()),
+            Value::Uuid(u) => J::String(u.to_string()),
+            Value::Timestamp(t) => serde_json::to_value(t).unwrap_or(J::Null),
+            Value::Date(d) => J::String(d.format("%Y-%m-%d").to_string()),
+            Value::Json(j) => j.clone(),
+            Value::Bytes(b) => J::Array(b.iter().map(|&x| J::from(x)).collect()),
+        }
+    }
+
+    /// Converts a filter value to the type of a field, or says why it cannot.
+    ///
+    /// Integers widen to floats and decimals; strings parse as UUIDs,
+    /// timestamps (RFC 3339), dates and decimals. NULL is refused: a NULL
+    /// field never equals anything, so a NULL operand is always a mistake.
+    pub fn coerce_to(&self, ty: &FieldType) -> Result<Value, String> {
+        let wrong = || format!("a {} value does not fit a {ty} field", self.kind());
+        Ok(match (ty, self) {
+            (_, Value::Null) => return Err("NULL is not a valid filter value".into()),
+            (FieldType::Text | FieldType::Other(_), Value::Text(s)) => Value::Text(s.clone()),
+            (FieldType::Uuid, Value::Uuid(u)) => Value::Uuid(*u),
+            (FieldType::Uuid, Value::Text(s)) => {
+                Value::Uuid(Uuid::parse_str(s).map_err(|_| format!("{s:?} is not a UUID"))?)
+            }
+            (FieldType::Integer, Value::Integer(i)) => Value::Integer(*i),
+            (FieldType::Float, Value::Float(f)) if f.is_finite() => Value::Float(*f),
+            (FieldType::Float, Value::Integer(i)) => Value::Float(*i as f64),
+            (FieldType::Decimal, Value::Decimal(s) | Value::Text(s)) => Value::Decimal(
+                normalize_decimal(s).ok_or_else(|| format!("{s:?} is not a decimal"))?,
+            ),
+            (FieldType::Decimal, Value::Integer(i)) => Value::Decimal(i.to_string()),
+            (FieldType::Bool, Value::Bool(b)) => Value::Bool(*b),
+            (FieldType::Timestamp, Value::Timestamp(t)) => Value::Timestamp(t.trunc_subsecs(6)),
+            (FieldType::Timestamp, Value::Text(s)) => Value::Timestamp(
+                parse_timestamp(s).ok_or_else(|| format!("{s:?} is not an RFC 3339 timestamp"))?,
+            ),
+            (FieldType::Date, Value::Date(d)) => Value::Date(*d),
+            (FieldType::Date, Value::Text(s)) => {
+                Value::Date(parse_date(s).ok_or_else(|| format!("{s:?} is not a YYYY-MM-DD date"))?)
+            }
+            _ => return Err(wrong()),
+        })
+    }
+
+    /// Compares two non-NULL values of the same kind; `None` for NULLs or
+    /// different kinds. Text compares byte-wise, as on every backend.
+    pub fn compare(&self, other: &Value) -> Option<Ordering> {
+        Some(match (self, other) {
+            (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+            (Value::Integer(a), Value::Integer(b)) => a.cmp(b),
+            (Value::Float(a), Value::Float(b)) => a.partial_cmp(b)?,
+            (Value::Decimal(a), Value::Decimal(b)) => compare_decimals(a, b)?,
+            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Value::Uuid(a), Value::Uuid(b)) => a.cmp(b),
+            (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
+            (Value::Date(a), Value::Date(b)) => a.cmp(b),
+            (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
+            _ => return None,
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Bool(_) => "bool",
+            Value::Integer(_) => "integer",
+            Value::Float(_) => "float",
+            Value::Decimal(_) => "decimal",
+            Value::Text(_) => "text",
+            Value::Uuid(_) => "uuid",
+            Value::Timestamp(_) => "timestamp",
+            Value::Date(_) => "date",
+            Value::Json(_) => "json",
+            Value::Bytes(_) => "bytes",
+        }
+    }
+}
+
+/// Parses an RFC 3339 timestamp, truncated to microseconds.
+pub(crate) fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc).trunc_subsecs(6))
+}
+
+/// Checks a decimal literal (`-12.50`, `3`, `.5`) and returns it trimmed.
+fn normalize_decimal(s: &str) -> Option<String> {
+    let t = s.trim();
+    let body = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
+        return None;
+    }
+    Some(t.to_owned())
+}
+
+/// Exact comparison of two decimal literals accepted by `normalize_decimal`.
+fn compare_decimals(a: &str, b: &str) -> Option<Ordering> {
+    fn parts(s: &str) -> (bool, String, String) {
+        let neg = s.starts_with('-');
+        let body = s.trim_start_matches(['-', '+']);
+        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+        let int = int.trim_start_matches('0').to_owned();
+        let frac = frac.trim_end_matches('0').to_owned();
+        let zero = int.is_empty() && frac.is_empty();
+        (neg && !zero, int, frac)
+    }
+    let (an, ai, af) = parts(a);
+    let (bn, bi, bf) = parts(b);
+    let magnitude = ai
+        .len()
+        .cmp(&bi.len())
+        .then_with(|| ai.cmp(&bi))
+        .then_with(|| af.cmp(&bf));
+    Some(match (an, bn) {
+        (false, false) => magnitude,
+        (true, true) => magnitude.reverse(),
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+    })
+}
+
+macro_rules! value_from {
+    ($($t:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$t> for Value {
+            fn from(v: $t) -> Self { Value::$variant(v.into()) }
+        }
+    )*};
+}
+
+value_from! {
+    bool => Bool, i64 => Integer, i32 => Integer, u32 => Integer, i16 => Integer,
+    f64 => Float, f32 => Float, String => Text, &str => Text, Uuid => Uuid,
+    DateTime<Utc> => Timestamp, NaiveDate => Date, serde_json::Value => Json, Vec<u8> => Bytes,
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_compare_exactly() {
+        let cmp = |a: &str, b: &str| compare_decimals(a, b).unwrap();
+        assert_eq!(cmp("12.50", "12.5"), Ordering::Equal);
+        assert_eq!(cmp("-1", "0.5"), Ordering::Less);
+        assert_eq!(cmp("-2", "-10"), Ordering::Greater);
+        assert_eq!(cmp("100", "99.999"), Ordering::Greater);
+        assert_eq!(cmp("-0.0", "0"), Ordering::Equal);
+        assert!(normalize_decimal("1e5").is_none());
+    }
+
+    #[test]
+    fn coercion_widens_and_parses() {
+        assert_eq!(
+            Value::Integer(3).coerce_to(&FieldType::Float),
+            Ok(Value::Float(3.0))
+        );
+        let id = Uuid::new_v4();
+        assert_eq!(
+            Value::from(id.to_string()).coerce_to(&FieldType::Uuid),
+            Ok(Value::Uuid(id))
+        );
+        assert!(Value::Text("x".into())
+            .coerce_to(&FieldType::Integer)
+            .is_err());
+        assert!(Value::Null.coerce_to(&FieldType::Text).is_err());
+    }
+}
