@@ -1,0 +1,153 @@
+//! Baselines: raw tokio-postgres (the limit) and sqlx's `PgAdvisoryLock` (the peer).
+
+use std::sync::Arc;
+
+use eventsource::lock_id_for_key;
+use sqlx::postgres::PgAdvisoryLock;
+use sqlx::postgres::PgAdvisoryLockKey;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Either};
+
+use crate::probe::connect;
+use crate::stats::WorkerOut;
+use crate::{timed_loop, Ctx, Res, RunOut};
+
+const TRY_LOCK: &str = "SELECT pg_try_advisory_lock($1)";
+const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
+
+/// The number of ids per statement in `raw_batched`.
+pub const BATCH: usize = 1000;
+
+/// One connection, prepared try-lock then unlock, sequential.
+pub async fn raw_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let app = "bench/raw_seq";
+    let client = connect(&ctx.config, app).await?;
+    let lock = client.prepare(TRY_LOCK).await?;
+    let unlock = client.prepare(UNLOCK).await?;
+    let id = lock_id_for_key(&format!("bench/raw_seq/{round}/0"));
+    let (w, probe) = ctx.start_window(app);
+    let out = timed_loop!(w, 1, {
+        let got: bool = client.query_one(&lock, &[&id]).await?.get(0);
+        assert!(got, "raw_seq: key unexpectedly held");
+        let freed: bool = client.query_one(&unlock, &[&id]).await?.get(0);
+        assert!(freed);
+    });
+    RunOut::finish(w, vec![out], probe).await
+}
+
+/// 64 tasks sharing one connection: tokio-postgres pipelines their queries.
+pub async fn raw_pipelined64(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let app = "bench/raw_pipelined64";
+    let client = Arc::new(connect(&ctx.config, app).await?);
+    let lock = client.prepare(TRY_LOCK).await?;
+    let unlock = client.prepare(UNLOCK).await?;
+    let (w, probe) = ctx.start_window(app);
+    let mut tasks = Vec::with_capacity(64);
+    for t in 0..64 {
+        let (client, lock, unlock) = (client.clone(), lock.clone(), unlock.clone());
+        let id = lock_id_for_key(&format!("bench/raw_pipelined64/{round}/{t}"));
+        tasks.push(tokio::spawn(async move {
+            let out = timed_loop!(w, 1, {
+                let got: bool = client.query_one(&lock, &[&id]).await?.get(0);
+                assert!(got, "raw_pipelined64: key unexpectedly held");
+                let freed: bool = client.query_one(&unlock, &[&id]).await?.get(0);
+                assert!(freed);
+            });
+            Res::Ok(out)
+        }));
+    }
+    let mut outs = Vec::with_capacity(64);
+    for t in tasks {
+        outs.push(t.await??);
+    }
+    RunOut::finish(w, outs, probe).await
+}
+
+/// One statement locks 1,000 ids, one unlocks them: the server's per-lock cost when batched.
+pub async fn raw_batched(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let app = "bench/raw_batched";
+    let client = connect(&ctx.config, app).await?;
+    let lock = client
+        .prepare(
+            "SELECT count(*) FILTER (WHERE pg_try_advisory_lock(k)) \
+             FROM unnest($1::bigint[]) AS t(k)",
+        )
+        .await?;
+    let unlock = client
+        .prepare(
+            "SELECT count(*) FILTER (WHERE pg_advisory_unlock(k)) \
+             FROM unnest($1::bigint[]) AS t(k)",
+        )
+        .await?;
+    let ids: Vec<i64> = (0..BATCH)
+        .map(|i| lock_id_for_key(&format!("bench/raw_batched/{round}/{i}")))
+        .collect();
+    let (w, probe) = ctx.start_window(app);
+    let out = timed_loop!(w, BATCH as u64, {
+        let got: i64 = client.query_one(&lock, &[&ids]).await?.get(0);
+        assert_eq!(got, BATCH as i64, "raw_batched: some key unexpectedly held");
+        let freed: i64 = client.query_one(&unlock, &[&ids]).await?.get(0);
+        assert_eq!(freed, BATCH as i64);
+    });
+    RunOut::finish(w, vec![out], probe).await
+}
+
+fn sqlx_options(ctx: &Ctx, app: &str) -> Res<PgConnectOptions> {
+    let opts: PgConnectOptions = ctx.url.parse()?;
+    Ok(opts.application_name(app).disable_statement_logging())
+}
+
+/// sqlx: `PgAdvisoryLock::try_acquire` + `release_now` on one connection, sequential.
+pub async fn sqlx_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let app = "bench/sqlx_seq";
+    let mut conn = sqlx_options(ctx, app)?.connect().await?;
+    let id = lock_id_for_key(&format!("bench/sqlx_seq/{round}/0"));
+    let lock = PgAdvisoryLock::with_key(PgAdvisoryLockKey::BigInt(id));
+    let (w, probe) = ctx.start_window(app);
+    let out = timed_loop!(w, 1, {
+        match lock.try_acquire(&mut conn).await? {
+            Either::Left(guard) => {
+                guard.release_now().await?;
+            }
+            Either::Right(_) => panic!("sqlx_seq: key unexpectedly held"),
+        }
+    });
+    RunOut::finish(w, vec![out], probe).await
+}
+
+/// sqlx: 64 tasks over an 8-connection pool (default pool settings otherwise),
+/// each taking a pooled connection per lock, as a service would.
+pub async fn sqlx_pool64(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let app = "bench/sqlx_pool64";
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .min_connections(8)
+        .connect_with(sqlx_options(ctx, app)?)
+        .await?;
+    let (w, probe) = ctx.start_window(app);
+    let mut tasks = Vec::with_capacity(64);
+    for t in 0..64 {
+        let pool = pool.clone();
+        let id = lock_id_for_key(&format!("bench/sqlx_pool64/{round}/{t}"));
+        tasks.push(tokio::spawn(async move {
+            let lock = PgAdvisoryLock::with_key(PgAdvisoryLockKey::BigInt(id));
+            let out: WorkerOut = timed_loop!(w, 1, {
+                let conn = pool.acquire().await?;
+                match lock.try_acquire(conn).await? {
+                    Either::Left(guard) => {
+                        guard.release_now().await?;
+                    }
+                    Either::Right(_) => panic!("sqlx_pool64: key unexpectedly held"),
+                }
+            });
+            Res::Ok(out)
+        }));
+    }
+    let mut outs = Vec::with_capacity(64);
+    for t in tasks {
+        outs.push(t.await??);
+    }
+    let run = RunOut::finish(w, outs, probe).await;
+    pool.close().await;
+    run
+}
