@@ -6,6 +6,7 @@
 //!   booted from the installed server binaries, and a fresh database per test.
 
 pub mod locks;
+pub mod readmodels;
 
 #[cfg(feature = "postgres")]
 pub mod pg;
