@@ -1,0 +1,114 @@
+//! The database URL: where it comes from, parsing, plain sessions.
+
+use std::time::Duration;
+
+use eventsource::{BackendError, BackendErrorKind, Error};
+use tokio_postgres::{Client, Config, NoTls};
+
+use crate::redact::redact_url;
+use crate::{exit, report};
+
+/// How long opening a plain session may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A parsed database URL.
+#[derive(Debug, Clone)]
+pub struct Database {
+    /// The URL as given (contains the password, if any: never print it).
+    pub url: String,
+    /// The parsed settings.
+    pub config: Config,
+}
+
+impl Database {
+    /// Parses `url`; errors are usage errors and print no password.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        crate::redact::register_url(url);
+        let config: Config = url
+            .parse()
+            .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
+        Ok(Self {
+            url: url.to_owned(),
+            config,
+        })
+    }
+
+    /// The URL with its password masked, for messages.
+    pub fn shown(&self) -> String {
+        redact_url(&self.url)
+    }
+
+    /// Opens a plain session (application_name `eventsource-cli`); its
+    /// connection runs in a background task.
+    pub async fn connect(&self) -> Result<Client, Error> {
+        let mut config = self.config.clone();
+        config.application_name("eventsource-cli");
+        config.connect_timeout(CONNECT_TIMEOUT);
+        let connecting = config.connect(NoTls);
+        let (client, connection) = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => {
+                return Err(BackendError::new(BackendErrorKind::Connect, error_chain(&e)).into())
+            }
+            Err(_) => {
+                return Err(BackendError::new(
+                    BackendErrorKind::Connect,
+                    format!("no answer within {CONNECT_TIMEOUT:?}"),
+                )
+                .into())
+            }
+        };
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "session ended with an error");
+            }
+        });
+        Ok(client)
+    }
+}
+
+/// An error and its causes on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// The URL from `--database-url` / `DATABASE_URL`, or a usage error (exit 2).
+pub fn require_url(url: Option<String>) -> Result<Database, i32> {
+    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+        report!("no database URL: pass --database-url URL or set DATABASE_URL");
+        return Err(exit::USAGE);
+    };
+    Database::parse(&url).map_err(|msg| {
+        report!("{msg}");
+        exit::USAGE
+    })
+}
+
+/// Prints a library error that ends the tool, with a hint, and returns the exit code.
+pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
+    let mut line = if context.is_empty() {
+        error_chain(err)
+    } else {
+        format!("{context}: {}", error_chain(err))
+    };
+    if let Some(db) = db {
+        if err.as_backend().is_some() {
+            line.push_str(&format!(" (database {})", db.shown()));
+        }
+    }
+    if let Some(hint) = exit::backend_hint(err) {
+        line.push_str(&format!("; {hint}"));
+    }
+    report!("{line}");
+    exit::for_error(err)
+}

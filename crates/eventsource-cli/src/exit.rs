@@ -1,0 +1,95 @@
+//! The tool's own exit codes (documented in `--help` and the README).
+//!
+//! `lock run` otherwise exits with its command's exit code, or 128+N when the
+//! command died of signal N, as shells do.
+
+use eventsource::{AcquireFailure, BackendErrorKind, Error};
+
+/// Bad usage: unknown option, bad duration, bad URL, missing URL.
+pub const USAGE: i32 = 2;
+/// The database could not be reached or failed (sysexits `EX_UNAVAILABLE`).
+pub const UNAVAILABLE: i32 = 69;
+/// An internal error (sysexits `EX_SOFTWARE`).
+pub const SOFTWARE: i32 = 70;
+/// The lock was not acquired: held elsewhere, or the timeout elapsed
+/// (sysexits `EX_TEMPFAIL`: try again later). `--conflict-exit-code` changes it.
+pub const CONFLICT: i32 = 75;
+/// The lock was lost while the command ran (its database session ended);
+/// the command was stopped. `--lost-exit-code` changes it.
+pub const LOCK_LOST: i32 = 76;
+/// The command was found but could not be executed (as in shells).
+pub const CANNOT_EXECUTE: i32 = 126;
+/// The command was not found (as in shells).
+pub const NOT_FOUND: i32 = 127;
+/// Added to a signal number for "died of / interrupted by signal N".
+pub const SIGNAL_BASE: i32 = 128;
+
+/// The exit code for a library error that ends the tool.
+pub fn for_error(err: &Error) -> i32 {
+    if err.as_backend().is_some() {
+        return UNAVAILABLE;
+    }
+    match err {
+        Error::InvalidArgument(_) => USAGE,
+        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::KeyTooLong { .. }) => USAGE,
+        _ => SOFTWARE,
+    }
+}
+
+/// A short label for a backend error kind, for messages.
+pub fn backend_hint(err: &Error) -> Option<&'static str> {
+    let kind = err.as_backend()?.kind();
+    Some(match kind {
+        BackendErrorKind::Connect => "check the database URL, that the server runs, and the credentials",
+        BackendErrorKind::NotPostgres => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eventsource::{BackendError, LockAcquisitionError};
+
+    #[test]
+    fn codes_are_distinct() {
+        let mut all = vec![
+            USAGE,
+            UNAVAILABLE,
+            SOFTWARE,
+            CONFLICT,
+            LOCK_LOST,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+        ];
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 7);
+    }
+
+    #[test]
+    fn errors_map_to_codes() {
+        let backend: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
+        assert_eq!(for_error(&backend), UNAVAILABLE);
+        let through_acquire: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::Backend(BackendError::new(BackendErrorKind::Closed, "gone")),
+            None,
+        )
+        .into();
+        assert_eq!(for_error(&through_acquire), UNAVAILABLE);
+        let too_long: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::KeyTooLong {
+                len: 5000,
+                limit: 4096,
+            },
+            None,
+        )
+        .into();
+        assert_eq!(for_error(&too_long), USAGE);
+        assert_eq!(for_error(&Error::InvalidArgument("x".into())), USAGE);
+        let closed: Error = LockAcquisitionError::new("k", AcquireFailure::Closed, None).into();
+        assert_eq!(for_error(&closed), SOFTWARE);
+    }
+}

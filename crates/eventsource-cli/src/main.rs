@@ -1,0 +1,105 @@
+//! `eventsource`: run a command under a PostgreSQL advisory lock, inspect
+//! lock holders, and a live demo. See `eventsource --help` and the README.
+//!
+//! The tool adds no lock logic of its own: locks come from
+//! `eventsource::adapters::postgres::PostgresLockManager`, the inspection from
+//! `query_holders`. What it adds is process supervision (signals, exit
+//! codes, lock loss) and output.
+
+// The one exception is the `pre_exec` hook that sets the child's
+// parent-death signal (see `run::spawn_child`).
+#![deny(unsafe_code)]
+#![warn(missing_debug_implementations, rust_2018_idioms)]
+
+mod cli;
+mod db;
+mod demo;
+mod duration;
+mod exit;
+mod holders;
+mod key;
+mod redact;
+mod run;
+mod signals;
+
+use std::io::Write;
+
+use clap::Parser;
+
+use cli::{Cli, Command, LockCommand};
+
+/// Prints one line on stderr, prefixed with the program name, with any
+/// password masked.
+macro_rules! report {
+    ($($arg:tt)*) => {
+        $crate::report_line(&format!($($arg)*))
+    };
+}
+pub(crate) use report;
+
+pub(crate) fn report_line(message: &str) {
+    let line = format!("eventsource: {}\n", redact::scrub(message));
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_env("EVENTSOURCE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(redact::ScrubbingStderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Some(url) = &cli.database_url {
+        redact::register_url(url);
+    }
+    std::panic::set_hook(Box::new(|info| {
+        report!("internal error: {info}");
+    }));
+    init_tracing();
+
+    // `lock key` needs neither a runtime nor a database.
+    if let Command::Lock(LockCommand::Key(args)) = &cli.command {
+        std::process::exit(key::print_keys(&args.keys));
+    }
+
+    // One thread: the child's parent-death signal is tied to the thread that
+    // spawned it, which must live as long as the process.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            report!("cannot start the async runtime: {e}");
+            std::process::exit(exit::SOFTWARE);
+        }
+    };
+    let code = runtime.block_on(dispatch(cli));
+    let _ = std::io::stdout().flush();
+    // Exit without waiting for background tasks; the process's sessions end
+    // with it, and the server releases whatever they still held.
+    std::process::exit(code);
+}
+
+async fn dispatch(cli: Cli) -> i32 {
+    let url = cli.database_url;
+    match cli.command {
+        Command::Lock(LockCommand::Key(args)) => key::print_keys(&args.keys),
+        Command::Lock(LockCommand::Run(args)) => match db::require_url(url) {
+            Ok(db) => run::run(args, db).await,
+            Err(code) => code,
+        },
+        Command::Lock(LockCommand::Holders(args)) => match db::require_url(url) {
+            Ok(db) => holders::holders(args, db).await,
+            Err(code) => code,
+        },
+        Command::Demo(args) => demo::demo(args, url).await,
+        Command::DemoWorker(args) => demo::worker::worker(args).await,
+    }
+}

@@ -1,0 +1,237 @@
+//! Keeping database passwords out of every line the tool prints.
+//!
+//! The database URL's password is registered once ([`register_url`]); every
+//! message, error and log line goes through [`scrub`] before it is written,
+//! which replaces each registered secret (as written and percent-decoded)
+//! with `***`. URLs shown on purpose go through [`redact_url`] first.
+
+use std::io::{self, Write};
+use std::sync::{Mutex, OnceLock};
+
+const MASK: &str = "***";
+
+fn secrets() -> &'static Mutex<Vec<String>> {
+    static SECRETS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    SECRETS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Registers every password found in `url` (URL userinfo, a `password`
+/// query parameter, a `password=` key/value pair, and what the driver
+/// parses out of it), raw and percent-decoded.
+pub fn register_url(url: &str) {
+    let mut found = passwords_in(url);
+    if let Ok(config) = url.parse::<tokio_postgres::Config>() {
+        if let Some(pw) = config.get_password() {
+            found.push(String::from_utf8_lossy(pw).into_owned());
+        }
+    }
+    register(found);
+}
+
+/// Registers secrets to scrub from all output.
+pub fn register(found: impl IntoIterator<Item = String>) {
+    let mut list = secrets().lock().unwrap_or_else(|p| p.into_inner());
+    for s in found {
+        for variant in [percent_decode(&s), s] {
+            if !variant.is_empty() && !list.contains(&variant) {
+                list.push(variant);
+            }
+        }
+    }
+    // Longest first, so that a secret containing another is masked whole.
+    list.sort_by_key(|s| std::cmp::Reverse(s.len()));
+}
+
+/// Replaces every registered secret in `text` with `***`.
+pub fn scrub(text: &str) -> String {
+    let list = secrets().lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = text.to_owned();
+    for secret in list.iter() {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), MASK);
+        }
+    }
+    out
+}
+
+/// The URL with its password (userinfo or parameter) replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some((start, end)) = userinfo_password_span(url) {
+        out.replace_range(start..end, MASK);
+    }
+    let mut masked = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(pos) = find_password_key(rest) {
+        let value_start = pos + "password=".len();
+        masked.push_str(&rest[..value_start]);
+        let value_end = value_end(rest, value_start);
+        masked.push_str(MASK);
+        rest = &rest[value_end..];
+    }
+    masked.push_str(rest);
+    scrub(&masked)
+}
+
+/// Passwords in a connection string, raw (not decoded).
+fn passwords_in(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some((start, end)) = userinfo_password_span(url) {
+        found.push(url[start..end].to_owned());
+    }
+    let mut rest = url;
+    while let Some(pos) = find_password_key(rest) {
+        let value_start = pos + "password=".len();
+        let value_end = value_end(rest, value_start);
+        let value = rest[value_start..value_end].trim_matches('\'');
+        found.push(value.to_owned());
+        rest = &rest[value_end..];
+    }
+    found
+}
+
+/// The byte span of the password in `scheme://user:password@host...`.
+fn userinfo_password_span(url: &str) -> Option<(usize, usize)> {
+    let after_scheme = url.find("://")? + 3;
+    let authority_end = url[after_scheme..].rfind('@').map(|at| after_scheme + at)?;
+    let userinfo = &url[after_scheme..authority_end];
+    let colon = userinfo.find(':')?;
+    Some((after_scheme + colon + 1, authority_end))
+}
+
+/// Finds `password=` at the start of a parameter (after `?`, `&`,
+/// whitespace or the start of a key/value string), case-insensitively.
+fn find_password_key(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(rel) = lower[from..].find("password=") {
+        let pos = from + rel;
+        let boundary =
+            pos == 0 || matches!(text.as_bytes()[pos - 1], b'?' | b'&' | b' ' | b'\t' | b'\n');
+        if boundary {
+            return Some(pos);
+        }
+        from = pos + 1;
+    }
+    None
+}
+
+/// The end of a parameter value starting at `start`: a quoted value runs to
+/// its closing quote, a plain one to `&` or whitespace.
+fn value_end(text: &str, start: usize) -> usize {
+    let bytes = text.as_bytes();
+    if bytes.get(start) == Some(&b'\'') {
+        let mut i = start + 1;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\\' => i += 2,
+                b'\'' => return i + 1,
+                _ => i += 1,
+            }
+        }
+        return bytes.len();
+    }
+    text[start..]
+        .find(|c: char| c == '&' || c.is_whitespace())
+        .map(|e| start + e)
+        .unwrap_or(text.len())
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            if let Some(b) = hex {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A `tracing` writer that scrubs each log line before writing it to stderr.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScrubbingStderr;
+
+impl Write for ScrubbingStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        io::stderr().write_all(scrub(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ScrubbingStderr {
+    type Writer = ScrubbingStderr;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        ScrubbingStderr
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_passwords_in_every_form() {
+        assert_eq!(
+            passwords_in("postgres://app:s3cr%40t@db:5432/app?sslmode=disable"),
+            vec!["s3cr%40t"]
+        );
+        assert_eq!(
+            passwords_in("postgres://app@db/app?sslmode=disable&password=pw1"),
+            vec!["pw1"]
+        );
+        assert_eq!(
+            passwords_in("host=db user=app password='a b' dbname=x"),
+            vec!["a b"]
+        );
+        assert!(passwords_in("postgres://app@db/app").is_empty());
+        assert!(passwords_in("postgres://db/app").is_empty());
+    }
+
+    #[test]
+    fn redacts_urls_and_scrubs_messages() {
+        register_url("postgres://alice:Tr0ub4dor%263@db.internal:5432/app");
+        assert_eq!(
+            redact_url("postgres://alice:Tr0ub4dor%263@db.internal:5432/app"),
+            "postgres://alice:***@db.internal:5432/app"
+        );
+        assert_eq!(
+            redact_url("postgresql://bob@h/db?password=xyz987&sslmode=require"),
+            "postgresql://bob@h/db?password=***&sslmode=require"
+        );
+        // Decoded form too, as a driver error might print it.
+        assert_eq!(
+            scrub("password authentication failed: Tr0ub4dor&3 rejected"),
+            "password authentication failed: *** rejected"
+        );
+        assert_eq!(scrub("raw Tr0ub4dor%263 here"), "raw *** here");
+        assert_eq!(
+            redact_url("postgres://alice@db/app"),
+            "postgres://alice@db/app"
+        );
+    }
+
+    #[test]
+    fn percent_decoding_is_lenient() {
+        assert_eq!(percent_decode("a%40b"), "a@b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("%4"), "%4");
+    }
+}
