@@ -12,3 +12,9 @@ mod session;
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
 pub use manager::PostgresLockManager;
+
+mod readmodels;
+pub use readmodels::{
+    PgClientSource, PgTransactionSource, PooledClient, PostgresDatabase,
+    PostgresReadModelRepository, DEFAULT_POOL_SIZE,
+};

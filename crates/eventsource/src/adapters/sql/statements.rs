@@ -363,6 +363,12 @@ impl SqlTable {
     /// The upsert of `record`: insert as given, or update the user fields,
     /// `updated_at = now` and `version = stored + 1`. Returns the row.
     pub fn upsert(&self, record: &Record, now: DateTime<Utc>) -> Statement {
+        self.upsert_many(std::slice::from_ref(record), now)
+    }
+
+    /// One multi-row upsert of `records` (no id may appear twice). Returns
+    /// the rows, in no guaranteed order.
+    pub fn upsert_many(&self, records: &[Record], now: DateTime<Utc>) -> Statement {
         let mut b = self.builder();
         let table = self.quoted_table();
         let names: Vec<String> = self
@@ -371,13 +377,21 @@ impl SqlTable {
             .map(|f| quote_ident(&f.name))
             .collect();
         b.push(&format!(
-            "INSERT INTO {table} ({}) VALUES (",
+            "INSERT INTO {table} ({}) VALUES ",
             names.join(", ")
         ));
-        let values = self.record_values(record);
-        let placeholders: Vec<String> = values.into_iter().map(|(v, ty)| b.bind(v, &ty)).collect();
-        b.push(&placeholders.join(", "));
-        b.push(r#") ON CONFLICT ("id") DO UPDATE SET "#);
+        for (i, record) in records.iter().enumerate() {
+            if i > 0 {
+                b.push(", ");
+            }
+            let placeholders: Vec<String> = self
+                .record_values(record)
+                .into_iter()
+                .map(|(v, ty)| b.bind(v, &ty))
+                .collect();
+            b.push(&format!("({})", placeholders.join(", ")));
+        }
+        b.push(r#" ON CONFLICT ("id") DO UPDATE SET "#);
         let mut sets: Vec<String> = self
             .fields
             .iter()

@@ -1,0 +1,498 @@
+//! [`PostgresReadModelRepository`]: the read-model port on PostgreSQL, over
+//! tokio-postgres.
+//!
+//! The repository takes its client from a [`PgClientSource`]: the
+//! [`PostgresDatabase`] pool, a plain [`tokio_postgres::Client`], or a
+//! caller's [`tokio_postgres::Transaction`] (then every statement runs inside
+//! it and nothing is committed by the repository).
+
+mod source;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use crate::adapters::sql::{schema, Dialect, Param, SqlTable, Statement};
+use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::readmodels::{
+    now_micros, DeletedRows, FieldType, Query, ReadModel, ReadModelError, ReadModelHandler,
+    ReadModelRepository, Record, TransactionalReadModels, Value,
+};
+
+use source::query_error;
+pub use source::{
+    PgClientSource, PgTransactionSource, PooledClient, PostgresDatabase, DEFAULT_POOL_SIZE,
+};
+
+/// The most rows one `save_many` statement carries (PostgreSQL accepts at
+/// most 65535 parameters per statement).
+const MAX_PARAMS: usize = 65_000;
+
+/// A read-model repository on PostgreSQL.
+///
+/// Every call is one statement, so a repository on a pool or a shared
+/// client needs no transaction of its own; `save_many` is one multi-row
+/// upsert (several when the batch is very large or names an id twice).
+/// Inside a caller's transaction everything it does commits or rolls back
+/// with that transaction.
+///
+/// Text compares and sorts byte-wise (`COLLATE "C"`), whatever the
+/// database's collation, so results agree with the other backends.
+///
+/// ```no_run
+/// # async fn demo(client: &mut tokio_postgres::Client) -> eventsource::Result<()> {
+/// # use eventsource::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+/// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// # struct Category { #[serde(flatten)] meta: ReadModelMeta, name: String }
+/// # impl ReadModel for Category {
+/// #     fn fields() -> Vec<FieldDescriptor> { vec![FieldDescriptor::new("name", FieldType::Text)] }
+/// #     fn meta(&self) -> &ReadModelMeta { &self.meta }
+/// #     fn meta_mut(&mut self) -> &mut ReadModelMeta { &mut self.meta }
+/// # }
+/// use eventsource::adapters::postgres::PostgresReadModelRepository;
+/// use eventsource::ports::readmodels::ReadModelRepository;
+///
+/// // Inside the caller's transaction: the repository never commits.
+/// let tx = client.transaction().await.map_err(|e| eventsource::Error::InvalidArgument(e.to_string()))?;
+/// let repo = PostgresReadModelRepository::<Category, _>::new(&tx);
+/// repo.save(&Category { meta: ReadModelMeta::new_random(), name: "books".into() }).await?;
+/// tx.commit().await.map_err(|e| eventsource::Error::InvalidArgument(e.to_string()))?;
+/// # Ok(()) }
+/// ```
+pub struct PostgresReadModelRepository<M, S> {
+    source: S,
+    table: Arc<SqlTable>,
+    _model: PhantomData<fn() -> M>,
+}
+
+impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
+    /// A repository taking its clients from `source`.
+    pub fn new(source: S) -> Self {
+        Self {
+            source,
+            table: Arc::new(SqlTable::new(
+                Dialect::Postgres,
+                M::table_name(),
+                M::fields(),
+            )),
+            _model: PhantomData,
+        }
+    }
+
+    /// The client source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// Creates the table and its indexes when missing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped, the script ran or did not.
+    pub async fn create_schema(&self) -> Result<()> {
+        let client = self.source.client().await?;
+        client
+            .batch_execute(&schema::full_schema::<M>(Dialect::Postgres))
+            .await
+            .map_err(query_error)
+    }
+
+    /// The column names of the table in the current schema (empty when the
+    /// table does not exist).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    pub async fn columns(&self) -> Result<Vec<String>> {
+        let client = self.source.client().await?;
+        let rows = client
+            .query(
+                "SELECT column_name::text FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = $1 \
+                 ORDER BY ordinal_position",
+                &[&self.table.table()],
+            )
+            .await
+            .map_err(query_error)?;
+        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
+
+    /// Adds the columns the model declares that the table lacks (creating
+    /// the table when missing), in one script; returns the statements run.
+    /// See [`schema::migration`] for what is refused.
+    ///
+    /// # Cancel safety
+    ///
+    /// The script is one implicit transaction: dropped, all or none of it
+    /// happened.
+    pub async fn migrate_schema(&self) -> Result<Vec<String>> {
+        let existing = self.columns().await?;
+        let statements = if existing.is_empty() {
+            vec![schema::full_schema::<M>(Dialect::Postgres)]
+        } else {
+            schema::generate_migration::<M>(Dialect::Postgres, &existing)?
+        };
+        let script: String = statements.iter().map(|s| format!("{s};\n")).collect();
+        let client = self.source.client().await?;
+        client.batch_execute(&script).await.map_err(query_error)?;
+        Ok(statements)
+    }
+
+    async fn records(&self, stmt: &Statement) -> Result<Vec<Record>> {
+        let client = self.source.client().await?;
+        let params = bind(stmt);
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+        let rows = client.query(&stmt.sql, &refs).await.map_err(query_error)?;
+        rows.iter().map(|row| self.decode_row(row)).collect()
+    }
+
+    async fn execute(&self, stmt: &Statement) -> Result<u64> {
+        let client = self.source.client().await?;
+        let params = bind(stmt);
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+        client.execute(&stmt.sql, &refs).await.map_err(query_error)
+    }
+
+    async fn scalar(&self, stmt: &Statement) -> Result<Option<i64>> {
+        let client = self.source.client().await?;
+        let params = bind(stmt);
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+        let row = client
+            .query_opt(&stmt.sql, &refs)
+            .await
+            .map_err(query_error)?;
+        Ok(match row {
+            Some(r) => Some(
+                r.try_get::<_, i64>(0)
+                    .or_else(|_| r.try_get::<_, i32>(0).map(i64::from))
+                    .map_err(query_error)?,
+            ),
+            None => None,
+        })
+    }
+
+    fn decode_row(&self, row: &Row) -> Result<Record> {
+        let columns = self.table.columns();
+        let mut values = Vec::with_capacity(columns.len());
+        for (i, field) in columns.iter().enumerate() {
+            values.push(decode_value(row, i, &field.field_type).map_err(|e| {
+                Error::from(ReadModelError::SchemaMismatch {
+                    table: self.table.table().to_owned(),
+                    column: field.name.clone(),
+                    reason: e.to_string(),
+                })
+            })?);
+        }
+        self.table.record_from_row(values).ok_or_else(|| {
+            ReadModelError::SchemaMismatch {
+                table: self.table.table().to_owned(),
+                column: "id".into(),
+                reason: "a base column holds an unexpected value".into(),
+            }
+            .into()
+        })
+    }
+
+    fn decode_all(&self, records: &[Record]) -> Result<Vec<M>> {
+        records
+            .iter()
+            .map(|r| Ok(r.to_model(self.table.fields())?))
+            .collect()
+    }
+
+    fn first(&self, records: &[Record]) -> Result<Option<M>> {
+        Ok(self.decode_all(records)?.into_iter().next())
+    }
+
+    /// Splits a batch into groups that one multi-row upsert can take: no id
+    /// twice in a group (PostgreSQL refuses to update a row twice in one
+    /// statement), and under the parameter limit.
+    fn batches(&self, records: Vec<Record>) -> Vec<Vec<Record>> {
+        let per_row = 5 + self.table.fields().len();
+        let max_rows = (MAX_PARAMS / per_row).max(1);
+        let mut out: Vec<Vec<Record>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for record in records {
+            let full = out.last().map_or(true, |b| b.len() >= max_rows);
+            if full || !seen.insert(record.meta.id) {
+                seen.clear();
+                seen.insert(record.meta.id);
+                out.push(Vec::new());
+            }
+            out.last_mut().expect("a batch was pushed").push(record);
+        }
+        out
+    }
+}
+
+impl<M, S: Clone> Clone for PostgresReadModelRepository<M, S> {
+    fn clone(&self) -> Self {
+        Self {
+            source: self.source.clone(),
+            table: self.table.clone(),
+            _model: PhantomData,
+        }
+    }
+}
+
+impl<M, S> fmt::Debug for PostgresReadModelRepository<M, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresReadModelRepository")
+            .field("table", &self.table.table())
+            .field("source", &std::any::type_name::<S>())
+            .finish()
+    }
+}
+
+type BoxedParam = Box<dyn ToSql + Sync + Send>;
+
+/// Binds each parameter with the Rust type its placeholder's cast expects.
+fn bind(stmt: &Statement) -> Vec<BoxedParam> {
+    stmt.params.iter().map(bind_one).collect()
+}
+
+fn bind_one(param: &Param) -> BoxedParam {
+    fn opt<T: ToSql + Sync + Send + 'static>(v: Option<T>) -> BoxedParam {
+        Box::new(v)
+    }
+    let v = &param.value;
+    match &param.field_type {
+        FieldType::Uuid => opt(match v {
+            Value::Uuid(u) => Some(*u),
+            _ => None,
+        }),
+        FieldType::Text | FieldType::Other(_) | FieldType::Decimal => opt(match v {
+            Value::Text(s) | Value::Decimal(s) => Some(s.clone()),
+            _ => None,
+        }),
+        FieldType::Integer => opt(match v {
+            Value::Integer(i) => Some(*i),
+            _ => None,
+        }),
+        FieldType::Float => opt(match v {
+            Value::Float(f) => Some(*f),
+            Value::Integer(i) => Some(*i as f64),
+            _ => None,
+        }),
+        FieldType::Bool => opt(match v {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }),
+        FieldType::Timestamp => opt(match v {
+            Value::Timestamp(t) => Some(*t),
+            _ => None,
+        }),
+        FieldType::Date => opt(match v {
+            Value::Date(d) => Some(*d),
+            _ => None,
+        }),
+        FieldType::Json => opt(match v {
+            Value::Json(j) => Some(j.clone()),
+            _ => None,
+        }),
+        FieldType::Bytes => opt(match v {
+            Value::Bytes(b) => Some(b.clone()),
+            _ => None,
+        }),
+    }
+}
+
+fn decode_value(
+    row: &Row,
+    i: usize,
+    ty: &FieldType,
+) -> std::result::Result<Value, tokio_postgres::Error> {
+    fn or_null<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
+        v.map_or(Value::Null, f)
+    }
+    Ok(match ty {
+        FieldType::Uuid => or_null(row.try_get::<_, Option<Uuid>>(i)?, Value::Uuid),
+        FieldType::Text | FieldType::Other(_) => {
+            or_null(row.try_get::<_, Option<String>>(i)?, Value::Text)
+        }
+        FieldType::Decimal => or_null(row.try_get::<_, Option<String>>(i)?, Value::Decimal),
+        FieldType::Integer => or_null(row.try_get::<_, Option<i64>>(i)?, Value::Integer),
+        FieldType::Float => or_null(row.try_get::<_, Option<f64>>(i)?, Value::Float),
+        FieldType::Bool => or_null(row.try_get::<_, Option<bool>>(i)?, Value::Bool),
+        FieldType::Timestamp => or_null(
+            row.try_get::<_, Option<DateTime<Utc>>>(i)?,
+            Value::Timestamp,
+        ),
+        FieldType::Date => or_null(row.try_get::<_, Option<NaiveDate>>(i)?, Value::Date),
+        FieldType::Json => or_null(row.try_get::<_, Option<serde_json::Value>>(i)?, Value::Json),
+        FieldType::Bytes => or_null(row.try_get::<_, Option<Vec<u8>>>(i)?, Value::Bytes),
+    })
+}
+
+fn backend(message: &str) -> Error {
+    Error::Backend(BackendError::new(BackendErrorKind::Other, message))
+}
+
+impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadModelRepository<M, S> {
+    async fn get(&self, id: Uuid) -> Result<Option<M>> {
+        let records = self
+            .records(&self.table.get(id, DeletedRows::Exclude))
+            .await?;
+        self.first(&records)
+    }
+
+    async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
+        let mut found = Vec::new();
+        for chunk in ids.chunks(1000) {
+            found.extend(self.records(&self.table.get_many(chunk)).await?);
+        }
+        let by_id: HashMap<Uuid, Record> = found.into_iter().map(|r| (r.meta.id, r)).collect();
+        let ordered: Vec<Record> = ids.iter().filter_map(|id| by_id.get(id).cloned()).collect();
+        self.decode_all(&ordered)
+    }
+
+    async fn save(&self, model: &M) -> Result<M> {
+        let record = Record::from_model(model, self.table.fields())?;
+        let records = self
+            .records(&self.table.upsert(&record, now_micros()))
+            .await?;
+        self.first(&records)?
+            .ok_or_else(|| backend("upsert returned no row"))
+    }
+
+    async fn save_many(&self, models: &[M]) -> Result<Vec<M>> {
+        let records = models
+            .iter()
+            .map(|m| Record::from_model(m, self.table.fields()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let now = now_micros();
+        let mut stored = Vec::with_capacity(records.len());
+        for batch in self.batches(records) {
+            let ids: Vec<Uuid> = batch.iter().map(|r| r.meta.id).collect();
+            let rows = self.records(&self.table.upsert_many(&batch, now)).await?;
+            let by_id: HashMap<Uuid, Record> = rows.into_iter().map(|r| (r.meta.id, r)).collect();
+            for id in ids {
+                stored.push(
+                    by_id
+                        .get(&id)
+                        .cloned()
+                        .ok_or_else(|| backend("upsert returned too few rows"))?,
+                );
+            }
+        }
+        self.decode_all(&stored)
+    }
+
+    async fn delete(&self, id: Uuid) -> Result<bool> {
+        Ok(self.execute(&self.table.delete(id)).await? > 0)
+    }
+
+    async fn soft_delete(&self, id: Uuid) -> Result<bool> {
+        Ok(self
+            .execute(&self.table.set_deleted(id, true, now_micros()))
+            .await?
+            > 0)
+    }
+
+    async fn restore(&self, id: Uuid) -> Result<bool> {
+        Ok(self
+            .execute(&self.table.set_deleted(id, false, now_micros()))
+            .await?
+            > 0)
+    }
+
+    async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
+        let records = self.records(&self.table.get(id, DeletedRows::Only)).await?;
+        self.first(&records)
+    }
+
+    async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
+        let mut checked = query.check(self.table.fields())?;
+        checked.deleted = DeletedRows::Only;
+        let records = self.records(&self.table.find(&checked)).await?;
+        self.decode_all(&records)
+    }
+
+    async fn exists(&self, id: Uuid) -> Result<bool> {
+        Ok(self.scalar(&self.table.exists(id)).await?.is_some())
+    }
+
+    async fn find(&self, query: &Query) -> Result<Vec<M>> {
+        let checked = query.check(self.table.fields())?;
+        let records = self.records(&self.table.find(&checked)).await?;
+        self.decode_all(&records)
+    }
+
+    async fn find_one(&self, query: &Query) -> Result<Option<M>> {
+        let mut checked = query.check(self.table.fields())?;
+        checked.limit = Some(1);
+        let records = self.records(&self.table.find(&checked)).await?;
+        self.first(&records)
+    }
+
+    async fn count(&self, query: &Query) -> Result<u64> {
+        let checked = query.check(self.table.fields())?;
+        let n = self.scalar(&self.table.count(&checked)).await?.unwrap_or(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn truncate(&self) -> Result<u64> {
+        self.execute(&self.table.truncate()).await
+    }
+
+    async fn save_with_version_check(&self, model: &M) -> Result<M> {
+        let record = Record::from_model(model, self.table.fields())?;
+        let updated = self
+            .records(&self.table.update_if_version(&record, now_micros()))
+            .await?;
+        if let Some(m) = self.first(&updated)? {
+            return Ok(m);
+        }
+        let id = record.meta.id;
+        match self.scalar(&self.table.version_of(id)).await? {
+            None => Err(ReadModelError::NotFound {
+                table: self.table.table().to_owned(),
+                id,
+            }
+            .into()),
+            Some(actual) => Err(ReadModelError::VersionConflict {
+                table: self.table.table().to_owned(),
+                id,
+                expected: record.meta.version,
+                actual: Some(actual),
+            }
+            .into()),
+        }
+    }
+}
+
+impl<M: ReadModel, S: PgTransactionSource> TransactionalReadModels<M>
+    for PostgresReadModelRepository<M, S>
+{
+    /// Takes a client exclusively, opens a transaction on it, runs the
+    /// handler with a repository bound to that transaction, and commits
+    /// (or rolls back on error).
+    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let mut client = self.source.exclusive().await?;
+        let tx = client.transaction().await.map_err(query_error)?;
+        let outcome = {
+            let repo = PostgresReadModelRepository::<M, _>::new(&tx);
+            handler.handle(event, &repo).await
+        };
+        match outcome {
+            Ok(()) => tx.commit().await.map_err(query_error),
+            Err(e) => {
+                tx.rollback().await.map_err(query_error)?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn truncate_all(&self) -> Result<u64> {
+        self.truncate().await
+    }
+}
