@@ -1,2 +1,353 @@
 //! The connection factory: a [`Database`] from a `postgres://` or
-//! `sqlite://` URL.
+//! `sqlite://` URL, and [`AnyReadModelRepository`], a repository on
+//! whichever backend the URL named.
+//!
+//! | URL | database |
+//! |---|---|
+//! | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`) |
+//! | `sqlite::memory:`, `sqlite://:memory:`, `sqlite://` | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
+//! | `sqlite:///abs/path.db` | the file `/abs/path.db` |
+//! | `sqlite://rel/path.db`, `sqlite:rel/path.db` | the file `rel/path.db`, relative to the working directory |
+//!
+//! A `+driver` suffix on the scheme (`postgresql+asyncpg://`,
+//! `sqlite+aiosqlite://`) and a `?query` on SQLite URLs are ignored, so URLs
+//! written for other toolkits work unchanged. SQLite connections get
+//! `foreign_keys=ON`, `busy_timeout=5000` and (files only) `journal_mode=WAL`.
+
+use std::fmt;
+use std::path::PathBuf;
+use uuid::Uuid;
+
+use crate::ports::error::{Error, Result};
+use crate::ports::readmodels::{
+    Query, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
+};
+
+#[cfg(feature = "postgres")]
+use crate::adapters::postgres::{PostgresDatabase, PostgresReadModelRepository};
+#[cfg(feature = "sqlite")]
+use crate::adapters::sqlite::{SqliteDatabase, SqliteReadModelRepository};
+
+use super::Dialect;
+
+/// What a database URL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// A PostgreSQL server; the URL as tokio-postgres reads it.
+    Postgres(String),
+    /// A private in-memory SQLite database.
+    SqliteMemory,
+    /// A SQLite database file.
+    SqliteFile(PathBuf),
+}
+
+impl DatabaseUrl {
+    /// Parses a `postgres://` / `postgresql://` / `sqlite:` URL (see the
+    /// [module docs](self)).
+    ///
+    /// ```
+    /// use eventsource::adapters::sql::DatabaseUrl;
+    /// assert_eq!(DatabaseUrl::parse("sqlite::memory:").unwrap(), DatabaseUrl::SqliteMemory);
+    /// assert_eq!(
+    ///     DatabaseUrl::parse("sqlite:///var/lib/app.db").unwrap(),
+    ///     DatabaseUrl::SqliteFile("/var/lib/app.db".into())
+    /// );
+    /// assert!(DatabaseUrl::parse("mysql://x").is_err());
+    /// ```
+    pub fn parse(url: &str) -> Result<Self> {
+        let bad =
+            |why: &str| Error::InvalidArgument(format!("unsupported database URL {url:?}: {why}"));
+        let (scheme, rest) = url.split_once(':').ok_or_else(|| bad("no scheme"))?;
+        let base = scheme
+            .split('+')
+            .next()
+            .unwrap_or(scheme)
+            .to_ascii_lowercase();
+        match base.as_str() {
+            "postgres" | "postgresql" => {
+                if !rest.starts_with("//") {
+                    return Err(bad("expected postgres://"));
+                }
+                Ok(DatabaseUrl::Postgres(format!("postgresql:{rest}")))
+            }
+            "sqlite" | "sqlite3" => {
+                let path = rest.strip_prefix("//").unwrap_or(rest);
+                let path = path.split('?').next().unwrap_or(path);
+                if path.is_empty() || path == ":memory:" {
+                    Ok(DatabaseUrl::SqliteMemory)
+                } else {
+                    Ok(DatabaseUrl::SqliteFile(PathBuf::from(path)))
+                }
+            }
+            _ => Err(bad("expected postgres:// or sqlite:")),
+        }
+    }
+
+    /// The dialect of the named database.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            DatabaseUrl::Postgres(_) => Dialect::Postgres,
+            DatabaseUrl::SqliteMemory | DatabaseUrl::SqliteFile(_) => Dialect::Sqlite,
+        }
+    }
+}
+
+/// A connected read-model database, PostgreSQL or SQLite.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Database {
+    /// A PostgreSQL pool.
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresDatabase),
+    /// A SQLite connection.
+    #[cfg(feature = "sqlite")]
+    Sqlite(SqliteDatabase),
+}
+
+/// Connects to the database a URL names (see the [module docs](self)).
+///
+/// Fails with [`Error::InvalidArgument`] for an unknown scheme or a backend
+/// whose cargo feature is off, and with a backend error when the database
+/// cannot be reached.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # #[cfg(feature = "sqlite")] {
+/// use eventsource::adapters::sql::{connect, Dialect};
+/// let db = connect("sqlite::memory:").await?;
+/// assert_eq!(db.dialect(), Dialect::Sqlite);
+/// # }
+/// # Ok::<(), eventsource::Error>(())
+/// # }).unwrap();
+/// ```
+///
+/// # Cancel safety
+///
+/// Dropped, no connection is kept.
+pub async fn connect(url: &str) -> Result<Database> {
+    match DatabaseUrl::parse(url)? {
+        #[cfg(feature = "postgres")]
+        DatabaseUrl::Postgres(u) => Ok(Database::Postgres(PostgresDatabase::connect(&u).await?)),
+        #[cfg(feature = "sqlite")]
+        DatabaseUrl::SqliteMemory => Ok(Database::Sqlite(SqliteDatabase::open_in_memory().await?)),
+        #[cfg(feature = "sqlite")]
+        DatabaseUrl::SqliteFile(path) => Ok(Database::Sqlite(SqliteDatabase::open(path).await?)),
+        #[allow(unreachable_patterns)]
+        other => Err(Error::InvalidArgument(format!(
+            "{url:?} names a {:?} database, but the crate was built without its feature",
+            other.dialect()
+        ))),
+    }
+}
+
+impl Database {
+    /// The dialect.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(_) => Dialect::Postgres,
+            #[cfg(feature = "sqlite")]
+            Database::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
+    /// A repository for `M` on this database.
+    pub fn repository<M: ReadModel>(&self) -> AnyReadModelRepository<M> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => AnyReadModelRepository::Postgres(db.repository()),
+            #[cfg(feature = "sqlite")]
+            Database::Sqlite(db) => AnyReadModelRepository::Sqlite(db.repository()),
+        }
+    }
+
+    /// Creates `M`'s table and indexes when missing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped, the DDL ran or did not.
+    pub async fn create_schema<M: ReadModel>(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => db.create_schema::<M>().await,
+            #[cfg(feature = "sqlite")]
+            Database::Sqlite(db) => db.create_schema::<M>().await,
+        }
+    }
+
+    /// Adds `M`'s missing columns (creating the table when missing); returns
+    /// the statements run.
+    ///
+    /// # Cancel safety
+    ///
+    /// The migration is one transaction: dropped, all or none of it happened.
+    pub async fn migrate_schema<M: ReadModel>(&self) -> Result<Vec<String>> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => db.migrate_schema::<M>().await,
+            #[cfg(feature = "sqlite")]
+            Database::Sqlite(db) => db.migrate_schema::<M>().await,
+        }
+    }
+}
+
+impl fmt::Debug for Database {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => f.debug_tuple("Postgres").field(db).finish(),
+            #[cfg(feature = "sqlite")]
+            Database::Sqlite(db) => f.debug_tuple("Sqlite").field(db).finish(),
+        }
+    }
+}
+
+/// A read-model repository on the backend a [`Database`] was connected to.
+#[non_exhaustive]
+pub enum AnyReadModelRepository<M> {
+    /// On PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresReadModelRepository<M, PostgresDatabase>),
+    /// On SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(SqliteReadModelRepository<M>),
+    #[doc(hidden)]
+    _Unused(
+        std::marker::PhantomData<fn() -> M>,
+        std::convert::Infallible,
+    ),
+}
+
+impl<M> Clone for AnyReadModelRepository<M> {
+    fn clone(&self) -> Self {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(r) => Self::Postgres(r.clone()),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(r) => Self::Sqlite(r.clone()),
+            Self::_Unused(_, never) => match *never {},
+        }
+    }
+}
+
+impl<M> fmt::Debug for AnyReadModelRepository<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(r) => r.fmt(f),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(r) => r.fmt(f),
+            Self::_Unused(_, never) => match *never {},
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $repo:ident => $call:expr) => {
+        match $self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres($repo) => $call,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite($repo) => $call,
+            Self::_Unused(_, never) => match *never {},
+        }
+    };
+}
+
+impl<M: ReadModel> ReadModelRepository<M> for AnyReadModelRepository<M> {
+    async fn get(&self, id: Uuid) -> Result<Option<M>> {
+        delegate!(self, r => r.get(id).await)
+    }
+    async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
+        delegate!(self, r => r.get_many(ids).await)
+    }
+    async fn save(&self, model: &M) -> Result<M> {
+        delegate!(self, r => r.save(model).await)
+    }
+    async fn save_many(&self, models: &[M]) -> Result<Vec<M>> {
+        delegate!(self, r => r.save_many(models).await)
+    }
+    async fn delete(&self, id: Uuid) -> Result<bool> {
+        delegate!(self, r => r.delete(id).await)
+    }
+    async fn soft_delete(&self, id: Uuid) -> Result<bool> {
+        delegate!(self, r => r.soft_delete(id).await)
+    }
+    async fn restore(&self, id: Uuid) -> Result<bool> {
+        delegate!(self, r => r.restore(id).await)
+    }
+    async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
+        delegate!(self, r => r.get_deleted(id).await)
+    }
+    async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
+        delegate!(self, r => r.find_deleted(query).await)
+    }
+    async fn exists(&self, id: Uuid) -> Result<bool> {
+        delegate!(self, r => r.exists(id).await)
+    }
+    async fn find(&self, query: &Query) -> Result<Vec<M>> {
+        delegate!(self, r => r.find(query).await)
+    }
+    async fn find_one(&self, query: &Query) -> Result<Option<M>> {
+        delegate!(self, r => r.find_one(query).await)
+    }
+    async fn count(&self, query: &Query) -> Result<u64> {
+        delegate!(self, r => r.count(query).await)
+    }
+    async fn truncate(&self) -> Result<u64> {
+        delegate!(self, r => r.truncate().await)
+    }
+    async fn save_with_version_check(&self, model: &M) -> Result<M> {
+        delegate!(self, r => r.save_with_version_check(model).await)
+    }
+}
+
+impl<M: ReadModel> TransactionalReadModels<M> for AnyReadModelRepository<M> {
+    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply(handler, event).await)
+    }
+
+    async fn truncate_all(&self) -> Result<u64> {
+        delegate!(self, r => r.truncate_all().await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_the_right_backend() {
+        let p = |u: &str| DatabaseUrl::parse(u).unwrap();
+        assert_eq!(p("sqlite::memory:"), DatabaseUrl::SqliteMemory);
+        assert_eq!(p("sqlite://:memory:"), DatabaseUrl::SqliteMemory);
+        assert_eq!(p("sqlite://"), DatabaseUrl::SqliteMemory);
+        assert_eq!(
+            p("sqlite:///tmp/x.db"),
+            DatabaseUrl::SqliteFile("/tmp/x.db".into())
+        );
+        assert_eq!(
+            p("sqlite://data/x.db?mode=rwc"),
+            DatabaseUrl::SqliteFile("data/x.db".into())
+        );
+        assert_eq!(
+            p("sqlite+aiosqlite:///a.db"),
+            DatabaseUrl::SqliteFile("/a.db".into())
+        );
+        assert_eq!(p("sqlite:rel.db"), DatabaseUrl::SqliteFile("rel.db".into()));
+        assert_eq!(
+            p("postgresql+asyncpg://u@h/db"),
+            DatabaseUrl::Postgres("postgresql://u@h/db".into())
+        );
+        assert_eq!(p("postgres://u@h:5433/db").dialect(), Dialect::Postgres);
+        for bad in ["mysql://h/db", "no-scheme", "postgres:h/db"] {
+            assert!(
+                matches!(DatabaseUrl::parse(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -16,6 +16,9 @@ mod connection;
 mod projection;
 mod statements;
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]
+pub use connection::{connect, AnyReadModelRepository, Database, DatabaseUrl};
 pub use projection::{is_transient, ReadModelProjection, RetryPolicy};
 pub use statements::{Param, SqlTable, Statement};
 
