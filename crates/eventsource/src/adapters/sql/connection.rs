@@ -42,8 +42,8 @@ pub enum DatabaseUrl {
 }
 
 impl DatabaseUrl {
-    /// Parses a `postgres://` / `postgresql://` / `sqlite:` URL (see the
-    /// [module docs](self)).
+    /// Parses a `postgres://` / `postgresql://` / `sqlite:` URL (see
+    /// [`connect`] for the forms).
     ///
     /// ```
     /// use eventsource::adapters::sql::DatabaseUrl;
@@ -104,7 +104,19 @@ pub enum Database {
     Sqlite(SqliteDatabase),
 }
 
-/// Connects to the database a URL names (see the [module docs](self)).
+/// Connects to the database a URL names.
+///
+/// | URL | database |
+/// |---|---|
+/// | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`) |
+/// | `sqlite::memory:`, `sqlite://:memory:`, `sqlite://` | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
+/// | `sqlite:///abs/path.db` | the file `/abs/path.db` |
+/// | `sqlite://rel/path.db`, `sqlite:rel/path.db` | the file `rel/path.db`, relative to the working directory |
+///
+/// A `+driver` suffix on the scheme (`postgresql+asyncpg://`,
+/// `sqlite+aiosqlite://`) and a `?query` on SQLite URLs are ignored, so URLs
+/// written for other toolkits work unchanged. SQLite connections get
+/// `foreign_keys=ON`, `busy_timeout=5000` and (files only) `journal_mode=WAL`.
 ///
 /// Fails with [`Error::InvalidArgument`] for an unknown scheme or a backend
 /// whose cargo feature is off, and with a backend error when the database

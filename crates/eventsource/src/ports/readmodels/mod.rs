@@ -6,6 +6,27 @@
 //! `postgres`), `crate::adapters::sqlite` (feature `sqlite`) and
 //! [`crate::adapters::sql`] (schema generation, the projection runner and
 //! the connection factory).
+//!
+//! A guide with a worked example is in `docs/readmodels.md`.
+//!
+//! # Query semantics
+//!
+//! The same on every backend:
+//!
+//! - Filters are combined with AND.
+//! - A NULL field never matches `eq`, `in`, `gt`, `gte`, `lt`, `lte`, and
+//!   always matches `ne` and `not_in`.
+//! - An empty `in` list matches nothing; an empty `not_in` list matches
+//!   everything.
+//! - Text compares byte-wise (the `C` collation), whatever the database's
+//!   default collation.
+//! - One order key; NULLs sort last ascending and first descending; ties
+//!   (and queries without an order key) are broken by `id` ascending, so
+//!   `limit`/`offset` pages are stable.
+//! - Soft-deleted rows are left out unless `include_deleted` is set.
+//! - A filter or order key naming an unknown field, an unknown operator, an
+//!   operand of the wrong type, or a JSON/bytes field is rejected with
+//!   [`ReadModelError::InvalidQuery`] before any SQL runs.
 
 mod error;
 mod model;
@@ -27,3 +48,8 @@ pub use query::{
 };
 pub use repository::ReadModelRepository;
 pub use value::Value;
+
+/// `docs/readmodels.md`, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../../docs/readmodels.md")]
+struct ReadModelsGuide;

@@ -258,7 +258,8 @@ impl FromStr for Direction {
 }
 
 /// A query: filters (AND), one order key, limit, offset, and whether
-/// soft-deleted rows are included. See the [module docs](self) for the
+/// soft-deleted rows are included. See the
+/// [query semantics](crate::ports::readmodels#query-semantics) for the
 /// semantics.
 ///
 /// ```

@@ -1,0 +1,210 @@
+//! A worked read-model example: a model, a projection fed with events, and
+//! queries. Runs on SQLite (in memory) when the `sqlite` feature is on, else
+//! on the in-memory repository; pass a URL to use another database:
+//!
+//! ```text
+//! cargo run -p eventsource --features sqlite --example readmodels
+//! cargo run -p eventsource --features sqlite --example readmodels -- postgres://postgres@127.0.0.1/app
+//! ```
+
+use eventsource::adapters::sql::{ReadModelProjection, RetryPolicy};
+use eventsource::ports::readmodels::{
+    DefaultValue, Direction, FieldDescriptor, FieldType, Filter, IndexDescriptor, Query, ReadModel,
+    ReadModelHandler, ReadModelMeta, ReadModelRepository, TransactionalReadModels,
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The read model: one row per order, in the table `order_summaries`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OrderSummary {
+    #[serde(flatten)]
+    meta: ReadModelMeta,
+    customer: String,
+    status: String,
+    total_cents: i64,
+    shipped_to: Option<String>,
+}
+
+impl ReadModel for OrderSummary {
+    fn fields() -> Vec<FieldDescriptor> {
+        vec![
+            FieldDescriptor::new("customer", FieldType::Text),
+            FieldDescriptor::new("status", FieldType::Text)
+                .with_default(DefaultValue::Text("open".into())),
+            FieldDescriptor::new("total_cents", FieldType::Integer),
+            FieldDescriptor::new("shipped_to", FieldType::Text).nullable(),
+        ]
+    }
+
+    fn indexes() -> Vec<IndexDescriptor> {
+        vec![IndexDescriptor::on(["status", "customer"])]
+    }
+
+    fn meta(&self) -> &ReadModelMeta {
+        &self.meta
+    }
+
+    fn meta_mut(&mut self) -> &mut ReadModelMeta {
+        &mut self.meta
+    }
+}
+
+/// The domain events the projection consumes.
+enum OrderEvent {
+    Placed { order: Uuid, customer: String },
+    LineAdded { order: Uuid, cents: i64 },
+    Shipped { order: Uuid, to: String },
+    Cancelled { order: Uuid },
+}
+
+/// The projection's handler: how each event changes the read model. It is
+/// generic over the repository, so it runs unchanged on every backend.
+struct OrderSummaries;
+
+impl ReadModelHandler for OrderSummaries {
+    type Model = OrderSummary;
+    type Event = OrderEvent;
+
+    async fn handle<R: ReadModelRepository<OrderSummary>>(
+        &self,
+        event: &OrderEvent,
+        repo: &R,
+    ) -> eventsource::Result<()> {
+        match event {
+            OrderEvent::Placed { order, customer } => {
+                repo.save(&OrderSummary {
+                    meta: ReadModelMeta::new(*order),
+                    customer: customer.clone(),
+                    status: "open".into(),
+                    total_cents: 0,
+                    shipped_to: None,
+                })
+                .await?;
+            }
+            OrderEvent::LineAdded { order, cents } => {
+                if let Some(mut summary) = repo.get(*order).await? {
+                    summary.total_cents += cents;
+                    // Fails with a version conflict if someone else wrote in between.
+                    repo.save_with_version_check(&summary).await?;
+                }
+            }
+            OrderEvent::Shipped { order, to } => {
+                if let Some(mut summary) = repo.get(*order).await? {
+                    summary.status = "shipped".into();
+                    summary.shipped_to = Some(to.clone());
+                    repo.save(&summary).await?;
+                }
+            }
+            OrderEvent::Cancelled { order } => {
+                repo.soft_delete(*order).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn demo<B>(backend: B) -> eventsource::Result<()>
+where
+    B: TransactionalReadModels<OrderSummary> + ReadModelRepository<OrderSummary>,
+{
+    // One transaction per event; transient failures retried with backoff.
+    let projection =
+        ReadModelProjection::new(OrderSummaries, backend).with_retry(RetryPolicy::default());
+    projection.reset().await?; // start from an empty table
+
+    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let events = [
+        OrderEvent::Placed {
+            order: a,
+            customer: "ada".into(),
+        },
+        OrderEvent::LineAdded {
+            order: a,
+            cents: 4_500,
+        },
+        OrderEvent::LineAdded {
+            order: a,
+            cents: 1_250,
+        },
+        OrderEvent::Placed {
+            order: b,
+            customer: "bob".into(),
+        },
+        OrderEvent::LineAdded {
+            order: b,
+            cents: 999,
+        },
+        OrderEvent::Shipped {
+            order: a,
+            to: "Lisbon".into(),
+        },
+        OrderEvent::Placed {
+            order: c,
+            customer: "cy".into(),
+        },
+        OrderEvent::Cancelled { order: c },
+    ];
+    projection.handle_all(&events).await?;
+
+    let repo = projection.backend();
+    let ada = repo.get(a).await?.expect("order a");
+    println!(
+        "ada: {} cents, {}, version {}",
+        ada.total_cents, ada.status, ada.meta.version
+    );
+    assert_eq!((ada.total_cents, ada.meta.version), (5_750, 4));
+
+    // Open orders over 5 euros, biggest first.
+    let big_open = repo
+        .find(
+            &Query::new()
+                .filter(Filter::eq("status", "open"))
+                .filter(Filter::gt("total_cents", 500))
+                .order_by("total_cents", Direction::Desc)
+                .limit(10),
+        )
+        .await?;
+    println!(
+        "big open orders: {:?}",
+        big_open.iter().map(|o| &o.customer).collect::<Vec<_>>()
+    );
+    assert_eq!(big_open.len(), 1);
+
+    // NULL semantics: `ne` matches rows whose shipped_to is NULL.
+    let not_lisbon = repo
+        .count(&Query::new().filter(Filter::ne("shipped_to", "Lisbon")))
+        .await?;
+    assert_eq!(not_lisbon, 1); // bob (c is soft-deleted)
+
+    // Soft-deleted rows are hidden unless asked for.
+    assert_eq!(repo.count(&Query::new()).await?, 2);
+    assert_eq!(repo.count(&Query::new().include_deleted(true)).await?, 3);
+    assert_eq!(repo.find_deleted(&Query::new()).await?.len(), 1);
+
+    // Unknown fields fail before any SQL runs.
+    let err = repo
+        .find(&Query::new().filter(Filter::eq("colour", "red")))
+        .await
+        .unwrap_err();
+    println!("as expected: {err}");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> eventsource::Result<()> {
+    let url = std::env::args().nth(1);
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    if let Some(url) =
+        url.or_else(|| cfg!(feature = "sqlite").then(|| "sqlite::memory:".to_string()))
+    {
+        let db = eventsource::adapters::sql::connect(&url).await?;
+        db.create_schema::<OrderSummary>().await?;
+        println!("on {:?}", db.dialect());
+        return demo(db.repository::<OrderSummary>()).await;
+    }
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    let _ = url;
+    println!("in memory");
+    demo(eventsource::adapters::memory::InMemoryReadModelRepository::<OrderSummary>::new()).await
+}
