@@ -44,6 +44,7 @@ pub struct SqlTable {
     dialect: Dialect,
     table: String,
     fields: Vec<FieldDescriptor>,
+    columns: Vec<FieldDescriptor>,
     select_list: String,
 }
 
@@ -118,9 +119,12 @@ fn collated(dialect: Dialect, column: &str, field_type: &FieldType) -> String {
 impl SqlTable {
     /// The statements for `table` with user `fields`.
     pub fn new(dialect: Dialect, table: impl Into<String>, fields: Vec<FieldDescriptor>) -> Self {
-        let columns: Vec<String> = base_fields()
+        let all: Vec<FieldDescriptor> = base_fields()
+            .into_iter()
+            .chain(fields.iter().cloned())
+            .collect();
+        let select: Vec<String> = all
             .iter()
-            .chain(&fields)
             .map(|f| match dialect {
                 Dialect::Postgres => {
                     let q = quote_ident(&f.name);
@@ -133,7 +137,8 @@ impl SqlTable {
             dialect,
             table: table.into(),
             fields,
-            select_list: columns.join(", "),
+            columns: all,
+            select_list: select.join(", "),
         }
     }
 
@@ -154,11 +159,8 @@ impl SqlTable {
 
     /// Every column a row comes back with: the base columns, then the user
     /// fields.
-    pub fn columns(&self) -> Vec<FieldDescriptor> {
-        base_fields()
-            .into_iter()
-            .chain(self.fields.iter().cloned())
-            .collect()
+    pub fn columns(&self) -> &[FieldDescriptor] {
+        &self.columns
     }
 
     /// Rebuilds a record from a row's values in [`SqlTable::columns`] order.

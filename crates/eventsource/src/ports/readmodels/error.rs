@@ -39,6 +39,10 @@ pub enum ReadModelError {
     /// A query named an unknown field or operator, or had a bad value.
     #[error("invalid query: {0}")]
     InvalidQuery(String),
+    /// A model breaks the contract: version below 1, or NULL in a field that
+    /// is not nullable.
+    #[error("invalid model: {0}")]
+    InvalidModel(String),
     /// A model could not be converted to or from its stored form.
     #[error("serialization error: {0}")]
     Serialization(String),

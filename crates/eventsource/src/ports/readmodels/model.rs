@@ -446,14 +446,23 @@ impl Record {
             let value = Value::from_json(raw, &field.field_type)
                 .map_err(|reason| ser_err::<M>(format!("field {:?}: {reason}", field.name)))?;
             if value.is_null() && !field.nullable {
-                return Err(ser_err::<M>(format!(
-                    "field {:?} is NULL but not nullable",
+                return Err(ReadModelError::InvalidModel(format!(
+                    "{}: field {:?} is NULL but not nullable",
+                    short_type_name::<M>(),
                     field.name
                 )));
             }
             values.push(value);
         }
         let mut meta = model.meta().clone();
+        if meta.version < 1 {
+            return Err(ReadModelError::InvalidModel(format!(
+                "{} {}: version {} is below 1",
+                short_type_name::<M>(),
+                meta.id,
+                meta.version
+            )));
+        }
         meta.created_at = meta.created_at.trunc_subsecs(6);
         meta.updated_at = meta.updated_at.trunc_subsecs(6);
         meta.deleted_at = meta.deleted_at.map(|t| t.trunc_subsecs(6));

@@ -67,6 +67,8 @@ suite! {
     update_bumps_version_and_keeps_identity,
     get_many_keeps_order_and_skips_missing,
     save_many_stores_every_model,
+    save_many_applies_repeated_ids_in_order,
+    invalid_models_are_rejected_before_writing,
     delete_removes_the_row,
     delete_of_missing_row_is_false,
     soft_delete_hides_the_row,
@@ -1035,5 +1037,67 @@ async fn json_round_trips_and_is_not_filterable<R: ReadModelRepository<Item>>(re
             .await,
         "order by JSON",
     )?;
+    Ok(())
+}
+
+async fn save_many_applies_repeated_ids_in_order<R: ReadModelRepository<Item>>(
+    repo: &R,
+) -> Outcome {
+    let first = Item::new("one");
+    let mut second = first.clone();
+    second.name = "two".into();
+    let other = Item::new("other");
+    let saved = repo
+        .save_many(&[first.clone(), other.clone(), second])
+        .await
+        .ctx("save_many")?;
+    ensure_eq!(names(&saved), strs(&["one", "other", "two"]));
+    ensure_eq!(
+        saved.iter().map(|i| i.meta.version).collect::<Vec<_>>(),
+        vec![1, 1, 2]
+    );
+    let got = repo
+        .get(first.meta.id)
+        .await
+        .ctx("get")?
+        .ok_or("row missing")?;
+    ensure_eq!((got.name.as_str(), got.meta.version), ("two", 2));
+    ensure_eq!(repo.count(&Query::new()).await.ctx("count")?, 2);
+    Ok(())
+}
+
+async fn invalid_models_are_rejected_before_writing<R: ReadModelRepository<Item>>(
+    repo: &R,
+) -> Outcome {
+    let mut bad = Item::new("zero");
+    bad.meta.version = 0;
+    let is_invalid =
+        |r: Result<_>| matches!(r, Err(Error::ReadModel(ReadModelError::InvalidModel(_))));
+    ensure!(
+        is_invalid(repo.save(&bad).await.map(|_| ())),
+        "save of version 0 was accepted"
+    );
+    ensure!(
+        is_invalid(
+            repo.save_many(&[Item::new("fine"), bad.clone()])
+                .await
+                .map(|_| ())
+        ),
+        "save_many with a version 0 model was accepted"
+    );
+    let stored = repo.save(&Item::new("stored")).await.ctx("save")?;
+    let mut stale = stored.clone();
+    stale.meta.version = -1;
+    ensure!(
+        is_invalid(repo.save_with_version_check(&stale).await.map(|_| ())),
+        "version check with version -1 was accepted"
+    );
+    // Nothing of the rejected writes reached the store.
+    ensure_eq!(
+        repo.count(&Query::new().include_deleted(true))
+            .await
+            .ctx("count")?,
+        1
+    );
     Ok(())
 }

@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
@@ -144,30 +144,36 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         Ok(statements)
     }
 
-    async fn records(&self, stmt: &Statement) -> Result<Vec<Record>> {
+    /// Runs a statement in one round trip (`query_typed`: the parameter
+    /// types are known, so nothing is prepared first).
+    async fn rows(&self, sql: &str, stmt: &Statement) -> Result<Vec<Row>> {
         let client = self.source.client().await?;
         let params = bind(stmt);
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
-        let rows = client.query(&stmt.sql, &refs).await.map_err(query_error)?;
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+            .iter()
+            .zip(&stmt.params)
+            .map(|(p, param)| (&**p as &(dyn ToSql + Sync), pg_type(&param.field_type)))
+            .collect();
+        client.query_typed(sql, &typed).await.map_err(query_error)
+    }
+
+    async fn records(&self, stmt: &Statement) -> Result<Vec<Record>> {
+        let rows = self.rows(&stmt.sql, stmt).await?;
         rows.iter().map(|row| self.decode_row(row)).collect()
     }
 
-    async fn execute(&self, stmt: &Statement) -> Result<u64> {
-        let client = self.source.client().await?;
-        let params = bind(stmt);
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
-        client.execute(&stmt.sql, &refs).await.map_err(query_error)
+    /// The number of rows a one-row write touched (`RETURNING 1`, so that
+    /// it too takes one round trip).
+    async fn touched(&self, stmt: &Statement) -> Result<u64> {
+        let rows = self
+            .rows(&format!("{} RETURNING 1", stmt.sql), stmt)
+            .await?;
+        Ok(rows.len() as u64)
     }
 
     async fn scalar(&self, stmt: &Statement) -> Result<Option<i64>> {
-        let client = self.source.client().await?;
-        let params = bind(stmt);
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
-        let row = client
-            .query_opt(&stmt.sql, &refs)
-            .await
-            .map_err(query_error)?;
-        Ok(match row {
+        let rows = self.rows(&stmt.sql, stmt).await?;
+        Ok(match rows.first() {
             Some(r) => Some(
                 r.try_get::<_, i64>(0)
                     .or_else(|_| r.try_get::<_, i32>(0).map(i64::from))
@@ -255,6 +261,21 @@ type BoxedParam = Box<dyn ToSql + Sync + Send>;
 /// Binds each parameter with the Rust type its placeholder's cast expects.
 fn bind(stmt: &Statement) -> Vec<BoxedParam> {
     stmt.params.iter().map(bind_one).collect()
+}
+
+/// The PostgreSQL type of a parameter (matching its placeholder's cast).
+fn pg_type(field_type: &FieldType) -> Type {
+    match field_type {
+        FieldType::Uuid => Type::UUID,
+        FieldType::Text | FieldType::Other(_) | FieldType::Decimal => Type::TEXT,
+        FieldType::Integer => Type::INT8,
+        FieldType::Float => Type::FLOAT8,
+        FieldType::Bool => Type::BOOL,
+        FieldType::Timestamp => Type::TIMESTAMPTZ,
+        FieldType::Date => Type::DATE,
+        FieldType::Json => Type::JSONB,
+        FieldType::Bytes => Type::BYTEA,
+    }
 }
 
 fn bind_one(param: &Param) -> BoxedParam {
@@ -385,19 +406,19 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
     }
 
     async fn delete(&self, id: Uuid) -> Result<bool> {
-        Ok(self.execute(&self.table.delete(id)).await? > 0)
+        Ok(self.touched(&self.table.delete(id)).await? > 0)
     }
 
     async fn soft_delete(&self, id: Uuid) -> Result<bool> {
         Ok(self
-            .execute(&self.table.set_deleted(id, true, now_micros()))
+            .touched(&self.table.set_deleted(id, true, now_micros()))
             .await?
             > 0)
     }
 
     async fn restore(&self, id: Uuid) -> Result<bool> {
         Ok(self
-            .execute(&self.table.set_deleted(id, false, now_micros()))
+            .touched(&self.table.set_deleted(id, false, now_micros()))
             .await?
             > 0)
     }
@@ -438,7 +459,11 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
     }
 
     async fn truncate(&self) -> Result<u64> {
-        self.execute(&self.table.truncate()).await
+        let client = self.source.client().await?;
+        client
+            .execute(self.table.truncate().sql.as_str(), &[])
+            .await
+            .map_err(query_error)
     }
 
     async fn save_with_version_check(&self, model: &M) -> Result<M> {
