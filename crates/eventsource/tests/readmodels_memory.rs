@@ -1,5 +1,6 @@
 //! The read-model conformance suite against the in-memory repository, and
 //! the in-memory projection backend.
+#![cfg(feature = "testing")]
 
 use eventsource::adapters::memory::InMemoryReadModelRepository;
 use eventsource::ports::readmodels::{Query, ReadModelRepository};

@@ -1,12 +1,13 @@
 //! The read-model projection: one transaction per event, retries with
 //! backoff on transient errors, reset; on the in-memory, SQLite and
 //! PostgreSQL backends and through the connection factory.
+#![cfg(any(feature = "postgres", feature = "sqlite"))]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use eventsource::adapters::memory::InMemoryReadModelRepository;
-use eventsource::adapters::sql::{connect, Database, ReadModelProjection, RetryPolicy};
+use eventsource::adapters::sql::{ReadModelProjection, RetryPolicy};
 use eventsource::ports::readmodels::{
     FieldDescriptor, FieldType, Filter, Query, ReadModel, ReadModelHandler, ReadModelMeta,
     ReadModelRepository, TransactionalReadModels,
@@ -234,8 +235,13 @@ async fn projection_on_the_in_memory_backend() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn projection_on_sqlite_through_the_connection_factory() {
-    let db = connect("sqlite::memory:").await.unwrap();
-    assert!(matches!(db, Database::Sqlite(_)));
+    let db = eventsource::adapters::sql::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    assert!(matches!(
+        db,
+        eventsource::adapters::sql::Database::Sqlite(_)
+    ));
     db.create_schema::<CartSummary>().await.unwrap();
     exercise(db.repository::<CartSummary>()).await;
 }
@@ -246,8 +252,13 @@ async fn projection_on_postgres_through_the_connection_factory() {
     let test_db = eventsource::testing::pg::TestDatabase::create()
         .await
         .unwrap();
-    let db = connect(&test_db.url()).await.unwrap();
-    assert!(matches!(db, Database::Postgres(_)));
+    let db = eventsource::adapters::sql::connect(&test_db.url())
+        .await
+        .unwrap();
+    assert!(matches!(
+        db,
+        eventsource::adapters::sql::Database::Postgres(_)
+    ));
     db.create_schema::<CartSummary>().await.unwrap();
     exercise(db.repository::<CartSummary>()).await;
 }

@@ -1,6 +1,7 @@
 //! Property tests: random data and random queries give the same answers on
 //! the in-memory reference repository and on each SQL backend (same rows,
 //! same order, same counts).
+#![cfg(feature = "testing")]
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use eventsource::adapters::memory::InMemoryReadModelRepository;

@@ -1,5 +1,6 @@
 //! The SQLite read-model adapter: the conformance suite on an in-memory and
 //! a file database, pragmas, transactions, and schema migration.
+#![cfg(all(feature = "testing", feature = "sqlite"))]
 
 use eventsource::adapters::sql::schema;
 use eventsource::adapters::sql::Dialect;
