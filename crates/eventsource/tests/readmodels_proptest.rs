@@ -29,6 +29,7 @@ fn day(i: u32) -> NaiveDate {
 const NAMES: [&str; 6] = ["a", "B", "b", "é", "", "ab"];
 const CATEGORIES: [&str; 3] = ["x", "y", "Y"];
 const PRICES: [f64; 4] = [-1.5, 0.0, 0.5, 2.25];
+const AMOUNTS: [&str; 6] = ["-0.25", "0", "1.5", "1.50", "10", "2.125"];
 
 /// One stored row and whether it is soft-deleted.
 fn item() -> impl Strategy<Value = (ConformanceItem, bool)> {
@@ -44,20 +45,24 @@ fn item() -> impl Strategy<Value = (ConformanceItem, bool)> {
         proptest::option::of(0u32..4),
         1i64..4,
         any::<bool>(),
+        proptest::option::of(0..AMOUNTS.len()),
     )
-        .prop_map(|(id, n, c, q, p, active, o, t, d, version, deleted)| {
-            let mut item = ConformanceItem::new(NAMES[n]);
-            item.meta.id = Uuid::from_u128(id);
-            item.meta.version = version;
-            item.category = c.map(|c| CATEGORIES[c].to_string());
-            item.quantity = q;
-            item.price = p.map(|p| PRICES[p]);
-            item.active = active;
-            item.owner_id = o.map(owner);
-            item.due_at = t.map(instant);
-            item.day = d.map(day);
-            (item, deleted)
-        })
+        .prop_map(
+            |(id, n, c, q, p, active, o, t, d, version, deleted, amount)| {
+                let mut item = ConformanceItem::new(NAMES[n]);
+                item.meta.id = Uuid::from_u128(id);
+                item.meta.version = version;
+                item.category = c.map(|c| CATEGORIES[c].to_string());
+                item.quantity = q;
+                item.price = p.map(|p| PRICES[p]);
+                item.active = active;
+                item.owner_id = o.map(owner);
+                item.due_at = t.map(instant);
+                item.day = d.map(day);
+                item.amount = amount.map(|a| AMOUNTS[a].to_string());
+                (item, deleted)
+            },
+        )
 }
 
 /// A value of the given column's type, from a small domain so that filters
@@ -75,6 +80,11 @@ fn operand(column: &'static str, ids: Vec<Uuid>) -> BoxedStrategy<Value> {
         ]
         .boxed(),
         "active" => any::<bool>().prop_map(Value::from).boxed(),
+        "amount" => prop_oneof![
+            (0..AMOUNTS.len()).prop_map(|i| Value::from(AMOUNTS[i])),
+            (-1i64..11).prop_map(Value::from),
+        ]
+        .boxed(),
         "owner_id" => (0..OWNERS.len())
             .prop_map(|i| Value::from(owner(i)))
             .boxed(),
@@ -97,8 +107,9 @@ fn operand(column: &'static str, ids: Vec<Uuid>) -> BoxedStrategy<Value> {
     }
 }
 
-const COLUMNS: [&str; 10] = [
-    "name", "category", "quantity", "price", "active", "owner_id", "due_at", "day", "id", "version",
+const COLUMNS: [&str; 11] = [
+    "name", "category", "quantity", "price", "active", "owner_id", "due_at", "day", "id",
+    "version", "amount",
 ];
 
 fn filter(ids: Vec<Uuid>) -> impl Strategy<Value = Filter> {

@@ -47,14 +47,16 @@ pub fn postgres_type(field_type: &FieldType) -> &'static str {
 /// The SQLite type of each [`FieldType`] (anything else: `TEXT`).
 ///
 /// UUIDs, timestamps and dates are stored as text in fixed-width forms that
-/// sort like the values they encode.
+/// sort like the values they encode. Decimals are stored as text, so they
+/// read back exactly as written (`"12.50"` stays `"12.50"`), and are
+/// compared and ordered as numbers (`CAST(... AS NUMERIC)`).
 pub fn sqlite_type(field_type: &FieldType) -> &'static str {
     match field_type {
         FieldType::Uuid => "TEXT",
         FieldType::Text => "TEXT",
         FieldType::Integer => "INTEGER",
         FieldType::Float => "REAL",
-        FieldType::Decimal => "NUMERIC",
+        FieldType::Decimal => "TEXT",
         FieldType::Bool => "INTEGER",
         FieldType::Timestamp => "TEXT",
         FieldType::Date => "TEXT",
@@ -280,7 +282,7 @@ mod tests {
             (FieldType::Text, "TEXT", "TEXT"),
             (FieldType::Integer, "BIGINT", "INTEGER"),
             (FieldType::Float, "DOUBLE PRECISION", "REAL"),
-            (FieldType::Decimal, "NUMERIC", "NUMERIC"),
+            (FieldType::Decimal, "NUMERIC", "TEXT"),
             (FieldType::Bool, "BOOLEAN", "INTEGER"),
             (FieldType::Timestamp, "TIMESTAMPTZ", "TEXT"),
             (FieldType::Date, "DATE", "TEXT"),
@@ -320,7 +322,7 @@ mod tests {
         for part in [
             r#""id" TEXT PRIMARY KEY"#,
             r#""active" INTEGER NOT NULL DEFAULT 1"#,
-            r#""price" NUMERIC NOT NULL"#,
+            r#""price" TEXT NOT NULL"#,
             r#""code" VARCHAR(8) NOT NULL"#,
             r#""ratio" REAL,"#,
         ] {

@@ -68,6 +68,13 @@ impl Builder {
         }
     }
 
+    /// A placeholder for the right-hand side of a comparison: as
+    /// [`Builder::bind`], but SQLite decimals compare as numbers.
+    fn bind_compared(&mut self, value: Value, field_type: &FieldType) -> String {
+        let p = self.bind(value, field_type);
+        compared(self.dialect, p, field_type)
+    }
+
     fn push(&mut self, s: &str) {
         self.sql.push_str(s);
     }
@@ -104,15 +111,24 @@ fn postgres_read_type(field_type: &FieldType) -> &'static str {
     }
 }
 
-/// Text sorts and compares byte-wise everywhere; SQLite's default collation
-/// already does.
-fn collated(dialect: Dialect, column: &str, field_type: &FieldType) -> String {
-    let quoted = quote_ident(column);
+/// A column (already quoted, possibly table-qualified) as equality tests
+/// see it. SQLite keeps decimals as text (so they read back exactly as
+/// written) and compares them as numbers.
+fn compared(dialect: Dialect, quoted: String, field_type: &FieldType) -> String {
+    match (dialect, field_type) {
+        (Dialect::Sqlite, FieldType::Decimal) => format!("CAST({quoted} AS NUMERIC)"),
+        _ => quoted,
+    }
+}
+
+/// A column as range tests and ordering see it: text byte-wise everywhere
+/// (SQLite's default collation already is), decimals as numbers.
+fn collated(dialect: Dialect, quoted: String, field_type: &FieldType) -> String {
     match (dialect, field_type) {
         (Dialect::Postgres, FieldType::Text | FieldType::Other(_)) => {
             format!(r#"{quoted}::text COLLATE "C""#)
         }
-        _ => quoted,
+        _ => compared(dialect, quoted, field_type),
     }
 }
 
@@ -288,12 +304,20 @@ impl SqlTable {
 
     /// One filter as SQL with the documented NULL semantics.
     fn condition(&self, b: &mut Builder, filter: &CheckedFilter) -> String {
-        let plain = quote_ident(&filter.column);
-        let ordered = collated(self.dialect, &filter.column, &filter.field_type);
+        let plain = compared(
+            self.dialect,
+            quote_ident(&filter.column),
+            &filter.field_type,
+        );
+        let ordered = collated(
+            self.dialect,
+            quote_ident(&filter.column),
+            &filter.field_type,
+        );
         let ty = &filter.field_type;
         match (&filter.operand, filter.operator) {
             (Operand::One(v), op) => {
-                let p = b.bind(v.clone(), ty);
+                let p = b.bind_compared(v.clone(), ty);
                 match op {
                     Operator::Eq => format!("{plain} = {p}"),
                     Operator::Ne => format!("({plain} IS NULL OR {plain} <> {p})"),
@@ -312,7 +336,10 @@ impl SqlTable {
                         _ => "1 = 0".to_owned(),
                     };
                 }
-                let list: Vec<String> = values.iter().map(|v| b.bind(v.clone(), ty)).collect();
+                let list: Vec<String> = values
+                    .iter()
+                    .map(|v| b.bind_compared(v.clone(), ty))
+                    .collect();
                 let list = list.join(", ");
                 match op {
                     Operator::In => format!("{plain} IN ({list})"),
@@ -334,13 +361,16 @@ impl SqlTable {
         self.push_where(&mut b, query);
         b.push(" ORDER BY ");
         if let Some(order) = &query.order {
-            let key = collated(self.dialect, &order.column, &order.field_type);
+            // Table-qualified: a bare name in PostgreSQL's ORDER BY would
+            // mean the select list's (re-typed) output column.
+            let column = format!("{}.{}", self.quoted_table(), quote_ident(&order.column));
+            let key = collated(self.dialect, column, &order.field_type);
             b.push(&match order.direction {
                 Direction::Asc => format!("{key} ASC NULLS LAST, "),
                 Direction::Desc => format!("{key} DESC NULLS FIRST, "),
             });
         }
-        b.push(r#""id" ASC"#);
+        b.push(&format!(r#"{}."id" ASC"#, self.quoted_table()));
         let clamp = |n: u64| n.min(i64::MAX as u64);
         match (query.limit, self.dialect) {
             (Some(limit), _) => b.push(&format!(" LIMIT {}", clamp(limit))),
@@ -545,16 +575,17 @@ mod tests {
             .contains(r#"("qty" IS NULL OR "qty" NOT IN ($2::int8, $3::int8))"#));
         assert!(stmt.sql.contains("1 = 0"));
         assert!(stmt.sql.contains(r#""name"::text COLLATE "C" > $4::text"#));
-        assert!(stmt
-            .sql
-            .ends_with(r#"ORDER BY "qty" DESC NULLS FIRST, "id" ASC LIMIT 5 OFFSET 10"#));
+        assert!(stmt.sql.ends_with(
+            r#"ORDER BY "items"."qty" DESC NULLS FIRST, "items"."id" ASC LIMIT 5 OFFSET 10"#
+        ));
         assert_eq!(stmt.params.len(), 4);
 
         let lite = table(Dialect::Sqlite);
         let stmt = lite.find(&Query::new().offset(3).check(lite.fields()).unwrap());
         assert!(
-            stmt.sql
-                .ends_with(r#"WHERE "deleted_at" IS NULL ORDER BY "id" ASC LIMIT -1 OFFSET 3"#),
+            stmt.sql.ends_with(
+                r#"WHERE "deleted_at" IS NULL ORDER BY "items"."id" ASC LIMIT -1 OFFSET 3"#
+            ),
             "{}",
             stmt.sql
         );

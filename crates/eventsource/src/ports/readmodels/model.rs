@@ -76,7 +76,7 @@ pub fn now_micros() -> DateTime<Utc> {
 /// | `Text` | `TEXT` | `TEXT` | string |
 /// | `Integer` | `BIGINT` | `INTEGER` | integer (`i64`) |
 /// | `Float` | `DOUBLE PRECISION` | `REAL` | number |
-/// | `Decimal` | `NUMERIC` | `NUMERIC` | string (or number) |
+/// | `Decimal` | `NUMERIC` | `TEXT` (compared as a number) | string (or number) |
 /// | `Bool` | `BOOLEAN` | `INTEGER` (0/1) | bool |
 /// | `Timestamp` | `TIMESTAMPTZ` | `TEXT` (fixed-width RFC 3339) | RFC 3339 string |
 /// | `Date` | `DATE` | `TEXT` (`YYYY-MM-DD`) | `YYYY-MM-DD` string |

@@ -185,16 +185,30 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc).trunc_subsecs(6))
 }
 
-/// Checks a decimal literal (`-12.50`, `3`, `.5`) and returns it trimmed.
+/// Checks a decimal literal (`-12.50`, `3`, `.5`) and returns it in
+/// PostgreSQL's canonical text form: no `+`, no leading zeros, `0` before the
+/// point, no `-` on zero; trailing zeros (the scale) are kept.
 fn normalize_decimal(s: &str) -> Option<String> {
     let t = s.trim();
-    let body = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
     let (int, frac) = body.split_once('.').unwrap_or((body, ""));
     let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
     if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
         return None;
     }
-    Some(t.to_owned())
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    let zero = int == "0" && frac.bytes().all(|b| b == b'0');
+    let sign = if neg && !zero { "-" } else { "" };
+    Some(if frac.is_empty() {
+        format!("{sign}{int}")
+    } else {
+        format!("{sign}{int}.{frac}")
+    })
 }
 
 /// Exact comparison of two decimal literals accepted by `normalize_decimal`.
@@ -256,6 +270,15 @@ mod tests {
         assert_eq!(cmp("100", "99.999"), Ordering::Greater);
         assert_eq!(cmp("-0.0", "0"), Ordering::Equal);
         assert!(normalize_decimal("1e5").is_none());
+        for (raw, canonical) in [
+            ("+007.50", "7.50"),
+            (".5", "0.5"),
+            ("-0.00", "0.00"),
+            ("5.", "5"),
+            ("-3", "-3"),
+        ] {
+            assert_eq!(normalize_decimal(raw).as_deref(), Some(canonical), "{raw}");
+        }
     }
 
     #[test]

@@ -90,6 +90,7 @@ suite! {
     bool_and_date_filters,
     uuid_filters,
     timestamp_filters,
+    decimal_filters_compare_numerically,
     unknown_field_is_an_error,
     unknown_order_field_is_an_error,
     unknown_operator_is_an_error,
@@ -1099,5 +1100,58 @@ async fn invalid_models_are_rejected_before_writing<R: ReadModelRepository<Item>
             .ctx("count")?,
         1
     );
+    Ok(())
+}
+
+async fn decimal_filters_compare_numerically<R: ReadModelRepository<Item>>(repo: &R) -> Outcome {
+    let with = |name: &str, amount: Option<&str>| {
+        let mut i = Item::new(name);
+        i.amount = amount.map(str::to_owned);
+        i
+    };
+    let s = seed(
+        repo,
+        vec![
+            with("a", Some("12.50")),
+            with("b", Some("9.99")),
+            with("c", Some("100")),
+            with("d", None),
+            with("e", Some("-0.5")),
+        ],
+    )
+    .await?;
+    // Stored and read back exactly as written (scale included).
+    let a = repo
+        .get(s[0].meta.id)
+        .await
+        .ctx("get")?
+        .ok_or("row missing")?;
+    ensure_eq!(a.amount.as_deref(), Some("12.50"));
+    ensure_eq!(
+        find_names(repo, Query::new().filter(Filter::eq("amount", "12.5"))).await?,
+        strs(&["a"])
+    );
+    // As numbers, not as text: "9.99" < "10" < "12.50" < "100".
+    ensure_eq!(
+        find_names(repo, Query::new().filter(Filter::gt("amount", "10"))).await?,
+        strs(&["a", "c"])
+    );
+    ensure_eq!(
+        find_names(repo, Query::new().filter(Filter::lt("amount", 10))).await?,
+        strs(&["b", "e"])
+    );
+    ensure_eq!(
+        find_names(
+            repo,
+            Query::new().filter(Filter::not_in("amount", ["100", "9.990"]))
+        )
+        .await?,
+        strs(&["a", "d", "e"])
+    );
+    let ordered = repo
+        .find(&Query::new().order_by("amount", Direction::Asc))
+        .await
+        .ctx("order")?;
+    ensure_eq!(names(&ordered), strs(&["e", "b", "a", "c", "d"]));
     Ok(())
 }

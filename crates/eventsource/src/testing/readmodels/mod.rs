@@ -57,6 +57,8 @@ pub struct ConformanceItem {
     pub day: Option<NaiveDate>,
     /// JSON, nullable (not queryable).
     pub attributes: Option<serde_json::Value>,
+    /// Decimal (as text), nullable.
+    pub amount: Option<String>,
 }
 
 impl ConformanceItem {
@@ -74,6 +76,7 @@ impl ConformanceItem {
             due_at: None,
             day: None,
             attributes: None,
+            amount: None,
         }
     }
 
@@ -110,6 +113,7 @@ impl ReadModel for ConformanceItem {
             FieldDescriptor::new("due_at", FieldType::Timestamp).nullable(),
             FieldDescriptor::new("day", FieldType::Date).nullable(),
             FieldDescriptor::new("attributes", FieldType::Json).nullable(),
+            FieldDescriptor::new("amount", FieldType::Decimal).nullable(),
         ]
     }
 
