@@ -31,6 +31,8 @@ use crate::{exit, report};
 /// How long the release after the child's exit may take before the tool
 /// exits anyway (its session then ends, which frees the lock too).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a cancelled wait may take to leave the server's queue at exit.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the best-effort "who holds it" query may take after a conflict.
 const HOLDERS_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -67,6 +69,10 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     let acquired = tokio::select! {
         result = manager.acquire(&args.key, timeout) => result,
         sig = signals.recv() => {
+            // The acquisition future is dropped here; the manager then
+            // cancels the wait on the server. Exiting at once would leave
+            // the session queued there until the lock reached it.
+            shut_down(&manager).await;
             report!(
                 "{} while waiting for lock {:?}; the command was not run",
                 sig.as_str(),
@@ -170,6 +176,17 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
             );
             code
         }
+    }
+}
+
+/// Closes the manager and gives its sessions a bounded moment to finish
+/// (a cancelled wait is taken out of the server's queue by a cancel request).
+async fn shut_down(manager: &PostgresLockManager) {
+    let _ = tokio::time::timeout(RELEASE_TIMEOUT, manager.close()).await;
+    let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+    // No event tells when the last session has ended: poll, bounded.
+    while manager.session_count() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

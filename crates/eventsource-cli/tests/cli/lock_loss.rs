@@ -1,0 +1,76 @@
+//! The lock is lost while the command runs (its backend is terminated):
+//! the command gets SIGTERM, then SIGKILL after --kill-grace; exit 76.
+
+use crate::common::*;
+
+/// Terminates every backend of `holder_id` (the manager names its sessions
+/// `eventsource/<holder_id>`), as an operator or a server restart would.
+async fn terminate_holder(db: &eventsource::testing::pg::TestDatabase, holder_id: &str) {
+    let admin = db.connect().await.unwrap();
+    let n: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid, 30000)) FROM pg_stat_activity \
+             WHERE application_name = $1",
+            &[&format!("eventsource/{holder_id}")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(n >= 1, "found the holder's backend");
+}
+
+#[tokio::test]
+async fn lost_lock_stops_the_command_with_sigterm_and_exits_76() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "doomed-term",
+        "lossy",
+        "--",
+        "bash",
+        "-c",
+        "trap 'echo got-TERM; exit 0' TERM; echo ready; read y; echo not-stopped",
+    ]));
+    run.expect_line("ready").await;
+    wait_for(&inspector, "lossy", "the holder", |l| l.is_some()).await;
+    terminate_holder(&db, "doomed-term").await;
+
+    run.expect_line("got-TERM").await;
+    let out = run.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(out.stderr.contains("lost"), "{}", out.stderr);
+    assert!(out.stderr.contains("SIGTERM"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "doomed-kill",
+        "--kill-grace",
+        "100ms",
+        "--lost-exit-code",
+        "91",
+        "stubborn",
+        "--",
+        "bash",
+        "-c",
+        // SIGTERM stays ignored across exec.
+        "trap '' TERM; echo ready; exec sleep 1000",
+    ]));
+    run.expect_line("ready").await;
+    wait_for(&inspector, "stubborn", "the holder", |l| l.is_some()).await;
+    terminate_holder(&db, "doomed-kill").await;
+
+    let out = run.finish().await;
+    assert_eq!(out.code, 91, "{out:?}");
+    assert!(out.stderr.contains("SIGKILL"), "{}", out.stderr);
+    assert!(out.stderr.contains("signal 9"), "{}", out.stderr);
+}

@@ -1,0 +1,12 @@
+//! The real `eventsource` binary against a real PostgreSQL (a fresh database
+//! per test from the throwaway-PostgreSQL harness). One test binary, one
+//! module per concern.
+
+mod common;
+mod demo;
+mod exclusion;
+mod exit_codes;
+mod holders;
+mod key_and_help;
+mod lock_loss;
+mod signals;
