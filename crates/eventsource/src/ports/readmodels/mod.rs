@@ -38,8 +38,8 @@ mod value;
 pub use error::ReadModelError;
 pub use model::{
     base_fields, default_table_name, now_micros, pluralize, snake_case, DefaultValue,
-    FieldDescriptor, FieldType, IndexDescriptor, ReadModel, ReadModelMeta, Record, SqlTypeOverride,
-    BASE_COLUMNS,
+    FieldDescriptor, FieldKind, FieldType, IndexDescriptor, ReadModel, ReadModelMeta, Record,
+    SqlTypeOverride, BASE_COLUMNS,
 };
 pub use projection::{ReadModelHandler, TransactionalReadModels};
 pub use query::{

@@ -184,6 +184,22 @@ impl FieldDescriptor {
         }
     }
 
+    /// A field whose type and nullability follow from the Rust type `T`
+    /// (see [`FieldKind`]): `Option<T>` is nullable.
+    ///
+    /// ```
+    /// use eventsource::ports::readmodels::{FieldDescriptor, FieldType};
+    /// let note = FieldDescriptor::of::<Option<String>>("note");
+    /// assert_eq!((note.field_type, note.nullable), (FieldType::Text, true));
+    /// let total = FieldDescriptor::of::<i64>("total_cents");
+    /// assert_eq!((total.field_type, total.nullable), (FieldType::Integer, false));
+    /// ```
+    pub fn of<T: FieldKind>(name: impl Into<String>) -> Self {
+        let mut field = Self::new(name, T::field_type());
+        field.nullable = T::nullable();
+        field
+    }
+
     /// Marks the field nullable.
     pub fn nullable(mut self) -> Self {
         self.nullable = true;
@@ -212,6 +228,50 @@ impl FieldDescriptor {
     pub fn with_sqlite_type(mut self, sql_type: impl Into<String>) -> Self {
         self.sql_type.sqlite = Some(sql_type.into());
         self
+    }
+}
+
+/// Rust types with a natural [`FieldType`], for [`FieldDescriptor::of`].
+///
+/// Implemented for `String`, the integer types up to `i64` (and `u32`),
+/// `f64`/`f32`, `bool`, [`Uuid`], `DateTime<Utc>`, `NaiveDate`,
+/// `serde_json::Value`, `Vec<u8>`, and `Option` of any of them (nullable).
+/// Implement it for your own types (e.g. a unit-variant enum as
+/// `FieldType::Other("Status".into())`, a decimal type as
+/// `FieldType::Decimal`).
+pub trait FieldKind {
+    /// The field type.
+    fn field_type() -> FieldType;
+    /// True when the column accepts NULL.
+    fn nullable() -> bool {
+        false
+    }
+}
+
+macro_rules! field_kind {
+    ($($t:ty => $ft:ident),* $(,)?) => {$(
+        impl FieldKind for $t {
+            fn field_type() -> FieldType {
+                FieldType::$ft
+            }
+        }
+    )*};
+}
+
+field_kind! {
+    String => Text, i64 => Integer, i32 => Integer, i16 => Integer, i8 => Integer,
+    u32 => Integer, u16 => Integer, u8 => Integer, f64 => Float, f32 => Float, bool => Bool,
+    Uuid => Uuid, DateTime<Utc> => Timestamp, NaiveDate => Date, serde_json::Value => Json,
+    Vec<u8> => Bytes,
+}
+
+impl<T: FieldKind> FieldKind for Option<T> {
+    fn field_type() -> FieldType {
+        T::field_type()
+    }
+
+    fn nullable() -> bool {
+        true
     }
 }
 

@@ -104,15 +104,15 @@ impl ReadModel for ConformanceItem {
 
     fn fields() -> Vec<FieldDescriptor> {
         vec![
-            FieldDescriptor::new("name", FieldType::Text),
-            FieldDescriptor::new("category", FieldType::Text).nullable(),
-            FieldDescriptor::new("quantity", FieldType::Integer),
-            FieldDescriptor::new("price", FieldType::Float).nullable(),
-            FieldDescriptor::new("active", FieldType::Bool),
-            FieldDescriptor::new("owner_id", FieldType::Uuid).nullable(),
-            FieldDescriptor::new("due_at", FieldType::Timestamp).nullable(),
-            FieldDescriptor::new("day", FieldType::Date).nullable(),
-            FieldDescriptor::new("attributes", FieldType::Json).nullable(),
+            FieldDescriptor::of::<String>("name"),
+            FieldDescriptor::of::<Option<String>>("category"),
+            FieldDescriptor::of::<i64>("quantity"),
+            FieldDescriptor::of::<Option<f64>>("price"),
+            FieldDescriptor::of::<bool>("active"),
+            FieldDescriptor::of::<Option<Uuid>>("owner_id"),
+            FieldDescriptor::of::<Option<DateTime<Utc>>>("due_at"),
+            FieldDescriptor::of::<Option<NaiveDate>>("day"),
+            FieldDescriptor::of::<Option<serde_json::Value>>("attributes"),
             FieldDescriptor::new("amount", FieldType::Decimal).nullable(),
         ]
     }
