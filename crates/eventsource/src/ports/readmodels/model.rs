@@ -490,6 +490,12 @@ impl Record {
     /// Splits `model` into its stored form, checking every value against its
     /// descriptor (type, nullability). Timestamps are truncated to
     /// microseconds.
+    ///
+    /// Fails with [`ReadModelError::InvalidModel`] when the version is below
+    /// 1, a non-nullable field is NULL or missing from the serde form, or a
+    /// descriptor reuses a base column's name; with
+    /// [`ReadModelError::Serialization`] when serde fails or a value does not
+    /// fit its field type.
     pub fn from_model<M: ReadModel>(
         model: &M,
         fields: &[FieldDescriptor],
@@ -502,7 +508,24 @@ impl Record {
         };
         let mut values = Vec::with_capacity(fields.len());
         for field in fields {
-            let raw = map.get(&field.name).unwrap_or(&serde_json::Value::Null);
+            if BASE_COLUMNS.contains(&field.name.as_str()) {
+                return Err(ReadModelError::InvalidModel(format!(
+                    "{}: field {:?} collides with a base column",
+                    short_type_name::<M>(),
+                    field.name
+                )));
+            }
+            let raw = match map.get(&field.name) {
+                Some(raw) => raw,
+                None if field.nullable => &serde_json::Value::Null,
+                None => {
+                    return Err(ReadModelError::InvalidModel(format!(
+                        "{}: described field {:?} is missing from the serde form",
+                        short_type_name::<M>(),
+                        field.name
+                    )))
+                }
+            };
             let value = Value::from_json(raw, &field.field_type)
                 .map_err(|reason| ser_err::<M>(format!("field {:?}: {reason}", field.name)))?;
             if value.is_null() && !field.nullable {
@@ -596,6 +619,56 @@ impl fmt::Display for FieldType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    struct Thing {
+        #[serde(flatten)]
+        meta: ReadModelMeta,
+        label: String,
+    }
+
+    impl ReadModel for Thing {
+        fn fields() -> Vec<FieldDescriptor> {
+            vec![FieldDescriptor::of::<String>("label")]
+        }
+        fn meta(&self) -> &ReadModelMeta {
+            &self.meta
+        }
+        fn meta_mut(&mut self) -> &mut ReadModelMeta {
+            &mut self.meta
+        }
+    }
+
+    #[test]
+    fn records_check_models_against_their_descriptors() {
+        let thing = Thing {
+            meta: ReadModelMeta::new_random(),
+            label: "x".into(),
+        };
+        let record = Record::from_model(&thing, &Thing::fields()).unwrap();
+        assert_eq!(record.values, vec![Value::Text("x".into())]);
+        let back: Thing = record.to_model(&Thing::fields()).unwrap();
+        assert_eq!(
+            (back.meta, back.label),
+            (thing.meta.clone(), thing.label.clone())
+        );
+
+        let invalid = |fields: Vec<FieldDescriptor>| {
+            matches!(
+                Record::from_model(&thing, &fields),
+                Err(ReadModelError::InvalidModel(_))
+            )
+        };
+        assert!(invalid(vec![FieldDescriptor::of::<String>("missing")]));
+        assert!(invalid(vec![FieldDescriptor::of::<i64>("version")]));
+        assert!(
+            Record::from_model(&thing, &[FieldDescriptor::of::<Option<String>>("missing")]).is_ok()
+        );
+        assert!(matches!(
+            Record::from_model(&thing, &[FieldDescriptor::of::<i64>("label")]),
+            Err(ReadModelError::Serialization(_))
+        ));
+    }
 
     #[test]
     fn table_names_are_snake_case_plurals() {
