@@ -298,3 +298,16 @@ async fn retries_back_off_exponentially() {
         1
     );
 }
+
+#[cfg(all(feature = "postgres", feature = "testing"))]
+#[tokio::test]
+async fn projection_on_postgres_with_a_single_locked_client() {
+    use eventsource::adapters::postgres::PostgresReadModelRepository;
+    let test_db = eventsource::testing::pg::TestDatabase::create()
+        .await
+        .unwrap();
+    let client = test_db.connect().await.unwrap();
+    let repo = PostgresReadModelRepository::<CartSummary, _>::new(tokio::sync::Mutex::new(client));
+    repo.create_schema().await.unwrap();
+    exercise(repo).await;
+}
