@@ -27,9 +27,11 @@ ends, including when the holder crashes.";
 const AFTER_HELP: &str = "\
 Connection:
   --database-url, else the DATABASE_URL environment variable, in libpq URL
-  form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...].
-  Passwords are never printed: every message shows them as ***. Prefer the
-  environment variable to the option, which other users can read in `ps`.
+  form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...],
+  or key=value form (host=... dbname=...). PGPASSWORD supplies the password
+  when the URL has none. Passwords are never printed: every message shows
+  them as ***. Prefer the environment to the option, which other users can
+  read in `ps`. TLS is not supported yet: sslmode=require fails to connect.
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr.";
@@ -45,12 +47,13 @@ COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
 and EVENTSOURCE_LOCK_ID (the decimal advisory-lock id).
 
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the tool are forwarded to
-COMMAND; the lock is released only after COMMAND has exited. While the tool
-still waits for the lock, such a signal ends the wait and the tool exits with
-128+N without running COMMAND. If the tool itself is killed (SIGKILL, out of
-memory), the kernel sends SIGKILL to COMMAND (Linux): the lock went with the
-tool's database session, so COMMAND must not go on.
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the tool are forwarded
+to COMMAND (a Ctrl-C or Ctrl-\\ typed in the terminal reaches COMMAND
+directly and is not sent twice); the lock is released only after COMMAND has
+exited. While the tool still waits for the lock, such a signal ends the wait
+and the tool exits with 128+N without running COMMAND. If the tool itself is
+killed (SIGKILL, out of memory), the kernel sends SIGKILL to COMMAND (Linux):
+the lock went with the tool's database session, so COMMAND must not go on.
 
 Lock loss: if the lock's database session ends while COMMAND runs (backend
 terminated, server restarted, network cut), COMMAND gets SIGTERM, then
@@ -131,7 +134,11 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
     /// Run COMMAND while holding KEY; release when it exits.
-    #[command(long_about = RUN_LONG_ABOUT, after_long_help = RUN_AFTER_HELP)]
+    #[command(
+        long_about = RUN_LONG_ABOUT,
+        after_long_help = RUN_AFTER_HELP,
+        override_usage = "eventsource lock run [OPTIONS] <KEY> -- <COMMAND> [ARGS]..."
+    )]
     Run(RunArgs),
 
     /// Print the advisory-lock id of each KEY (KEY<TAB>LOCK_ID); needs no database.

@@ -24,9 +24,18 @@ impl Database {
     /// Parses `url`; errors are usage errors and print no password.
     pub fn parse(url: &str) -> Result<Self, String> {
         crate::redact::register_url(url);
-        let config: Config = url
+        let mut config: Config = url
             .parse()
             .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
+        // As libpq does: PGPASSWORD when the URL names no password.
+        if config.get_password().is_none() {
+            if let Ok(pw) = std::env::var("PGPASSWORD") {
+                if !pw.is_empty() {
+                    crate::redact::register([pw.clone()]);
+                    config.password(pw);
+                }
+            }
+        }
         Ok(Self {
             url: url.to_owned(),
             config,

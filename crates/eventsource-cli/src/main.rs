@@ -53,8 +53,39 @@ fn init_tracing() {
         .try_init();
 }
 
+/// Registers every password the command line or environment may carry
+/// before anything is parsed, so that even clap's error messages are scrubbed.
+fn register_secrets_early() {
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        redact::register_url(&url);
+    }
+    if let Ok(pw) = std::env::var("PGPASSWORD") {
+        redact::register([pw]);
+    }
+    for arg in std::env::args_os().skip(1) {
+        let arg = arg.to_string_lossy();
+        if arg.contains("://") || arg.contains("password=") {
+            let value = arg.strip_prefix("--database-url=").unwrap_or(&arg);
+            redact::register_url(value);
+        }
+    }
+}
+
 fn main() {
-    let cli = Cli::parse();
+    register_secrets_early();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with code 0; errors to stderr with 2.
+            let text = redact::scrub(&e.render().to_string());
+            if e.use_stderr() {
+                let _ = std::io::stderr().write_all(text.as_bytes());
+            } else {
+                let _ = std::io::stdout().write_all(text.as_bytes());
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     if let Some(url) = &cli.database_url {
         redact::register_url(url);
     }

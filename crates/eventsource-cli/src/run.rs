@@ -248,10 +248,14 @@ async fn supervise(
         tokio::select! {
             status = child.wait() => return status.map(|s| (s, lost)),
             sig = signals.recv() => {
-                tracing::info!(signal = sig.as_str(), %pid, "forwarding signal to the command");
-                // The child is not reaped until `wait` returns, so `pid`
-                // still names it (at worst as a zombie).
-                let _ = kill(pid, sig);
+                if from_terminal(sig) {
+                    tracing::info!(signal = sig.as_str(), "the terminal sent it to the command too");
+                } else {
+                    tracing::info!(signal = sig.as_str(), %pid, "forwarding signal to the command");
+                    // The child is not reaped until `wait` returns, so `pid`
+                    // still names it (at worst as a zombie).
+                    let _ = kill(pid, sig);
+                }
             }
             _ = loss.lost(), if !lost => {
                 lost = true;
@@ -281,6 +285,17 @@ async fn supervise(
             }
         }
     }
+}
+
+/// True when `sig` is a terminal's Ctrl-C / Ctrl-\\ to the foreground
+/// process group this tool (and so the command) belongs to: the terminal
+/// delivered it to the command already, and a second copy could cut short
+/// the command's own clean-up.
+fn from_terminal(sig: Signal) -> bool {
+    if !matches!(sig, Signal::SIGINT | Signal::SIGQUIT) {
+        return false;
+    }
+    nix::unistd::tcgetpgrp(std::io::stdin()).is_ok_and(|fg| fg == nix::unistd::getpgrp())
 }
 
 /// The child's exit code, or 128+N when it died of signal N.

@@ -203,6 +203,12 @@ async fn missing_or_invalid_url_is_a_usage_error_without_password() {
     assert_eq!(out.code, 2, "{out:?}");
     assert!(!out.stderr.contains("hunter2secret"), "{}", out.stderr);
     assert!(out.stderr.contains("app:***@db"), "{}", out.stderr);
+
+    // A URL where clap does not expect one is echoed by clap's error: masked too.
+    let out = output(eventsource(None).args(["postgres://app:hunter2secret@db/app", "lock"])).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(!out.stderr.contains("hunter2secret"), "{}", out.stderr);
+    assert!(out.stderr.contains("app:***@db"), "{}", out.stderr);
 }
 
 #[tokio::test]
