@@ -98,6 +98,13 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         Err(e) => return db::fail("", Some(&db), &e),
     };
     tracing::info!(key = %args.key, lock_id = guard.lock_id(), "acquired");
+    if guard.is_lost() {
+        report!(
+            "lock {:?} was lost right after it was acquired; the command was not run",
+            args.key
+        );
+        return args.lost_exit_code;
+    }
 
     let mut child = match spawn_child(&args.command, &args.key, guard.lock_id()) {
         Ok(child) => child,

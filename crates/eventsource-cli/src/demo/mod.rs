@@ -62,6 +62,27 @@ fn short_holder(holder_id: &str) -> String {
 }
 
 impl Live {
+    /// Reads each key's holder and queue from PostgreSQL (bounded; on
+    /// failure the previous view stays).
+    async fn refresh(&mut self, inspector: &tokio_postgres::Client, keys: &[String]) {
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        if let Ok(Ok(locks)) =
+            tokio::time::timeout(Duration::from_secs(1), query_holders(inspector, &refs)).await
+        {
+            self.db_view = locks
+                .into_iter()
+                .filter_map(|l| {
+                    let holder = l.holders.first().map(|h| {
+                        h.holder_id
+                            .clone()
+                            .unwrap_or_else(|| format!("pid {}", h.pid))
+                    });
+                    Some((l.key?, (holder, l.waiters.len())))
+                })
+                .collect();
+        }
+    }
+
     fn line(&self, elapsed: Duration, keys: &[String]) -> String {
         let mut parts = vec![format!(
             "[{:5.1}s] {} acquisitions",
@@ -377,20 +398,7 @@ async fn run_with_record(
                 None => break,
             },
             _ = refresh.tick() => {
-                let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-                if let Ok(Ok(locks)) =
-                    tokio::time::timeout(Duration::from_secs(1), query_holders(inspector, &refs)).await
-                {
-                    live.db_view = locks
-                        .into_iter()
-                        .filter_map(|l| {
-                            let holder = l.holders.first().map(|h| {
-                                h.holder_id.clone().unwrap_or_else(|| format!("pid {}", h.pid))
-                            });
-                            Some((l.key?, (holder, l.waiters.len())))
-                        })
-                        .collect();
-                }
+                live.refresh(inspector, keys).await;
                 status.show(&live.line(started.elapsed(), keys));
             }
             sig = signals.recv() => {
@@ -410,6 +418,7 @@ async fn run_with_record(
             }
         }
     }
+    live.refresh(inspector, keys).await;
     status.show(&live.line(started.elapsed(), keys));
     status.finish();
 
