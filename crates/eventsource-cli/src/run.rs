@@ -32,7 +32,7 @@ use crate::{exit, report};
 /// exits anyway (its session then ends, which frees the lock too).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a cancelled wait may take to leave the server's queue at exit.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the best-effort "who holds it" query may take after a conflict.
 const HOLDERS_TIMEOUT: Duration = Duration::from_secs(3);
 
