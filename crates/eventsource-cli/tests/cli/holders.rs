@@ -115,3 +115,29 @@ async fn holders_in_text_and_json() {
     let out = output(eventsource(Some(&db)).args(["lock", "holders", "--json"])).await;
     assert_eq!(out.stdout.trim(), "[]");
 }
+
+#[tokio::test]
+async fn a_lock_run_holder_shows_with_its_default_holder_id() {
+    let db = database().await;
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "visible",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; read x",
+    ]));
+    run.expect_line("ready").await;
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let out = output(eventsource(Some(&db)).args(["lock", "holders", "--json", "visible"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    // PostgreSQL keeps 63 bytes of application_name ("eventsource/" + id).
+    let mut expected = format!("{host}:{}", run.pid());
+    expected.truncate(63 - "eventsource/".len());
+    assert_eq!(json[0]["holders"][0]["holder_id"], expected);
+    assert_eq!(json[0]["waiters"].as_array().unwrap().len(), 0);
+    run.send_line("").await;
+    assert_eq!(run.finish().await.code, 0);
+}
