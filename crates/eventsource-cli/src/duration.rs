@@ -133,6 +133,9 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
 /// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
+    if d.is_zero() {
+        return "0s".to_owned();
+    }
     if ms == 0 {
         return format!("{}us", d.as_micros());
     }
@@ -223,6 +226,7 @@ mod tests {
         assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(format_duration(Duration::from_secs(125)), "2m5s");
         assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
-        assert_eq!(format_duration(Duration::ZERO), "0us");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+        assert_eq!(format_duration(Duration::from_micros(250)), "250us");
     }
 }

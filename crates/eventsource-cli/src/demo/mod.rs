@@ -231,28 +231,34 @@ pub async fn demo(args: DemoArgs, url: Option<String>) -> i32 {
         }
     };
     let url = url.filter(|u| !u.trim().is_empty());
-    let (db, throwaway) = match url {
-        Some(url) => match Database::parse(&url) {
-            Ok(db) => {
-                eprintln!("demo: using database {}", db.shown());
-                (db, None)
+    let (db, throwaway) =
+        match url {
+            Some(url) => match Database::parse(&url) {
+                Ok(db) => {
+                    eprintln!("demo: using database {}", db.shown());
+                    (db, None)
+                }
+                Err(msg) => {
+                    report!("{msg}");
+                    return exit::USAGE;
+                }
+            },
+            None => {
+                let booted = tokio::select! {
+                    booted = boot_throwaway() => booted,
+                    sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
+                };
+                match booted {
+                    Ok((db, t)) => (db, Some(t)),
+                    Err(e) => return db::fail(
+                        "cannot start a throwaway PostgreSQL (or give the demo a database with \
+                         --database-url or DATABASE_URL)",
+                        None,
+                        &e,
+                    ),
+                }
             }
-            Err(msg) => {
-                report!("{msg}");
-                return exit::USAGE;
-            }
-        },
-        None => {
-            let booted = tokio::select! {
-                booted = boot_throwaway() => booted,
-                sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
-            };
-            match booted {
-                Ok((db, t)) => (db, Some(t)),
-                Err(e) => return db::fail("cannot start a throwaway PostgreSQL", None, &e),
-            }
-        }
-    };
+        };
     let code = run_workers(&args, &db, &mut signals).await;
     drop(throwaway);
     code
