@@ -74,3 +74,39 @@ async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace() {
     assert!(out.stderr.contains("SIGKILL"), "{}", out.stderr);
     assert!(out.stderr.contains("signal 9"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn a_server_restart_is_a_lost_lock() {
+    use std::sync::Arc;
+
+    use eventsource::testing::pg::{StopMode, TestCluster, TestDatabase};
+
+    // A cluster of its own: restarting the shared one would break other tests.
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(TestCluster::start)
+            .await
+            .unwrap()
+            .expect("private cluster"),
+    );
+    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "restarted",
+        "--",
+        "bash",
+        "-c",
+        "trap 'echo got-TERM; exit 0' TERM; echo ready; read y; echo not-stopped",
+    ]));
+    run.expect_line("ready").await;
+    let restarting = cluster.clone();
+    tokio::task::spawn_blocking(move || restarting.restart(StopMode::Fast))
+        .await
+        .unwrap()
+        .expect("restart");
+
+    run.expect_line("got-TERM").await;
+    let out = run.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(out.stderr.contains("lost"), "{}", out.stderr);
+}
