@@ -62,7 +62,8 @@ fn register_secrets_early() {
     if let Ok(pw) = std::env::var("PGPASSWORD") {
         redact::register([pw]);
     }
-    for arg in std::env::args_os().skip(1) {
+    // The command of `lock run` (after `--`) is not the tool's business.
+    for arg in std::env::args_os().skip(1).take_while(|a| a != "--") {
         let arg = arg.to_string_lossy();
         if arg.contains("://") || arg.contains("password=") {
             let value = arg.strip_prefix("--database-url=").unwrap_or(&arg);
