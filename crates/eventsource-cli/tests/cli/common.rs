@@ -188,8 +188,22 @@ pub async fn is_free(client: &Client, key: &str) -> bool {
     query_holders(client, &[key]).await.unwrap().is_empty()
 }
 
-/// A fresh scratch directory under the system temp dir.
-pub fn scratch_dir() -> PathBuf {
+/// A fresh scratch directory under the system temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn scratch_dir() -> Scratch {
     static N: AtomicU32 = AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
         "eventsource-cli-test-{}-{}",
@@ -198,5 +212,5 @@ pub fn scratch_dir() -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
