@@ -75,3 +75,20 @@ pub fn rss_bytes() -> u64 {
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }
+
+/// CPU time (user + system) of process `pid` (`None`: this process) from
+/// /proc/PID/stat, in nanoseconds; `None` where unreadable (e.g. a remote server).
+pub fn cpu_ns(pid: Option<i32>) -> Option<u64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/stat"),
+        None => "/proc/self/stat".to_owned(),
+    };
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the parenthesised command name start with field 3 (state).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // USER_HZ is 100 on Linux.
+    Some((utime + stime) * 10_000_000)
+}

@@ -7,7 +7,13 @@
 //!
 //! Uses `DATABASE_URL` when set; otherwise starts a throwaway cluster from
 //! `eventsource::testing::pg` (with `max_locks_per_transaction=256`, so the
-//! capacity scenario's 10,000 locks fit).
+//! capacity scenario's 10,000 locks fit, and `pg_stat_statements` preloaded,
+//! for exact statement counts per scenario).
+//!
+//! Besides ops/s and latency percentiles, each throughput scenario reports
+//! what it cost: client and server CPU per lock+unlock pair (from /proc,
+//! robust to other load on the machine, unlike ops/s), heap allocations per
+//! pair (a counting global allocator) and lock statements per pair.
 
 mod alloc;
 mod ours;
@@ -36,15 +42,18 @@ static GLOBAL: alloc::Counting = alloc::Counting;
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Throughput scenarios, run for a fixed time each, interleaved over rounds.
-const THROUGHPUT: [&str; 8] = [
+/// Ordered so that the scenarios compared in a ratio run next to each other:
+/// load from elsewhere on the machine then hits both alike.
+const THROUGHPUT: [&str; 9] = [
     "raw_seq",
-    "raw_pipelined64",
-    "raw_batched",
-    "sqlx_seq",
-    "sqlx_pool64",
     "ours_seq",
     "ours_try_seq",
+    "sqlx_seq",
+    "raw_seq_inline",
+    "raw_pipelined64",
     "ours_conc64",
+    "sqlx_pool64",
+    "raw_batched",
 ];
 
 /// Latency / correctness scenarios on the lock manager, run once after the throughput rounds.
@@ -57,6 +66,7 @@ struct Args {
     #[arg(long)]
     json: Option<PathBuf>,
     /// A short run (under 60 s on 2 cores): 1 round of 1.5 s per scenario, fewer trials.
+    /// The default run: 5 interleaved rounds of 2.5 s per scenario (about 2.5 minutes).
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios (comma-separated names).
@@ -68,6 +78,10 @@ struct Args {
     /// Override the number of interleaved rounds.
     #[arg(long)]
     rounds: Option<usize>,
+    /// Experiment: shared sessions per manager (the builder's `shared_sessions`);
+    /// default: the manager's own default.
+    #[arg(long)]
+    shared_sessions: Option<usize>,
 }
 
 /// What every scenario needs.
@@ -78,6 +92,7 @@ pub struct Ctx {
     pub warmup: Duration,
     pub measure: Duration,
     pub quick: bool,
+    pub shared_sessions: Option<usize>,
 }
 
 /// What was sampled while a window was open.
@@ -86,6 +101,11 @@ pub struct Sampled {
     allocs: u64,
     alloc_bytes: u64,
     connections: u32,
+    statements: Option<(i64, i64)>,
+    /// CPU time of this process over the window.
+    client_cpu_ns: Option<u64>,
+    /// CPU time of the scenario's server backends over the window (local server only).
+    server_cpu_ns: Option<u64>,
 }
 
 impl Ctx {
@@ -99,14 +119,31 @@ impl Ctx {
         let probe = tokio::spawn(async move {
             tokio::time::sleep_until(w.start.into()).await;
             let (a0, b0) = alloc::totals();
+            let s0 = monitor.lock_statements().await?;
+            let c0 = alloc::cpu_ns(None);
+            let pids = monitor.pids_like(&pattern).await?;
+            let server_cpu = |pids: &[i32]| -> Option<u64> {
+                if pids.is_empty() {
+                    return None;
+                }
+                pids.iter().map(|p| alloc::cpu_ns(Some(*p))).sum()
+            };
+            let p0 = server_cpu(&pids);
             tokio::time::sleep_until((w.start + (w.end - w.start) / 2).into()).await;
             let connections = monitor.sessions_like(&pattern).await?;
             tokio::time::sleep_until(w.end.into()).await;
             let (a1, b1) = alloc::totals();
+            let c1 = alloc::cpu_ns(None);
+            let p1 = server_cpu(&pids);
+            let s1 = monitor.lock_statements().await?;
+            let statements = s0.zip(s1).map(|(a, b)| (b.0 - a.0, b.1 - a.1));
             Ok(Sampled {
                 allocs: a1 - a0,
                 alloc_bytes: b1 - b0,
                 connections,
+                statements,
+                client_cpu_ns: c0.zip(c1).map(|(a, b)| b.saturating_sub(a)),
+                server_cpu_ns: p0.zip(p1).map(|(a, b)| b.saturating_sub(a)),
             })
         });
         (w, probe)
@@ -149,6 +186,7 @@ pub struct ScenarioReport {
 async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> {
     match name {
         "raw_seq" => raw::raw_seq(ctx, round).await,
+        "raw_seq_inline" => raw::raw_seq_inline(ctx, round).await,
         "raw_pipelined64" => raw::raw_pipelined64(ctx, round).await,
         "raw_batched" => raw::raw_batched(ctx, round).await,
         "sqlx_seq" => raw::sqlx_seq(ctx, round).await,
@@ -184,6 +222,22 @@ fn throughput_report(name: &str, agg: &Aggregate) -> ScenarioReport {
         "alloc_bytes_per_op".into(),
         json!(agg.alloc_bytes as f64 / ops),
     );
+    // CPU per pair: robust to other load on the machine, unlike ops/s.
+    if let Some(ns) = agg.client_cpu_ns {
+        extra.insert("client_cpu_us_per_op".into(), json!(ns as f64 / 1e3 / ops));
+    }
+    if let Some(ns) = agg.server_cpu_ns {
+        extra.insert("server_cpu_us_per_op".into(), json!(ns as f64 / 1e3 / ops));
+    }
+    // Lock statements the server ran per lock+unlock pair, and ids per statement
+    // (rows returned), from pg_stat_statements: how much batching happened.
+    if let Some((calls, rows)) = agg.statements {
+        extra.insert("server_statements_per_op".into(), json!(calls as f64 / ops));
+        extra.insert(
+            "ids_per_statement".into(),
+            json!(rows as f64 / (calls.max(1)) as f64),
+        );
+    }
     if name == "raw_batched" {
         extra.insert("batch_size".into(), json!(raw::BATCH));
         extra.insert(
@@ -272,22 +326,40 @@ fn targets(s: &BTreeMap<String, ScenarioReport>, ratios: &BTreeMap<String, f64>)
 fn print_table(order: &[&str], s: &BTreeMap<String, ScenarioReport>) {
     println!();
     println!(
-        "{:<17} {:>12} {:>9} {:>9} {:>9} {:>6} {:>10}",
-        "scenario", "ops/s", "p50 us", "p99 us", "p99.9 us", "conns", "allocs/op"
+        "{:<17} {:>10} {:>7} {:>7} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7}",
+        "scenario",
+        "ops/s",
+        "p50 us",
+        "p99 us",
+        "conns",
+        "cli us/op",
+        "srv us/op",
+        "alloc/op",
+        "stmt/op",
+        "ids/stmt"
     );
-    println!("{}", "-".repeat(78));
+    println!("{}", "-".repeat(96));
     for name in order {
         let Some(r) = s.get(*name) else { continue };
-        let f = |k: &str| r.extra.get(k).and_then(Value::as_f64);
-        let p999 = f("p999_us")
-            .map(|v| format!("{v:.0}"))
-            .unwrap_or_else(|| "-".into());
-        let allocs = f("allocs_per_op")
-            .map(|v| format!("{v:.1}"))
-            .unwrap_or_else(|| "-".into());
+        let f = |k: &str, prec: usize| {
+            r.extra
+                .get(k)
+                .and_then(Value::as_f64)
+                .map(|v| format!("{v:.prec$}"))
+                .unwrap_or_else(|| "-".into())
+        };
         println!(
-            "{:<17} {:>12.0} {:>9.0} {:>9.0} {:>9} {:>6} {:>10}",
-            name, r.ops_per_sec, r.p50_us, r.p99_us, p999, r.connections, allocs
+            "{:<17} {:>10.0} {:>7.0} {:>7.0} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7}",
+            name,
+            r.ops_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.connections,
+            f("client_cpu_us_per_op", 2),
+            f("server_cpu_us_per_op", 2),
+            f("allocs_per_op", 1),
+            f("server_statements_per_op", 3),
+            f("ids_per_statement", 1),
         );
     }
     if let Some(r) = s.get("fifo") {
@@ -321,7 +393,16 @@ async fn setup() -> Res<(tokio_postgres::Config, String, Option<TestDatabase>)> 
         _ => {
             let cluster = tokio::task::spawn_blocking(|| {
                 TestCluster::start_with(ClusterOptions {
-                    settings: vec![("max_locks_per_transaction".into(), "256".into())],
+                    settings: vec![
+                        ("max_locks_per_transaction".into(), "256".into()),
+                        // Exact statement counts per scenario (batching), see probe.rs.
+                        (
+                            "shared_preload_libraries".into(),
+                            "pg_stat_statements".into(),
+                        ),
+                        ("pg_stat_statements.track_utility".into(), "off".into()),
+                        ("pg_stat_statements.save".into(), "off".into()),
+                    ],
                 })
             })
             .await??;
@@ -338,7 +419,7 @@ async fn main() -> Res<()> {
     let (rounds, warmup, measure) = if args.quick {
         (1, Duration::from_millis(300), Duration::from_millis(1500))
     } else {
-        (3, Duration::from_millis(500), Duration::from_secs(4))
+        (5, Duration::from_millis(400), Duration::from_millis(2500))
     };
     let rounds = args.rounds.unwrap_or(rounds).max(1);
     let measure = args.seconds.map(Duration::from_secs_f64).unwrap_or(measure);
@@ -362,6 +443,7 @@ async fn main() -> Res<()> {
         warmup,
         measure,
         quick: args.quick,
+        shared_sessions: args.shared_sessions,
     };
 
     let mut aggs: BTreeMap<&str, Aggregate> = BTreeMap::new();
@@ -377,6 +459,19 @@ async fn main() -> Res<()> {
                 run.sampled.connections,
                 (run.sampled.allocs, run.sampled.alloc_bytes),
             );
+            if let Some(ns) = run.sampled.client_cpu_ns {
+                *agg.client_cpu_ns.get_or_insert(0) += ns;
+            }
+            if let Some(ns) = run.sampled.server_cpu_ns {
+                *agg.server_cpu_ns.get_or_insert(0) += ns;
+            }
+            if let Some((calls, rows)) = run.sampled.statements {
+                agg.statements = Some(agg.statements.unwrap_or((0, 0)));
+                if let Some(s) = agg.statements.as_mut() {
+                    s.0 += calls.max(0) as u64;
+                    s.1 += rows.max(0) as u64;
+                }
+            }
             eprintln!(
                 "  round {}/{rounds} {name:<16} {:>10.0} ops/s",
                 round + 1,
@@ -400,14 +495,37 @@ async fn main() -> Res<()> {
     }
 
     let ops = |n: &str| scenarios.get(n).map(|r| r.ops_per_sec).filter(|v| *v > 0.0);
+    let rounds_of = |n: &str| -> Vec<f64> {
+        scenarios
+            .get(n)
+            .and_then(|r| r.extra.get("rounds_ops_per_sec"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
     let mut ratios = BTreeMap::new();
+    // Per-round ratios (paired: both ran back to back in the same round):
+    // their spread shows how much load elsewhere on the machine moved them.
+    let mut round_ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (num, den) in [
         ("ours_seq", "raw_seq"),
         ("ours_conc64", "raw_pipelined64"),
         ("ours_conc64", "sqlx_pool64"),
+        // Informative, not in issue 4.
+        ("ours_seq", "sqlx_seq"),
+        ("ours_seq", "raw_seq_inline"),
+        ("ours_conc64", "raw_batched"),
     ] {
         if let (Some(a), Some(b)) = (ops(num), ops(den)) {
             ratios.insert(format!("{num}/{den}"), a / b);
+            let mut per_round: Vec<f64> = rounds_of(num)
+                .iter()
+                .zip(rounds_of(den))
+                .filter(|(_, b)| *b > 0.0)
+                .map(|(a, b)| a / b)
+                .collect();
+            per_round.sort_by(f64::total_cmp);
+            round_ratios.insert(format!("{num}/{den}"), per_round);
         }
     }
     let targets = targets(&scenarios, &ratios);
@@ -415,8 +533,18 @@ async fn main() -> Res<()> {
     let order: Vec<&str> = THROUGHPUT.iter().chain(OTHERS.iter()).copied().collect();
     print_table(&order, &scenarios);
     println!();
+    println!(
+        "{:<34} {:>8}   per round: min / median / max",
+        "ratio (ops/s)", "run"
+    );
     for (k, v) in &ratios {
-        println!("ratio {k:<28} {v:>8.2}");
+        let r = &round_ratios[k];
+        let (lo, med, hi) = (
+            r.first().copied().unwrap_or(0.0),
+            r.get(r.len() / 2).copied().unwrap_or(0.0),
+            r.last().copied().unwrap_or(0.0),
+        );
+        println!("{k:<34} {v:>8.2}   {lo:.2} / {med:.2} / {hi:.2}");
     }
     println!();
     for t in &targets {
@@ -435,6 +563,7 @@ async fn main() -> Res<()> {
         let report = json!({
             "scenarios": scenarios,
             "ratios": ratios,
+            "ratios_per_round": round_ratios,
             "targets": targets,
             "meta": {
                 "quick": args.quick,

@@ -16,10 +16,13 @@ use crate::{alloc, timed_loop, Ctx, Res, RunOut, ScenarioReport};
 const QUEUE_LIMIT: Duration = Duration::from_secs(10);
 
 fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(ctx.config.clone())
+    let builder = PostgresLockManager::builder(ctx.config.clone())
         .holder_id(holder)
-        .max_held_locks(20_000)
-        .build()
+        .max_held_locks(20_000);
+    match ctx.shared_sessions {
+        Some(n) => builder.shared_sessions(n).build(),
+        None => builder.build(),
+    }
 }
 
 fn app(holder: &str) -> String {

@@ -23,6 +23,8 @@ pub struct Monitor {
     client: Client,
     waiting: Statement,
     sessions_like: Statement,
+    statements: Option<Statement>,
+    pids_like: Statement,
 }
 
 impl Monitor {
@@ -42,10 +44,36 @@ impl Monitor {
                  WHERE application_name LIKE $1 AND datname = current_database()",
             )
             .await?;
+        // Exact statement counts where pg_stat_statements is loaded (the
+        // throwaway cluster preloads it); None elsewhere.
+        let statements = match client
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .await
+        {
+            Ok(()) => client
+                .prepare(
+                    "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(rows), 0)::int8 \
+                     FROM pg_stat_statements \
+                     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                       AND query LIKE '%advisory%' AND query NOT LIKE '%pg_locks%' \
+                       AND query NOT LIKE '%pg_stat_statements%'",
+                )
+                .await
+                .ok(),
+            Err(_) => None,
+        };
+        let pids_like = client
+            .prepare(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE application_name LIKE $1 AND datname = current_database()",
+            )
+            .await?;
         Ok(Self {
+            pids_like,
             client,
             waiting,
             sessions_like,
+            statements,
         })
     }
 
@@ -76,6 +104,23 @@ impl Monitor {
             .await?
             .get(0);
         Ok(n as u32)
+    }
+
+    /// (statements, rows) run so far in this database by advisory-lock
+    /// statements of anyone but this monitor, from pg_stat_statements
+    /// (exact, updated as each statement ends); None where it is not loaded.
+    pub async fn lock_statements(&self) -> Res<Option<(i64, i64)>> {
+        let Some(stmt) = &self.statements else {
+            return Ok(None);
+        };
+        let row = self.client.query_one(stmt, &[]).await?;
+        Ok(Some((row.get(0), row.get(1))))
+    }
+
+    /// Server process ids of the sessions matching the LIKE `pattern`.
+    pub async fn pids_like(&self, pattern: &str) -> Res<Vec<i32>> {
+        let rows = self.client.query(&self.pids_like, &[&pattern]).await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// A one-value text query (e.g. `SHOW server_version`).

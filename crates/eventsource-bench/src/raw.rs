@@ -151,3 +151,32 @@ pub async fn sqlx_pool64(ctx: &Ctx, round: usize) -> Res<RunOut> {
     pool.close().await;
     run
 }
+
+/// Diagnostic, not in issue 4: `raw_seq` with the tokio-postgres
+/// `Connection` polled inside the caller's own task instead of a spawned
+/// one, so a round trip wakes one task instead of hopping between two.
+/// Shows what the task hops cost the sequential path.
+pub async fn raw_seq_inline(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let app = "bench/raw_seq_inline";
+    let mut config = ctx.config.clone();
+    config.application_name(app);
+    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+    let work = async {
+        let lock = client.prepare(TRY_LOCK).await?;
+        let unlock = client.prepare(UNLOCK).await?;
+        let id = lock_id_for_key(&format!("bench/raw_seq_inline/{round}/0"));
+        let (w, probe) = ctx.start_window(app);
+        let out = timed_loop!(w, 1, {
+            let got: bool = client.query_one(&lock, &[&id]).await?.get(0);
+            assert!(got, "raw_seq_inline: key unexpectedly held");
+            let freed: bool = client.query_one(&unlock, &[&id]).await?.get(0);
+            assert!(freed);
+        });
+        RunOut::finish(w, vec![out], probe).await
+    };
+    tokio::pin!(work);
+    tokio::select! {
+        run = &mut work => run,
+        end = &mut connection => Err(format!("raw_seq_inline: connection ended: {end:?}").into()),
+    }
+}

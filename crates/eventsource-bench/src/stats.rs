@@ -83,6 +83,10 @@ pub struct Aggregate {
     pub connections: u32,
     pub allocs: u64,
     pub alloc_bytes: u64,
+    /// (statements, rows) of advisory-lock SQL over the windows, when known.
+    pub statements: Option<(u64, u64)>,
+    pub client_cpu_ns: Option<u64>,
+    pub server_cpu_ns: Option<u64>,
 }
 
 impl Aggregate {
