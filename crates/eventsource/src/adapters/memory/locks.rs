@@ -336,17 +336,19 @@ impl DistributedLock for InMemoryLockManager {
 
     /// # Cancel safety
     ///
-    /// Cancel safe: the call completes without awaiting.
-    async fn release(&self, key: &str) -> Result<()> {
+    /// The release happens when this is called, before the future is
+    /// first polled; dropping the future loses only the outcome.
+    fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
         let lock_id = crate::lock_id_for_key(key);
         let held = self.inner.lock().manual.remove(&lock_id);
-        match held {
+        let outcome = match held {
             Some(h) => {
                 drop(h);
                 Ok(())
             }
             None => Err(LockNotHeldError { key: key.to_owned() }.into()),
-        }
+        };
+        std::future::ready(outcome)
     }
 
     fn is_held(&self, key: &str) -> bool {
@@ -364,8 +366,19 @@ impl LockRegistry for InMemoryLockManager {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the call completes without awaiting.
-    async fn release_all(&self) -> Result<usize> {
+    /// The locks are released when this is called, before the future is
+    /// first polled.
+    fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
+        std::future::ready(self.release_all_now())
+    }
+
+    fn held_lock_count(&self) -> usize {
+        self.inner.lock().held
+    }
+}
+
+impl InMemoryLockManager {
+    fn release_all_now(&self) -> Result<usize> {
         let (holders, manual) = {
             let mut state = self.inner.lock();
             let manual: Vec<Held> = state.manual.drain().map(|(_, h)| h).collect();
@@ -388,7 +401,4 @@ impl LockRegistry for InMemoryLockManager {
         Ok(count)
     }
 
-    fn held_lock_count(&self) -> usize {
-        self.inner.lock().held
-    }
 }

@@ -525,12 +525,10 @@ impl LockRegistry for PostgresLockManager {
                 Some(lock) => waits.push(Box::new(lock).release()),
                 None => {
                     let (tx, rx) = oneshot::channel();
-                    let sent = v.session.as_ref().is_some_and(|s| {
-                        s.send(Op::Unlock {
-                            lock_id: v.lock_id,
-                            token: v.token,
-                            reply: Some(tx),
-                        })
+                    let sent = v.session.send(Op::Unlock {
+                        lock_id: v.lock_id,
+                        token: v.token,
+                        reply: Some(tx),
                     });
                     if !sent {
                         self.core().registry.finish(v.lock_id, v.token);

@@ -1,14 +1,22 @@
 //! The manager's exact local bookkeeping of the locks it holds.
 //!
-//! Every lock id this manager holds, is acquiring on a shared session, or is
-//! releasing has one entry, stamped with a token unique to that ownership.
-//! Removals name the token, so a late removal by a previous owner never
-//! erases the entry of the next one: this is what keeps `is_held` and
-//! `held_lock_count` exact when tasks of one manager hand a key over.
+//! Each lock id this manager touches has one entry with up to two parts:
 //!
-//! An entry in any phase also keeps a second local task off that lock id on
-//! the shared sessions: advisory locks are re-entrant per session, so two
-//! local owners on one session would both "win".
+//! - an **owner**: the lock is held (or being released) by one local owner,
+//!   stamped with a token unique to that ownership;
+//! - a **pending** try-lock: a request for the lock id is on its way to the
+//!   id's shared session.
+//!
+//! Removals name their token, so a late removal by a previous owner never
+//! erases the next owner: this keeps `is_held` and `held_lock_count` exact
+//! when tasks of one manager hand a key over.
+//!
+//! A new try-lock is only sent when the entry has neither part. Advisory
+//! locks are re-entrant per session, so this is what keeps two local owners
+//! apart: the shared session that might hold the id (through an owner not
+//! yet unlocked, or a try-lock still in flight) is never asked for it again.
+//! A grant obtained on a dedicated session replaces the owner but leaves a
+//! pending try-lock in place until that request has been answered.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,25 +27,27 @@ use super::held::HeldLock;
 use super::session::SessionHandle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// A try-lock for it is on its way to a shared session.
-    Pending,
+enum Phase {
     /// Granted.
     Held,
     /// An unlock is on its way; still held on the server until it completes.
     Releasing,
 }
 
-pub(crate) struct Entry {
+struct Owner {
     token: u64,
     phase: Phase,
-    key: Arc<str>,
-    /// Where it is held, once granted.
-    session: Option<SessionHandle>,
+    session: SessionHandle,
     /// Fires when the lock is lost; a child of the session's own token.
-    loss: Option<CancellationToken>,
+    loss: CancellationToken,
     /// A manual lock is owned by the registry until `release(key)`.
     manual: Option<HeldLock>,
+}
+
+struct Entry {
+    key: Arc<str>,
+    owner: Option<Owner>,
+    pending: Option<u64>,
 }
 
 #[derive(Default)]
@@ -45,6 +55,20 @@ struct State {
     entries: HashMap<i64, Entry>,
     held: usize,
     next_token: u64,
+}
+
+impl State {
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    /// Removes an entry that has become empty.
+    fn tidy(&mut self, lock_id: i64) {
+        if matches!(self.entries.get(&lock_id), Some(e) if e.owner.is_none() && e.pending.is_none()) {
+            self.entries.remove(&lock_id);
+        }
+    }
 }
 
 pub(crate) struct Registry {
@@ -60,7 +84,7 @@ pub(crate) enum ReserveError {
     Budget(usize),
 }
 
-/// A pending entry; dropping it un-reserves unless it was granted.
+/// A pending try-lock; dropping it un-reserves unless it was granted.
 pub(crate) struct Reservation {
     registry: Arc<Registry>,
     lock_id: i64,
@@ -81,10 +105,12 @@ impl Drop for Reservation {
             return;
         }
         let mut state = self.registry.lock();
-        if matches!(state.entries.get(&self.lock_id), Some(e) if e.token == self.token && e.phase == Phase::Pending)
-        {
-            state.entries.remove(&self.lock_id);
+        if let Some(e) = state.entries.get_mut(&self.lock_id) {
+            if e.pending == Some(self.token) {
+                e.pending = None;
+            }
         }
+        state.tidy(self.lock_id);
     }
 }
 
@@ -92,7 +118,7 @@ impl Drop for Reservation {
 pub(crate) struct Victim {
     pub(crate) lock_id: i64,
     pub(crate) token: u64,
-    pub(crate) session: Option<SessionHandle>,
+    pub(crate) session: SessionHandle,
     pub(crate) manual: Option<HeldLock>,
 }
 
@@ -112,7 +138,7 @@ impl Registry {
         self.budget
     }
 
-    /// Reserves `lock_id` for a try-lock on a shared session.
+    /// Reserves `lock_id` for a try-lock on its shared session.
     pub(crate) fn reserve(
         self: &Arc<Self>,
         lock_id: i64,
@@ -125,17 +151,13 @@ impl Registry {
         if state.entries.len() >= self.budget {
             return Err(ReserveError::Budget(self.budget));
         }
-        state.next_token += 1;
-        let token = state.next_token;
+        let token = state.token();
         state.entries.insert(
             lock_id,
             Entry {
-                token,
-                phase: Phase::Pending,
                 key: key.clone(),
-                session: None,
-                loss: None,
-                manual: None,
+                owner: None,
+                pending: Some(token),
             },
         );
         Ok(Reservation {
@@ -152,39 +174,31 @@ impl Registry {
         self.lock().entries.len() < self.budget
     }
 
-    /// Records a grant of a reserved lock id; returns its token.
+    /// Records the grant of a reserved try-lock; returns its token.
     pub(crate) fn grant_reserved(
         &self,
         mut res: Reservation,
         session: &SessionHandle,
         loss: &CancellationToken,
     ) -> u64 {
-        let token = res.token;
-        let mut state = self.lock();
-        let entry = state.entries.entry(res.lock_id).or_insert_with(|| Entry {
-            token,
-            phase: Phase::Pending,
-            key: res.key.clone(),
-            session: None,
-            loss: None,
-            manual: None,
-        });
-        // Only this reservation can own a pending entry with its token; an
-        // entry replaced meanwhile (release_all never touches pending ones)
-        // would be a bug, so overwrite to stay truthful about the server.
-        entry.token = token;
-        entry.phase = Phase::Held;
-        entry.session = Some(session.clone());
-        entry.loss = Some(loss.clone());
-        state.held += 1;
-        drop(state);
         res.armed = false;
-        token
+        let previous = {
+            let mut state = self.lock();
+            let e = state.entries.entry(res.lock_id).or_insert_with(|| Entry {
+                key: res.key.clone(),
+                owner: None,
+                pending: None,
+            });
+            if e.pending == Some(res.token) {
+                e.pending = None;
+            }
+            Self::install(&mut state, res.lock_id, res.token, session, loss)
+        };
+        drop(previous);
+        res.token
     }
 
-    /// Records a grant obtained on a dedicated session (after a wait). A
-    /// previous owner's entry that was not yet removed is replaced: the
-    /// server granted us the lock, so that owner has released it.
+    /// Records a grant obtained on a dedicated session (after a wait).
     pub(crate) fn grant_direct(
         &self,
         lock_id: i64,
@@ -192,35 +206,51 @@ impl Registry {
         session: &SessionHandle,
         loss: &CancellationToken,
     ) -> u64 {
-        let mut state = self.lock();
-        state.next_token += 1;
-        let token = state.next_token;
-        let previous = state.entries.insert(
-            lock_id,
-            Entry {
-                token,
-                phase: Phase::Held,
+        let (token, previous) = {
+            let mut state = self.lock();
+            let token = state.token();
+            state.entries.entry(lock_id).or_insert_with(|| Entry {
                 key: key.clone(),
-                session: Some(session.clone()),
-                loss: Some(loss.clone()),
-                manual: None,
-            },
-        );
-        match &previous {
-            Some(p) if p.phase != Phase::Pending => {}
-            _ => state.held += 1,
-        }
-        drop(state);
+                owner: None,
+                pending: None,
+            });
+            (token, Self::install(&mut state, lock_id, token, session, loss))
+        };
         drop(previous);
         token
+    }
+
+    /// Makes `token` the owner. The server granted the lock, so a previous
+    /// owner has released it: its later removal names its own token and is
+    /// ignored, and the lock is not counted twice. Returns the replaced
+    /// owner, to be dropped outside the mutex.
+    fn install(
+        state: &mut State,
+        lock_id: i64,
+        token: u64,
+        session: &SessionHandle,
+        loss: &CancellationToken,
+    ) -> Option<Owner> {
+        let e = state.entries.get_mut(&lock_id).expect("entry just ensured");
+        let previous = e.owner.replace(Owner {
+            token,
+            phase: Phase::Held,
+            session: session.clone(),
+            loss: loss.clone(),
+            manual: None,
+        });
+        if previous.is_none() {
+            state.held += 1;
+        }
+        previous
     }
 
     /// Marks an owned lock as being released; false if the token no longer owns it.
     pub(crate) fn begin_release(&self, lock_id: i64, token: u64) -> bool {
         let mut state = self.lock();
-        match state.entries.get_mut(&lock_id) {
-            Some(e) if e.token == token && e.phase != Phase::Pending => {
-                e.phase = Phase::Releasing;
+        match state.entries.get_mut(&lock_id).and_then(|e| e.owner.as_mut()) {
+            Some(o) if o.token == token => {
+                o.phase = Phase::Releasing;
                 true
             }
             _ => false,
@@ -231,16 +261,15 @@ impl Registry {
     pub(crate) fn finish(&self, lock_id: i64, token: u64) {
         let removed = {
             let mut state = self.lock();
-            match state.entries.get(&lock_id) {
-                Some(e) if e.token == token => {
-                    let e = state.entries.remove(&lock_id);
-                    if e.as_ref().is_some_and(|e| e.phase != Phase::Pending) {
-                        state.held -= 1;
-                    }
-                    e
-                }
+            let removed = match state.entries.get_mut(&lock_id) {
+                Some(e) if e.owner.as_ref().is_some_and(|o| o.token == token) => e.owner.take(),
                 _ => None,
+            };
+            if removed.is_some() {
+                state.held -= 1;
             }
+            state.tidy(lock_id);
+            removed
         };
         // Dropped outside the mutex: a manual lock's drop re-enters it.
         drop(removed);
@@ -249,9 +278,9 @@ impl Registry {
     /// Hands a granted lock to the registry as a manual lock.
     pub(crate) fn put_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
         let mut state = self.lock();
-        match state.entries.get_mut(&lock.lock_id()) {
-            Some(e) if e.token == lock.token() && e.phase == Phase::Held => {
-                e.manual = Some(lock);
+        match state.entries.get_mut(&lock.lock_id()).and_then(|e| e.owner.as_mut()) {
+            Some(o) if o.token == lock.token() && o.phase == Phase::Held => {
+                o.manual = Some(lock);
                 Ok(())
             }
             _ => Err(lock),
@@ -265,7 +294,7 @@ impl Registry {
         if &*e.key != key {
             return None;
         }
-        e.manual.take()
+        e.owner.as_mut()?.manual.take()
     }
 
     /// Whether `lock_id` is held (granted and not yet fully released).
@@ -273,7 +302,7 @@ impl Registry {
         self.lock()
             .entries
             .get(&lock_id)
-            .is_some_and(|e| e.phase != Phase::Pending)
+            .is_some_and(|e| e.owner.is_some())
     }
 
     /// How many locks are held.
@@ -287,20 +316,19 @@ impl Registry {
         let mut state = self.lock();
         let mut out = Vec::new();
         for (lock_id, e) in state.entries.iter_mut() {
-            if e.phase != Phase::Held {
+            let Some(o) = e.owner.as_mut() else { continue };
+            if o.phase != Phase::Held {
                 continue;
             }
-            e.phase = Phase::Releasing;
-            let manual = e.manual.take();
+            o.phase = Phase::Releasing;
+            let manual = o.manual.take();
             if manual.is_none() {
-                if let Some(loss) = &e.loss {
-                    loss.cancel();
-                }
+                o.loss.cancel();
             }
             out.push(Victim {
                 lock_id: *lock_id,
-                token: e.token,
-                session: e.session.clone(),
+                token: o.token,
+                session: o.session.clone(),
                 manual,
             });
         }
@@ -315,7 +343,7 @@ impl Registry {
             state
                 .entries
                 .values_mut()
-                .filter_map(|e| e.manual.take())
+                .filter_map(|e| e.owner.as_mut().and_then(|o| o.manual.take()))
                 .collect()
         };
         drop(manual);

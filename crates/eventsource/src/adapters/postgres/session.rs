@@ -254,6 +254,12 @@ impl Actor {
         let (try_one, unlock_one, batch, lock, set_lock_timeout, ping, held_ids, pid_row) =
             r.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
         let pid: i32 = pid_row.get(0);
+        // PostgreSQL 14+: a waiter whose client died leaves the wait queue
+        // instead of keeping its place until the lock reaches it. Older
+        // servers do not know the setting; that is fine.
+        let _ = client
+            .batch_execute("SET client_connection_check_interval = '1s'")
+            .await;
         if let Some(me) = self.me.upgrade() {
             me.pid.store(pid, Ordering::Relaxed);
         }
@@ -562,26 +568,33 @@ impl Actor {
             };
             tokio::pin!(wait);
             tokio::select! {
-                r = &mut wait => Some(r),
+                // Polled first, so the statement is on the wire before we
+                // ever consider cancelling it.
+                biased;
+                r = &mut wait => Some((false, r)),
                 _ = reply.closed() => {
                     // The caller left: cancel the wait, then see how it ended.
                     self.core.connector.cancel(client.cancel_token()).await;
-                    tokio::time::timeout(liveness_timeout, &mut wait).await.ok()
+                    tokio::time::timeout(liveness_timeout, &mut wait).await.ok().map(|r| (true, r))
                 }
             }
         };
-        let Some((config_failed, lock)) = outcome else {
+        let Some((cancelled, (config_failed, lock))) = outcome else {
             // Unknown state: close the session rather than reuse it.
             self.dead.cancel();
             return;
         };
+        if config_failed || cancelled {
+            // Never reuse: lock_timeout may be left set; our cancel request
+            // may still be on its way and would hit the next statement; and
+            // a cancel that lands just after the grant reports an error
+            // while the session keeps the lock (session locks survive
+            // errors). Closing the session settles all three.
+            self.dead.cancel();
+        }
         match lock {
             Ok(_) => {
                 let g = self.grant(lock_id, key, None);
-                if config_failed {
-                    // lock_timeout may be left set: never reuse this session.
-                    self.dead.cancel();
-                }
                 if let Err(Ok(Some(g))) = reply.send(Ok(Some(g))) {
                     drop(g);
                 }
@@ -591,7 +604,7 @@ impl Actor {
                     e.code(),
                     Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::QUERY_CANCELED
                 );
-                if e.is_closed() || config_failed {
+                if e.is_closed() {
                     self.dead.cancel();
                 }
                 if timed_out {
