@@ -9,7 +9,9 @@ use std::time::Duration;
 use common::{lock_rows, manager, shared_db, wait_for_waiters};
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::testing::locks::{eventually, eventually_async};
-use eventsource::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use eventsource::{
+    lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
+};
 
 eventsource::lock_conformance_tests!(|| async {
     let db = shared_db().await;
@@ -27,7 +29,10 @@ async fn two_managers_exclude_each_other_and_waiter_takes_over() {
     let k = key("exclusion");
     let ga = a.acquire(&k, None).await.unwrap();
     assert!(b.try_acquire(&k).await.unwrap().is_none());
-    let err = b.acquire(&k, Some(Duration::from_millis(100))).await.unwrap_err();
+    let err = b
+        .acquire(&k, Some(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
     assert!(err.is_timeout());
     let b2 = b.clone();
     let k2 = k.clone();
@@ -76,7 +81,9 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_locks_use_at_most_two_connections() {
-    let db = eventsource::testing::pg::TestDatabase::create().await.unwrap();
+    let db = eventsource::testing::pg::TestDatabase::create()
+        .await
+        .unwrap();
     let m = PostgresLockManager::builder(db.config())
         .holder_id("capacity")
         .max_held_locks(10_000)
@@ -129,10 +136,15 @@ async fn ten_thousand_locks_use_at_most_two_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_refuses_acquire_beyond_the_limit() {
     let db = shared_db().await;
-    let m = PostgresLockManager::builder(db.config()).max_held_locks(2).build();
+    let m = PostgresLockManager::builder(db.config())
+        .max_held_locks(2)
+        .build();
     let g1 = m.acquire(&key("b1"), None).await.unwrap();
     let g2 = m.acquire(&key("b2"), None).await.unwrap();
-    let err = m.acquire(&key("b3"), Some(Duration::from_secs(1))).await.unwrap_err();
+    let err = m
+        .acquire(&key("b3"), Some(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),
         Some(AcquireFailure::BudgetExceeded { limit: 2 })
@@ -196,9 +208,11 @@ async fn terminated_shared_session_signals_loss_and_manager_recovers() {
         .await
         .expect("loss signal never fired");
     assert!(guard.is_lost());
-    eventually("registry forgets lost locks", Duration::from_secs(10), || {
-        m.held_lock_count() == 0
-    })
+    eventually(
+        "registry forgets lost locks",
+        Duration::from_secs(10),
+        || m.held_lock_count() == 0,
+    )
     .await;
     assert!(!m.is_held(&k) && !m.is_held(&manual));
     // The server released them...
@@ -223,12 +237,16 @@ async fn with_lock_stops_work_when_the_dedicated_session_dies() {
     let m2 = m.clone();
     let k2 = k.clone();
     let work = tokio::spawn(async move {
-        m2.with_lock(&k2, None, |_| std::future::pending::<()>()).await
+        m2.with_lock(&k2, None, |_| std::future::pending::<()>())
+            .await
     });
     let client = db.connect().await.unwrap();
     wait_for_waiters(&client, id, 1).await;
     held.release().await.unwrap();
-    eventually("the waiter got the lock", Duration::from_secs(10), || m.is_held(&k)).await;
+    eventually("the waiter got the lock", Duration::from_secs(10), || {
+        m.is_held(&k)
+    })
+    .await;
     let pid: i32 = client
         .query_one(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
@@ -238,7 +256,10 @@ async fn with_lock_stops_work_when_the_dedicated_session_dies() {
         .await
         .unwrap()
         .get(0);
-    assert!(!m.shared_session_pids().contains(&pid), "not on a dedicated session");
+    assert!(
+        !m.shared_session_pids().contains(&pid),
+        "not on a dedicated session"
+    );
     terminate(&client, pid).await;
     let err = tokio::time::timeout(Duration::from_secs(10), work)
         .await
@@ -246,7 +267,10 @@ async fn with_lock_stops_work_when_the_dedicated_session_dies() {
         .unwrap()
         .unwrap_err();
     assert!(err.is_lock_lost(), "{err:?}");
-    eventually("count back to 0", Duration::from_secs(10), || m.held_lock_count() == 0).await;
+    eventually("count back to 0", Duration::from_secs(10), || {
+        m.held_lock_count() == 0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,7 +282,10 @@ async fn wait_timeout_does_not_leak_into_the_next_wait() {
     let blocker = manager(db, "blocker");
     let k = key("leak");
     let held = blocker.acquire(&k, None).await.unwrap();
-    let err = m.acquire(&k, Some(Duration::from_millis(50))).await.unwrap_err();
+    let err = m
+        .acquire(&k, Some(Duration::from_millis(50)))
+        .await
+        .unwrap_err();
     assert!(err.is_timeout());
     // The same pooled session now waits without a bound: it must still be
     // waiting well after the earlier 50 ms would have fired.
@@ -268,7 +295,11 @@ async fn wait_timeout_does_not_leak_into_the_next_wait() {
     let client = db.connect().await.unwrap();
     wait_for_waiters(&client, lock_id_for_key(&k), 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiter.is_finished(), "the unbounded wait ended early: {:?}", waiter.await);
+    assert!(
+        !waiter.is_finished(),
+        "the unbounded wait ended early: {:?}",
+        waiter.await
+    );
     held.release().await.unwrap();
     waiter.await.unwrap().unwrap().release().await.unwrap();
 }
@@ -301,8 +332,12 @@ async fn unreachable_server_is_a_typed_connect_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let m = PostgresLockManager::from_url(&format!("postgres://nobody:secret@127.0.0.1:{port}/x")).unwrap();
-    let err = m.acquire("k", Some(Duration::from_secs(5))).await.unwrap_err();
+    let m = PostgresLockManager::from_url(&format!("postgres://nobody:secret@127.0.0.1:{port}/x"))
+        .unwrap();
+    let err = m
+        .acquire("k", Some(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
     let backend = err.as_backend().expect("backend error");
     assert_eq!(backend.kind(), BackendErrorKind::Connect);
     assert!(!err.to_string().contains("secret"));
@@ -319,14 +354,22 @@ async fn a_server_that_is_not_postgres_is_a_typed_error() {
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nnot postgres").await;
+            let _ = s
+                .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nnot postgres")
+                .await;
         }
     });
     let m = PostgresLockManager::from_url(&format!("postgres://u@127.0.0.1:{port}/x")).unwrap();
-    let err = m.acquire("k", Some(Duration::from_secs(5))).await.unwrap_err();
+    let err = m
+        .acquire("k", Some(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
     let kind = err.as_backend().expect("backend error").kind();
     assert!(
-        matches!(kind, BackendErrorKind::NotPostgres | BackendErrorKind::Connect),
+        matches!(
+            kind,
+            BackendErrorKind::NotPostgres | BackendErrorKind::Connect
+        ),
         "{err}"
     );
     assert_eq!(m.held_lock_count(), 0);
@@ -335,7 +378,10 @@ async fn a_server_that_is_not_postgres_is_a_typed_error() {
 #[tokio::test]
 async fn bad_url_is_invalid_argument() {
     let err = PostgresLockManager::from_url("postgres://host:notaport/db").unwrap_err();
-    assert!(matches!(err, eventsource::Error::InvalidArgument(_)), "{err:?}");
+    assert!(
+        matches!(err, eventsource::Error::InvalidArgument(_)),
+        "{err:?}"
+    );
 }
 
 /// Run by `holder_crash_releases_the_lock` in a child process: takes the
@@ -375,9 +421,15 @@ async fn holder_crash_releases_the_lock() {
             }
         }
     });
-    tokio::time::timeout(Duration::from_secs(30), rx).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(30), rx)
+        .await
+        .unwrap()
+        .unwrap();
     let m = manager(db, "survivor");
-    assert!(m.try_acquire(&k).await.unwrap().is_none(), "child does not hold it");
+    assert!(
+        m.try_acquire(&k).await.unwrap().is_none(),
+        "child does not hold it"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let g = m.acquire(&k, Some(Duration::from_secs(30))).await.unwrap();

@@ -310,7 +310,10 @@ mod tests {
         assert_eq!(err.key(), Some("k"));
         let text = err.to_string();
         assert!(text.contains("\"k\"") && text.contains("250ms"), "{text}");
-        assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(Duration::from_millis(250)));
+        assert_eq!(
+            err.as_lock_acquisition().unwrap().timeout,
+            Some(Duration::from_millis(250))
+        );
     }
 
     #[test]
@@ -330,8 +333,7 @@ mod tests {
     fn backend_error_shows_code_and_is_reachable_through_acquisition() {
         let be = BackendError::new(BackendErrorKind::Query, "boom").with_code("53200");
         assert_eq!(be.to_string(), "database error: boom (SQLSTATE 53200)");
-        let err: Error =
-            LockAcquisitionError::new("k", AcquireFailure::Backend(be), None).into();
+        let err: Error = LockAcquisitionError::new("k", AcquireFailure::Backend(be), None).into();
         assert_eq!(err.as_backend().unwrap().code(), Some("53200"));
         assert!(!err.is_timeout());
     }

@@ -28,6 +28,26 @@ pub fn lock_id_for_key(key: &str) -> i64 {
     (u64::from_be_bytes(first) & 0x7FFF_FFFF_FFFF_FFFF) as i64
 }
 
+/// Checks a key's length and derives its id; the error names the key and timeout.
+pub(crate) fn checked_lock_id(
+    key: &str,
+    timeout: Option<std::time::Duration>,
+) -> crate::Result<i64> {
+    if key.len() > MAX_KEY_LEN {
+        let shown: String = key.chars().take(64).collect();
+        return Err(crate::LockAcquisitionError::new(
+            format!("{shown}…"),
+            crate::AcquireFailure::KeyTooLong {
+                len: key.len(),
+                limit: MAX_KEY_LEN,
+            },
+            timeout,
+        )
+        .into());
+    }
+    Ok(lock_id_for_key(key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,24 +71,4 @@ mod tests {
         assert_ne!(lock_id_for_key("a\0b"), lock_id_for_key("ab"));
         assert_ne!(lock_id_for_key("é"), lock_id_for_key("e"));
     }
-}
-
-/// Checks a key's length and derives its id; the error names the key and timeout.
-pub(crate) fn checked_lock_id(
-    key: &str,
-    timeout: Option<std::time::Duration>,
-) -> crate::Result<i64> {
-    if key.len() > MAX_KEY_LEN {
-        let shown: String = key.chars().take(64).collect();
-        return Err(crate::LockAcquisitionError::new(
-            format!("{shown}…"),
-            crate::AcquireFailure::KeyTooLong {
-                len: key.len(),
-                limit: MAX_KEY_LEN,
-            },
-            timeout,
-        )
-        .into());
-    }
-    Ok(lock_id_for_key(key))
 }

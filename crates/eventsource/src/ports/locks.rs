@@ -177,7 +177,10 @@ impl LockGuard {
     /// before it completes, the release still happens in the background; only
     /// its outcome is lost.
     pub async fn release(mut self) -> Result<()> {
-        let backend = self.backend.take().expect("guard backend present until consumed");
+        let backend = self
+            .backend
+            .take()
+            .expect("guard backend present until consumed");
         backend.release().await
     }
 

@@ -86,7 +86,10 @@ fn key(case: &str) -> String {
 pub async fn eventually(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + limit;
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "never happened: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -99,7 +102,10 @@ where
 {
     let deadline = tokio::time::Instant::now() + SETTLE;
     while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "never happened: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -108,7 +114,11 @@ const SETTLE: Duration = Duration::from_secs(10);
 
 /// True when `observer` can take `key` right now (and gives it back).
 async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
-    match observer.try_acquire(key).await.expect("observer try_acquire") {
+    match observer
+        .try_acquire(key)
+        .await
+        .expect("observer try_acquire")
+    {
         Some(_) => {
             observer.release(key).await.expect("observer release");
             true
@@ -123,7 +133,10 @@ async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
         if free_for(observer, key).await {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "key {key} never became free");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "key {key} never became free"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -158,7 +171,10 @@ pub async fn poll_n_then_drop<F: Future>(fut: F, n: usize, idle: Duration) -> Op
 pub async fn acquire_yields_info_for_the_key<L: Conformant>(lock: &L, _observer: &L) {
     let k = key("info");
     let before = chrono::Utc::now();
-    let guard = lock.acquire(&k, Some(Duration::from_secs(5))).await.unwrap();
+    let guard = lock
+        .acquire(&k, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
     assert_eq!(guard.info().key, k);
     assert_eq!(guard.info().lock_id, lock_id_for_key(&k));
     assert!(guard.info().acquired_at >= before - chrono::Duration::seconds(1));
@@ -182,9 +198,8 @@ pub async fn is_held_inside_and_outside_the_scope<L: Conformant>(lock: &L, obser
 /// An error inside `with_lock` propagates and the lock is released.
 pub async fn error_in_scope_releases_and_propagates<L: Conformant>(lock: &L, observer: &L) {
     let k = key("error");
-    let out: Result<Result<(), &str>, Error> = lock
-        .with_lock(&k, None, |_| async { Err("boom") })
-        .await;
+    let out: Result<Result<(), &str>, Error> =
+        lock.with_lock(&k, None, |_| async { Err("boom") }).await;
     assert_eq!(out.unwrap(), Err("boom"));
     assert!(!lock.is_held(&k));
     assert!(free_for(observer, &k).await);
@@ -238,8 +253,14 @@ pub async fn try_acquire_free_then_held<L: Conformant>(lock: &L, observer: &L) {
     let k = key("try");
     let info = lock.try_acquire(&k).await.unwrap().expect("free key");
     assert_eq!(info.key, k);
-    assert!(lock.try_acquire(&k).await.unwrap().is_none(), "second local owner");
-    assert!(observer.try_acquire(&k).await.unwrap().is_none(), "observer got it");
+    assert!(
+        lock.try_acquire(&k).await.unwrap().is_none(),
+        "second local owner"
+    );
+    assert!(
+        observer.try_acquire(&k).await.unwrap().is_none(),
+        "observer got it"
+    );
     lock.release(&k).await.unwrap();
 }
 
@@ -272,7 +293,11 @@ pub async fn timeout_on_held_key_carries_the_timeout<L: Conformant>(lock: &L, ob
     assert!(err.is_timeout(), "{err:?}");
     assert_eq!(err.key(), Some(k.as_str()));
     assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(t));
-    assert_eq!(lock.held_lock_count(), before, "a timed-out attempt changed the count");
+    assert_eq!(
+        lock.held_lock_count(),
+        before,
+        "a timed-out attempt changed the count"
+    );
     guard.release().await.unwrap();
 }
 
@@ -293,7 +318,10 @@ pub async fn different_keys_are_independent<L: Conformant>(lock: &L, observer: &
     let a = key("indep-a");
     let b = key("indep-b");
     let ga = lock.acquire(&a, None).await.unwrap();
-    let gb = observer.acquire(&b, Some(Duration::from_secs(5))).await.unwrap();
+    let gb = observer
+        .acquire(&b, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
     assert!(lock.is_held(&a));
     ga.release().await.unwrap();
     gb.release().await.unwrap();
@@ -316,7 +344,10 @@ pub async fn release_all_returns_count_and_empties<L: Conformant>(lock: &L, obse
     }
     // The guard's lock went with release_all: releasing it reports that.
     let after = guard.release().await;
-    assert!(after.is_err(), "release after release_all should report the loss");
+    assert!(
+        after.is_err(),
+        "release after release_all should report the loss"
+    );
     assert_eq!(lock.release_all().await.unwrap(), 0);
 }
 
@@ -351,7 +382,10 @@ pub async fn with_lock_returns_value_and_releases<L: Conformant>(lock: &L, obser
 
 /// The empty key is a key like any other; an oversized one is refused.
 pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L, _o: &L) {
-    let g = lock.acquire("", Some(Duration::from_secs(5))).await.unwrap();
+    let g = lock
+        .acquire("", Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
     assert_eq!(g.lock_id(), 7183457195969485844);
     g.release().await.unwrap();
     let huge = "k".repeat(1 << 20);
@@ -379,7 +413,10 @@ pub async fn handovers_between_tasks_keep_counts_exact<L: Conformant>(lock: &L, 
         tasks.push(tokio::spawn(async move {
             for _ in 0..rounds {
                 let g = l.acquire(&k, Some(Duration::from_secs(30))).await.unwrap();
-                assert!(!inside.swap(true, Ordering::SeqCst), "two local owners at once");
+                assert!(
+                    !inside.swap(true, Ordering::SeqCst),
+                    "two local owners at once"
+                );
                 assert!(l.is_held(&k), "holder not recorded");
                 assert_eq!(l.held_lock_count(), 1, "count off while held");
                 tokio::task::yield_now().await;

@@ -118,7 +118,10 @@ fn is_root() -> bool {
 fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| harness_error(format!("cannot find a free port: {e}")))?;
-    Ok(listener.local_addr().map_err(|e| harness_error(e.to_string()))?.port())
+    Ok(listener
+        .local_addr()
+        .map_err(|e| harness_error(e.to_string()))?
+        .port())
 }
 
 impl TestCluster {
@@ -148,14 +151,23 @@ impl TestCluster {
             as_postgres,
         };
         if as_postgres {
-            cluster.run_checked(Command::new("chown").arg("postgres:").arg(&cluster.data_dir))?;
+            cluster.run_checked(
+                Command::new("chown")
+                    .arg("postgres:")
+                    .arg(&cluster.data_dir),
+            )?;
         }
         let initdb = cluster.pg_command("initdb");
         let mut initdb = initdb;
-        initdb
-            .arg("-D")
-            .arg(cluster.data_dir.join("data"))
-            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-locale"]);
+        initdb.arg("-D").arg(cluster.data_dir.join("data")).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-locale",
+        ]);
         cluster.run_checked(&mut initdb)?;
         cluster.spawn_reaper();
         let mut last_err = None;
@@ -264,7 +276,11 @@ impl TestCluster {
                 data.display()
             )
         } else {
-            format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display())
+            format!(
+                "{} -D {} -m immediate stop",
+                pg_ctl.display(),
+                data.display()
+            )
         };
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {dir}",
@@ -301,7 +317,9 @@ fn shared_server() -> Result<&'static Server> {
     SERVER
         .get_or_init(|| match std::env::var(TEST_DATABASE_URL_ENV) {
             Ok(url) if !url.trim().is_empty() => Ok(Server::External(url)),
-            _ => TestCluster::start().map(Server::Cluster).map_err(|e| e.to_string()),
+            _ => TestCluster::start()
+                .map(Server::Cluster)
+                .map_err(|e| e.to_string()),
         })
         .as_ref()
         .map_err(|e| harness_error(e.clone()))
@@ -431,7 +449,9 @@ impl Drop for TestDatabase {
                     if let Ok(client) = connect_config(&admin).await {
                         let _ = tokio::time::timeout(
                             Duration::from_secs(10),
-                            client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")),
+                            client.batch_execute(&format!(
+                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                            )),
                         )
                         .await;
                     }

@@ -218,7 +218,11 @@ impl InMemoryLockManager {
                 .map(|h| h.loss.clone())
                 .unwrap_or_default()
         };
-        LockGuard::new(held.info.clone(), LossSignal::from_token(loss), Box::new(held))
+        LockGuard::new(
+            held.info.clone(),
+            LossSignal::from_token(loss),
+            Box::new(held),
+        )
     }
 
     /// Takes the lock now if it is free; otherwise queues a waiter (unless `queue` is false).
@@ -346,7 +350,10 @@ impl DistributedLock for InMemoryLockManager {
                 drop(h);
                 Ok(())
             }
-            None => Err(LockNotHeldError { key: key.to_owned() }.into()),
+            None => Err(LockNotHeldError {
+                key: key.to_owned(),
+            }
+            .into()),
         };
         std::future::ready(outcome)
     }
@@ -400,5 +407,4 @@ impl InMemoryLockManager {
         }
         Ok(count)
     }
-
 }

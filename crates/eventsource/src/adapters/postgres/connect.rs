@@ -39,7 +39,11 @@ pub(crate) fn application_name(holder_id: Option<&str>) -> String {
 }
 
 impl Connector {
-    pub(crate) fn new(mut config: Config, holder_id: Option<&str>, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        mut config: Config,
+        holder_id: Option<&str>,
+        connect_timeout: Duration,
+    ) -> Self {
         config.application_name(application_name(holder_id));
         // Locks are held outside transactions, and waits are bounded per
         // statement by the manager; server-wide defaults must not cut them.
@@ -98,7 +102,10 @@ pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {
     {
         err = BackendError::new(
             BackendErrorKind::NotPostgres,
-            format!("the server did not answer as PostgreSQL does ({})", err.message()),
+            format!(
+                "the server did not answer as PostgreSQL does ({})",
+                err.message()
+            ),
         );
     }
     err

@@ -51,7 +51,10 @@ impl HeldLock {
     }
 
     /// Sends the unlock; false if the session is gone (and with it the lock).
-    fn send_unlock(&mut self, reply: Option<oneshot::Sender<std::result::Result<bool, crate::BackendError>>>) -> bool {
+    fn send_unlock(
+        &mut self,
+        reply: Option<oneshot::Sender<std::result::Result<bool, crate::BackendError>>>,
+    ) -> bool {
         self.armed = false;
         self.registry.begin_release(self.lock_id, self.token);
         let sent = self.session.send(Op::Unlock {

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -247,8 +247,10 @@ impl PostgresLockManager {
         .map_err(|_| acquisition(key, AcquireFailure::Closed, timeout))?;
         let mut permit = Some(permit);
         for _ in 0..2 {
-            let lock_timeout =
-                deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+            let lock_timeout = deadline.map(|d| {
+                d.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            });
             let (tx, rx) = oneshot::channel();
             let op = Op::Wait {
                 lock_id,
@@ -262,14 +264,22 @@ impl PostgresLockManager {
                     return match rx.await {
                         Ok(Ok(g)) => Ok(g),
                         Ok(Err(e)) => Err(acquisition(key, AcquireFailure::Backend(e), timeout)),
-                        Err(_) => Err(acquisition(key, AcquireFailure::Backend(closed_error()), timeout)),
+                        Err(_) => Err(acquisition(
+                            key,
+                            AcquireFailure::Backend(closed_error()),
+                            timeout,
+                        )),
                     }
                 }
                 Err(Op::Wait { permit: p, .. }) => permit = Some(p),
                 Err(_) => unreachable!("send_or_return gives back the op it was given"),
             }
         }
-        Err(acquisition(key, AcquireFailure::Backend(closed_error()), timeout))
+        Err(acquisition(
+            key,
+            AcquireFailure::Backend(closed_error()),
+            timeout,
+        ))
     }
 
     async fn acquire_granted(
@@ -300,7 +310,11 @@ impl PostgresLockManager {
             Ok(Ok(None)) | Err(ReserveError::Busy) => {}
             Ok(Err(e)) => return Err(acquisition(key, AcquireFailure::Backend(e), timeout)),
             Err(ReserveError::Budget(limit)) => {
-                return Err(acquisition(key, AcquireFailure::BudgetExceeded { limit }, timeout))
+                return Err(acquisition(
+                    key,
+                    AcquireFailure::BudgetExceeded { limit },
+                    timeout,
+                ))
             }
         }
         if one_attempt {
@@ -310,7 +324,11 @@ impl PostgresLockManager {
         // 2. Contended: queue inside PostgreSQL on a dedicated session.
         if !self.core().registry.has_room() {
             let limit = self.core().registry.budget();
-            return Err(acquisition(key, AcquireFailure::BudgetExceeded { limit }, timeout));
+            return Err(acquisition(
+                key,
+                AcquireFailure::BudgetExceeded { limit },
+                timeout,
+            ));
         }
         let wait = self.wait_dedicated(lock_id, key_arc, deadline, timeout);
         let granted = match deadline {
@@ -443,7 +461,11 @@ impl DistributedLock for PostgresLockManager {
             let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
             tracing::Span::current().record("lock_id", lock_id);
             if self.core().closed.is_cancelled() {
-                return Err(acquisition(key, AcquireFailure::Closed, Some(Duration::ZERO)));
+                return Err(acquisition(
+                    key,
+                    AcquireFailure::Closed,
+                    Some(Duration::ZERO),
+                ));
             }
             let key_arc: Arc<str> = Arc::from(key);
             let r = match self.try_shared(lock_id, &key_arc).await {
@@ -461,7 +483,11 @@ impl DistributedLock for PostgresLockManager {
                     }
                 }
                 Ok(Ok(None)) | Err(ReserveError::Busy) => Ok(None),
-                Ok(Err(e)) => Err(acquisition(key, AcquireFailure::Backend(e), Some(Duration::ZERO))),
+                Ok(Err(e)) => Err(acquisition(
+                    key,
+                    AcquireFailure::Backend(e),
+                    Some(Duration::ZERO),
+                )),
                 Err(ReserveError::Budget(limit)) => Err(acquisition(
                     key,
                     AcquireFailure::BudgetExceeded { limit },
@@ -487,7 +513,12 @@ impl DistributedLock for PostgresLockManager {
     /// Once called, the release goes ahead even if the future is dropped.
     fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
         let lock_id = crate::lock_id_for_key(key);
-        let span = tracing::debug_span!("eventsource.lock.release", key, lock_id, outcome = tracing::field::Empty);
+        let span = tracing::debug_span!(
+            "eventsource.lock.release",
+            key,
+            lock_id,
+            outcome = tracing::field::Empty
+        );
         let held = self.core().registry.take_manual(lock_id, key);
         let key = key.to_owned();
         async move {

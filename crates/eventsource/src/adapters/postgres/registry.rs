@@ -65,7 +65,8 @@ impl State {
 
     /// Removes an entry that has become empty.
     fn tidy(&mut self, lock_id: i64) {
-        if matches!(self.entries.get(&lock_id), Some(e) if e.owner.is_none() && e.pending.is_none()) {
+        if matches!(self.entries.get(&lock_id), Some(e) if e.owner.is_none() && e.pending.is_none())
+        {
             self.entries.remove(&lock_id);
         }
     }
@@ -214,7 +215,10 @@ impl Registry {
                 owner: None,
                 pending: None,
             });
-            (token, Self::install(&mut state, lock_id, token, session, loss))
+            (
+                token,
+                Self::install(&mut state, lock_id, token, session, loss),
+            )
         };
         drop(previous);
         token
@@ -248,7 +252,11 @@ impl Registry {
     /// Marks an owned lock as being released; false if the token no longer owns it.
     pub(crate) fn begin_release(&self, lock_id: i64, token: u64) -> bool {
         let mut state = self.lock();
-        match state.entries.get_mut(&lock_id).and_then(|e| e.owner.as_mut()) {
+        match state
+            .entries
+            .get_mut(&lock_id)
+            .and_then(|e| e.owner.as_mut())
+        {
             Some(o) if o.token == token => {
                 o.phase = Phase::Releasing;
                 true
@@ -278,7 +286,11 @@ impl Registry {
     /// Hands a granted lock to the registry as a manual lock.
     pub(crate) fn put_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
         let mut state = self.lock();
-        match state.entries.get_mut(&lock.lock_id()).and_then(|e| e.owner.as_mut()) {
+        match state
+            .entries
+            .get_mut(&lock.lock_id())
+            .and_then(|e| e.owner.as_mut())
+        {
             Some(o) if o.token == lock.token() && o.phase == Phase::Held => {
                 o.manual = Some(lock);
                 Ok(())

@@ -226,7 +226,10 @@ impl Actor {
     }
 
     fn pid(&self) -> i32 {
-        self.me.upgrade().map(|s| s.pid.load(Ordering::Relaxed)).unwrap_or(0)
+        self.me
+            .upgrade()
+            .map(|s| s.pid.load(Ordering::Relaxed))
+            .unwrap_or(0)
     }
 
     async fn open(&mut self) -> Result<(), BackendError> {
@@ -279,7 +282,10 @@ impl Actor {
 
     fn handle_ref(&self) -> SessionHandle {
         SessionHandle {
-            inner: self.me.upgrade().expect("the actor keeps its own handle alive"),
+            inner: self
+                .me
+                .upgrade()
+                .expect("the actor keeps its own handle alive"),
         }
     }
 
@@ -376,7 +382,11 @@ impl Actor {
             let stmts = self.stmts.as_ref().expect("open session");
             let query = async {
                 if ids.len() == 1 {
-                    let stmt = if is_lock[0] { &stmts.try_one } else { &stmts.unlock_one };
+                    let stmt = if is_lock[0] {
+                        &stmts.try_one
+                    } else {
+                        &stmts.unlock_one
+                    };
                     client
                         .query_one(stmt, &[&ids[0]])
                         .await
@@ -388,7 +398,11 @@ impl Actor {
                         .map(|rows| rows.iter().map(|r| r.get::<_, bool>(0)).collect::<Vec<_>>())
                 }
             };
-            let limit = self.core.settings.liveness_timeout.max(Duration::from_secs(5));
+            let limit = self
+                .core
+                .settings
+                .liveness_timeout
+                .max(Duration::from_secs(5));
             tokio::time::timeout(limit, query).await
         };
         let results = match outcome {
@@ -425,7 +439,10 @@ impl Actor {
                 }
             }
             Err(_) => {
-                tracing::warn!(size = ids.len(), "lock batch got no answer in time; closing the session");
+                tracing::warn!(
+                    size = ids.len(),
+                    "lock batch got no answer in time; closing the session"
+                );
                 self.dead.cancel();
                 Vec::new()
             }
@@ -521,7 +538,10 @@ impl Actor {
         let loss = self.dead.child_token();
         let token = match res {
             Some(res) => self.core.registry.grant_reserved(res, &handle, &loss),
-            None => self.core.registry.grant_direct(lock_id, &key, &handle, &loss),
+            None => self
+                .core
+                .registry
+                .grant_direct(lock_id, &key, &handle, &loss),
         };
         self.held.insert(lock_id, token);
         Granted {
@@ -554,7 +574,8 @@ impl Actor {
                         // the wait ends, so the timeout never leaks to later use.
                         let zero = "0";
                         let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [ms];
-                        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&lock_id];
+                        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] =
+                            [&lock_id];
                         let reset_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&zero];
                         let (set, lock, reset) = tokio::join!(
                             client.query_one(&stmts.set_lock_timeout, &set_params),
@@ -621,7 +642,11 @@ impl Actor {
             return false;
         };
         matches!(
-            tokio::time::timeout(self.core.settings.liveness_timeout, client.query_one(&stmts.ping, &[])).await,
+            tokio::time::timeout(
+                self.core.settings.liveness_timeout,
+                client.query_one(&stmts.ping, &[])
+            )
+            .await,
             Ok(Ok(_))
         )
     }
