@@ -3,7 +3,9 @@
 //! Every implementation of [`DistributedLock`] + [`LockRegistry`] must pass
 //! it. One macro call generates one `#[tokio::test]` per case:
 //!
-//! ```ignore
+//! ```no_run
+//! use eventsource::InMemoryLockManager;
+//!
 //! eventsource::lock_conformance_tests!(|| async {
 //!     let primary = InMemoryLockManager::new(Some("t".into()));
 //!     let observer = primary.clone();
