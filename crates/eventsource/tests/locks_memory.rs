@@ -8,7 +8,7 @@ use eventsource::{DistributedLock, InMemoryLockManager, LockRegistry};
 eventsource::lock_conformance_tests!(|| async {
     let primary = InMemoryLockManager::new(Some("memory-test".into()));
     let observer = primary.clone();
-    (primary, observer)
+    (primary, observer, ())
 });
 
 #[tokio::test]

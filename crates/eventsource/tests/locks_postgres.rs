@@ -6,16 +6,18 @@ mod common;
 
 use std::time::Duration;
 
-use common::{lock_rows, manager, shared_db, wait_for_waiters};
+use common::{lock_rows, manager, wait_for_waiters};
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::testing::locks::{eventually, eventually_async};
+use eventsource::testing::pg::TestDatabase;
 use eventsource::{
     lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
 };
 
+// Each case gets its own database (advisory locks are per database).
 eventsource::lock_conformance_tests!(|| async {
-    let db = shared_db().await;
-    (manager(db, "primary"), manager(db, "observer"))
+    let db = TestDatabase::create().await.expect("test database");
+    (manager(&db, "primary"), manager(&db, "observer"), db)
 });
 
 fn key(name: &str) -> String {
@@ -24,7 +26,7 @@ fn key(name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_managers_exclude_each_other_and_waiter_takes_over() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let (a, b) = (manager(db, "a"), manager(db, "b"));
     let k = key("exclusion");
     let ga = a.acquire(&k, None).await.unwrap();
@@ -48,7 +50,7 @@ async fn two_managers_exclude_each_other_and_waiter_takes_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_served_in_arrival_order() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let client = db.connect().await.unwrap();
     let k = key("fifo");
     let id = lock_id_for_key(&k);
@@ -135,7 +137,7 @@ async fn ten_thousand_locks_use_at_most_two_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_refuses_acquire_beyond_the_limit() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let m = PostgresLockManager::builder(db.config())
         .max_held_locks(2)
         .build();
@@ -157,7 +159,7 @@ async fn budget_refuses_acquire_beyond_the_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_labelled_and_never_idle_in_transaction() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let holder = format!("label-{}", uuid::Uuid::new_v4().simple());
     let m = manager(db, &holder);
     let guard = m.acquire(&key("label"), None).await.unwrap();
@@ -189,7 +191,7 @@ async fn terminate(client: &tokio_postgres::Client, pid: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminated_shared_session_signals_loss_and_manager_recovers() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let m = PostgresLockManager::builder(db.config())
         .holder_id("loss")
         .shared_sessions(1)
@@ -227,7 +229,7 @@ async fn terminated_shared_session_signals_loss_and_manager_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_lock_stops_work_when_the_dedicated_session_dies() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let m = manager(db, "dedicated-loss");
     let blocker = manager(db, "blocker");
     let k = key("dedicated");
@@ -275,7 +277,7 @@ async fn with_lock_stops_work_when_the_dedicated_session_dies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_timeout_does_not_leak_into_the_next_wait() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let m = PostgresLockManager::builder(db.config())
         .max_idle_wait_sessions(1)
         .build();
@@ -306,7 +308,7 @@ async fn wait_timeout_does_not_leak_into_the_next_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_waits_leave_nothing_in_pg_locks() {
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let m = manager(db, "cancel-check");
     let blocker = manager(db, "blocker");
     let k = key("cancel-pg");
@@ -400,7 +402,7 @@ async fn child_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_crash_releases_the_lock() {
     use std::io::BufRead;
-    let db = shared_db().await;
+    let db = &TestDatabase::create().await.unwrap();
     let k = key("crash");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["child_holder", "--exact", "--nocapture", "--test-threads=1"])

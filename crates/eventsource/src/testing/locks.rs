@@ -9,14 +9,15 @@
 //! eventsource::lock_conformance_tests!(|| async {
 //!     let primary = InMemoryLockManager::new(Some("t".into()));
 //!     let observer = primary.clone();
-//!     (primary, observer)
+//!     (primary, observer, ())
 //! });
 //! ```
 //!
 //! The factory returns two managers over the same lock space: `primary`,
 //! which every case exercises, and `observer`, which must exclude against
 //! it (for PostgreSQL, a second manager on the same database; for the
-//! in-memory manager, a clone). Cases use `observer` to check from outside
+//! in-memory manager, a clone). The third value is kept alive until the
+//! case ends (e.g. the case's own test database). Cases use `observer` to check from outside
 //! that a lock is really free or really held. The calling crate needs
 //! `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
 
@@ -72,7 +73,7 @@ macro_rules! __lock_conformance_cases {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                let (primary, observer) = ($make)().await;
+                let (primary, observer, _keep) = ($make)().await;
                 $crate::testing::locks::$case(&primary, &observer).await;
             }
         )*
