@@ -111,6 +111,21 @@ pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {
     err
 }
 
+/// SQLSTATEs with which the server ends a session: `admin_shutdown`
+/// (`pg_terminate_backend`, fast shutdown), `crash_shutdown`,
+/// `idle_session_timeout`, `idle_in_transaction_session_timeout`.
+const SESSION_ENDED: [&str; 4] = ["57P01", "57P02", "57P05", "25P03"];
+
+/// Whether `e` means the session is over: the connection closed, or the
+/// server sent a FATAL error (it closes the connection right after, but the
+/// driver may not have seen the close yet).
+pub(crate) fn ends_session(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| SESSION_ENDED.contains(&c.code()))
+        || e.as_db_error()
+            .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"))
+}
+
 /// Maps a driver error to the crate's backend error, keeping the SQLSTATE.
 pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind) -> BackendError {
     let code = e.code().map(|c| c.code().to_owned());
@@ -128,6 +143,10 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
         }
     };
     let kind = if e.is_closed() {
+        BackendErrorKind::Closed
+    } else if default_kind != BackendErrorKind::Connect && ends_session(&e) {
+        // The server ended the session (terminated backend, shutdown,
+        // idle timeout): the connection is gone, whatever the statement was.
         BackendErrorKind::Closed
     } else if matches!(
         e.code(),

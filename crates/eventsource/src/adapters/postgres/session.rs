@@ -25,7 +25,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
 use tokio_util::sync::CancellationToken;
 
-use super::connect::pg_error;
+use super::connect::{ends_session, pg_error};
 use super::held::HeldLock;
 use super::manager::Core;
 use super::pool::WaitPool;
@@ -412,7 +412,7 @@ impl Actor {
                 Vec::new()
             }
             Ok(Err(e)) => {
-                if e.is_closed() {
+                if ends_session(&e) {
                     self.dead.cancel();
                     Vec::new()
                 } else {
@@ -625,7 +625,8 @@ impl Actor {
                     e.code(),
                     Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::QUERY_CANCELED
                 );
-                if e.is_closed() {
+                if ends_session(&e) {
+                    // Never park a session the server has ended.
                     self.dead.cancel();
                 }
                 if timed_out {
