@@ -322,14 +322,19 @@ impl PostgresLockManager {
         }
 
         // 2. Contended: queue inside PostgreSQL on a dedicated session.
-        if !self.core().registry.has_room() {
-            let limit = self.core().registry.budget();
-            return Err(acquisition(
-                key,
-                AcquireFailure::BudgetExceeded { limit },
-                timeout,
-            ));
-        }
+        // A queued wait counts against the budget like a held lock: it takes
+        // a place in the server's lock table, and becomes a held lock.
+        let _slot = match self.core().registry.reserve_wait() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let limit = self.core().registry.budget();
+                return Err(acquisition(
+                    key,
+                    AcquireFailure::BudgetExceeded { limit },
+                    timeout,
+                ));
+            }
+        };
         let wait = self.wait_dedicated(lock_id, key_arc, deadline, timeout);
         let granted = match deadline {
             None => wait.await?,

@@ -55,9 +55,17 @@ struct State {
     entries: HashMap<i64, Entry>,
     held: usize,
     next_token: u64,
+    /// Waits in flight on dedicated sessions ([`WaitSlot`]s): a queued
+    /// waiter takes a place in the server's lock table too.
+    waits: usize,
 }
 
 impl State {
+    /// Places used in the budget: locks held, taken or released, and waits.
+    fn used(&self) -> usize {
+        self.entries.len() + self.waits
+    }
+
     fn token(&mut self) -> u64 {
         self.next_token += 1;
         self.next_token
@@ -115,6 +123,17 @@ impl Drop for Reservation {
     }
 }
 
+/// A wait's place in the budget; see [`Registry::reserve_wait`].
+pub(crate) struct WaitSlot {
+    registry: Arc<Registry>,
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        self.registry.lock().waits -= 1;
+    }
+}
+
 /// What every release-all victim needs.
 pub(crate) struct Victim {
     pub(crate) lock_id: i64,
@@ -149,7 +168,7 @@ impl Registry {
         if state.entries.contains_key(&lock_id) {
             return Err(ReserveError::Busy);
         }
-        if state.entries.len() >= self.budget {
+        if state.used() >= self.budget {
             return Err(ReserveError::Budget(self.budget));
         }
         let token = state.token();
@@ -170,9 +189,18 @@ impl Registry {
         })
     }
 
-    /// Whether one more lock fits in the budget (checked before a wait).
-    pub(crate) fn has_room(&self) -> bool {
-        self.lock().entries.len() < self.budget
+    /// Takes a place in the budget for a wait on a dedicated session; the
+    /// place is given back when the slot is dropped (after the grant has
+    /// been recorded, or the wait ended without one).
+    pub(crate) fn reserve_wait(self: &Arc<Self>) -> Result<WaitSlot, ReserveError> {
+        let mut state = self.lock();
+        if state.used() >= self.budget {
+            return Err(ReserveError::Budget(self.budget));
+        }
+        state.waits += 1;
+        Ok(WaitSlot {
+            registry: self.clone(),
+        })
     }
 
     /// Records the grant of a reserved try-lock; returns its token.
