@@ -12,7 +12,7 @@ mod fault_support;
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::locks::eventually;
+use eventsource::testing::locks::{eventually, eventually_async};
 use eventsource::{lock_id_for_key, AcquireFailure, DistributedLock, LockRegistry};
 use fault_support::*;
 
@@ -105,20 +105,31 @@ async fn exhausted_budget_is_a_typed_refusal_for_waits_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_statement_and_lock_timeouts_do_not_cut_waits() {
-    let (_cluster, db) = private_db(&[
-        ("statement_timeout", "200ms"),
-        ("lock_timeout", "100ms"),
-        ("idle_in_transaction_session_timeout", "100ms"),
-    ])
-    .await;
+    // Set server-wide once the database exists (CREATE DATABASE itself can
+    // take longer than 200 ms on a busy machine), and per database.
+    let (_cluster, db) = private_db(&[]).await;
     let admin = db.connect().await.unwrap();
-    admin
-        .batch_execute(&format!(
+    for sql in [
+        "ALTER SYSTEM SET statement_timeout = '200ms'".to_owned(),
+        "ALTER SYSTEM SET lock_timeout = '100ms'".to_owned(),
+        "ALTER SYSTEM SET idle_in_transaction_session_timeout = '100ms'".to_owned(),
+        "SELECT pg_reload_conf()".to_owned(),
+        format!(
             "ALTER DATABASE {} SET statement_timeout = '150ms'",
             db.name()
-        ))
-        .await
-        .unwrap();
+        ),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+    eventually_async("the server applies the new settings", || async {
+        let c = db.connect().await.unwrap();
+        let row = c
+            .query_one("SELECT current_setting('lock_timeout')", &[])
+            .await
+            .unwrap();
+        row.get::<_, String>(0) == "100ms"
+    })
+    .await;
     let client = db.connect().await.unwrap();
     let m = common::manager(&db, "waits");
     let blocker = common::manager(&db, "blocker");

@@ -249,6 +249,55 @@ impl TestCluster {
         self.start_again()
     }
 
+    /// Reloads the server's configuration (`pg_ctl reload`).
+    pub fn reload(&self) -> Result<()> {
+        let mut cmd = self.pg_command("pg_ctl");
+        cmd.arg("-D").arg(self.data_dir.join("data")).arg("reload");
+        self.run_checked(&mut cmd)
+    }
+
+    /// Writes `contents` to a file of the data directory, owned by the
+    /// server's user and readable by it alone (as a key file must be).
+    fn write_data_file(&self, name: &str, contents: &str) -> Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.data_dir.join("data").join(name);
+        std::fs::write(&path, contents)
+            .map_err(|e| harness_error(format!("cannot write {}: {e}", path.display())))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| harness_error(format!("cannot chmod {}: {e}", path.display())))?;
+        if self.as_postgres {
+            self.run_checked(Command::new("chown").arg("postgres:").arg(&path))?;
+        }
+        Ok(path)
+    }
+
+    /// Replaces `pg_hba.conf` with `contents`, e.g. to require
+    /// `scram-sha-256` passwords for a role, and restarts the server (fast
+    /// mode) so that it surely applies (a reload is asynchronous).
+    pub fn set_hba(&self, contents: &str) -> Result<()> {
+        self.write_data_file("pg_hba.conf", contents)?;
+        self.restart(StopMode::Fast)
+    }
+
+    /// Turns TLS on with a certificate chain and key in PEM (written into
+    /// the data directory), then restarts the server (fast mode). Clients
+    /// that do not ask for TLS still connect in clear text.
+    pub fn enable_tls(&self, cert_pem: &str, key_pem: &str) -> Result<()> {
+        let cert = self.write_data_file("server.crt", cert_pem)?;
+        let key = self.write_data_file("server.key", key_pem)?;
+        let conf = self.data_dir.join("data").join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf)
+            .map_err(|e| harness_error(format!("cannot read {}: {e}", conf.display())))?;
+        text.push_str(&format!(
+            "\nssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+            cert.display(),
+            key.display()
+        ));
+        std::fs::write(&conf, text)
+            .map_err(|e| harness_error(format!("cannot write {}: {e}", conf.display())))?;
+        self.restart(StopMode::Fast)
+    }
+
     /// The TCP port the server listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port

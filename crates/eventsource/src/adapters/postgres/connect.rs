@@ -99,6 +99,9 @@ pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {
         || lower.contains("error parsing")
         || lower.contains("invalid message")
         || lower.contains("unexpected eof")
+        // The codec's complaint about a partial frame at end of stream:
+        // what a peer that answers in another protocol and hangs up gives.
+        || lower.contains("bytes remaining on stream")
     {
         err = BackendError::new(
             BackendErrorKind::NotPostgres,
