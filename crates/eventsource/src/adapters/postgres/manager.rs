@@ -368,6 +368,24 @@ impl PostgresLockManager {
         super::holders::query_holders(&connected.client, keys).await
     }
 
+    /// Checks once that the server really gives session-level advisory
+    /// locks through this manager's connection settings: that two sessions
+    /// conflict on a test key (catches engines whose advisory functions are
+    /// no-ops, such as CockroachDB) and that a connection keeps its server
+    /// session across statements (catches transaction-mode poolers such as
+    /// PgBouncer with `pool_mode = transaction`, behind which session locks
+    /// are silently unsafe). Opens two short-lived sessions of its own.
+    ///
+    /// A server that fails is reported as a
+    /// [`BackendErrorKind::NotPostgres`] error with a message naming the
+    /// cause; its [`source`](std::error::Error::source) is a
+    /// [`VerifyProblem`](super::VerifyProblem). The report lists the server
+    /// settings that bound how long a vanished holder keeps its locks, with
+    /// advice.
+    pub async fn verify(&self) -> Result<super::VerifyReport> {
+        super::verify::verify(&self.core().connector, &self.core().settings).await
+    }
+
     /// Releases every lock and closes every session. Later acquisitions
     /// fail with `AcquireFailure::Closed`. Returns how many locks were released.
     ///

@@ -8,10 +8,12 @@ mod manager;
 mod pool;
 mod registry;
 mod session;
+mod verify;
 
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
 pub use manager::PostgresLockManager;
+pub use verify::{VerifyProblem, VerifyReport};
 
 mod readmodels;
 pub use readmodels::{
