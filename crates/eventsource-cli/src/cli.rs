@@ -148,7 +148,28 @@ pub enum LockCommand {
     /// List the advisory locks of the database: holders and waiters.
     #[command(long_about = HOLDERS_LONG_ABOUT)]
     Holders(HoldersArgs),
+
+    /// Check that the database really gives session advisory locks.
+    #[command(long_about = DOCTOR_LONG_ABOUT)]
+    Doctor,
 }
+
+const DOCTOR_LONG_ABOUT: &str = "\
+Check once that the database really gives session-level advisory locks.
+
+Two sessions, opened as `lock run` opens them, take one random test key:
+the first must keep its server session (backend pid) from one statement to
+the next and see its lock in pg_locks; the second must run on another
+server session and be refused the key, then get it once the first lets go.
+
+This catches what silently breaks session locks while every call succeeds:
+a transaction-mode pooler (PgBouncer with pool_mode = transaction) and
+engines whose advisory functions lock nothing (CockroachDB). On success it
+prints the server version, the lock table's size and the settings that
+bound how long a vanished or frozen holder keeps its locks, with advice.
+
+Exit code: 0 when the checks pass (warnings are advice), 1 when the server
+fails a check (the message names the cause), 69 when it cannot be reached.";
 
 /// `eventsource lock run`
 #[derive(Debug, Args)]

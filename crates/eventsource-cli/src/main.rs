@@ -14,6 +14,7 @@
 mod cli;
 mod db;
 mod demo;
+mod doctor;
 mod duration;
 mod exit;
 mod holders;
@@ -129,6 +130,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Lock(LockCommand::Holders(args)) => match db::require_url(url) {
             Ok(db) => holders::holders(args, db).await,
+            Err(code) => code,
+        },
+        Command::Lock(LockCommand::Doctor) => match db::require_url(url) {
+            Ok(db) => doctor::doctor(db).await,
             Err(code) => code,
         },
         Command::Demo(args) => demo::demo(args, url).await,

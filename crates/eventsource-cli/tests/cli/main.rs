@@ -4,6 +4,7 @@
 
 mod common;
 mod demo;
+mod doctor;
 mod exclusion;
 mod exit_codes;
 mod holders;
