@@ -44,12 +44,14 @@ pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// Throughput scenarios, run for a fixed time each, interleaved over rounds.
 /// Ordered so that the scenarios compared in a ratio run next to each other:
 /// load from elsewhere on the machine then hits both alike.
-const THROUGHPUT: [&str; 9] = [
+const THROUGHPUT: [&str; 11] = [
     "raw_seq",
     "ours_seq",
     "ours_try_seq",
-    "sqlx_seq",
+    "raw_seq_actor",
+    "raw_seq_actor_inline",
     "raw_seq_inline",
+    "sqlx_seq",
     "raw_pipelined64",
     "ours_conc64",
     "sqlx_pool64",
@@ -187,6 +189,8 @@ async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> {
     match name {
         "raw_seq" => raw::raw_seq(ctx, round).await,
         "raw_seq_inline" => raw::raw_seq_inline(ctx, round).await,
+        "raw_seq_actor" => raw::raw_seq_actor(ctx, round, false).await,
+        "raw_seq_actor_inline" => raw::raw_seq_actor(ctx, round, true).await,
         "raw_pipelined64" => raw::raw_pipelined64(ctx, round).await,
         "raw_batched" => raw::raw_batched(ctx, round).await,
         "sqlx_seq" => raw::sqlx_seq(ctx, round).await,
@@ -514,6 +518,8 @@ async fn main() -> Res<()> {
         // Informative, not in issue 4.
         ("ours_seq", "sqlx_seq"),
         ("ours_seq", "raw_seq_inline"),
+        ("ours_seq", "raw_seq_actor"),
+        ("raw_seq_actor_inline", "raw_seq_actor"),
         ("ours_conc64", "raw_batched"),
     ] {
         if let (Some(a), Some(b)) = (ops(num), ops(den)) {

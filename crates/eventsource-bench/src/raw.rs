@@ -180,3 +180,95 @@ pub async fn raw_seq_inline(ctx: &Ctx, round: usize) -> Res<RunOut> {
         end = &mut connection => Err(format!("raw_seq_inline: connection ended: {end:?}").into()),
     }
 }
+
+/// Diagnostic, not in issue 4: `raw_seq` through an actor task like the
+/// manager's sessions (caller -> channel -> actor -> `Client` -> reply on a
+/// oneshot), with the tokio-postgres `Connection` either spawned as its own
+/// task (`inline = false`, the manager's layout today) or polled inside the
+/// actor (`inline = true`). Prices the hops apart from the bookkeeping.
+pub async fn raw_seq_actor(ctx: &Ctx, round: usize, inline: bool) -> Res<RunOut> {
+    type Req = (
+        bool,
+        i64,
+        tokio::sync::oneshot::Sender<Result<bool, String>>,
+    );
+    let app = if inline {
+        "bench/raw_seq_actor_inline"
+    } else {
+        "bench/raw_seq_actor"
+    };
+    let mut config = ctx.config.clone();
+    config.application_name(app);
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    let mut connection = if inline {
+        Some(connection)
+    } else {
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        None
+    };
+    let (lock, unlock) = {
+        let prep = async {
+            Ok::<_, tokio_postgres::Error>((
+                client.prepare(TRY_LOCK).await?,
+                client.prepare(UNLOCK).await?,
+            ))
+        };
+        match connection.as_mut() {
+            Some(conn) => tokio::select! {
+                r = prep => r?,
+                end = conn => return Err(format!("{app}: connection ended: {end:?}").into()),
+            },
+            None => prep.await?,
+        }
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Req>();
+    let actor = tokio::spawn(async move {
+        loop {
+            let req = match connection.as_mut() {
+                Some(conn) => tokio::select! {
+                    req = rx.recv() => req,
+                    _ = conn => None,
+                },
+                None => rx.recv().await,
+            };
+            let Some((is_lock, id, reply)) = req else {
+                break;
+            };
+            let stmt = if is_lock { &lock } else { &unlock };
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+            let query = client.query_one(stmt, &params);
+            let row = match connection.as_mut() {
+                Some(conn) => tokio::select! {
+                    row = query => row,
+                    end = conn => {
+                        let _ = reply.send(Err(format!("connection ended: {end:?}")));
+                        break;
+                    }
+                },
+                None => query.await,
+            };
+            let _ = reply.send(row.map(|r| r.get(0)).map_err(|e| e.to_string()));
+        }
+    });
+    let call = |is_lock: bool, id: i64| {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = tx.send((is_lock, id, reply)).is_ok();
+        async move {
+            if !sent {
+                return Err("actor gone".to_owned());
+            }
+            answer.await.map_err(|_| "actor gone".to_owned())?
+        }
+    };
+    let id = lock_id_for_key(&format!("{app}/{round}/0"));
+    let (w, probe) = ctx.start_window(app);
+    let out = timed_loop!(w, 1, {
+        assert!(call(true, id).await?, "{app}: key unexpectedly held");
+        assert!(call(false, id).await?);
+    });
+    drop(tx);
+    let _ = actor.await;
+    RunOut::finish(w, vec![out], probe).await
+}
