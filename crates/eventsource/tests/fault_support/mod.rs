@@ -128,8 +128,14 @@ pub enum ProxyMode {
 pub struct Proxy {
     pub port: u16,
     mode: Arc<AtomicU8>,
+    /// The first 8 bytes each client sent (length and request code of the
+    /// startup, SSL or cancel request), per connection in accept order.
+    pub openings: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
     task: tokio::task::JoinHandle<()>,
 }
+
+/// The request code of PostgreSQL's SSLRequest (bytes 4..8 of it).
+pub const SSL_REQUEST_CODE: [u8; 4] = 80877103u32.to_be_bytes();
 
 impl Proxy {
     pub async fn start(upstream_port: u16) -> Proxy {
@@ -137,13 +143,25 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let mode = Arc::new(AtomicU8::new(ProxyMode::Forward as u8));
         let m = mode.clone();
+        let openings = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = openings.clone();
         let task = tokio::spawn(async move {
             while let Ok((down, _)) = listener.accept().await {
                 let m = m.clone();
+                let seen = seen.clone();
                 tokio::spawn(async move {
-                    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
+                    let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
                         return;
                     };
+                    let mut down = down;
+                    let mut first = [0u8; 8];
+                    if down.read_exact(&mut first).await.is_err() {
+                        return;
+                    }
+                    seen.lock().unwrap().push(first.to_vec());
+                    if up.write_all(&first).await.is_err() {
+                        return;
+                    }
                     let (dr, dw) = down.into_split();
                     let (ur, uw) = up.into_split();
                     let a = tokio::spawn(pump(dr, uw, m.clone()));
@@ -152,7 +170,12 @@ impl Proxy {
                 });
             }
         });
-        Proxy { port, mode, task }
+        Proxy {
+            port,
+            mode,
+            openings,
+            task,
+        }
     }
 
     pub fn set_mode(&self, mode: ProxyMode) {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::connect::Connector;
 use super::manager::PostgresLockManager;
+use super::tls::{SslMode, TlsSettings};
 
 /// Settings of a lock manager, fixed at build time.
 #[derive(Clone)]
@@ -53,15 +54,63 @@ pub struct PostgresLockManagerBuilder {
     config: tokio_postgres::Config,
     settings: Settings,
     connect_timeout: Duration,
+    tls: TlsSettings,
 }
 
 impl PostgresLockManagerBuilder {
     pub(crate) fn new(config: tokio_postgres::Config) -> Self {
+        use tokio_postgres::config::SslMode as D;
+        // The config's own sslmode (it parses up to `require`) is the default.
+        let mode = match config.get_ssl_mode() {
+            D::Disable => SslMode::Disable,
+            D::Require => SslMode::Require,
+            _ => SslMode::Prefer,
+        };
         Self {
             config,
             settings: Settings::default(),
             connect_timeout: Duration::from_secs(10),
+            tls: TlsSettings {
+                mode,
+                root_cert: None,
+            },
         }
+    }
+
+    /// A builder for a `postgres://` URL or a `key=value` connection
+    /// string, which may carry libpq's `sslmode` (up to `verify-full`) and
+    /// `sslrootcert`. Performs no I/O. Errors never repeat the string (it
+    /// may hold a password).
+    pub fn from_url(url: &str) -> crate::Result<Self> {
+        let invalid = |e: String| {
+            crate::Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {e}"))
+        };
+        let (rest, mode, root) = super::tls::split_url(url).map_err(invalid)?;
+        let config: tokio_postgres::Config = rest.parse().map_err(|e| invalid(format!("{e}")))?;
+        let mut builder = Self::new(config);
+        if let Some(mode) = mode {
+            builder = builder.ssl_mode(mode);
+        }
+        if let Some(root) = root {
+            builder = builder.ssl_root_cert(root);
+        }
+        Ok(builder)
+    }
+
+    /// How sessions use TLS, as libpq's `sslmode`; see [`SslMode`].
+    /// Default: the config's own `sslmode` (`prefer` unless set). Query
+    /// cancels use the same settings.
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.tls.mode = mode;
+        self
+    }
+
+    /// A PEM file of the CA certificates trusted by `verify-ca` and
+    /// `verify-full` (libpq's `sslrootcert`). Default:
+    /// `~/.postgresql/root.crt`. Read at the first connection.
+    pub fn ssl_root_cert(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.root_cert = Some(path.into());
+        self
     }
 
     /// A label for this holder, copied into every `LockInfo::holder_id` and
@@ -130,6 +179,7 @@ impl PostgresLockManagerBuilder {
             self.config,
             self.settings.holder_id.as_deref(),
             self.connect_timeout,
+            self.tls,
         );
         PostgresLockManager::from_parts(Arc::new(connector), self.settings)
     }
@@ -142,6 +192,7 @@ impl fmt::Debug for PostgresLockManagerBuilder {
             .field("max_held_locks", &self.settings.max_held_locks)
             .field("shared_sessions", &self.settings.shared_sessions)
             .field("max_wait_sessions", &self.settings.max_wait_sessions)
+            .field("ssl_mode", &self.tls.mode)
             .finish_non_exhaustive()
     }
 }

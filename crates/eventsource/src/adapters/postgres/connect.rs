@@ -3,15 +3,18 @@
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{CancelToken, Client, Config, NoTls};
+use tokio_postgres::{CancelToken, Client, Config};
 use tokio_util::sync::CancellationToken;
 
+use super::tls::{MakeRustls, TlsSettings};
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// Opens sessions configured for holding advisory locks.
 pub(crate) struct Connector {
     config: Config,
     connect_timeout: Duration,
+    /// Used for the sessions and their query cancels alike.
+    tls: MakeRustls,
 }
 
 /// A live session: the client, and a token cancelled when its connection ends.
@@ -43,8 +46,10 @@ impl Connector {
         mut config: Config,
         holder_id: Option<&str>,
         connect_timeout: Duration,
+        tls: TlsSettings,
     ) -> Self {
         config.application_name(application_name(holder_id));
+        config.ssl_mode(tls.mode.driver_mode());
         // Locks are held outside transactions, and waits are bounded per
         // statement by the manager; server-wide defaults must not cut them.
         config.options(
@@ -58,12 +63,14 @@ impl Connector {
         Self {
             config,
             connect_timeout,
+            tls: MakeRustls::new(tls),
         }
     }
 
     /// Opens a session; its connection task runs in the background.
     pub(crate) async fn connect(&self) -> Result<Connected, BackendError> {
-        let attempt = self.config.connect(NoTls);
+        self.tls.ready()?;
+        let attempt = self.config.connect(self.tls.clone());
         let (client, connection) = match tokio::time::timeout(self.connect_timeout, attempt).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => return Err(connect_error(e)),
@@ -87,7 +94,8 @@ impl Connector {
 
     /// Asks the server to cancel whatever `token`'s session is running.
     pub(crate) async fn cancel(&self, token: CancelToken) {
-        let _ = tokio::time::timeout(self.connect_timeout, token.cancel_query(NoTls)).await;
+        let _ =
+            tokio::time::timeout(self.connect_timeout, token.cancel_query(self.tls.clone())).await;
     }
 }
 
@@ -102,6 +110,9 @@ pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {
         // The codec's complaint about a partial frame at end of stream:
         // what a peer that answers in another protocol and hangs up gives.
         || lower.contains("bytes remaining on stream")
+        // It said yes to SSLRequest (the first byte was 'S'), then did not
+        // speak TLS.
+        || lower.contains("received corrupt message")
     {
         err = BackendError::new(
             BackendErrorKind::NotPostgres,

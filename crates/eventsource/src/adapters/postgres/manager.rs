@@ -126,12 +126,17 @@ impl PostgresLockManager {
     }
 
     /// A manager with default settings for a `postgres://` URL or a
-    /// `key=value` connection string. Performs no I/O.
+    /// `key=value` connection string, which may carry libpq's `sslmode`
+    /// (up to `verify-full`) and `sslrootcert`. Performs no I/O.
     pub fn from_url(url: &str) -> Result<Self> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {e}"))
-        })?;
-        Ok(Self::builder(config).build())
+        Ok(PostgresLockManagerBuilder::from_url(url)?.build())
+    }
+
+    /// A builder for a `postgres://` URL or a `key=value` connection
+    /// string (with libpq's `sslmode` and `sslrootcert`); see
+    /// [`PostgresLockManagerBuilder::from_url`].
+    pub fn builder_from_url(url: &str) -> Result<PostgresLockManagerBuilder> {
+        PostgresLockManagerBuilder::from_url(url)
     }
 
     pub(crate) fn from_parts(connector: Arc<Connector>, settings: Settings) -> Self {
@@ -211,7 +216,9 @@ impl PostgresLockManager {
         key: &Arc<str>,
     ) -> std::result::Result<std::result::Result<Option<Granted>, BackendError>, ReserveError> {
         let mut res = self.core().registry.reserve(lock_id, key)?;
-        // A session that died between our look and our send is replaced once.
+        // A session that died between our look and our send is replaced
+        // once. One that could not even open says why.
+        let mut failure = None;
         for _ in 0..2 {
             let (tx, rx) = oneshot::channel();
             let op = Op::TryLock {
@@ -219,13 +226,17 @@ impl PostgresLockManager {
                 key: key.clone(),
                 reply: tx,
             };
-            match self.shared_session(lock_id).send_or_return(op) {
+            let session = self.shared_session(lock_id);
+            match session.send_or_return(op) {
                 Ok(()) => return Ok(rx.await.unwrap_or_else(|_| Err(closed_error()))),
-                Err(Op::TryLock { res: r, .. }) => res = r,
+                Err(Op::TryLock { res: r, .. }) => {
+                    res = r;
+                    failure = session.open_error();
+                }
                 Err(_) => unreachable!("send_or_return gives back the op it was given"),
             }
         }
-        Ok(Err(closed_error()))
+        Ok(Err(failure.unwrap_or_else(closed_error)))
     }
 
     /// A blocking wait on a dedicated session.
@@ -246,6 +257,7 @@ impl PostgresLockManager {
         }
         .map_err(|_| acquisition(key, AcquireFailure::Closed, timeout))?;
         let mut permit = Some(permit);
+        let mut failure = None;
         for _ in 0..2 {
             let lock_timeout = deadline.map(|d| {
                 d.saturating_duration_since(Instant::now())
@@ -259,7 +271,8 @@ impl PostgresLockManager {
                 permit: permit.take().expect("permit present"),
                 reply: tx,
             };
-            match self.dedicated_session().send_or_return(op) {
+            let session = self.dedicated_session();
+            match session.send_or_return(op) {
                 Ok(()) => {
                     return match rx.await {
                         Ok(Ok(g)) => Ok(g),
@@ -271,13 +284,16 @@ impl PostgresLockManager {
                         )),
                     }
                 }
-                Err(Op::Wait { permit: p, .. }) => permit = Some(p),
+                Err(Op::Wait { permit: p, .. }) => {
+                    permit = Some(p);
+                    failure = session.open_error();
+                }
                 Err(_) => unreachable!("send_or_return gives back the op it was given"),
             }
         }
         Err(acquisition(
             key,
-            AcquireFailure::Backend(closed_error()),
+            AcquireFailure::Backend(failure.unwrap_or_else(closed_error)),
             timeout,
         ))
     }

@@ -8,11 +8,13 @@ mod manager;
 mod pool;
 mod registry;
 mod session;
+mod tls;
 mod verify;
 
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
 pub use manager::PostgresLockManager;
+pub use tls::SslMode;
 pub use verify::{VerifyProblem, VerifyReport};
 
 mod readmodels;

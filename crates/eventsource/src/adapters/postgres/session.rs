@@ -75,6 +75,9 @@ struct Shared {
     tx: mpsc::UnboundedSender<Op>,
     dead: CancellationToken,
     pid: AtomicI32,
+    /// Why the session could not be opened, kept for callers whose request
+    /// arrived after the actor had already given up.
+    open_error: std::sync::Mutex<Option<BackendError>>,
 }
 
 /// A cheap handle on a session actor.
@@ -96,6 +99,16 @@ impl SessionHandle {
 
     pub(crate) fn is_dead(&self) -> bool {
         self.inner.dead.is_cancelled() || self.inner.tx.is_closed()
+    }
+
+    /// Why the session could not be opened, if that is how it ended.
+    pub(crate) fn open_error(&self) -> Option<BackendError> {
+        let slot = self
+            .inner
+            .open_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        slot.as_ref().map(BackendError::clone_shallow)
     }
 
     /// The server process id of the session (0 until connected).
@@ -153,6 +166,7 @@ pub(crate) fn spawn(core: Arc<Core>, kind: Kind, pool: Weak<WaitPool>) -> Sessio
         tx,
         dead: dead.clone(),
         pid: AtomicI32::new(0),
+        open_error: std::sync::Mutex::new(None),
     });
     let actor = Actor {
         core,
@@ -184,6 +198,9 @@ impl Actor {
     async fn run(mut self, own: SessionHandle) {
         if let Err(e) = self.open().await {
             tracing::debug!(error = %e, "lock session could not be opened");
+            if let Some(me) = self.me.upgrade() {
+                *me.open_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone_shallow());
+            }
             self.dead.cancel();
             self.fail_queued(e);
             return;
