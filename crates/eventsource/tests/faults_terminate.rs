@@ -68,6 +68,7 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
         on_victim.len()
     );
 
+    let cut = std::time::Instant::now();
     terminate(&client, victim).await;
 
     let (lost, kept): (Vec<_>, Vec<_>) = guards
@@ -76,6 +77,11 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     for g in &lost {
         assert_lost(g, &g.info().key).await;
     }
+    eprintln!(
+        "terminate: {} guards told of the loss {:?} after pg_terminate_backend was sent",
+        lost.len(),
+        cut.elapsed()
+    );
     eventually("registry forgets exactly the lost locks", SECS, || {
         m.held_lock_count() == kept.len()
     })
