@@ -62,6 +62,14 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
     );
     let client = db.connect().await.unwrap(); // the first one idled out
     assert_eq!(advisory_locks(&client).await, 11);
+    // A wait in progress when the network goes silent.
+    let blocker = common::manager(&db, "blocker");
+    let queued = key("queued");
+    let _blocking = blocker.acquire(&queued, None).await.unwrap();
+    let m2 = m.clone();
+    let q = queued.clone();
+    let waiting = tokio::spawn(async move { m2.acquire(&q, Some(Duration::from_secs(3))).await });
+    common::wait_for_waiters(&client, lock_id_for_key(&queued), 1).await;
 
     proxy.set_mode(ProxyMode::BlackHole);
     let cut = Instant::now();
@@ -97,7 +105,14 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
     })
     .await;
 
-    // While silent: calls fail with typed errors within their timeouts.
+    // While silent: calls fail with typed errors within their timeouts,
+    // the wait that was in progress included.
+    let err = tokio::time::timeout(SECS, waiting)
+        .await
+        .expect("a wait on a silent connection outlived its timeout")
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_timeout() || err.as_backend().is_some(), "{err:?}");
     let err = tokio::time::timeout(
         SECS,
         m.acquire(&key("during"), Some(Duration::from_secs(2))),
