@@ -68,7 +68,7 @@ struct Args {
     #[arg(long)]
     json: Option<PathBuf>,
     /// A short run (under 60 s on 2 cores): 1 round of 1.5 s per scenario, fewer trials.
-    /// The default run: 5 interleaved rounds of 2.5 s per scenario (about 2.5 minutes).
+    /// The default run: 8 interleaved rounds of 1.5 s per scenario (about 3 minutes).
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios (comma-separated names).
@@ -423,7 +423,7 @@ async fn main() -> Res<()> {
     let (rounds, warmup, measure) = if args.quick {
         (1, Duration::from_millis(300), Duration::from_millis(1500))
     } else {
-        (5, Duration::from_millis(400), Duration::from_millis(2500))
+        (8, Duration::from_millis(300), Duration::from_millis(1500))
     };
     let rounds = args.rounds.unwrap_or(rounds).max(1);
     let measure = args.seconds.map(Duration::from_secs_f64).unwrap_or(measure);
