@@ -111,12 +111,21 @@ async fn restart_case(mode: StopMode) {
     assert!(!g.is_lost());
     let lost_key = guards[0].info().key.clone();
     let again = m.acquire(&lost_key, Some(SECS)).await.unwrap();
+    // Contended waits too (the wait sessions pooled before the restart are gone).
+    let client = db.connect().await.unwrap();
+    let after = key("contended-after");
+    let held = blocker.acquire(&after, None).await.unwrap();
+    let m2 = m.clone();
+    let k2 = after.clone();
+    let taker = tokio::spawn(async move { m2.acquire(&k2, Some(SECS)).await });
+    common::wait_for_waiters(&client, lock_id_for_key(&after), 1).await;
+    held.release().await.unwrap();
+    taker.await.unwrap().unwrap().release().await.unwrap();
     for old in guards {
         assert!(old.release().await.unwrap_err().is_lock_lost());
     }
     again.release().await.unwrap();
     g.release().await.unwrap();
-    let client = db.connect().await.unwrap();
     assert_eq!(advisory_locks(&client).await, 0);
     m.close().await.unwrap();
     blocker.close().await.unwrap();
