@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use eventsource::adapters::postgres::{
+    split_ssl_params, PostgresLockManager, PostgresLockManagerBuilder, SslParams,
+};
 use eventsource::{BackendError, BackendErrorKind, Error};
 use tokio_postgres::{Client, Config, NoTls};
 
@@ -18,13 +21,19 @@ pub struct Database {
     pub url: String,
     /// The parsed settings.
     pub config: Config,
+    /// libpq's `sslmode` and `sslrootcert` from the URL, which `Config`
+    /// does not take (up to `verify-full`, on the library's rustls TLS).
+    pub ssl: SslParams,
 }
 
 impl Database {
     /// Parses `url`; errors are usage errors and print no password.
     pub fn parse(url: &str) -> Result<Self, String> {
         crate::redact::register_url(url);
-        let mut config: Config = url
+        let ssl = split_ssl_params(url)
+            .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
+        let mut config: Config = ssl
+            .rest
             .parse()
             .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
         // As libpq does: PGPASSWORD when the URL names no password.
@@ -39,7 +48,20 @@ impl Database {
         Ok(Self {
             url: url.to_owned(),
             config,
+            ssl,
         })
+    }
+
+    /// A lock manager builder for this database, with its TLS settings.
+    pub fn manager_builder(&self) -> PostgresLockManagerBuilder {
+        let mut builder = PostgresLockManager::builder(self.config.clone());
+        if let Some(mode) = self.ssl.mode {
+            builder = builder.ssl_mode(mode);
+        }
+        if let Some(root) = &self.ssl.root_cert {
+            builder = builder.ssl_root_cert(root);
+        }
+        builder
     }
 
     /// The URL with its password masked, for messages.

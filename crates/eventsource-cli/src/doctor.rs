@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use eventsource::adapters::postgres::{PostgresLockManager, VerifyProblem};
+use eventsource::adapters::postgres::VerifyProblem;
 use eventsource::BackendErrorKind;
 
 use crate::db::{self, Database};
@@ -14,9 +14,7 @@ pub const CHECK_FAILED: i32 = 1;
 
 /// Runs `lock doctor`; returns the exit code.
 pub async fn doctor(db: Database) -> i32 {
-    let manager = PostgresLockManager::builder(db.config.clone())
-        .holder_id("doctor")
-        .build();
+    let manager = db.manager_builder().holder_id("doctor").build();
     match manager.verify().await {
         Ok(report) => {
             let mut stdout = std::io::stdout().lock();

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
-use eventsource::adapters::postgres::{query_holders, AdvisoryLock, LockSession};
+use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
 
 use crate::cli::HoldersArgs;
 use crate::db::{self, Database};
@@ -25,12 +25,10 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
         );
         return exit::USAGE;
     }
-    let client = match db.connect().await {
-        Ok(c) => c,
-        Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
-    };
+    // Through a manager: its session has the URL's TLS settings.
+    let manager = db.manager_builder().build();
     let keys: Vec<&str> = args.keys.iter().map(String::as_str).collect();
-    let locks = match query_holders(&client, &keys).await {
+    let locks = match manager.holders(&keys).await {
         Ok(l) => l,
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };

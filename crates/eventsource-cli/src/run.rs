@@ -56,9 +56,7 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         }
     };
     let holder_id = args.holder_id.clone().unwrap_or_else(default_holder_id);
-    let manager = PostgresLockManager::builder(db.config.clone())
-        .holder_id(holder_id.clone())
-        .build();
+    let manager = db.manager_builder().holder_id(holder_id.clone()).build();
     let timeout = if args.no_wait {
         Some(Duration::ZERO)
     } else {

@@ -11,7 +11,6 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::Duration;
 
-use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::DistributedLock;
 use tokio::time::Instant;
 
@@ -66,7 +65,8 @@ pub async fn worker(args: WorkerArgs) -> i32 {
             return exit::SOFTWARE;
         }
     };
-    let locks = PostgresLockManager::builder(db.config.clone())
+    let locks = db
+        .manager_builder()
         .holder_id(format!("demo-worker-{}", args.id))
         .build();
     let mut rng = Rng::seeded(args.id);

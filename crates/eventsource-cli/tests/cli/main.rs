@@ -11,3 +11,4 @@ mod holders;
 mod key_and_help;
 mod lock_loss;
 mod signals;
+mod tls;

@@ -14,7 +14,7 @@ mod verify;
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
 pub use manager::PostgresLockManager;
-pub use tls::SslMode;
+pub use tls::{split_ssl_params, SslMode, SslParams};
 pub use verify::{VerifyProblem, VerifyReport};
 
 mod readmodels;

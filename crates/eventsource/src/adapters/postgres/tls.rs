@@ -93,9 +93,38 @@ pub(crate) struct TlsSettings {
     pub(crate) root_cert: Option<PathBuf>,
 }
 
+/// The connection string without its TLS parameters, and those parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SslParams {
+    /// The rest of the connection string, for `tokio_postgres::Config`'s parser.
+    pub rest: String,
+    /// `sslmode`, if given.
+    pub mode: Option<SslMode>,
+    /// `sslrootcert`, if given.
+    pub root_cert: Option<PathBuf>,
+}
+
+/// Takes libpq's `sslmode` and `sslrootcert` out of a `postgres://` URL or a
+/// `key=value` connection string: tokio-postgres refuses `verify-ca` and
+/// `verify-full` and ignores `sslrootcert`. For tools that need the
+/// `tokio_postgres::Config` themselves; pass what is found to
+/// [`ssl_mode`](super::PostgresLockManagerBuilder::ssl_mode) and
+/// [`ssl_root_cert`](super::PostgresLockManagerBuilder::ssl_root_cert).
+/// Errors never repeat the string (it may hold a password).
+pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
+    let (rest, mode, root_cert) = split_url(url).map_err(|e| {
+        crate::Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {e}"))
+    })?;
+    Ok(SslParams {
+        rest,
+        mode,
+        root_cert,
+    })
+}
+
 /// Takes `sslmode` and `sslrootcert` out of a URL or key=value connection
-/// string (tokio-postgres refuses `verify-*` and ignores `sslrootcert`).
-/// Returns the rest of the string and what was found.
+/// string. Returns the rest of the string and what was found.
 pub(crate) fn split_url(url: &str) -> Result<(String, Option<SslMode>, Option<PathBuf>), String> {
     let mut mode = None;
     let mut root = None;
