@@ -291,9 +291,15 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     }
     let err = m.try_acquire("k").await.unwrap_err();
     seen.push_str(&format!("{err} {err:?}"));
-    if let Err(e) = m.holders(&[]).await {
-        seen.push_str(&format!("{e} {e:?}"));
-    }
+    let err = m.holders(&[]).await.unwrap_err();
+    seen.push_str(&format!("{err} {err:?}"));
+    let err = m.verify().await.unwrap_err();
+    assert_eq!(
+        err.as_backend().map(|b| b.code()),
+        Some(Some("28P01")),
+        "{err:?}"
+    );
+    seen.push_str(&format!("{err} {err:?}"));
     assert_nothing_held(&m).await;
 
     // Right password: authentication is really enforced, and works.
