@@ -124,7 +124,7 @@ impl LockAcquisitionError {
         }
     }
 
-    /// True when the timeout elapsed while another holder kept the key.
+    /// True when the timeout elapsed before the lock was granted.
     pub fn is_timeout(&self) -> bool {
         matches!(self.reason, AcquireFailure::Timeout)
     }
@@ -134,9 +134,10 @@ impl LockAcquisitionError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AcquireFailure {
-    /// Another holder kept the key until the timeout elapsed (or, with a zero
-    /// timeout, at the single attempt).
-    #[error("timed out while another holder kept the key")]
+    /// The timeout elapsed before the lock was granted: another holder kept
+    /// the key (with a zero timeout: at the single attempt), or the server
+    /// did not answer in time.
+    #[error("timed out before the lock was granted")]
     Timeout,
     /// The key is longer than [`MAX_KEY_LEN`](crate::ports::lock_id::MAX_KEY_LEN).
     #[error("key is {len} bytes long; the limit is {limit}")]
