@@ -330,7 +330,7 @@ fn targets(s: &BTreeMap<String, ScenarioReport>, ratios: &BTreeMap<String, f64>)
 fn print_table(order: &[&str], s: &BTreeMap<String, ScenarioReport>) {
     println!();
     println!(
-        "{:<17} {:>10} {:>7} {:>7} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7}",
+        "{:<21} {:>10} {:>7} {:>7} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7}",
         "scenario",
         "ops/s",
         "p50 us",
@@ -342,7 +342,7 @@ fn print_table(order: &[&str], s: &BTreeMap<String, ScenarioReport>) {
         "stmt/op",
         "ids/stmt"
     );
-    println!("{}", "-".repeat(96));
+    println!("{}", "-".repeat(100));
     for name in order {
         let Some(r) = s.get(*name) else { continue };
         let f = |k: &str, prec: usize| {
@@ -353,7 +353,7 @@ fn print_table(order: &[&str], s: &BTreeMap<String, ScenarioReport>) {
                 .unwrap_or_else(|| "-".into())
         };
         println!(
-            "{:<17} {:>10.0} {:>7.0} {:>7.0} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7}",
+            "{:<21} {:>10.0} {:>7.0} {:>7.0} {:>5} {:>8} {:>8} {:>7} {:>7} {:>7}",
             name,
             r.ops_per_sec,
             r.p50_us,
@@ -550,7 +550,7 @@ async fn main() -> Res<()> {
             r.get(r.len() / 2).copied().unwrap_or(0.0),
             r.last().copied().unwrap_or(0.0),
         );
-        println!("{k:<34} {v:>8.2}   {lo:.2} / {med:.2} / {hi:.2}");
+        println!("{k:<38} {v:>8.2}   {lo:.2} / {med:.2} / {hi:.2}");
     }
     println!();
     for t in &targets {
