@@ -67,13 +67,6 @@ impl HeldLock {
         }
         sent
     }
-
-    fn lost(&self, reason: &str) -> Error {
-        Error::LockLost(LockLostError {
-            key: self.key.to_string(),
-            reason: reason.to_owned(),
-        })
-    }
 }
 
 impl Drop for HeldLock {
@@ -89,17 +82,25 @@ impl GuardBackend for HeldLock {
     fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<()>> {
         let (tx, rx) = oneshot::channel();
         let sent = self.send_unlock(Some(tx));
-        let gone = self.lost("its database session had ended");
-        let stale = self.lost("it was released by release_all or its session ended");
+        // Errors are built only on the error paths: a release that
+        // succeeds allocates nothing here beyond the reply channel.
+        let key = self.key.clone();
+        let lost = move |reason: &str| {
+            Error::LockLost(LockLostError {
+                key: key.to_string(),
+                reason: reason.to_owned(),
+            })
+        };
         Box::pin(async move {
+            const GONE: &str = "its database session had ended";
             if !sent {
-                return Err(gone);
+                return Err(lost(GONE));
             }
             match rx.await {
                 Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) => Err(stale),
+                Ok(Ok(false)) => Err(lost("it was released by release_all or its session ended")),
                 Ok(Err(e)) => Err(Error::Backend(e)),
-                Err(_) => Err(gone),
+                Err(_) => Err(lost(GONE)),
             }
         })
     }

@@ -559,11 +559,12 @@ impl DistributedLock for PostgresLockManager {
             outcome = tracing::field::Empty
         );
         let held = self.core().registry.take_manual(lock_id, key);
-        let key = key.to_owned();
         async move {
             let r = match held {
                 Some(lock) => Box::new(lock).release().await,
-                None => Err(Error::LockNotHeld(LockNotHeldError { key })),
+                None => Err(Error::LockNotHeld(LockNotHeldError {
+                    key: key.to_owned(),
+                })),
             };
             let outcome = if r.is_ok() { "released" } else { "error" };
             tracing::Span::current().record("outcome", outcome);

@@ -58,6 +58,49 @@ pub(crate) enum Op {
     },
 }
 
+/// A try-lock of the batch being run.
+struct PendingLock {
+    res: Reservation,
+    key: Arc<str>,
+    reply: Reply<Option<Granted>>,
+}
+
+/// An unlock of the batch being run.
+struct PendingUnlock {
+    lock_id: i64,
+    token: u64,
+    reply: Option<Reply<bool>>,
+}
+
+/// Buffers reused from batch to batch, so the hot path does not allocate them.
+#[derive(Default)]
+struct Scratch {
+    ops: Vec<Op>,
+    locks: Vec<PendingLock>,
+    unlocks: Vec<PendingUnlock>,
+    ids: Vec<i64>,
+    is_lock: Vec<bool>,
+}
+
+impl Scratch {
+    /// Empties the buffers, and gives back memory after an unusually large batch.
+    fn reset(&mut self) {
+        const KEEP: usize = 256;
+        self.ops.clear();
+        self.locks.clear();
+        self.unlocks.clear();
+        self.ids.clear();
+        self.is_lock.clear();
+        if self.ids.capacity() > KEEP {
+            self.ops.shrink_to(KEEP);
+            self.locks.shrink_to(KEEP);
+            self.unlocks.shrink_to(KEEP);
+            self.ids.shrink_to(KEEP);
+            self.is_lock.shrink_to(KEEP);
+        }
+    }
+}
+
 /// A lock just granted.
 pub(crate) struct Granted {
     pub(crate) lock: HeldLock,
@@ -156,6 +199,7 @@ struct Actor {
     permit: Option<OwnedSemaphorePermit>,
     opened: bool,
     parked: bool,
+    scratch: Scratch,
 }
 
 /// Starts a session actor; it connects in the background.
@@ -181,6 +225,7 @@ pub(crate) fn spawn(core: Arc<Core>, kind: Kind, pool: Weak<WaitPool>) -> Sessio
         permit: None,
         opened: false,
         parked: false,
+        scratch: Scratch::default(),
     };
     let handle = SessionHandle { inner: shared };
     // The actor keeps its own handle alive until it decides to exit, so its
@@ -320,39 +365,37 @@ impl Actor {
                 self.run_wait(lock_id, key, lock_timeout, reply).await;
             }
             op => {
-                let mut batch = vec![op];
-                while batch.len() < self.core.settings.max_batch {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.ops.push(op);
+                while scratch.ops.len() < self.core.settings.max_batch {
                     match self.rx.try_recv() {
-                        Ok(op) => batch.push(op),
+                        Ok(op) => scratch.ops.push(op),
                         Err(_) => break,
                     }
                 }
-                self.run_batch(batch).await;
+                self.run_batch(&mut scratch).await;
+                scratch.reset();
+                self.scratch = scratch;
             }
         }
     }
 
     /// Runs try-locks and unlocks in one statement.
-    async fn run_batch(&mut self, ops: Vec<Op>) {
-        struct Lock {
-            res: Reservation,
-            key: Arc<str>,
-            reply: Reply<Option<Granted>>,
-        }
-        struct Unlock {
-            lock_id: i64,
-            token: u64,
-            reply: Option<Reply<bool>>,
-        }
-        let mut locks = Vec::new();
-        let mut unlocks = Vec::new();
-        for op in ops {
+    async fn run_batch(&mut self, scratch: &mut Scratch) {
+        let Scratch {
+            ops,
+            locks,
+            unlocks,
+            ids,
+            is_lock,
+        } = scratch;
+        for op in ops.drain(..) {
             match op {
                 Op::TryLock { res, key, reply } => {
                     if reply.is_closed() {
                         continue; // the caller left before we started: nothing to undo
                     }
-                    locks.push(Lock { res, key, reply });
+                    locks.push(PendingLock { res, key, reply });
                 }
                 Op::Unlock {
                     lock_id,
@@ -367,7 +410,7 @@ impl Actor {
                         }
                         continue;
                     }
-                    unlocks.push(Unlock {
+                    unlocks.push(PendingUnlock {
                         lock_id,
                         token,
                         reply,
@@ -384,13 +427,11 @@ impl Actor {
         if locks.is_empty() && unlocks.is_empty() {
             return;
         }
-        let mut ids: Vec<i64> = Vec::with_capacity(locks.len() + unlocks.len());
-        let mut is_lock: Vec<bool> = Vec::with_capacity(ids.capacity());
-        for l in &locks {
+        for l in locks.iter() {
             ids.push(l.res.lock_id());
             is_lock.push(true);
         }
-        for u in &unlocks {
+        for u in unlocks.iter() {
             ids.push(u.lock_id);
             is_lock.push(false);
         }
@@ -410,7 +451,7 @@ impl Actor {
                         .map(|row| vec![row.get::<_, bool>(0)])
                 } else {
                     client
-                        .query(&stmts.batch, &[&ids, &is_lock])
+                        .query(&stmts.batch, &[&*ids, &*is_lock])
                         .await
                         .map(|rows| rows.iter().map(|r| r.get::<_, bool>(0)).collect::<Vec<_>>())
                 }
@@ -439,11 +480,11 @@ impl Actor {
                         Some(r) => {
                             // Failed try-locks report the error; unlocks report what the server says.
                             let n = locks.len();
-                            for l in locks {
+                            for l in locks.drain(..) {
                                 drop(l.res);
                                 let _ = l.reply.send(Err(err.clone_shallow()));
                             }
-                            for (u, ok) in unlocks.into_iter().zip(r.into_iter().skip(n)) {
+                            for (u, ok) in unlocks.drain(..).zip(r.into_iter().skip(n)) {
                                 self.settle_unlock(u.lock_id, u.token, ok, u.reply);
                             }
                             return;
@@ -466,17 +507,17 @@ impl Actor {
         };
         if self.dead.is_cancelled() {
             // The session is gone, and its locks with it.
-            for l in locks {
+            for l in locks.drain(..) {
                 drop(l.res);
                 let _ = l.reply.send(Err(closed_error()));
             }
-            for u in unlocks {
+            for u in unlocks.drain(..) {
                 self.settle_unlock(u.lock_id, u.token, false, u.reply);
             }
             return;
         }
         let mut results = results.into_iter();
-        for l in locks {
+        for l in locks.drain(..) {
             let granted = results.next().unwrap_or(false);
             if granted {
                 let g = self.grant(l.res.lock_id(), l.key, Some(l.res));
@@ -489,7 +530,7 @@ impl Actor {
                 let _ = l.reply.send(Ok(None));
             }
         }
-        for u in unlocks {
+        for u in unlocks.drain(..) {
             let ok = results.next().unwrap_or(false);
             self.settle_unlock(u.lock_id, u.token, ok, u.reply);
         }
