@@ -81,7 +81,10 @@ async fn shows_holder_and_waiters_in_queue_order() {
     assert_eq!(h.pid, holder_pid);
     assert!(h.granted);
     assert_eq!(h.mode, "ExclusiveLock");
-    assert_eq!(h.application_name.as_deref(), Some("eventsource/host-a:101"));
+    assert_eq!(
+        h.application_name.as_deref(),
+        Some("eventsource/host-a:101")
+    );
     assert_eq!(h.holder_id.as_deref(), Some("host-a:101"));
     assert_eq!(h.client_addr.as_deref(), Some("127.0.0.1"));
     assert!(h.backend_start.is_some() && h.since.is_some());
@@ -93,7 +96,10 @@ async fn shows_holder_and_waiters_in_queue_order() {
         .collect();
     assert_eq!(
         w,
-        vec![(Some("host-b:202"), Some("eventsource/host-b:202")), (None, Some("psql"))],
+        vec![
+            (Some("host-b:202"), Some("eventsource/host-b:202")),
+            (None, Some("psql"))
+        ],
         "waiters in arrival order"
     );
     assert!(lock.waiters.iter().all(|w| !w.granted && w.since.is_some()));
@@ -120,9 +126,15 @@ async fn shows_holder_and_waiters_in_queue_order() {
     let first = first_wait.await.unwrap();
     let locks = wait_for_waiters(&inspector, key, 1).await;
     assert_eq!(locks[0].holders[0].holder_id.as_deref(), Some("host-b:202"));
-    first.execute("SELECT pg_advisory_unlock_all()", &[]).await.unwrap();
+    first
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
     let second = second_wait.await.unwrap();
-    second.execute("SELECT pg_advisory_unlock_all()", &[]).await.unwrap();
+    second
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -131,18 +143,27 @@ async fn keys_filter_and_ids_of_all_signs_map_back() {
     let a = session(&db, "eventsource/a").await;
     let inspector = db.connect().await.unwrap();
     // A key nobody holds is simply absent.
-    assert!(query_holders(&inspector, &["nobody"]).await.unwrap().is_empty());
+    assert!(query_holders(&inspector, &["nobody"])
+        .await
+        .unwrap()
+        .is_empty());
 
     // Raw ids chosen to exercise the high/low 32-bit split, including
     // negative ones that other software may use.
     let ids: [i64; 4] = [1, 0x7FFF_FFFF_FFFF_FFFF, -1, i64::MIN + 5];
     for id in ids {
-        a.execute("SELECT pg_advisory_lock($1)", &[&id]).await.unwrap();
+        a.execute("SELECT pg_advisory_lock($1)", &[&id])
+            .await
+            .unwrap();
     }
     // The (int, int) form is a different lock space and is not listed.
-    a.execute("SELECT pg_advisory_lock(7, 8)", &[]).await.unwrap();
+    a.execute("SELECT pg_advisory_lock(7, 8)", &[])
+        .await
+        .unwrap();
     let keyed = lock_id_for_key("keyed");
-    a.execute("SELECT pg_advisory_lock($1)", &[&keyed]).await.unwrap();
+    a.execute("SELECT pg_advisory_lock($1)", &[&keyed])
+        .await
+        .unwrap();
 
     let all = query_holders(&inspector, &[]).await.unwrap();
     let mut listed: Vec<i64> = all.iter().map(|l| l.lock_id).collect();
@@ -152,7 +173,9 @@ async fn keys_filter_and_ids_of_all_signs_map_back() {
     expected.sort();
     assert_eq!(listed, expected);
 
-    let only = query_holders(&inspector, &["keyed", "nobody"]).await.unwrap();
+    let only = query_holders(&inspector, &["keyed", "nobody"])
+        .await
+        .unwrap();
     assert_eq!(only.len(), 1);
     assert_eq!(only[0].key.as_deref(), Some("keyed"));
     assert_eq!(only[0].holders[0].holder_id.as_deref(), Some("a"));
@@ -164,11 +187,20 @@ async fn other_databases_are_not_listed() {
     let other = TestDatabase::create().await.expect("other database");
     let holder = other.connect().await.unwrap();
     let id = lock_id_for_key("elsewhere");
-    holder.execute("SELECT pg_advisory_lock($1)", &[&id]).await.unwrap();
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&id])
+        .await
+        .unwrap();
     let inspector = db.connect().await.unwrap();
-    assert!(query_holders(&inspector, &["elsewhere"]).await.unwrap().is_empty());
+    assert!(query_holders(&inspector, &["elsewhere"])
+        .await
+        .unwrap()
+        .is_empty());
     let there = other.connect().await.unwrap();
-    assert_eq!(query_holders(&there, &["elsewhere"]).await.unwrap().len(), 1);
+    assert_eq!(
+        query_holders(&there, &["elsewhere"]).await.unwrap().len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -186,6 +218,8 @@ async fn a_closed_session_is_a_backend_error() {
         .execute("SELECT pg_terminate_backend($1, 30000)", &[&pid])
         .await
         .unwrap();
-    let err = query_holders(&victim, &[]).await.expect_err("session is gone");
+    let err = query_holders(&victim, &[])
+        .await
+        .expect_err("session is gone");
     assert!(err.as_backend().is_some(), "{err:?}");
 }
