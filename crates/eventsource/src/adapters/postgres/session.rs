@@ -476,7 +476,7 @@ impl Actor {
                 } else {
                     let err = pg_error(e, BackendErrorKind::Query);
                     tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling");
-                    match self.reconcile(&ids, &is_lock).await {
+                    match self.reconcile(ids, is_lock).await {
                         Some(r) => {
                             // Failed try-locks report the error; unlocks report what the server says.
                             let n = locks.len();
