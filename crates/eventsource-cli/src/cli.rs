@@ -141,7 +141,7 @@ pub enum LockCommand {
     )]
     Run(RunArgs),
 
-    /// Print the advisory-lock id of each KEY (KEY<TAB>LOCK_ID); needs no database.
+    /// Print the advisory-lock id of each KEY (KEY, a tab, LOCK_ID); needs no database.
     #[command(long_about = KEY_LONG_ABOUT)]
     Key(KeyArgs),
 
