@@ -31,7 +31,8 @@ Connection:
   or key=value form (host=... dbname=...). PGPASSWORD supplies the password
   when the URL has none. Passwords are never printed: every message shows
   them as ***. Prefer the environment to the option, which other users can
-  read in `ps`. TLS is not supported yet: sslmode=require fails to connect.
+  read in `ps`. TLS: sslmode=disable|prefer|require|verify-ca|verify-full,
+  and sslrootcert=PATH for the CA, as URL parameters.
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr.";
