@@ -208,7 +208,11 @@ async fn terminated_waiting_session_fails_the_wait_with_a_typed_error() {
             .unwrap_or_else(|| panic!("not a backend error: {err:?}"));
         assert_eq!(backend.kind(), BackendErrorKind::Closed, "{err}");
         assert_eq!(m.held_lock_count(), 0);
-        assert_eq!(common::lock_rows(&client, id).await, (1, 0));
+        // The backend reports FATAL before its exit has left the queue.
+        eventually_async("the terminated waiter leaves the queue", || async {
+            common::lock_rows(&client, id).await == (1, 0)
+        })
+        .await;
     }
     // The manager still waits and gets the lock on a fresh session.
     let m2 = m.clone();
