@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{lock_rows, manager, wait_for_waiters};
+use common::{lock_rows, manager, terminate, wait_for_waiters};
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::testing::locks::{eventually, eventually_async};
 use eventsource::testing::pg::TestDatabase;
@@ -178,15 +178,6 @@ async fn sessions_are_labelled_and_never_idle_in_transaction() {
         assert_ne!(state.as_deref(), Some("idle in transaction"));
     }
     guard.release().await.unwrap();
-}
-
-async fn terminate(client: &tokio_postgres::Client, pid: i32) {
-    let ok: bool = client
-        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .unwrap()
-        .get(0);
-    assert!(ok, "could not terminate backend {pid}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,3 +40,13 @@ pub async fn wait_for_waiters(client: &tokio_postgres::Client, lock_id: i64, n: 
     })
     .await;
 }
+
+/// `pg_terminate_backend(pid)`, asserting it found the backend.
+pub async fn terminate(client: &tokio_postgres::Client, pid: i32) {
+    let ok: bool = client
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ok, "could not terminate backend {pid}");
+}

@@ -42,14 +42,8 @@ pub fn key(name: &str) -> String {
 }
 
 /// `pg_terminate_backend(pid)`, asserting it found the backend.
-pub async fn terminate(client: &tokio_postgres::Client, pid: i32) {
-    let ok: bool = client
-        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .unwrap()
-        .get(0);
-    assert!(ok, "could not terminate backend {pid}");
-}
+#[allow(unused_imports)] // not every fault suite terminates backends
+pub use crate::common::terminate;
 
 /// Granted advisory locks of the current database, over every session.
 pub async fn advisory_locks(client: &tokio_postgres::Client) -> i64 {
