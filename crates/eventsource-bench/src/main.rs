@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Uses `DATABASE_URL` when set; otherwise starts a throwaway cluster from
-//! `eventsource::testing::pg` (with `max_locks_per_transaction=256`, so the
+//! `eventsource_testkit::pg` (with `max_locks_per_transaction=256`, so the
 //! capacity scenario's 10,000 locks fit, and `pg_stat_statements` preloaded,
 //! for exact statement counts per scenario).
 //!
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use eventsource::testing::pg::{ClusterOptions, TestCluster, TestDatabase};
+use eventsource_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::task::JoinHandle;

@@ -77,10 +77,11 @@
 //! | --- | --- | --- |
 //! | `postgres` | yes | [`PostgresLockManager`], holder inspection, the PostgreSQL read-model repository |
 //! | `sqlite` | no | the SQLite read-model repository |
-//! | `testing` | no | [`testing`]: conformance suites and a throwaway-PostgreSQL harness |
 //!
 //! Without features the crate is the ports and the in-memory adapters, with
-//! no database driver in the dependency tree.
+//! no database driver in the dependency tree. The conformance suites and the
+//! throwaway-PostgreSQL harness live in the separate `eventsource-testkit`
+//! crate, so nothing a service ships contains them.
 //!
 //! ## Observability
 //!
@@ -94,10 +95,6 @@
 
 pub mod adapters;
 pub mod ports;
-
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod testing;
 
 pub use ports::error::{
     AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, LockLostError,

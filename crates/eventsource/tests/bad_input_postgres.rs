@@ -2,7 +2,7 @@
 //! keys, a working lock), and nothing leaks: no held lock, no session, no
 //! row in `pg_locks`. Passwords never show in errors, `Debug` output or
 //! log lines.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::locks::eventually;
 use eventsource::{
     lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
 };
+use eventsource_testkit::locks::eventually;
 use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);
@@ -235,7 +235,7 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     const RIGHT: &str = "right-Pa55word-1f3a";
     const WRONG: &str = "wrong-Pa55word-9c7e";
     let cluster = private_cluster(&[("password_encryption", "scram-sha-256")]).await;
-    let admin = eventsource::testing::pg::TestDatabase::create_on(cluster.clone())
+    let admin = eventsource_testkit::pg::TestDatabase::create_on(cluster.clone())
         .await
         .unwrap();
     admin

@@ -9,7 +9,7 @@
 //! during the run). A small run is part of the suite; a larger one with
 //! `EVENTSOURCE_STRESS=1` (`EVENTSOURCE_STRESS_SECS`,
 //! `EVENTSOURCE_STRESS_WORKERS` tune it).
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;

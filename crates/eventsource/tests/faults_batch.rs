@@ -1,13 +1,13 @@
 //! A batch that fails part-way: session locks survive a statement's error,
 //! so the manager must reconcile with `pg_locks` rather than assume.
 //! Provoked by filling a deliberately tiny server lock table (private cluster).
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 use std::sync::Arc;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::pg::{ClusterOptions, TestCluster, TestDatabase};
 use eventsource::{DistributedLock, LockRegistry};
+use eventsource_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
 
 /// Granted advisory locks in database `db_oid`. Reads only `pg_locks` (whose
 /// relation lock takes a fast-path slot): with the shared lock table full,

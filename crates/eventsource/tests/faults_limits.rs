@@ -4,7 +4,7 @@
 //! `lock_timeout` set on the server, `idle_session_timeout` set on the
 //! server: typed errors or keepalive, never a hang past the caller's
 //! timeout.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -12,8 +12,8 @@ mod fault_support;
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::locks::{eventually, eventually_async};
 use eventsource::{lock_id_for_key, AcquireFailure, DistributedLock, LockRegistry};
+use eventsource_testkit::locks::{eventually, eventually_async};
 use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);

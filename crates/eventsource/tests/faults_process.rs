@@ -7,7 +7,7 @@
 //! server-side `idle_session_timeout` (longer than the manager's liveness
 //! interval) bounds that; with it the frozen holder loses its lock, and
 //! learns so when it wakes.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::pg::TestDatabase;
 use eventsource::{lock_id_for_key, DistributedLock};
+use eventsource_testkit::pg::TestDatabase;
 use fault_support::*;
 use tokio::sync::mpsc;
 

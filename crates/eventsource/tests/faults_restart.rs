@@ -4,7 +4,7 @@
 //! Every guard reports the loss; while the server is down acquisitions fail
 //! with a typed error within the caller's timeout; once it is back the same
 //! manager (same process) works again, and nothing leaks.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -12,9 +12,9 @@ mod fault_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use eventsource::testing::locks::{eventually, eventually_async};
-use eventsource::testing::pg::{StopMode, TestCluster};
 use eventsource::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use eventsource_testkit::locks::{eventually, eventually_async};
+use eventsource_testkit::pg::{StopMode, TestCluster};
 use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);

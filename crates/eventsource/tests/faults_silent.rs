@@ -6,7 +6,7 @@
 //! configured bound; the server keeps the locks until it notices on its own
 //! (here: `idle_session_timeout`), so nobody else gets them before the
 //! holder was told.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -14,8 +14,8 @@ mod fault_support;
 use std::time::{Duration, Instant};
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::locks::eventually;
 use eventsource::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use eventsource_testkit::locks::eventually;
 use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);

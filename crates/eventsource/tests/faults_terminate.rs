@@ -4,7 +4,7 @@
 //! dedicated session waiting: every affected guard reports the loss, the
 //! others stay held, the manager goes on with fresh sessions, and nothing
 //! leaks (manager counts, `pg_locks`, server sessions).
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -13,8 +13,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::locks::{eventually, eventually_async};
 use eventsource::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use eventsource_testkit::locks::{eventually, eventually_async};
 use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);

@@ -1,7 +1,7 @@
 //! The throwaway-PostgreSQL harness itself.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
-use eventsource::testing::pg::TestDatabase;
+use eventsource_testkit::pg::TestDatabase;
 
 #[tokio::test]
 async fn each_test_database_is_fresh_and_distinct() {

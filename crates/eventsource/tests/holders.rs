@@ -1,12 +1,12 @@
 //! `query_holders`: the inspection of advisory locks through `pg_locks`,
 //! against a real PostgreSQL with raw sessions holding and waiting.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 use std::time::Duration;
 
 use eventsource::adapters::postgres::{query_holders, AdvisoryLock};
 use eventsource::lock_id_for_key;
-use eventsource::testing::pg::TestDatabase;
+use eventsource_testkit::pg::TestDatabase;
 use tokio_postgres::{Client, NoTls};
 
 async fn session(db: &TestDatabase, application_name: &str) -> Client {

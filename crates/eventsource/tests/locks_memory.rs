@@ -1,11 +1,10 @@
 //! The conformance suite and in-memory specifics for `InMemoryLockManager`.
-#![cfg(feature = "testing")]
 
 use std::time::Duration;
 
 use eventsource::{DistributedLock, InMemoryLockManager, LockRegistry};
 
-eventsource::lock_conformance_tests!(|| async {
+eventsource_testkit::lock_conformance_tests!(|| async {
     let primary = InMemoryLockManager::new(Some("memory-test".into()));
     let observer = primary.clone();
     (primary, observer, ())

@@ -1,6 +1,6 @@
 //! `PostgresLockManager` against a real PostgreSQL: the conformance suite,
 //! then what only a database-backed manager can promise.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 
@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use common::{lock_rows, manager, terminate, wait_for_waiters};
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::locks::{eventually, eventually_async};
-use eventsource::testing::pg::TestDatabase;
 use eventsource::{
     lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
 };
+use eventsource_testkit::locks::{eventually, eventually_async};
+use eventsource_testkit::pg::TestDatabase;
 
 // Each case gets its own database (advisory locks are per database).
-eventsource::lock_conformance_tests!(|| async {
+eventsource_testkit::lock_conformance_tests!(|| async {
     let db = TestDatabase::create().await.expect("test database");
     (manager(&db, "primary"), manager(&db, "observer"), db)
 });
@@ -83,7 +83,7 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_locks_use_at_most_two_connections() {
-    let db = eventsource::testing::pg::TestDatabase::create()
+    let db = eventsource_testkit::pg::TestDatabase::create()
         .await
         .unwrap();
     let m = PostgresLockManager::builder(db.config())

@@ -1,7 +1,6 @@
 //! Cancel safety of the read-model projection and the SQLite gate: a
 //! projection future dropped mid-event leaves nothing of the event behind
 //! and the backend usable; a SQLite transaction makes other calls wait.
-#![cfg(feature = "testing")]
 
 use std::future::Future;
 use std::pin::pin;
@@ -13,8 +12,8 @@ use eventsource::adapters::sql::ReadModelProjection;
 use eventsource::ports::readmodels::{
     Query, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
 };
-use eventsource::testing::readmodels::ConformanceItem;
 use eventsource::Result;
+use eventsource_testkit::readmodels::ConformanceItem;
 use tokio::sync::oneshot;
 
 enum Step {
@@ -107,11 +106,11 @@ async fn sqlite_projection_future_dropped_mid_event() {
     dropped_event_leaves_nothing(db.repository::<ConformanceItem>()).await;
 }
 
-#[cfg(all(feature = "postgres", feature = "testing"))]
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_projection_future_dropped_mid_event() {
     use eventsource::adapters::postgres::PostgresDatabase;
-    let test_db = eventsource::testing::pg::TestDatabase::create()
+    let test_db = eventsource_testkit::pg::TestDatabase::create()
         .await
         .unwrap();
     // One connection: the event after the dropped one must reuse it.

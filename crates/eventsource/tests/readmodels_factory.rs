@@ -30,10 +30,10 @@ async fn unreachable_postgres_is_a_connect_error() {
     );
 }
 
-#[cfg(all(feature = "sqlite", feature = "testing"))]
+#[cfg(feature = "sqlite")]
 mod sqlite {
     use super::*;
-    use eventsource::testing::readmodels::ConformanceItem;
+    use eventsource_testkit::readmodels::ConformanceItem;
 
     fn sqlite(db: &Database) -> &eventsource::adapters::sqlite::SqliteDatabase {
         match db {

@@ -1,11 +1,10 @@
 //! The read-model conformance suite against the in-memory repository, and
 //! the in-memory projection backend.
-#![cfg(feature = "testing")]
 
 use eventsource::adapters::memory::InMemoryReadModelRepository;
 use eventsource::ports::readmodels::{Query, ReadModelRepository};
-use eventsource::testing::readmodels::{run_conformance, ConformanceItem, CASES};
 use eventsource::Result;
+use eventsource_testkit::readmodels::{run_conformance, ConformanceItem, CASES};
 use uuid::Uuid;
 
 #[tokio::test]

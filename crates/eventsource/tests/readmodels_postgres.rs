@@ -1,15 +1,15 @@
 //! The PostgreSQL read-model adapter on a fresh database per test: the
 //! conformance suite on the pool, on a plain client and inside a caller's
 //! transaction; schema creation and migration.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 use eventsource::adapters::postgres::{PostgresDatabase, PostgresReadModelRepository};
 use eventsource::ports::readmodels::{
     DefaultValue, FieldDescriptor, FieldType, Filter, Query, ReadModel, ReadModelError,
     ReadModelMeta, ReadModelRepository,
 };
-use eventsource::testing::pg::TestDatabase;
-use eventsource::testing::readmodels::{run_conformance, ConformanceItem, CASES};
+use eventsource_testkit::pg::TestDatabase;
+use eventsource_testkit::readmodels::{run_conformance, ConformanceItem, CASES};
 use serde::{Deserialize, Serialize};
 
 async fn pool(db: &TestDatabase) -> PostgresDatabase {

@@ -246,10 +246,10 @@ async fn projection_on_sqlite_through_the_connection_factory() {
     exercise(db.repository::<CartSummary>()).await;
 }
 
-#[cfg(all(feature = "postgres", feature = "testing"))]
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn projection_on_postgres_through_the_connection_factory() {
-    let test_db = eventsource::testing::pg::TestDatabase::create()
+    let test_db = eventsource_testkit::pg::TestDatabase::create()
         .await
         .unwrap();
     let db = eventsource::adapters::sql::connect(&test_db.url())
@@ -299,11 +299,11 @@ async fn retries_back_off_exponentially() {
     );
 }
 
-#[cfg(all(feature = "postgres", feature = "testing"))]
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn projection_on_postgres_with_a_single_locked_client() {
     use eventsource::adapters::postgres::PostgresReadModelRepository;
-    let test_db = eventsource::testing::pg::TestDatabase::create()
+    let test_db = eventsource_testkit::pg::TestDatabase::create()
         .await
         .unwrap();
     let client = test_db.connect().await.unwrap();

@@ -1,12 +1,11 @@
 //! Property tests: random data and random queries give the same answers on
 //! the in-memory reference repository and on each SQL backend (same rows,
 //! same order, same counts).
-#![cfg(feature = "testing")]
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use eventsource::adapters::memory::InMemoryReadModelRepository;
 use eventsource::ports::readmodels::{Direction, Filter, Query, ReadModelRepository, Value};
-use eventsource::testing::readmodels::ConformanceItem;
+use eventsource_testkit::readmodels::ConformanceItem;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use uuid::Uuid;
@@ -295,13 +294,13 @@ fn random_queries_agree_between_memory_and_sqlite() {
     run_against(&rt, db.repository::<ConformanceItem>(), 256);
 }
 
-#[cfg(all(feature = "postgres", feature = "testing"))]
+#[cfg(feature = "postgres")]
 #[test]
 fn random_queries_agree_between_memory_and_postgres() {
     use eventsource::adapters::postgres::PostgresDatabase;
     let rt = runtime();
     let (_test_db, pool) = rt.block_on(async {
-        let test_db = eventsource::testing::pg::TestDatabase::create()
+        let test_db = eventsource_testkit::pg::TestDatabase::create()
             .await
             .unwrap();
         let pool = PostgresDatabase::connect(&test_db.url()).await.unwrap();

@@ -1,6 +1,6 @@
 //! The SQLite read-model adapter: the conformance suite on an in-memory and
 //! a file database, pragmas, transactions, and schema migration.
-#![cfg(all(feature = "testing", feature = "sqlite"))]
+#![cfg(feature = "sqlite")]
 
 use eventsource::adapters::sql::schema;
 use eventsource::adapters::sql::Dialect;
@@ -9,7 +9,7 @@ use eventsource::ports::readmodels::{
     DefaultValue, FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelMeta,
     ReadModelRepository,
 };
-use eventsource::testing::readmodels::{run_conformance, ConformanceItem, CASES};
+use eventsource_testkit::readmodels::{run_conformance, ConformanceItem, CASES};
 use serde::{Deserialize, Serialize};
 
 async fn memory_db() -> SqliteDatabase {

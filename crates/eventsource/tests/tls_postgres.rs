@@ -2,7 +2,7 @@
 //! `verify-full` connects (and cancels) over TLS; a wrong CA, a wrong host
 //! name, a missing root file and `sslmode=disable` against a TLS-only role
 //! are typed connect errors; `verify-ca` and `require` check less.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource::adapters::postgres::{PostgresLockManager, SslMode};
-use eventsource::testing::locks::{eventually, eventually_async};
-use eventsource::testing::pg::{TestCluster, TestDatabase};
 use eventsource::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use eventsource_testkit::locks::{eventually, eventually_async};
+use eventsource_testkit::pg::{TestCluster, TestDatabase};
 use fault_support::*;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 

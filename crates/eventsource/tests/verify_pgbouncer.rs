@@ -4,7 +4,7 @@
 //! Needs the `pgbouncer` binary (Debian package `pgbouncer`). Without it the
 //! test says so and passes, unless `EVENTSOURCE_REQUIRE_PGBOUNCER=1`, which
 //! makes its absence a failure (CI sets it after installing the package).
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;
@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use eventsource::adapters::postgres::{PostgresLockManager, VerifyProblem};
-use eventsource::testing::locks::eventually_async;
 use eventsource::BackendErrorKind;
+use eventsource_testkit::locks::eventually_async;
 
 fn pgbouncer_binary() -> Option<PathBuf> {
     [

@@ -1,6 +1,6 @@
 //! `PostgresLockManager::verify()` on a real server: a plain PostgreSQL
 //! passes; one whose advisory functions do nothing is caught.
-#![cfg(all(feature = "testing", feature = "postgres"))]
+#![cfg(feature = "postgres")]
 
 mod common;
 mod fault_support;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource::adapters::postgres::query_holders;
-use eventsource::testing::pg::{TestCluster, TestDatabase};
+use eventsource_testkit::pg::{TestCluster, TestDatabase};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use eventsource::adapters::postgres::{query_holders, AdvisoryLock};
-use eventsource::testing::pg::TestDatabase;
+use eventsource_testkit::pg::TestDatabase;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};

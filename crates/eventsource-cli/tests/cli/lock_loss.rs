@@ -5,7 +5,7 @@ use crate::common::*;
 
 /// Terminates every backend of `holder_id` (the manager names its sessions
 /// `eventsource/<holder_id>`), as an operator or a server restart would.
-async fn terminate_holder(db: &eventsource::testing::pg::TestDatabase, holder_id: &str) {
+async fn terminate_holder(db: &eventsource_testkit::pg::TestDatabase, holder_id: &str) {
     let admin = db.connect().await.unwrap();
     let n: i64 = admin
         .query_one(
@@ -79,7 +79,7 @@ async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace() {
 async fn a_server_restart_is_a_lost_lock() {
     use std::sync::Arc;
 
-    use eventsource::testing::pg::{StopMode, TestCluster, TestDatabase};
+    use eventsource_testkit::pg::{StopMode, TestCluster, TestDatabase};
 
     // A cluster of its own: restarting the shared one would break other tests.
     let cluster = Arc::new(

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use eventsource::testing::pg::{TestCluster, TestDatabase};
+use eventsource_testkit::pg::{TestCluster, TestDatabase};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 use crate::common::*;

@@ -128,17 +128,37 @@ impl LockAcquisitionError {
     pub fn is_timeout(&self) -> bool {
         matches!(self.reason, AcquireFailure::Timeout)
     }
+
+    /// True when the key is held elsewhere as far as anyone can tell: the
+    /// request was queued by the server and not granted in time. False for
+    /// every failure of the server, the network or the caller.
+    pub fn is_conflict(&self) -> bool {
+        self.is_timeout()
+    }
 }
 
 /// Why a lock acquisition failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AcquireFailure {
-    /// The timeout elapsed before the lock was granted: another holder kept
-    /// the key (with a zero timeout: at the single attempt), or the server
-    /// did not answer in time.
+    /// The timeout elapsed while the request waited in the server's queue:
+    /// another holder kept the key (with a zero timeout: at the single
+    /// attempt). A server that did not answer is not this: it is
+    /// [`AcquireFailure::Backend`] with [`BackendErrorKind::Timeout`].
     #[error("timed out before the lock was granted")]
     Timeout,
+    /// The server cancelled the wait (`pg_cancel_backend`, a server-side
+    /// `statement_timeout`): nobody said the key is held elsewhere.
+    #[error("the server cancelled the wait ({reason})")]
+    Cancelled {
+        /// The server's message.
+        reason: String,
+    },
+    /// The server is a hot standby (`pg_is_in_recovery()`): advisory locks
+    /// there exclude only that standby's own sessions, not the primary's.
+    /// Allowed only when the manager is built with `allow_standby(true)`.
+    #[error("the server is a standby (in recovery): its advisory locks do not exclude holders on the primary")]
+    Standby,
     /// The key is longer than [`MAX_KEY_LEN`](crate::ports::lock_id::MAX_KEY_LEN).
     #[error("key is {len} bytes long; the limit is {limit}")]
     KeyTooLong {

@@ -4,7 +4,7 @@
 //! The traits describe the *shape* of a lock manager. They promise nothing
 //! about cross-process exclusion or release on crash: those belong to the
 //! PostgreSQL adapter alone. The conformance suite in
-//! `eventsource::testing::locks` holds every implementation to the same
+//! `eventsource_testkit::locks` holds every implementation to the same
 //! observable behaviour.
 
 use std::fmt;

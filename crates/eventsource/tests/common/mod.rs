@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::testing::pg::TestDatabase;
+use eventsource_testkit::pg::TestDatabase;
 use tokio::sync::OnceCell;
 
 /// One database for the tests of this binary that need no isolation of
@@ -35,7 +35,7 @@ pub async fn lock_rows(client: &tokio_postgres::Client, lock_id: i64) -> (i64, i
 
 /// Waits until `n` sessions wait for `lock_id` (a server-side signal).
 pub async fn wait_for_waiters(client: &tokio_postgres::Client, lock_id: i64, n: i64) {
-    eventsource::testing::locks::eventually_async("waiters queued", || async {
+    eventsource_testkit::locks::eventually_async("waiters queued", || async {
         lock_rows(client, lock_id).await.1 >= n
     })
     .await;

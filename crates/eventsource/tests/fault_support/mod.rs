@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use eventsource::testing::pg::{ClusterOptions, TestCluster, TestDatabase};
+use eventsource_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -11,7 +11,7 @@ use crate::ports::error::Result;
 /// Stores read models of one type in one table.
 ///
 /// Every implementation passes the conformance suite in
-/// `eventsource::testing::readmodels`, so code written against this trait
+/// `eventsource_testkit::readmodels`, so code written against this trait
 /// behaves the same on the in-memory, PostgreSQL and SQLite adapters.
 ///
 /// # Contract

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Config, NoTls};
 
-use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use eventsource::ports::error::{BackendError, BackendErrorKind, Error, Result};
 
 /// The environment variable naming an existing server to test against.
 pub const TEST_DATABASE_URL_ENV: &str = "EVENTSOURCE_TEST_DATABASE_URL";

@@ -6,7 +6,7 @@
 //! ```no_run
 //! use eventsource::InMemoryLockManager;
 //!
-//! eventsource::lock_conformance_tests!(|| async {
+//! eventsource_testkit::lock_conformance_tests!(|| async {
 //!     let primary = InMemoryLockManager::new(Some("t".into()));
 //!     let observer = primary.clone();
 //!     (primary, observer, ())
@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::{lock_id_for_key, DistributedLock, Error, LockRegistry};
+use eventsource::{lock_id_for_key, DistributedLock, Error, LockRegistry};
 
 /// What a conformance case needs of an implementation.
 pub trait Conformant: DistributedLock + LockRegistry + Clone + Send + Sync + 'static {}
@@ -74,7 +74,7 @@ macro_rules! __lock_conformance_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
-                $crate::testing::locks::$case(&primary, &observer).await;
+                $crate::locks::$case(&primary, &observer).await;
             }
         )*
     };
@@ -395,7 +395,7 @@ pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L,
     let err = lock.acquire(&huge, None).await.unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),
-        Some(crate::AcquireFailure::KeyTooLong { .. })
+        Some(eventsource::AcquireFailure::KeyTooLong { .. })
     ));
     assert!(lock.try_acquire(&huge).await.is_err());
     assert_eq!(lock.held_lock_count(), 0);

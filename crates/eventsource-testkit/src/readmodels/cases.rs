@@ -5,8 +5,10 @@ use chrono::{Duration, NaiveDate, TimeZone, Utc};
 use uuid::Uuid;
 
 use super::ConformanceItem as Item;
-use crate::ports::error::{Error, Result};
-use crate::ports::readmodels::{Direction, Filter, Query, ReadModelError, ReadModelRepository};
+use eventsource::ports::error::{Error, Result};
+use eventsource::ports::readmodels::{
+    Direction, Filter, Query, ReadModelError, ReadModelRepository,
+};
 
 type Outcome = std::result::Result<(), String>;
 

@@ -4,7 +4,7 @@
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! use eventsource::adapters::memory::InMemoryReadModelRepository;
-//! use eventsource::testing::readmodels::{run_conformance, ConformanceItem};
+//! use eventsource_testkit::readmodels::{run_conformance, ConformanceItem};
 //!
 //! let repo = InMemoryReadModelRepository::<ConformanceItem>::new();
 //! let report = run_conformance(&repo).await;
@@ -26,7 +26,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::ports::readmodels::{
+use eventsource::ports::readmodels::{
     FieldDescriptor, FieldType, IndexDescriptor, ReadModel, ReadModelMeta, ReadModelRepository,
 };
 

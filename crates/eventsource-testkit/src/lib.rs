@@ -1,0 +1,23 @@
+//! Test support for `eventsource` and for third-party adapters of its ports.
+//!
+//! Kept out of the `eventsource` crate so that nothing a service ships
+//! contains a test suite or a cluster harness.
+//!
+//! - [`locks`] (feature `suites`): the lock conformance suite; run it
+//!   against any [`DistributedLock`](eventsource::DistributedLock) +
+//!   [`LockRegistry`](eventsource::LockRegistry) with one macro call,
+//!   [`lock_conformance_tests!`].
+//! - [`readmodels`] (feature `suites`): the read-model conformance suite.
+//! - [`pg`] (feature `cluster`): a throwaway PostgreSQL cluster booted from
+//!   the installed server binaries, and a fresh database per test.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+
+#[cfg(feature = "suites")]
+pub mod locks;
+#[cfg(feature = "suites")]
+pub mod readmodels;
+
+#[cfg(feature = "cluster")]
+pub mod pg;
