@@ -26,18 +26,19 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use eventsource::ports::readmodels::{
-    FieldDescriptor, FieldType, IndexDescriptor, ReadModel, ReadModelMeta, ReadModelRepository,
-};
+use eventsource::ports::readmodels::{ReadModel, ReadModelMeta, ReadModelRepository};
 
 pub use cases::CASES;
 
 /// The model the suite stores: one field of each queryable type, most of
-/// them nullable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// them nullable. Table `conformance_items`, with an index on
+/// `(category, quantity)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ReadModel)]
+#[read_model(index(category, quantity))]
 pub struct ConformanceItem {
     /// Bookkeeping.
     #[serde(flatten)]
+    #[read_model(meta)]
     pub meta: ReadModelMeta,
     /// Text, not nullable.
     pub name: String,
@@ -58,6 +59,7 @@ pub struct ConformanceItem {
     /// JSON, nullable (not queryable).
     pub attributes: Option<serde_json::Value>,
     /// Decimal (as text), nullable.
+    #[column(kind = "decimal")]
     pub amount: Option<String>,
 }
 
@@ -96,37 +98,6 @@ impl ConformanceItem {
     pub fn price(mut self, p: f64) -> Self {
         self.price = Some(p);
         self
-    }
-}
-
-impl ReadModel for ConformanceItem {
-    const TABLE_NAME: Option<&'static str> = Some("conformance_items");
-
-    fn fields() -> Vec<FieldDescriptor> {
-        vec![
-            FieldDescriptor::of::<String>("name"),
-            FieldDescriptor::of::<Option<String>>("category"),
-            FieldDescriptor::of::<i64>("quantity"),
-            FieldDescriptor::of::<Option<f64>>("price"),
-            FieldDescriptor::of::<bool>("active"),
-            FieldDescriptor::of::<Option<Uuid>>("owner_id"),
-            FieldDescriptor::of::<Option<DateTime<Utc>>>("due_at"),
-            FieldDescriptor::of::<Option<NaiveDate>>("day"),
-            FieldDescriptor::of::<Option<serde_json::Value>>("attributes"),
-            FieldDescriptor::new("amount", FieldType::Decimal).nullable(),
-        ]
-    }
-
-    fn indexes() -> Vec<IndexDescriptor> {
-        vec![IndexDescriptor::on(["category", "quantity"])]
-    }
-
-    fn meta(&self) -> &ReadModelMeta {
-        &self.meta
-    }
-
-    fn meta_mut(&mut self) -> &mut ReadModelMeta {
-        &mut self.meta
     }
 }
 

@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
 use crate::ports::error::Result;
+use crate::ports::readmodels::storage::{now_micros, CheckedQuery, DeletedRows, Record};
 use crate::ports::readmodels::{
-    now_micros, CheckedQuery, DeletedRows, FieldDescriptor, Query, ReadModel, ReadModelError,
-    ReadModelHandler, ReadModelRepository, Record, TransactionalReadModels, Value,
+    FieldDescriptor, Query, ReadModel, ReadModelError, ReadModelHandler, ReadModelRepository,
+    TransactionalReadModels, Value,
 };
 
 type Rows = BTreeMap<Uuid, Record>;

@@ -20,9 +20,9 @@
 //! assert!(ddl.contains(r#"WHERE "deleted_at" IS NULL"#));
 //! ```
 
+use crate::ports::readmodels::storage::base_fields;
 use crate::ports::readmodels::{
-    base_fields, DefaultValue, FieldDescriptor, FieldType, IndexDescriptor, ReadModel,
-    ReadModelError,
+    DefaultValue, FieldDescriptor, FieldType, IndexDescriptor, ReadModel, ReadModelError,
 };
 
 use super::{quote_ident, Dialect};

@@ -9,10 +9,10 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::ports::readmodels::{
-    base_fields, CheckedFilter, CheckedQuery, DeletedRows, Direction, FieldDescriptor, FieldType,
-    Operand, Operator, Record, Value,
+use crate::ports::readmodels::storage::{
+    base_fields, CheckedFilter, CheckedQuery, DeletedRows, Record,
 };
+use crate::ports::readmodels::{Direction, FieldDescriptor, FieldType, Operand, Operator, Value};
 
 use super::{quote_ident, Dialect};
 

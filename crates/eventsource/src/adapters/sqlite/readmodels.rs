@@ -12,9 +12,10 @@ use uuid::Uuid;
 
 use crate::adapters::sql::{Dialect, SqlTable, Statement};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
 use crate::ports::readmodels::{
-    now_micros, DeletedRows, FieldDescriptor, FieldType, Query, ReadModel, ReadModelError,
-    ReadModelHandler, ReadModelRepository, Record, TransactionalReadModels, Value,
+    FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelHandler,
+    ReadModelRepository, TransactionalReadModels, Value,
 };
 
 use super::database::{sqlite_error, Access, SqliteDatabase};

@@ -22,7 +22,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::error::ReadModelError;
-use super::model::{base_fields, FieldDescriptor, FieldType};
+use super::field::{FieldDescriptor, FieldType};
+use super::storage::base_fields;
 use super::value::Value;
 
 /// A comparison operator.

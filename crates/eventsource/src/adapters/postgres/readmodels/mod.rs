@@ -20,9 +20,10 @@ use uuid::Uuid;
 
 use crate::adapters::sql::{schema, Dialect, Param, SqlTable, Statement};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
 use crate::ports::readmodels::{
-    now_micros, DeletedRows, FieldType, Query, ReadModel, ReadModelError, ReadModelHandler,
-    ReadModelRepository, Record, TransactionalReadModels, Value,
+    FieldType, Query, ReadModel, ReadModelError, ReadModelHandler, ReadModelRepository,
+    TransactionalReadModels, Value,
 };
 
 use source::query_error;
