@@ -30,11 +30,12 @@ async fn pooled_repository_passes_the_conformance_suite() {
 }
 
 #[tokio::test]
-async fn plain_client_repository_passes_the_conformance_suite() {
+async fn mutex_client_repository_passes_the_conformance_suite() {
     let db = TestDatabase::create().await.unwrap();
     pool(&db).await;
     let client = db.connect().await.unwrap();
-    let repo = PostgresReadModelRepository::<ConformanceItem, _>::new(client);
+    let repo =
+        PostgresReadModelRepository::<ConformanceItem, _>::new(tokio::sync::Mutex::new(client));
     run_conformance(&repo).await.assert_passed();
 }
 

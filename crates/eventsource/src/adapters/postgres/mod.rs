@@ -5,6 +5,7 @@ mod connect;
 mod held;
 mod holders;
 mod manager;
+mod options;
 mod pool;
 mod registry;
 mod session;
@@ -14,11 +15,12 @@ mod verify;
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
 pub use manager::PostgresLockManager;
+pub use options::ConnectOptions;
 pub use tls::{split_ssl_params, SslMode, SslParams};
 pub use verify::{VerifyProblem, VerifyReport};
 
 mod readmodels;
 pub use readmodels::{
-    PgClientSource, PgTransactionSource, PooledClient, PostgresDatabase,
-    PostgresReadModelRepository, DEFAULT_POOL_SIZE,
+    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresDatabase,
+    PostgresDatabaseBuilder, PostgresReadModelRepository, DEFAULT_POOL_SIZE,
 };
