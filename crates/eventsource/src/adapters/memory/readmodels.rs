@@ -127,11 +127,12 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
 
     /// Applies an upsert of `record` to `rows`, returning the stored record.
     fn upsert(rows: &mut Rows, mut record: Record) -> Record {
+        // `updated_at` is stamped on insert too, as the reference does.
+        record.meta.updated_at = now_micros();
         if let Some(stored) = rows.get(&record.meta.id) {
             record.meta.created_at = stored.meta.created_at;
             record.meta.deleted_at = stored.meta.deleted_at;
             record.meta.version = stored.meta.version + 1;
-            record.meta.updated_at = now_micros();
         }
         rows.insert(record.meta.id, record.clone());
         record

@@ -392,8 +392,9 @@ impl SqlTable {
         b.finish()
     }
 
-    /// The upsert of `record`: insert as given, or update the user fields,
-    /// `updated_at = now` and `version = stored + 1`. Returns the row.
+    /// The upsert of `record`: insert as given (but `updated_at = now`), or
+    /// update the user fields, `updated_at = now` and `version = stored + 1`.
+    /// Returns the row.
     pub fn upsert(&self, record: &Record, now: DateTime<Utc>) -> Statement {
         self.upsert_many(std::slice::from_ref(record), now)
     }
@@ -417,7 +418,7 @@ impl SqlTable {
                 b.push(", ");
             }
             let placeholders: Vec<String> = self
-                .record_values(record)
+                .record_values(record, now)
                 .into_iter()
                 .map(|(v, ty)| b.bind(v, &ty))
                 .collect();
@@ -432,8 +433,8 @@ impl SqlTable {
                 format!("{q} = EXCLUDED.{q}")
             })
             .collect();
-        let now_p = b.bind(Value::Timestamp(now), &FieldType::Timestamp);
-        sets.push(format!(r#""updated_at" = {now_p}"#));
+        // Every inserted row carries `now` as its `updated_at` already.
+        sets.push(r#""updated_at" = EXCLUDED."updated_at""#.to_owned());
         sets.push(format!(r#""version" = {table}."version" + 1"#));
         b.push(&sets.join(", "));
         b.push(&format!(" RETURNING {}", self.select_list));
@@ -512,14 +513,14 @@ impl SqlTable {
         }
     }
 
-    /// The column values of a record, with types, in [`SqlTable::columns`]
-    /// order.
-    fn record_values(&self, record: &Record) -> Vec<(Value, FieldType)> {
+    /// The column values of a record as inserted (`updated_at` = `now`),
+    /// with types, in [`SqlTable::columns`] order.
+    fn record_values(&self, record: &Record, now: DateTime<Utc>) -> Vec<(Value, FieldType)> {
         let m = &record.meta;
         let mut out = vec![
             (Value::Uuid(m.id), FieldType::Uuid),
             (Value::Timestamp(m.created_at), FieldType::Timestamp),
-            (Value::Timestamp(m.updated_at), FieldType::Timestamp),
+            (Value::Timestamp(now), FieldType::Timestamp),
             (Value::Integer(m.version), FieldType::Integer),
             (
                 m.deleted_at.map_or(Value::Null, Value::Timestamp),
