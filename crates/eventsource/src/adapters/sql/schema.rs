@@ -203,7 +203,9 @@ pub fn full_schema<M: ReadModel>(dialect: Dialect) -> String {
 /// The statements that bring an existing table (with `existing_columns`) up
 /// to `fields`: one `ALTER TABLE ... ADD COLUMN` per missing column (base
 /// columns included), then the index statements. Columns are only ever
-/// added; extra existing columns are left alone.
+/// added; extra existing columns are left alone. Existing names match as
+/// the backend matches identifiers: exactly on PostgreSQL (the generator
+/// quotes them), ASCII case-insensitively on SQLite.
 ///
 /// Fails with [`ReadModelError::SchemaMismatch`] when the table has no `id`
 /// column, or when a missing column is NOT NULL without a default (existing
@@ -215,7 +217,14 @@ pub fn migration(
     indexes: &[IndexDescriptor],
     existing_columns: &[String],
 ) -> Result<Vec<String>, ReadModelError> {
-    let has = |name: &str| existing_columns.iter().any(|c| c == name);
+    // PostgreSQL compares quoted identifiers exactly; SQLite folds ASCII
+    // case whether quoted or not, so `Label` already is `label` there.
+    let has = |name: &str| {
+        existing_columns.iter().any(|c| match dialect {
+            Dialect::Postgres => c == name,
+            Dialect::Sqlite => c.eq_ignore_ascii_case(name),
+        })
+    };
     if !has("id") {
         return Err(ReadModelError::SchemaMismatch {
             table: table.to_owned(),
