@@ -1,7 +1,7 @@
 //! [`InMemoryReadModelRepository`]: the read-model port for one process,
 //! without a database.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,8 +11,8 @@ use uuid::Uuid;
 use crate::ports::error::Result;
 use crate::ports::readmodels::storage::{now_micros, CheckedQuery, DeletedRows, Record};
 use crate::ports::readmodels::{
-    FieldDescriptor, Query, ReadModel, ReadModelError, ReadModelHandler, ReadModelRepository,
-    TransactionalReadModels, Value,
+    Applied, FieldDescriptor, Query, ReadModel, ReadModelError, ReadModelHandler,
+    ReadModelRepository, TransactionalReadModels, Value,
 };
 
 type Rows = BTreeMap<Uuid, Record>;
@@ -52,6 +52,7 @@ type Rows = BTreeMap<Uuid, Record>;
 /// ```
 pub struct InMemoryReadModelRepository<M> {
     rows: Arc<Mutex<Rows>>,
+    checkpoints: Arc<Mutex<HashMap<String, i64>>>,
     apply_lock: Arc<tokio::sync::Mutex<()>>,
     fields: Arc<[FieldDescriptor]>,
     table: Arc<str>,
@@ -67,6 +68,7 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
     fn with_rows(rows: Rows) -> Self {
         Self {
             rows: Arc::new(Mutex::new(rows)),
+            checkpoints: Arc::default(),
             apply_lock: Arc::new(tokio::sync::Mutex::new(())),
             fields: M::fields().into(),
             table: M::table_name().into(),
@@ -82,6 +84,10 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
     /// True when no row is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn checkpoints(&self) -> MutexGuard<'_, HashMap<String, i64>> {
+        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, Rows> {
@@ -162,6 +168,7 @@ impl<M> Clone for InMemoryReadModelRepository<M> {
     fn clone(&self) -> Self {
         Self {
             rows: self.rows.clone(),
+            checkpoints: self.checkpoints.clone(),
             apply_lock: self.apply_lock.clone(),
             fields: self.fields.clone(),
             table: self.table.clone(),
@@ -327,5 +334,51 @@ impl<M: ReadModel> TransactionalReadModels<M> for InMemoryReadModelRepository<M>
 
     async fn truncate_all(&self) -> Result<u64> {
         self.truncate().await
+    }
+
+    async fn prepare_checkpoints(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
+        Ok(self.checkpoints().get(projection).copied())
+    }
+
+    async fn apply_at<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<Applied>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _serial = self.apply_lock.lock().await;
+        if self
+            .checkpoints()
+            .get(projection)
+            .is_some_and(|&c| position <= c)
+        {
+            return Ok(Applied::Skipped);
+        }
+        let snapshot = self.lock().clone();
+        let staging = Self::with_rows(snapshot);
+        handler.handle(event, &staging).await?;
+        let staged = std::mem::take(&mut *staging.lock());
+        // Rows and checkpoint change together, under both locks.
+        let mut rows = self.lock();
+        self.checkpoints().insert(projection.to_owned(), position);
+        *rows = staged;
+        Ok(Applied::Applied)
+    }
+
+    async fn reset(&self, projection: &str) -> Result<u64> {
+        let _serial = self.apply_lock.lock().await;
+        let mut rows = self.lock();
+        self.checkpoints().remove(projection);
+        let n = rows.len() as u64;
+        rows.clear();
+        Ok(n)
     }
 }

@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use crate::ports::error::{Error, Result};
 use crate::ports::readmodels::{
-    Query, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
+    Applied, Query, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
 };
 
 #[cfg(feature = "postgres")]
@@ -340,6 +340,31 @@ impl<M: ReadModel> TransactionalReadModels<M> for AnyReadModelRepository<M> {
 
     async fn truncate_all(&self) -> Result<u64> {
         delegate!(self, r => r.truncate_all().await)
+    }
+
+    async fn prepare_checkpoints(&self) -> Result<()> {
+        delegate!(self, r => r.prepare_checkpoints().await)
+    }
+
+    async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
+        delegate!(self, r => r.checkpoint(projection).await)
+    }
+
+    async fn apply_at<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<Applied>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply_at(projection, position, handler, event).await)
+    }
+
+    async fn reset(&self, projection: &str) -> Result<u64> {
+        delegate!(self, r => r.reset(projection).await)
     }
 }
 

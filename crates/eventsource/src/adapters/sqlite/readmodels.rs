@@ -14,8 +14,7 @@ use crate::adapters::sql::{Dialect, SqlTable, Statement};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
 use crate::ports::readmodels::{
-    FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelHandler,
-    ReadModelRepository, TransactionalReadModels, Value,
+    FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelRepository, Value,
 };
 
 use super::database::{sqlite_error, Access, SqliteDatabase};
@@ -57,7 +56,7 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
     }
 
     /// Runs `f` on the connection with this repository's access mode.
-    async fn with<T, F>(&self, f: F) -> Result<T>
+    pub(super) async fn with<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection, &SqlTable) -> Result<T> + Send + 'static,
@@ -81,7 +80,7 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
         .into()
     }
 
-    fn in_transaction(&self) -> bool {
+    pub(super) fn in_transaction(&self) -> bool {
         matches!(self.access, Access::InTransaction(_))
     }
 }
@@ -426,31 +425,4 @@ impl<M: ReadModel> ReadModelRepository<M> for SqliteReadModelRepository<M> {
 
 fn backend(message: &str) -> Error {
     Error::Backend(BackendError::new(BackendErrorKind::Other, message))
-}
-
-impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
-    /// Runs the handler inside a `BEGIN IMMEDIATE` transaction on this
-    /// repository's database. A repository already bound to a transaction
-    /// runs the handler inside that one (the caller commits).
-    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
-    where
-        H: ReadModelHandler<Model = M>,
-    {
-        if self.in_transaction() {
-            return handler.handle(event, self).await;
-        }
-        let tx = self.db.transaction().await?;
-        let repo = tx.repository::<M>();
-        match handler.handle(event, &repo).await {
-            Ok(()) => tx.commit().await,
-            Err(e) => {
-                tx.rollback().await?;
-                Err(e)
-            }
-        }
-    }
-
-    async fn truncate_all(&self) -> Result<u64> {
-        self.truncate().await
-    }
 }

@@ -46,6 +46,21 @@ pub enum ReadModelError {
     /// A model could not be converted to or from its stored form.
     #[error("serialization error: {0}")]
     Serialization(String),
+    /// A projection gave up on an event: the handler or the database kept
+    /// failing after the retry budget (or failed in a way not worth
+    /// retrying). The projection's checkpoint is still before `position`.
+    #[error("projection {projection:?} stopped at position {position} after {attempts} attempt(s): {cause}")]
+    ProjectionFailed {
+        /// The projection's name.
+        projection: String,
+        /// The position of the event that failed.
+        position: i64,
+        /// How many times it was tried.
+        attempts: u32,
+        /// The last failure.
+        #[source]
+        cause: Box<crate::Error>,
+    },
 }
 
 impl ReadModelError {
@@ -57,6 +72,15 @@ impl ReadModelError {
     /// True for [`ReadModelError::VersionConflict`].
     pub fn is_version_conflict(&self) -> bool {
         matches!(self, ReadModelError::VersionConflict { .. })
+    }
+
+    /// The position of the event a projection stopped at, for
+    /// [`ReadModelError::ProjectionFailed`].
+    pub fn failed_position(&self) -> Option<i64> {
+        match self {
+            ReadModelError::ProjectionFailed { position, .. } => Some(*position),
+            _ => None,
+        }
     }
 
     /// True for [`ReadModelError::InvalidQuery`].

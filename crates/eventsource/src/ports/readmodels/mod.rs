@@ -48,7 +48,7 @@ pub use kind::FieldKind;
 pub use meta::ReadModelMeta;
 pub use model::ReadModel;
 pub use naming::default_table_name;
-pub use projection::{ReadModelHandler, TransactionalReadModels};
+pub use projection::{Applied, ReadModelHandler, TransactionalReadModels};
 pub use query::{Direction, Filter, Operand, Operator, Query};
 pub use repository::ReadModelRepository;
 pub use value::Value;

@@ -8,6 +8,7 @@
 
 mod codec;
 mod pool;
+mod projection;
 mod source;
 
 use std::collections::HashMap;
@@ -22,10 +23,7 @@ use uuid::Uuid;
 use crate::adapters::sql::{schema, Dialect, SqlTable, Statement};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
-use crate::ports::readmodels::{
-    Query, ReadModel, ReadModelError, ReadModelHandler, ReadModelRepository,
-    TransactionalReadModels,
-};
+use crate::ports::readmodels::{Query, ReadModel, ReadModelError, ReadModelRepository};
 
 use codec::{bind, decode_row, typed_params};
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
@@ -83,7 +81,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         }
     }
 
-    fn with_table(source: S, table: Arc<SqlTable>) -> Self {
+    pub(super) fn with_table(source: S, table: Arc<SqlTable>) -> Self {
         Self {
             source,
             table,
@@ -429,38 +427,5 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
             }
             .into()),
         }
-    }
-}
-
-impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
-    for PostgresReadModelRepository<M, S>
-{
-    /// Takes a client exclusively, opens a transaction on it, runs the
-    /// handler with a repository bound to that transaction, and commits
-    /// (or rolls back on error). Inside a caller's transaction the handler
-    /// runs in that one (the caller commits).
-    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
-    where
-        H: ReadModelHandler<Model = M>,
-    {
-        let Some(mut client) = self.source.exclusive().await? else {
-            return handler.handle(event, self).await;
-        };
-        let tx = client.transaction().await.map_err(query_error)?;
-        let outcome = {
-            let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
-            handler.handle(event, &repo).await
-        };
-        match outcome {
-            Ok(()) => tx.commit().await.map_err(query_error),
-            Err(e) => {
-                tx.rollback().await.map_err(query_error)?;
-                Err(e)
-            }
-        }
-    }
-
-    async fn truncate_all(&self) -> Result<u64> {
-        self.truncate().await
     }
 }
