@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use super::config::Settings;
 use super::connect::{pg_error, Connector};
+use super::settings::Settings;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 
 /// What [`verify`](super::PostgresLockManager::verify) found on a server
