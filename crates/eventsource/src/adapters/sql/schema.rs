@@ -226,11 +226,11 @@ pub fn migration(
         })
     };
     if !has("id") {
-        return Err(ReadModelError::SchemaMismatch {
-            table: table.to_owned(),
-            column: "id".to_owned(),
-            reason: "the table has no id column; it cannot be migrated in place".to_owned(),
-        });
+        return Err(ReadModelError::schema_mismatch(
+            table.to_owned(),
+            "id".to_owned(),
+            "the table has no id column; it cannot be migrated in place".to_owned(),
+        ));
     }
     let mut statements = Vec::new();
     for field in base_fields().iter().chain(fields) {
@@ -238,11 +238,11 @@ pub fn migration(
             continue;
         }
         if !field.nullable && field.default.is_none() {
-            return Err(ReadModelError::SchemaMismatch {
-                table: table.to_owned(),
-                column: field.name.clone(),
-                reason: "a new NOT NULL column needs a default for the existing rows".to_owned(),
-            });
+            return Err(ReadModelError::schema_mismatch(
+                table.to_owned(),
+                field.name.clone(),
+                "a new NOT NULL column needs a default for the existing rows".to_owned(),
+            ));
         }
         statements.push(format!(
             "ALTER TABLE {} ADD COLUMN {}",

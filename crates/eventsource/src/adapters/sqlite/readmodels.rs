@@ -126,11 +126,11 @@ fn to_sql(value: &Value) -> SqlValue {
 }
 
 fn decode_error(column: &str, field_type: &FieldType, got: &str) -> Error {
-    ReadModelError::SchemaMismatch {
-        table: String::new(),
-        column: column.to_owned(),
-        reason: format!("stored value {got} does not decode as {field_type}"),
-    }
+    ReadModelError::schema_mismatch(
+        String::new(),
+        column,
+        format!("stored value {got} does not decode as {field_type}"),
+    )
     .into()
 }
 
@@ -213,11 +213,11 @@ fn query_records(conn: &Connection, table: &SqlTable, stmt: &Statement) -> Resul
             values.push(from_sql(raw, field).map_err(|e| with_table(e, table.table()))?);
         }
         let record = table.record_from_row(values).ok_or_else(|| {
-            Error::from(ReadModelError::SchemaMismatch {
-                table: table.table().to_owned(),
-                column: "id".into(),
-                reason: "a base column holds an unexpected value".into(),
-            })
+            Error::from(ReadModelError::schema_mismatch(
+                table.table(),
+                "id",
+                "a base column holds an unexpected value",
+            ))
         })?;
         out.push(record);
     }
@@ -226,14 +226,18 @@ fn query_records(conn: &Connection, table: &SqlTable, stmt: &Statement) -> Resul
 
 fn with_table(e: Error, table: &str) -> Error {
     match e {
-        Error::ReadModel(ReadModelError::SchemaMismatch { column, reason, .. }) => {
-            ReadModelError::SchemaMismatch {
-                table: table.to_owned(),
-                column,
-                reason,
-            }
-            .into()
+        Error::ReadModel(ReadModelError::SchemaMismatch {
+            column,
+            reason,
+            source,
+            ..
+        }) => ReadModelError::SchemaMismatch {
+            table: table.to_owned(),
+            column,
+            reason,
+            source,
         }
+        .into(),
         other => other,
     }
 }

@@ -41,7 +41,7 @@ mod repository;
 pub mod storage;
 mod value;
 
-pub use error::ReadModelError;
+pub use error::{Cause, ReadModelError};
 pub use field::{Column, DefaultValue, FieldDescriptor, FieldType, SqlTypeOverride};
 pub use index::IndexDescriptor;
 pub use kind::FieldKind;

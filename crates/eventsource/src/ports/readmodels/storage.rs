@@ -134,7 +134,7 @@ pub(crate) fn values_via_serde<M: ReadModel>(
     model: &M,
     fields: &[FieldDescriptor],
 ) -> Result<Vec<Value>, ReadModelError> {
-    let json = serde_json::to_value(model).map_err(|e| ser_err::<M>(e.to_string()))?;
+    let json = serde_json::to_value(model).map_err(serde_err::<M>)?;
     let serde_json::Value::Object(map) = json else {
         return Err(ser_err::<M>(
             "the model must serialise as a JSON object".into(),
@@ -173,8 +173,8 @@ pub(crate) fn model_via_serde<M: ReadModel>(
     for (field, value) in fields.iter().zip(&values) {
         map.insert(field.name.clone(), value.to_json());
     }
-    let mut model: M = serde_json::from_value(serde_json::Value::Object(map))
-        .map_err(|e| ser_err::<M>(e.to_string()))?;
+    let mut model: M =
+        serde_json::from_value(serde_json::Value::Object(map)).map_err(serde_err::<M>)?;
     *model.meta_mut() = meta;
     Ok(model)
 }
@@ -202,7 +202,19 @@ pub fn field_error<M>(field: &str, reason: String) -> ReadModelError {
 }
 
 fn ser_err<M>(reason: String) -> ReadModelError {
-    ReadModelError::Serialization(format!("{}: {reason}", short_type_name::<M>()))
+    ReadModelError::Serialization {
+        model: short_type_name::<M>(),
+        reason,
+        source: None,
+    }
+}
+
+fn serde_err<M>(e: serde_json::Error) -> ReadModelError {
+    ReadModelError::Serialization {
+        model: short_type_name::<M>(),
+        reason: e.to_string(),
+        source: Some(Box::new(e)),
+    }
 }
 
 fn short_type_name<M>() -> &'static str {
@@ -267,7 +279,7 @@ mod tests {
         );
         assert!(matches!(
             Record::from_model(&thing, &[FieldDescriptor::of::<i64>("label")]),
-            Err(ReadModelError::Serialization(_))
+            Err(ReadModelError::Serialization { .. })
         ));
     }
 }

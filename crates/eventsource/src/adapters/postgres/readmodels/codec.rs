@@ -32,15 +32,16 @@ pub(super) fn decode_row(table: &SqlTable, row: &Row) -> Result<Record> {
                 table: table.table().to_owned(),
                 column: field.name.clone(),
                 reason: e.to_string(),
+                source: Some(Box::new(e)),
             })
         })?);
     }
     table.record_from_row(values).ok_or_else(|| {
-        ReadModelError::SchemaMismatch {
-            table: table.table().to_owned(),
-            column: "id".into(),
-            reason: "a base column holds an unexpected value".into(),
-        }
+        ReadModelError::schema_mismatch(
+            table.table(),
+            "id",
+            "a base column holds an unexpected value",
+        )
         .into()
     })
 }
