@@ -50,6 +50,7 @@ mod postgres {
         ConnectOptions, PostgresDatabase, PostgresReadModelRepository,
     };
     use eventsource_testkit::pg::TestDatabase;
+    use std::future::Future;
     use std::time::Duration;
 
     async fn pool(db: &TestDatabase) -> PostgresDatabase {
@@ -118,6 +119,15 @@ mod postgres {
             .build()
             .unwrap();
         let held = pool.get().await.unwrap();
+        // A wait dropped before a connection came free leaks nothing.
+        {
+            let mut waiting = std::pin::pin!(pool.get());
+            let polled = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(waiting.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            assert!(polled, "a second connection was lent from a pool of one");
+        }
         let err = pool.get().await.unwrap_err();
         assert_eq!(
             err.as_backend().unwrap().kind(),

@@ -236,6 +236,31 @@ where
     assert_eq!(rebuilt.applied, 6);
     assert_eq!(state(p.backend()).await, expected);
 
+    // Reset dropped at every poll: rows and checkpoint went together or
+    // not at all.
+    let mut n = 1;
+    loop {
+        let p = ReadModelProjection::new(Tallies::new(), fresh().await).named("tallies");
+        p.catch_up(events.iter().map(|(pos, e)| (*pos, e)))
+            .await
+            .unwrap();
+        let finished = drop_after_polls(p.reset(), n).await.is_some();
+        let rows = p
+            .backend()
+            .count(&Query::new().include_deleted(true))
+            .await
+            .unwrap();
+        let checkpoint = p.checkpoint().await.unwrap();
+        assert!(
+            (rows == 0 && checkpoint.is_none()) || (rows == 2 && checkpoint == Some(6)),
+            "reset dropped after {n} polls left {rows} rows and checkpoint {checkpoint:?}"
+        );
+        if finished {
+            break;
+        }
+        n += 1;
+    }
+
     // Checkpoints are per projection name.
     let other = ReadModelProjection::new(Tallies::new(), fresh().await).named("other");
     assert_eq!(other.checkpoint().await.unwrap(), None);
@@ -447,4 +472,14 @@ async fn one_runner_per_projection_and_a_lost_lock_stops_the_run() {
         "stopped before event 5"
     );
     let _: &Error = &err;
+
+    // A run dropped mid-way gives its lock back.
+    let running = p.run(&locks, None, events.iter().map(|(pos, e)| (*pos, e)));
+    let _ = drop_after_polls(running, 1).await;
+    eventsource_testkit::locks::eventually(
+        "the dropped run's lock is released",
+        Duration::from_secs(10),
+        || locks.held_lock_count() == 0,
+    )
+    .await;
 }
