@@ -6,6 +6,9 @@
 //! Values never enter the SQL text: each becomes a [`Param`] with its field
 //! type, and the adapter binds it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -46,6 +49,20 @@ pub struct SqlTable {
     fields: Vec<FieldDescriptor>,
     columns: Vec<FieldDescriptor>,
     select_list: String,
+    /// SQL texts that depend only on their shape (statement, row count),
+    /// built once: the hot statements skip the formatting.
+    texts: Arc<Mutex<HashMap<(&'static str, usize), Arc<str>>>>,
+}
+
+/// The most cached SQL texts per table (batch sizes vary).
+const MAX_CACHED_TEXTS: usize = 64;
+
+/// A placeholder for parameter `n` of a field of type `field_type`.
+fn placeholder(dialect: Dialect, n: usize, field_type: &FieldType) -> String {
+    match dialect {
+        Dialect::Postgres => format!("${n}::{}", postgres_param_type(field_type)),
+        Dialect::Sqlite => format!("?{n}"),
+    }
 }
 
 /// Builds one statement, numbering placeholders.
@@ -155,6 +172,7 @@ impl SqlTable {
             fields,
             columns: all,
             select_list: select.join(", "),
+            texts: Arc::default(),
         }
     }
 
@@ -216,6 +234,19 @@ impl SqlTable {
         })
     }
 
+    /// The SQL text of shape `key`, built by `build` the first time.
+    fn text(&self, key: (&'static str, usize), build: impl FnOnce() -> String) -> String {
+        let mut texts = self.texts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = texts.get(&key) {
+            return t.to_string();
+        }
+        let t: Arc<str> = build().into();
+        if texts.len() < MAX_CACHED_TEXTS {
+            texts.insert(key, t.clone());
+        }
+        t.to_string()
+    }
+
     fn builder(&self) -> Builder {
         Builder {
             dialect: self.dialect,
@@ -238,19 +269,26 @@ impl SqlTable {
 
     /// `SELECT` of one row by id, with a soft-delete policy.
     pub fn get(&self, id: Uuid, deleted: DeletedRows) -> Statement {
-        let mut b = self.builder();
-        b.push(&format!(
-            "SELECT {} FROM {} WHERE \"id\" = ",
-            self.select_list,
-            self.quoted_table()
-        ));
-        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
-        b.push(&p);
-        if let Some(cond) = Self::deleted_condition(deleted) {
-            b.push(" AND ");
-            b.push(cond);
+        let sql = self.text(("get", deleted as usize), || {
+            let mut sql = format!(
+                "SELECT {} FROM {} WHERE \"id\" = {}",
+                self.select_list,
+                self.quoted_table(),
+                placeholder(self.dialect, 1, &FieldType::Uuid)
+            );
+            if let Some(cond) = Self::deleted_condition(deleted) {
+                sql.push_str(" AND ");
+                sql.push_str(cond);
+            }
+            sql
+        });
+        Statement {
+            sql,
+            params: vec![Param {
+                value: Value::Uuid(id),
+                field_type: FieldType::Uuid,
+            }],
         }
-        b.finish()
     }
 
     /// `SELECT` of the live rows among `ids` (in no particular order).
@@ -402,29 +440,41 @@ impl SqlTable {
     /// One multi-row upsert of `records` (no id may appear twice). Returns
     /// the rows, in no guaranteed order.
     pub fn upsert_many(&self, records: &[Record], now: DateTime<Utc>) -> Statement {
-        let mut b = self.builder();
+        let params = records
+            .iter()
+            .flat_map(|r| self.record_values(r, now))
+            .map(|(value, field_type)| Param { value, field_type })
+            .collect();
+        let sql = self.text(("upsert", records.len()), || {
+            self.upsert_text(records.len())
+        });
+        Statement { sql, params }
+    }
+
+    fn upsert_text(&self, rows: usize) -> String {
         let table = self.quoted_table();
         let names: Vec<String> = self
             .columns()
             .iter()
             .map(|f| quote_ident(&f.name))
             .collect();
-        b.push(&format!(
-            "INSERT INTO {table} ({}) VALUES ",
-            names.join(", ")
-        ));
-        for (i, record) in records.iter().enumerate() {
-            if i > 0 {
-                b.push(", ");
+        let mut sql = format!("INSERT INTO {table} ({}) VALUES ", names.join(", "));
+        let mut n = 0;
+        for row in 0..rows {
+            if row > 0 {
+                sql.push_str(", ");
             }
             let placeholders: Vec<String> = self
-                .record_values(record, now)
-                .into_iter()
-                .map(|(v, ty)| b.bind(v, &ty))
+                .columns
+                .iter()
+                .map(|f| {
+                    n += 1;
+                    placeholder(self.dialect, n, &f.field_type)
+                })
                 .collect();
-            b.push(&format!("({})", placeholders.join(", ")));
+            sql.push_str(&format!("({})", placeholders.join(", ")));
         }
-        b.push(r#" ON CONFLICT ("id") DO UPDATE SET "#);
+        sql.push_str(r#" ON CONFLICT ("id") DO UPDATE SET "#);
         let mut sets: Vec<String> = self
             .fields
             .iter()
@@ -436,9 +486,9 @@ impl SqlTable {
         // Every inserted row carries `now` as its `updated_at` already.
         sets.push(r#""updated_at" = EXCLUDED."updated_at""#.to_owned());
         sets.push(format!(r#""version" = {table}."version" + 1"#));
-        b.push(&sets.join(", "));
-        b.push(&format!(" RETURNING {}", self.select_list));
-        b.finish()
+        sql.push_str(&sets.join(", "));
+        sql.push_str(&format!(" RETURNING {}", self.select_list));
+        sql
     }
 
     /// The update of `record` only where the stored version equals the

@@ -67,8 +67,8 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
 
     fn decode_all(&self, records: Vec<Record>) -> Result<Vec<M>> {
         records
-            .iter()
-            .map(|r| Ok(r.to_model(self.table.fields())?))
+            .into_iter()
+            .map(|r| Ok(r.into_model(self.table.fields())?))
             .collect()
     }
 
@@ -194,8 +194,25 @@ fn from_sql(raw: ValueRef<'_>, field: &FieldDescriptor) -> Result<Value> {
     })
 }
 
-fn params(stmt: &Statement) -> Vec<SqlValue> {
-    stmt.params.iter().map(|p| to_sql(&p.value)).collect()
+/// A parameter bound by reference: text, decimals and blobs are lent to
+/// SQLite, not copied.
+struct LiteParam<'a>(&'a Value);
+
+impl rusqlite::ToSql for LiteParam<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ToSqlOutput;
+        Ok(match self.0 {
+            Value::Text(s) | Value::Decimal(s) => {
+                ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes()))
+            }
+            Value::Bytes(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+            other => ToSqlOutput::Owned(to_sql(other)),
+        })
+    }
+}
+
+fn params(stmt: &Statement) -> impl Iterator<Item = LiteParam<'_>> {
+    stmt.params.iter().map(|p| LiteParam(&p.value))
 }
 
 /// Runs a row-returning statement and decodes every row.

@@ -1,7 +1,8 @@
 //! Binding parameters and decoding columns for the PostgreSQL repository.
 
+use bytes::BytesMut;
 use chrono::{DateTime, NaiveDate, Utc};
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::{IsNull, ToSql, Type};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -12,13 +13,13 @@ use crate::ports::readmodels::{FieldType, ReadModelError, Value};
 
 /// The parameters with their PostgreSQL types, for `query_typed`.
 pub(super) fn typed_params<'p>(
-    params: &'p [BoxedParam],
+    params: &'p [PgParam<'_>],
     stmt: &Statement,
 ) -> Vec<(&'p (dyn ToSql + Sync), Type)> {
     params
         .iter()
         .zip(&stmt.params)
-        .map(|(p, param)| (&**p as &(dyn ToSql + Sync), pg_type(&param.field_type)))
+        .map(|(p, param)| (p as &(dyn ToSql + Sync), pg_type(&param.field_type)))
         .collect()
 }
 
@@ -46,11 +47,49 @@ pub(super) fn decode_row(table: &SqlTable, row: &Row) -> Result<Record> {
     })
 }
 
-pub(super) type BoxedParam = Box<dyn ToSql + Sync + Send>;
+/// A parameter bound by reference, with the type its placeholder's cast
+/// expects: no copy of its value, no allocation.
+#[derive(Debug)]
+pub(super) struct PgParam<'a>(&'a Param);
 
-/// Binds each parameter with the Rust type its placeholder's cast expects.
-pub(super) fn bind(stmt: &Statement) -> Vec<BoxedParam> {
-    stmt.params.iter().map(bind_one).collect()
+impl ToSql for PgParam<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let v = &self.0.value;
+        match (&self.0.field_type, v) {
+            (_, Value::Null) => Ok(IsNull::Yes),
+            (FieldType::Uuid, Value::Uuid(u)) => u.to_sql(ty, out),
+            (
+                FieldType::Text | FieldType::Other(_) | FieldType::Decimal,
+                Value::Text(s) | Value::Decimal(s),
+            ) => s.as_str().to_sql(ty, out),
+            (FieldType::Integer, Value::Integer(i)) => i.to_sql(ty, out),
+            (FieldType::Float, Value::Float(f)) => f.to_sql(ty, out),
+            (FieldType::Float, Value::Integer(i)) => (*i as f64).to_sql(ty, out),
+            (FieldType::Bool, Value::Bool(b)) => b.to_sql(ty, out),
+            (FieldType::Timestamp, Value::Timestamp(t)) => t.to_sql(ty, out),
+            (FieldType::Date, Value::Date(d)) => d.to_sql(ty, out),
+            (FieldType::Json, Value::Json(j)) => j.to_sql(ty, out),
+            (FieldType::Bytes, Value::Bytes(b)) => b.as_slice().to_sql(ty, out),
+            // `Query::check` and the stored form only pair values with
+            // their field's type; anything else binds as NULL, as before.
+            _ => Ok(IsNull::Yes),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+/// The statement's parameters, bound by reference.
+pub(super) fn bind(stmt: &Statement) -> Vec<PgParam<'_>> {
+    stmt.params.iter().map(PgParam).collect()
 }
 
 /// The PostgreSQL type of a parameter (matching its placeholder's cast).
@@ -65,52 +104,6 @@ fn pg_type(field_type: &FieldType) -> Type {
         FieldType::Date => Type::DATE,
         FieldType::Json => Type::JSONB,
         FieldType::Bytes => Type::BYTEA,
-    }
-}
-
-fn bind_one(param: &Param) -> BoxedParam {
-    fn opt<T: ToSql + Sync + Send + 'static>(v: Option<T>) -> BoxedParam {
-        Box::new(v)
-    }
-    let v = &param.value;
-    match &param.field_type {
-        FieldType::Uuid => opt(match v {
-            Value::Uuid(u) => Some(*u),
-            _ => None,
-        }),
-        FieldType::Text | FieldType::Other(_) | FieldType::Decimal => opt(match v {
-            Value::Text(s) | Value::Decimal(s) => Some(s.clone()),
-            _ => None,
-        }),
-        FieldType::Integer => opt(match v {
-            Value::Integer(i) => Some(*i),
-            _ => None,
-        }),
-        FieldType::Float => opt(match v {
-            Value::Float(f) => Some(*f),
-            Value::Integer(i) => Some(*i as f64),
-            _ => None,
-        }),
-        FieldType::Bool => opt(match v {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }),
-        FieldType::Timestamp => opt(match v {
-            Value::Timestamp(t) => Some(*t),
-            _ => None,
-        }),
-        FieldType::Date => opt(match v {
-            Value::Date(d) => Some(*d),
-            _ => None,
-        }),
-        FieldType::Json => opt(match v {
-            Value::Json(j) => Some(j.clone()),
-            _ => None,
-        }),
-        FieldType::Bytes => opt(match v {
-            Value::Bytes(b) => Some(b.clone()),
-            _ => None,
-        }),
     }
 }
 

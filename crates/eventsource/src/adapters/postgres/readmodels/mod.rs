@@ -156,7 +156,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         let params = bind(stmt);
         if let Some(prepared) = client.prepare_cached(sql).await? {
             let refs: Vec<&(dyn ToSql + Sync)> =
-                params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
+                params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
             return client.query(&prepared, &refs).await.map_err(query_error);
         }
         client
@@ -195,15 +195,18 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         decode_row(&self.table, row)
     }
 
-    fn decode_all(&self, records: &[Record]) -> Result<Vec<M>> {
+    fn decode_all(&self, records: Vec<Record>) -> Result<Vec<M>> {
         records
-            .iter()
-            .map(|r| Ok(r.to_model(self.table.fields())?))
+            .into_iter()
+            .map(|r| Ok(r.into_model(self.table.fields())?))
             .collect()
     }
 
-    fn first(&self, records: &[Record]) -> Result<Option<M>> {
-        Ok(self.decode_all(records)?.into_iter().next())
+    fn first(&self, records: Vec<Record>) -> Result<Option<M>> {
+        match records.into_iter().next() {
+            Some(r) => Ok(Some(r.into_model(self.table.fields())?)),
+            None => Ok(None),
+        }
     }
 
     /// Runs one multi-row upsert per batch; the stored records, in input
@@ -285,7 +288,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         let records = self
             .records(&self.table.get(id, DeletedRows::Exclude))
             .await?;
-        self.first(&records)
+        self.first(records)
     }
 
     async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
@@ -295,7 +298,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         }
         let by_id: HashMap<Uuid, Record> = found.into_iter().map(|r| (r.meta.id, r)).collect();
         let ordered: Vec<Record> = ids.iter().filter_map(|id| by_id.get(id).cloned()).collect();
-        self.decode_all(&ordered)
+        self.decode_all(ordered)
     }
 
     async fn save(&self, model: &M) -> Result<M> {
@@ -303,7 +306,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         let records = self
             .records(&self.table.upsert(&record, now_micros()))
             .await?;
-        self.first(&records)?
+        self.first(records)?
             .ok_or_else(|| backend("upsert returned no row"))
     }
 
@@ -340,7 +343,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
             tx.commit().await.map_err(query_error)?;
             stored
         };
-        self.decode_all(&stored)
+        self.decode_all(stored)
     }
 
     async fn delete(&self, id: Uuid) -> Result<bool> {
@@ -363,14 +366,14 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
 
     async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
         let records = self.records(&self.table.get(id, DeletedRows::Only)).await?;
-        self.first(&records)
+        self.first(records)
     }
 
     async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
         let mut checked = query.check(self.table.fields())?;
         checked.deleted = DeletedRows::Only;
         let records = self.records(&self.table.find(&checked)).await?;
-        self.decode_all(&records)
+        self.decode_all(records)
     }
 
     async fn exists(&self, id: Uuid) -> Result<bool> {
@@ -380,14 +383,14 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
     async fn find(&self, query: &Query) -> Result<Vec<M>> {
         let checked = query.check(self.table.fields())?;
         let records = self.records(&self.table.find(&checked)).await?;
-        self.decode_all(&records)
+        self.decode_all(records)
     }
 
     async fn find_one(&self, query: &Query) -> Result<Option<M>> {
         let mut checked = query.check(self.table.fields())?;
         checked.limit = Some(1);
         let records = self.records(&self.table.find(&checked)).await?;
-        self.first(&records)
+        self.first(records)
     }
 
     async fn count(&self, query: &Query) -> Result<u64> {
@@ -409,7 +412,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         let updated = self
             .records(&self.table.update_if_version(&record, now_micros()))
             .await?;
-        if let Some(m) = self.first(&updated)? {
+        if let Some(m) = self.first(updated)? {
             return Ok(m);
         }
         let id = record.meta.id;
