@@ -51,8 +51,11 @@ pub struct SqlTable {
     select_list: String,
     /// SQL texts that depend only on their shape (statement, row count),
     /// built once: the hot statements skip the formatting.
-    texts: Arc<Mutex<HashMap<(&'static str, usize), Arc<str>>>>,
+    texts: Arc<Mutex<SqlTexts>>,
 }
+
+/// SQL texts by (statement, shape).
+type SqlTexts = HashMap<(&'static str, usize), Arc<str>>;
 
 /// The most cached SQL texts per table (batch sizes vary).
 const MAX_CACHED_TEXTS: usize = 64;
