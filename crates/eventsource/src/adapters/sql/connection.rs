@@ -2,23 +2,7 @@
 //! `sqlite://` URL, and [`AnyReadModelRepository`], a repository on
 //! whichever backend the URL named.
 //!
-//! SQLite URLs follow SQLAlchemy's convention (what the reference library
-//! and its users write):
-//!
-//! | URL | database |
-//! |---|---|
-//! | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`), TLS parameters included |
-//! | `sqlite://`, `sqlite:///:memory:` (also `sqlite::memory:`, `sqlite://:memory:`) | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
-//! | `sqlite:///relative/path.db` | the file `relative/path.db`, relative to the working directory |
-//! | `sqlite:////absolute/path.db` | the file `/absolute/path.db` |
-//! | `sqlite:path.db` | the file `path.db` (relative) |
-//!
-//! A `+driver` suffix on the scheme (`postgresql+asyncpg://`,
-//! `postgresql+psycopg://`, `sqlite+aiosqlite://`) is ignored, so URLs
-//! written for other toolkits work unchanged; so is a `?query` on SQLite
-//! URLs. The path is percent-decoded. `sqlite://host/...` (a host part) is
-//! refused: SQLite has no host. SQLite connections get `foreign_keys=ON`,
-//! `busy_timeout=5000` and (files only) `journal_mode=WAL`.
+//! The URL forms are documented on [`connect`].
 
 use std::fmt;
 use std::path::PathBuf;
@@ -132,7 +116,23 @@ pub enum Database {
 
 /// Connects to the database a URL names.
 ///
-/// The URL forms are in the [module docs](self).
+/// SQLite URLs follow SQLAlchemy's convention (what the reference library
+/// and its users write):
+///
+/// | URL | database |
+/// |---|---|
+/// | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`), TLS parameters included |
+/// | `sqlite://`, `sqlite:///:memory:` (also `sqlite::memory:`, `sqlite://:memory:`) | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
+/// | `sqlite:///relative/path.db` | the file `relative/path.db`, relative to the working directory |
+/// | `sqlite:////absolute/path.db` | the file `/absolute/path.db` |
+/// | `sqlite:path.db` | the file `path.db` (relative) |
+///
+/// A `+driver` suffix on the scheme (`postgresql+asyncpg://`,
+/// `postgresql+psycopg://`, `sqlite+aiosqlite://`) is ignored, so URLs
+/// written for other toolkits work unchanged; so is a `?query` on SQLite
+/// URLs. The path is percent-decoded. `sqlite://host/...` (a host part) is
+/// refused: SQLite has no host. SQLite connections get `foreign_keys=ON`,
+/// `busy_timeout=5000` and (files only) `journal_mode=WAL`.
 ///
 /// Fails with [`Error::InvalidArgument`] for an unknown scheme or a backend
 /// whose cargo feature is off, and with a backend error when the database
