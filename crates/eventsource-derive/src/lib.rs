@@ -54,11 +54,13 @@ use std::collections::HashMap;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote, quote_spanned};
-use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Error, Fields, Ident, Lit, LitStr, Token, Type};
+use syn::{Data, DeriveInput, Error, Fields, Ident, Lit, LitStr, Type};
 
+mod attrs;
 mod naming;
+
+use attrs::{parse_column, ColumnAttrs, IndexSpec};
 
 /// Derives `eventsource::ports::readmodels::ReadModel`; see the crate docs.
 #[proc_macro_derive(ReadModel, attributes(read_model, column))]
@@ -70,19 +72,6 @@ pub fn derive_read_model(input: TokenStream) -> TokenStream {
 }
 
 const BASE_COLUMNS: [&str; 5] = ["id", "created_at", "updated_at", "version", "deleted_at"];
-
-const KINDS: [(&str, &str); 10] = [
-    ("text", "Text"),
-    ("integer", "Integer"),
-    ("float", "Float"),
-    ("decimal", "Decimal"),
-    ("bool", "Bool"),
-    ("uuid", "Uuid"),
-    ("timestamp", "Timestamp"),
-    ("date", "Date"),
-    ("json", "Json"),
-    ("bytes", "Bytes"),
-];
 
 /// Types with a `FieldKind` in `eventsource`, by last path segment.
 const BUILT_IN: [&str; 18] = [
@@ -105,56 +94,6 @@ const BUILT_IN: [&str; 18] = [
     "Option",
     "JsonValue",
 ];
-
-struct IndexSpec {
-    columns: Vec<Ident>,
-    unique: bool,
-    name: Option<LitStr>,
-    predicate: Option<LitStr>,
-}
-
-impl Parse for IndexSpec {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut spec = IndexSpec {
-            columns: Vec::new(),
-            unique: false,
-            name: None,
-            predicate: None,
-        };
-        while !input.is_empty() {
-            if input.peek(Token![where]) {
-                input.parse::<Token![where]>()?;
-                input.parse::<Token![=]>()?;
-                spec.predicate = Some(input.parse()?);
-            } else {
-                let ident: Ident = input.parse()?;
-                if ident == "name" && input.peek(Token![=]) {
-                    input.parse::<Token![=]>()?;
-                    spec.name = Some(input.parse()?);
-                } else {
-                    spec.columns.push(ident);
-                }
-            }
-            if !input.is_empty() {
-                input.parse::<Token![,]>()?;
-            }
-        }
-        Ok(spec)
-    }
-}
-
-#[derive(Default)]
-struct ColumnAttrs {
-    rename: Option<LitStr>,
-    sql_type: Option<LitStr>,
-    sql_type_postgres: Option<LitStr>,
-    sql_type_sqlite: Option<LitStr>,
-    default: Option<Lit>,
-    default_sql: Option<LitStr>,
-    kind: Option<(LitStr, &'static str)>,
-    nullable: bool,
-    skip: bool,
-}
 
 struct Column {
     ident: Ident,
@@ -380,53 +319,6 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         impl #impl_generics #name #ty_generics #where_clause {
             #(#consts)*
         }
-    })
-}
-
-fn parse_column(attr: &syn::Attribute, attrs: &mut ColumnAttrs) -> syn::Result<()> {
-    attr.parse_nested_meta(|meta| {
-        let p = &meta.path;
-        if p.is_ident("rename") {
-            attrs.rename = Some(meta.value()?.parse()?);
-        } else if p.is_ident("sql_type") {
-            attrs.sql_type = Some(meta.value()?.parse()?);
-        } else if p.is_ident("sql_type_postgres") {
-            attrs.sql_type_postgres = Some(meta.value()?.parse()?);
-        } else if p.is_ident("sql_type_sqlite") {
-            attrs.sql_type_sqlite = Some(meta.value()?.parse()?);
-        } else if p.is_ident("default") {
-            let lit: Lit = meta.value()?.parse()?;
-            match lit {
-                Lit::Str(_) | Lit::Int(_) | Lit::Float(_) | Lit::Bool(_) => attrs.default = Some(lit),
-                other => {
-                    return Err(Error::new(
-                        other.span(),
-                        "a column default is a string, integer, float or bool literal (or use default_sql = \"...\")",
-                    ))
-                }
-            }
-        } else if p.is_ident("default_sql") {
-            attrs.default_sql = Some(meta.value()?.parse()?);
-        } else if p.is_ident("kind") {
-            let lit: LitStr = meta.value()?.parse()?;
-            let Some((_, variant)) = KINDS.iter().find(|(k, _)| *k == lit.value()) else {
-                let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
-                return Err(Error::new(
-                    lit.span(),
-                    format!("unknown column kind {:?}; expected one of {}", lit.value(), known.join(", ")),
-                ));
-            };
-            attrs.kind = Some((lit, variant));
-        } else if p.is_ident("nullable") {
-            attrs.nullable = true;
-        } else if p.is_ident("skip") {
-            attrs.skip = true;
-        } else {
-            return Err(meta.error(
-                "unknown #[column] attribute; expected rename, sql_type, sql_type_postgres, sql_type_sqlite, default, default_sql, kind, nullable or skip",
-            ));
-        }
-        Ok(())
     })
 }
 

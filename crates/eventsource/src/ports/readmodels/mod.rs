@@ -28,6 +28,7 @@
 //!   operand of the wrong type, or a JSON/bytes field is rejected with
 //!   [`ReadModelError::InvalidQuery`] before any SQL runs.
 
+mod checked;
 mod error;
 mod field;
 mod index;
