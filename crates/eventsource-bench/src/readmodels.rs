@@ -531,9 +531,10 @@ impl ReadModelHandler for Tallies {
     }
 }
 
-/// Events/s of a checkpointed catch-up (one transaction per event: read
-/// checkpoint, get, save, advance checkpoint, commit).
-async fn catch_up_rate<B>(backend: B, events: usize) -> Res<f64>
+/// Events/s of a checkpointed catch-up: one transaction per event (read
+/// checkpoint, get, save, advance checkpoint, commit), or `batch` events per
+/// transaction.
+async fn catch_up_rate<B>(backend: B, events: usize, batch: Option<usize>) -> Res<f64>
 where
     B: TransactionalReadModels<Tally>,
 {
@@ -543,7 +544,11 @@ where
         .collect();
     let p = ReadModelProjection::new(Tallies, backend).named(format!("bench-{}", Uuid::new_v4()));
     let start = Instant::now();
-    let done = p.catch_up(feed.iter().map(|(pos, e)| (*pos, e))).await?;
+    let pairs = feed.iter().map(|(pos, e)| (*pos, e));
+    let done = match batch {
+        None => p.catch_up(pairs).await?,
+        Some(n) => p.catch_up_batched(pairs, n).await?,
+    };
     let rate = done.applied as f64 / start.elapsed().as_secs_f64();
     p.reset().await?;
     Ok(rate)
@@ -584,15 +589,25 @@ pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<(
         all.push(r);
         let pg = PostgresDatabase::connect(url).await?;
         pg.create_schema::<Tally>().await?;
-        catch_up.push((
-            "pg_catch_up",
-            catch_up_rate(pg.repository::<Tally>(), events).await?,
-        ));
         let lite = SqliteDatabase::open(dir.join(format!("tally-{round}.db"))).await?;
         lite.create_schema::<Tally>().await?;
+        let pg_repo = pg.repository::<Tally>();
+        let lite_repo = lite.repository::<Tally>();
+        catch_up.push((
+            "pg_catch_up",
+            catch_up_rate(pg_repo.clone(), events, None).await?,
+        ));
+        catch_up.push((
+            "pg_catch_up_batched100",
+            catch_up_rate(pg_repo, events, Some(100)).await?,
+        ));
         catch_up.push((
             "sqlite_catch_up",
-            catch_up_rate(lite.repository::<Tally>(), events).await?,
+            catch_up_rate(lite_repo.clone(), events, None).await?,
+        ));
+        catch_up.push((
+            "sqlite_catch_up_batched100",
+            catch_up_rate(lite_repo, events, Some(100)).await?,
         ));
     }
     let names: Vec<&str> = all[0].iter().map(|(n, _)| *n).collect();
@@ -649,7 +664,12 @@ pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<(
         );
     }
     println!();
-    for name in ["pg_catch_up", "sqlite_catch_up"] {
+    for name in [
+        "pg_catch_up",
+        "pg_catch_up_batched100",
+        "sqlite_catch_up",
+        "sqlite_catch_up_batched100",
+    ] {
         let mut v: Vec<f64> = catch_up
             .iter()
             .filter(|(n, _)| *n == name)

@@ -220,6 +220,72 @@ where
         assert_eq!(state(p.backend()).await, expected, "failure at {fail}");
     }
 
+    // Batched: several events per transaction, the same end state; a failure
+    // inside a batch is replayed event by event and reported with its
+    // position.
+    for batch in [1, 4, 100] {
+        let p = ReadModelProjection::new(Tallies::new(), fresh().await).named("tallies");
+        let done = p
+            .catch_up_batched(events.iter().map(|(pos, e)| (*pos, e)), batch)
+            .await
+            .unwrap();
+        assert_eq!(
+            done,
+            CatchUp {
+                applied: 6,
+                skipped: 0
+            },
+            "batch {batch}"
+        );
+        assert_eq!(state(p.backend()).await, expected, "batch {batch}");
+        let again = p
+            .catch_up_batched(events.iter().map(|(pos, e)| (*pos, e)), batch)
+            .await
+            .unwrap();
+        assert_eq!(again.skipped, 6, "batch {batch}");
+    }
+    for fail in 1..=6 {
+        let handler = Tallies::new();
+        handler.fail_at.store(fail, Ordering::SeqCst);
+        let p = ReadModelProjection::new(handler, fresh().await)
+            .named("tallies")
+            .with_retry(RetryPolicy::none());
+        // The batch fails (the handler fails once, at `fail`); replayed one
+        // by one, every event applies.
+        let done = p
+            .catch_up_batched(events.iter().map(|(pos, e)| (*pos, e)), 4)
+            .await
+            .unwrap();
+        assert_eq!(done.applied, 6, "failure at {fail}");
+        assert_eq!(
+            state(p.backend()).await,
+            expected,
+            "batched, failure at {fail}"
+        );
+    }
+    let mut n = 1;
+    loop {
+        let p = ReadModelProjection::new(Tallies::new(), fresh().await).named("tallies");
+        let finished = drop_after_polls(
+            p.catch_up_batched(events.iter().map(|(pos, e)| (*pos, e)), 4),
+            n,
+        )
+        .await
+        .is_some();
+        p.catch_up_batched(events.iter().map(|(pos, e)| (*pos, e)), 4)
+            .await
+            .unwrap();
+        assert_eq!(
+            state(p.backend()).await,
+            expected,
+            "batched, dropped after {n} polls"
+        );
+        if finished {
+            break;
+        }
+        n += 1;
+    }
+
     // Reset: model and checkpoint go together; a rebuild re-applies all.
     let backend = fresh().await;
     let p = ReadModelProjection::new(Tallies::new(), backend).named("tallies");

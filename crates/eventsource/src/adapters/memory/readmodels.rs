@@ -373,6 +373,37 @@ impl<M: ReadModel> TransactionalReadModels<M> for InMemoryReadModelRepository<M>
         Ok(Applied::Applied)
     }
 
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _serial = self.apply_lock.lock().await;
+        let mut checkpoint = self.checkpoints().get(projection).copied();
+        let snapshot = self.lock().clone();
+        let staging = Self::with_rows(snapshot);
+        let mut applied = 0;
+        for (position, event) in events {
+            if checkpoint.is_some_and(|c| *position <= c) {
+                continue;
+            }
+            handler.handle(event, &staging).await?;
+            checkpoint = Some(*position);
+            applied += 1;
+        }
+        let staged = std::mem::take(&mut *staging.lock());
+        let mut rows = self.lock();
+        if let Some(c) = checkpoint {
+            self.checkpoints().insert(projection.to_owned(), c);
+        }
+        *rows = staged;
+        Ok(applied)
+    }
+
     async fn reset(&self, projection: &str) -> Result<u64> {
         let _serial = self.apply_lock.lock().await;
         let mut rows = self.lock();

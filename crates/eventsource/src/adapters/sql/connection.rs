@@ -363,6 +363,18 @@ impl<M: ReadModel> TransactionalReadModels<M> for AnyReadModelRepository<M> {
         delegate!(self, r => r.apply_at(projection, position, handler, event).await)
     }
 
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply_batch_at(projection, events, handler).await)
+    }
+
     async fn reset(&self, projection: &str) -> Result<u64> {
         delegate!(self, r => r.reset(projection).await)
     }

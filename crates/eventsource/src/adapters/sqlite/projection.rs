@@ -119,6 +119,49 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
         Ok(Applied::Applied)
     }
 
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        if self.in_transaction() {
+            let mut applied = 0;
+            for (position, event) in events {
+                if self.apply_at(projection, *position, handler, event).await? == Applied::Applied {
+                    applied += 1;
+                }
+            }
+            return Ok(applied);
+        }
+        let tx = self.database().transaction().await?;
+        let repo = tx.repository::<M>();
+        let mut checkpoint = repo.read_checkpoint(projection).await?;
+        let mut applied = 0;
+        for (position, event) in events {
+            if checkpoint.is_some_and(|c| *position <= c) {
+                continue;
+            }
+            if let Err(e) = handler.handle(event, &repo).await {
+                tx.rollback().await?;
+                return Err(e);
+            }
+            checkpoint = Some(*position);
+            applied += 1;
+        }
+        if let (Some(last), true) = (checkpoint, applied > 0) {
+            if !repo.advance(projection, last).await? {
+                tx.rollback().await?;
+                return Ok(0);
+            }
+        }
+        tx.commit().await?;
+        Ok(applied)
+    }
+
     async fn reset(&self, projection: &str) -> Result<u64> {
         let name = projection.to_owned();
         let run = move |c: &Connection, table: &str| -> Result<u64> {

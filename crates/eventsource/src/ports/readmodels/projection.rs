@@ -134,6 +134,25 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     where
         H: ReadModelHandler<Model = M>;
 
+    /// In one transaction: reads `projection`'s checkpoint once, runs
+    /// `handler` on each event whose position is beyond it (positions must
+    /// increase), and sets the checkpoint to the last position applied.
+    /// Returns how many events ran. A failure of any event rolls the whole
+    /// batch back.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before the commit, none of the batch is applied
+    /// or checkpointed; after it, all of it is.
+    fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> impl Future<Output = Result<u64>> + Send
+    where
+        H: ReadModelHandler<Model = M>;
+
     /// In one transaction: removes every row of the model's table and
     /// `projection`'s checkpoint (for a rebuild); returns the rows removed.
     ///

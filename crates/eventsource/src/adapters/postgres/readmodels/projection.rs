@@ -123,6 +123,47 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         Ok(Applied::Applied)
     }
 
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let Some(mut client) = self.source.exclusive().await? else {
+            let mut applied = 0;
+            for (position, event) in events {
+                if self.apply_at(projection, *position, handler, event).await? == Applied::Applied {
+                    applied += 1;
+                }
+            }
+            return Ok(applied);
+        };
+        let tx = client.transaction().await.map_err(query_error)?;
+        let mut checkpoint = read_checkpoint(&tx, projection).await?;
+        let mut applied = 0;
+        {
+            let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
+            for (position, event) in events {
+                if checkpoint.is_some_and(|c| *position <= c) {
+                    continue;
+                }
+                handler.handle(event, &repo).await?;
+                checkpoint = Some(*position);
+                applied += 1;
+            }
+        }
+        if let (Some(last), true) = (checkpoint, applied > 0) {
+            if !advance(&tx, projection, last).await? {
+                return Ok(0); // another runner got there first: roll back
+            }
+        }
+        tx.commit().await.map_err(query_error)?;
+        Ok(applied)
+    }
+
     async fn reset(&self, projection: &str) -> Result<u64> {
         let Some(mut client) = self.source.exclusive().await? else {
             let n = self.truncate().await?;
