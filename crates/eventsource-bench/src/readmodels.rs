@@ -676,8 +676,13 @@ pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<(
             .map(|x| x.1)
             .collect();
         let m = median(&mut v);
+        let how = if name.contains("batched") {
+            "100 events per transaction"
+        } else {
+            "one transaction per event"
+        };
         println!(
-            "{name:<26} {m:>8.0} events/s (one transaction per event; min {:.0}, max {:.0})",
+            "{name:<26} {m:>8.0} events/s ({how}; min {:.0}, max {:.0})",
             v.first().copied().unwrap_or(0.0),
             v.last().copied().unwrap_or(0.0)
         );
