@@ -94,7 +94,7 @@ impl CheckedOrder {
     }
 }
 
-/// A query that passed [`Query::check`]: what adapters translate.
+/// A query that passed [`Query::check`](super::Query::check): what adapters translate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedQuery {
     /// The filters (AND).
