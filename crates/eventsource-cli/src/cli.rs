@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::duration::{parse_duration, parse_timeout};
+use crate::duration::{parse_duration, parse_nonzero, parse_timeout};
 
 const ABOUT: &str = "Cross-process locks on PostgreSQL advisory locks, for operators";
 
@@ -91,7 +91,7 @@ DURATION: a number and a unit (ns, us, ms, s, m, h, d), e.g. 500ms, 30s,
 #[derive(Debug, Parser)]
 #[command(
     name = "eventsource",
-    version,
+    version = crate::VERSION,
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_long_help = AFTER_HELP,
@@ -129,6 +129,46 @@ pub enum Command {
     /// One worker process of `eventsource demo` (internal).
     #[command(hide = true)]
     DemoWorker(WorkerArgs),
+
+    /// The watchdog of `lock run` (internal; see `lock run --help`).
+    #[command(hide = true)]
+    Watchdog(WatchdogArgs),
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(long_about = COMPLETIONS_LONG_ABOUT)]
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff) on standard output.
+    #[command(long_about = MAN_LONG_ABOUT)]
+    Man,
+}
+
+const COMPLETIONS_LONG_ABOUT: &str = "\
+Print a completion script for SHELL on standard output. For example:
+  eventsource completions bash > /etc/bash_completion.d/eventsource
+  eventsource completions zsh > \"${fpath[1]}/_eventsource\"
+  eventsource completions fish > ~/.config/fish/completions/eventsource.fish";
+
+const MAN_LONG_ABOUT: &str = "\
+Print the manual page of eventsource (roff) on standard output. For example:
+  eventsource man > /usr/local/share/man/man1/eventsource.1
+  eventsource man | man -l -";
+
+/// `eventsource completions`
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `eventsource watchdog` (internal; its pipe is its standard input).
+#[derive(Debug, Args)]
+pub struct WatchdogArgs {
+    /// Kill the command's process group after this many milliseconds
+    /// without a heartbeat.
+    #[arg(long)]
+    pub bound_ms: u64,
 }
 
 /// `eventsource lock ...`
@@ -225,6 +265,18 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub kill_grace: Duration,
+
+    /// If the tool itself stops answering for DURATION (stopped with
+    /// SIGSTOP, traced, starved), its watchdog process kills COMMAND's
+    /// process group with SIGKILL.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "2s",
+        value_parser = parse_nonzero,
+        allow_hyphen_values = true
+    )]
+    pub watchdog: Duration,
 
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]

@@ -98,7 +98,8 @@ impl Database {
     }
 }
 
-/// An error and its causes on one line.
+/// An error and its causes on one line: the server's DETAIL and HINT,
+/// which the driver puts on lines of their own, follow after `; `.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -110,7 +111,16 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    text
+    one_line(&text)
+}
+
+/// Joins the lines of a message with `; `.
+pub fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The URL from `--database-url` / `DATABASE_URL`, or a usage error (exit 2).
@@ -125,8 +135,9 @@ pub fn require_url(url: Option<String>) -> Result<Database, i32> {
     })
 }
 
-/// Prints a library error that ends the tool, with a hint, and returns the exit code.
-pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
+/// The one line for a library error that ends the tool: the error with
+/// its causes, the database, and a hint of ours where one is right.
+pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> String {
     let mut line = if context.is_empty() {
         error_chain(err)
     } else {
@@ -140,6 +151,11 @@ pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
     if let Some(hint) = exit::backend_hint(err) {
         line.push_str(&format!("; {hint}"));
     }
-    report!("{line}");
+    line
+}
+
+/// Prints a library error that ends the tool, with a hint, and returns the exit code.
+pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
+    report!("{}", describe_failure(context, db, err));
     exit::for_error(err)
 }

@@ -1,13 +1,11 @@
 //! `eventsource lock doctor`: checks once that the database really gives
 //! session-level advisory locks (see `PostgresLockManager::verify`).
 
-use std::io::Write;
-
 use eventsource::adapters::postgres::VerifyProblem;
 use eventsource::BackendErrorKind;
 
 use crate::db::{self, Database};
-use crate::{exit, report};
+use crate::report;
 
 /// The exit code when the server answers but fails a check.
 pub const CHECK_FAILED: i32 = 1;
@@ -16,17 +14,10 @@ pub const CHECK_FAILED: i32 = 1;
 pub async fn doctor(db: Database) -> i32 {
     let manager = db.manager_builder().holder_id("doctor").build();
     match manager.verify().await {
-        Ok(report) => {
-            let mut stdout = std::io::stdout().lock();
-            if stdout
-                .write_all(report.to_string().as_bytes())
-                .and_then(|_| stdout.flush())
-                .is_err()
-            {
-                return exit::SOFTWARE;
-            }
-            0
-        }
+        Ok(report) => match crate::print_stdout(&report.to_string()) {
+            Ok(()) => 0,
+            Err(code) => code,
+        },
         Err(e) => match problem_of(&e) {
             Some(problem) => {
                 report!("FAILED: {problem} (database {})", db.shown());

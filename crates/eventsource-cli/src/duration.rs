@@ -130,6 +130,15 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses a duration that must not be zero (e.g. `--watchdog`).
+pub fn parse_nonzero(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!("a zero duration ({text:?}) is not allowed here"));
+    }
+    Ok(d)
+}
+
 /// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -143,7 +152,7 @@ pub fn format_duration(d: Duration) -> String {
         return format!("{ms}ms");
     }
     let secs = d.as_secs();
-    if ms % 1_000 != 0 && secs < 60 {
+    if !ms.is_multiple_of(1_000) && secs < 60 {
         let number = format!("{:.3}", d.as_secs_f64());
         return format!("{}s", number.trim_end_matches('0').trim_end_matches('.'));
     }

@@ -1,14 +1,12 @@
 //! `eventsource lock holders`: who holds which lock, who waits.
 
-use std::io::Write;
-
 use chrono::{DateTime, Utc};
 use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
 
 use crate::cli::HoldersArgs;
 use crate::db::{self, Database};
 use crate::key::printable_key;
-use crate::run::session_name;
+use crate::messages::session_name;
 use crate::{exit, report};
 
 /// Runs `lock holders`; returns the exit code.
@@ -46,15 +44,10 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
     } else {
         render_table(&locks, &args.keys, Utc::now())
     };
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(out.as_bytes())
-        .and_then(|_| stdout.flush())
-        .is_err()
-    {
-        return exit::SOFTWARE;
+    match crate::print_stdout(&out) {
+        Ok(()) => 0,
+        Err(code) => code,
     }
-    0
 }
 
 fn since_text(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
