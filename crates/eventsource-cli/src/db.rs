@@ -30,12 +30,15 @@ impl Database {
     /// Parses `url`; errors are usage errors and print no password.
     pub fn parse(url: &str) -> Result<Self, String> {
         crate::redact::register_url(url);
-        let ssl = split_ssl_params(url)
-            .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
-        let mut config: Config = ssl
-            .rest
-            .parse()
-            .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
+        let invalid = |e: &dyn std::fmt::Display| {
+            format!(
+                "invalid database URL {}: {}",
+                redact_url(url),
+                crate::redact::scrub_secrets(&e.to_string())
+            )
+        };
+        let ssl = split_ssl_params(url).map_err(|e| invalid(&e))?;
+        let mut config: Config = ssl.rest.parse().map_err(|e| invalid(&e))?;
         // As libpq does: PGPASSWORD when the URL names no password.
         if config.get_password().is_none() {
             if let Ok(pw) = std::env::var("PGPASSWORD") {
@@ -111,7 +114,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    one_line(&text)
+    crate::redact::scrub_secrets(&one_line(&text))
 }
 
 /// Joins the lines of a message with `; `.
