@@ -314,10 +314,11 @@ pub struct KeyArgs {
 }
 
 const HOLDERS_LONG_ABOUT: &str = "\
-List the advisory locks of the database (bigint form, as the eventsource
-library takes them), or only those of the given KEYs: for each lock its id,
-its key when given on the command line, and each session that holds it or
-waits for it, waiters in queue order.
+List the advisory locks of the database, or only those of the given KEYs:
+for each lock its id, its key when given on the command line, and each
+session that holds it or waits for it, waiters in queue order. Without KEYs
+both forms are listed: bigint locks (as eventsource takes them), then
+two-int locks, pg_advisory_lock(int, int), shown as (K1,K2).
 
 For each session: state (held / waiting), lock mode, backend pid,
 holder id (from application_name `eventsource/ID`) or application_name,

@@ -54,7 +54,11 @@ pub fn conflict_message(
         None => "it is held elsewhere".to_owned(),
     };
     let mut line = format!("lock {key:?} (id {lock_id}) not acquired: {why}");
-    let lock = holders.and_then(|locks| locks.iter().find(|l| l.lock_id == lock_id));
+    let lock = holders.and_then(|locks| {
+        locks
+            .iter()
+            .find(|l| l.lock_id == lock_id && l.int_pair.is_none())
+    });
     if let Some(lock) = lock {
         let who: Vec<String> = lock
             .holders
@@ -124,6 +128,7 @@ mod tests {
         let id = eventsource::lock_id_for_key("nightly");
         let locks = vec![AdvisoryLock {
             lock_id: id,
+            int_pair: None,
             key: Some("nightly".into()),
             holders: vec![session(4242, Some("eventsource/host-a:17"), true)],
             waiters: vec![session(4343, Some("psql"), false)],
