@@ -12,7 +12,12 @@ pub const CHECK_FAILED: i32 = 1;
 
 /// Runs `lock doctor`; returns the exit code.
 pub async fn doctor(db: Database) -> i32 {
-    let manager = db.manager_builder().holder_id("doctor").build();
+    // `lock run` takes one lock per process: no budget advice applies.
+    let manager = db
+        .manager_builder()
+        .holder_id("doctor")
+        .max_held_locks(1)
+        .build();
     match manager.verify().await {
         Ok(report) => match crate::print_stdout(&report.to_string()) {
             Ok(()) => 0,

@@ -34,6 +34,9 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the best-effort "who holds it" query may take after a conflict
 /// (the server has just answered, so it is alive).
 const HOLDERS_TIMEOUT: Duration = Duration::from_secs(1);
+/// How much longer than its timeout an acquisition may take before the
+/// tool concludes that the server did not answer.
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
 /// Backoff between connection attempts while `--timeout` lasts.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -90,8 +93,34 @@ async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquir
             (None, None) => None,
             (Some(t), None) => Some(t),
         };
+        // A backstop for an engine that would not return in time: past it,
+        // the server is taken not to have answered.
+        let backstop = match attempt {
+            Some(t) if t.is_zero() => Some(db::CONNECT_TIMEOUT),
+            Some(t) => Some(t + ANSWER_GRACE),
+            None => None,
+        };
+        let acquiring = manager.acquire(&args.key, attempt);
+        let bounded = async {
+            match backstop {
+                Some(b) => tokio::time::timeout(b, acquiring).await.ok(),
+                None => Some(acquiring.await),
+            }
+        };
         let result = tokio::select! {
-            result = manager.acquire(&args.key, attempt) => result,
+            result = bounded => match result {
+                Some(result) => result,
+                None => {
+                    report!(
+                        "lock {:?} not acquired: the server did not answer within {} \
+                         (database {}); the command was not run",
+                        args.key,
+                        format_duration(args.timeout.unwrap_or(db::CONNECT_TIMEOUT)),
+                        db.shown()
+                    );
+                    return Acquired::Exit(exit::UNAVAILABLE);
+                }
+            },
             sig = signals.recv() => {
                 // The acquisition future is dropped here; the manager then
                 // cancels the wait on the server. Exiting at once would
