@@ -35,31 +35,54 @@ Connection:
   and sslrootcert=PATH for the CA, as URL parameters.
 
 Logging:
-  EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr.";
+  EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
+  one line each, as `eventsource: LEVEL: ...`; colour only on a terminal and
+  without NO_COLOR.
+
+Output:
+  A failed write to standard output (a full disk, a closed pipe) is
+  reported on stderr and exits with 74.
+
+Install:
+  cargo install --locked --path crates/eventsource-cli; shell completions
+  with `eventsource completions SHELL`, the manual page with `eventsource man`.";
 
 const RUN_LONG_ABOUT: &str = "\
-Acquire KEY, run COMMAND while holding it, release it when COMMAND exits.
+Acquire KEY, run COMMAND while holding it, release it when COMMAND and
+every process it started have exited.
 
 Waiting is fair: waiters get the lock in the order they asked for it. Without
 --timeout the tool waits as long as it takes; with --timeout it gives up after
-DURATION; with --no-wait it makes a single attempt.
+DURATION, and meanwhile retries (with backoff) a server that cannot be
+reached yet; with --no-wait it makes a single attempt.
 
 COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
 and EVENTSOURCE_LOCK_ID (the decimal advisory-lock id).
 
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the tool are forwarded
-to COMMAND (a Ctrl-C or Ctrl-\\ typed in the terminal reaches COMMAND
-directly and is not sent twice); the lock is released only after COMMAND has
-exited. While the tool still waits for the lock, such a signal ends the wait
-and the tool exits with 128+N without running COMMAND. If the tool itself is
-killed (SIGKILL, out of memory), the kernel sends SIGKILL to COMMAND (Linux):
-the lock went with the tool's database session, so COMMAND must not go on.
+The job: COMMAND starts in a process group of its own, which the processes
+it starts join unless they leave it (setsid, setpgid). The lock is released
+only after every process of the group has ended, so work that COMMAND leaves
+running in the background keeps the lock held.
 
-Lock loss: if the lock's database session ends while COMMAND runs (backend
-terminated, server restarted, network cut), COMMAND gets SIGTERM, then
-SIGKILL if it is still running after --kill-grace, and the tool exits with
-the lock-lost code (76) and says why on stderr.";
+Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM sent
+to the tool are forwarded to the job's process group. When the tool's stdin
+is the terminal and it runs in the foreground, the terminal is handed to the
+job, so a typed Ctrl-C reaches the job directly. While the tool still waits
+for the lock, such a signal ends the wait and the tool exits with 128+N
+without running COMMAND.
+
+Lock loss: if the lock's database session ends while the job runs (backend
+terminated, server restarted, network cut), the job's group gets SIGTERM,
+then SIGKILL if it is still running after --kill-grace, and the tool exits
+with the lock-lost code (76) and says why on stderr.
+
+The tool dying or stopping: if the tool is killed (SIGKILL, out of memory),
+COMMAND gets SIGKILL from the kernel (Linux) and a watchdog process sends
+SIGKILL to the rest of the group. If the tool is stopped (SIGSTOP, a
+debugger, swapped out), its watchdog kills the job's group once the tool has
+not answered for --watchdog: the lock may be gone meanwhile, and the job
+must not go on without it.";
 
 const RUN_AFTER_HELP: &str = "\
 Exit codes:
@@ -68,13 +91,17 @@ Exit codes:
                   was interrupted by signal N while waiting for the lock
   2               bad usage (unknown option, bad DURATION, bad or missing URL);
                   nothing was connected to
-  69              the database could not be reached or failed
+  69              the database could not be reached, failed, or did not
+                  answer within --timeout
   70              internal error
   75              not acquired: KEY is held elsewhere (--no-wait) or --timeout
-                  elapsed; stderr names the holder when visible
-                  (--conflict-exit-code changes it)
-  76              the lock was lost while COMMAND ran; COMMAND was stopped
+                  elapsed in the server's queue; stderr names the holder when
+                  visible (--conflict-exit-code changes it)
+  76              the lock was lost while COMMAND ran, or the tool was stopped
+                  longer than --watchdog; the job was stopped
                   (--lost-exit-code changes it)
+  77              the server cancelled the wait (pg_cancel_backend,
+                  statement_timeout); COMMAND did not run
   126             COMMAND could not be executed
   127             COMMAND was not found
 
@@ -209,8 +236,15 @@ engines whose advisory functions lock nothing (CockroachDB). On success it
 prints the server version, the lock table's size and the settings that
 bound how long a vanished or frozen holder keeps its locks, with advice.
 
+It also fails on a hot standby (pg_is_in_recovery(): its locks do not
+exclude holders on the primary), exercises every advisory function the lock
+manager calls (the blocking wait included, pg_catalog-qualified as the
+manager calls them), and warns about look-alike functions outside
+pg_catalog that would fool clients calling them unqualified.
+
 Exit code: 0 when the checks pass (warnings are advice), 1 when the server
-fails a check (the message names the cause), 69 when it cannot be reached.";
+fails a check (the message names the cause), 69 when it cannot be reached,
+74 when the report cannot be written.";
 
 /// `eventsource lock run`
 #[derive(Debug, Args)]
