@@ -17,6 +17,7 @@ mod demo;
 mod doctor;
 mod duration;
 mod exit;
+mod help;
 mod holders;
 mod job;
 mod key;
