@@ -15,5 +15,6 @@ mod output;
 mod server_faults;
 mod signals;
 mod standby;
+mod terminal;
 mod tls;
 mod watchdog;
