@@ -3,6 +3,7 @@
 //! module per concern.
 
 mod common;
+mod connections;
 mod demo;
 mod doctor;
 mod exclusion;
