@@ -45,8 +45,9 @@ pub struct Watchdog {
 impl Watchdog {
     /// Starts the watchdog (this same program, in a process group of its own).
     pub fn spawn(bound: Duration) -> io::Result<Self> {
-        let exe = std::env::current_exe()?;
-        let mut child = tokio::process::Command::new(exe)
+        // This very program, even if its file was replaced or removed since
+        // it started (an upgrade while a job runs).
+        let mut child = tokio::process::Command::new("/proc/self/exe")
             .arg("watchdog")
             .arg("--bound-ms")
             .arg(bound.as_millis().max(1).to_string())
