@@ -133,3 +133,56 @@ async fn a_stopped_tool_under_a_server_lease_leaves_no_overlap() {
     let out = a.finish().await;
     assert_eq!(out.code, 76, "{out:?}");
 }
+
+/// The worst case, measured: no lease, an operator terminates the stopped
+/// tool's session at once and the next holder enters; A's job goes on only
+/// until the watchdog (500 ms) fires. Prints the overlap; asserts that the
+/// job ended while the tool was still stopped.
+#[tokio::test]
+async fn without_a_lease_the_overlap_is_what_the_watchdog_leaves_measured() {
+    let (_cluster, db) = private_db(&[]).await;
+    let scratch = scratch_dir();
+    let log = scratch.join("log");
+    let worker_pid = scratch.join("worker.pid");
+    let mut a = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "cut",
+        "--watchdog",
+        "500ms",
+        "cut-key",
+        "--",
+        "sh",
+        "-c",
+        &worker_script(&log, &worker_pid),
+    ]));
+    a.expect_line("ready").await;
+    let worker = read_pid(&worker_pid).await;
+    a.signal(Signal::SIGSTOP);
+    terminate_holder(&db, "cut").await;
+    let b = output(
+        eventsource(Some(&db))
+            .args(["lock", "run", "cut-key", "--", "sh", "-c"])
+            .arg(format!(
+                "echo \"B $(date +%s%N)\" >> {log}",
+                log = log.display()
+            )),
+    )
+    .await;
+    assert_eq!(b.code, 0, "{b:?}");
+    until("the worker killed while the tool is stopped", || {
+        has_ended(worker)
+    })
+    .await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let b_in = entered_at(&text, "B ").expect("B entered");
+    eprintln!(
+        "watchdog 500ms, session terminated at once: A's job wrote for {:.3} s after B entered",
+        ((last_a(&text) - b_in).max(0)) as f64 / 1e9
+    );
+    a.signal(Signal::SIGCONT);
+    let out = a.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(out.stderr.contains("watchdog"), "{}", out.stderr);
+}
