@@ -47,15 +47,23 @@ pub fn for_error(err: &Error) -> i32 {
     }
 }
 
-/// A hint of ours for a backend error, only where it is right: the
-/// server's own message (and HINT) already says what is wrong with an
-/// out-of-memory, too-many-connections or starting-up refusal.
+/// A hint of ours for a backend error, only where it is right: none where
+/// the server's own message says what is wrong (too many connections,
+/// starting up), and for a full lock table (53200) only when the server's
+/// HINT did not come through.
 pub fn backend_hint(err: &Error) -> Option<&'static str> {
     let backend = err.as_backend()?;
     Some(match (backend.kind(), backend.code()) {
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
         (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
+        // Only when the server's own HINT did not come through.
+        (_, Some("53200"))
+            if !crate::db::error_chain(backend).contains("max_locks_per_transaction") =>
+        {
+            "the server's shared lock table is full: its max_locks_per_transaction is too small \
+             for the locks all sessions hold"
+        }
         (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
         _ => return None,
     })
@@ -118,7 +126,11 @@ mod tests {
         let full: Error = BackendError::new(BackendErrorKind::Connect, "out of shared memory")
             .with_code("53200")
             .into();
-        assert_eq!(backend_hint(&full), None);
+        assert!(backend_hint(&full).is_some_and(|h| h.contains("max_locks_per_transaction")));
+        let too_many: Error = BackendError::new(BackendErrorKind::Connect, "too many clients")
+            .with_code("53300")
+            .into();
+        assert_eq!(backend_hint(&too_many), None);
         let refused: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
         assert!(backend_hint(&refused).is_some_and(|h| h.contains("URL")));
         let closed: Error = LockAcquisitionError::new("k", AcquireFailure::Closed, None).into();

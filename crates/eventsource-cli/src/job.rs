@@ -156,8 +156,17 @@ impl Job {
         }
     }
 
-    /// Whether any process of the group still exists (zombies included).
+    /// Whether any process of the group still runs: reaps the group's
+    /// members that already ended and were re-parented here (zombies count
+    /// as members until reaped). Call only after COMMAND itself was reaped.
     pub fn group_alive(&self) -> bool {
+        let group = Pid::from_raw(-self.pgid.as_raw());
+        let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
+        while let Ok(status) = waitpid(group, Some(flags)) {
+            if status == nix::sys::wait::WaitStatus::StillAlive {
+                break;
+            }
+        }
         group_alive(self.pgid)
     }
 

@@ -162,9 +162,9 @@ async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
         "{}",
         out.stderr
     );
-    // `lock run`: one line, no hint of ours. (The server's HINT shows once
-    // the engine keeps it: its shared session reports a copy of the error
-    // without the driver's.)
+    // `lock run`: one line, and the advice once: the server's HINT, or ours
+    // when it did not come through (the engine's shared session reports a
+    // copy of the error without the driver's).
     let out =
         output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "full", "--", "true"]))
             .await;
@@ -177,6 +177,12 @@ async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
     );
     assert!(
         !out.stderr.contains("check the database URL"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("max_locks_per_transaction").count(),
+        1,
         "{}",
         out.stderr
     );
