@@ -163,6 +163,12 @@ pub struct RunArgs {
     )]
     pub kill_grace: Duration,
 
+    /// Lock even when the server is a hot standby (in recovery). Its
+    /// advisory locks exclude only that standby's own sessions, not holders
+    /// on the primary: for a deliberately standby-only job.
+    #[arg(long)]
+    pub allow_standby: bool,
+
     /// If the tool itself stops answering for DURATION (stopped with
     /// SIGSTOP, traced, starved), its watchdog process kills COMMAND's
     /// process group with SIGKILL.

@@ -85,7 +85,11 @@ async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquir
     let mut told = false;
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let manager = db.manager_builder().holder_id(holder_id.clone()).build();
+        let manager = db
+            .manager_builder()
+            .holder_id(holder_id.clone())
+            .allow_standby(args.allow_standby)
+            .build();
         tracing::info!(key = %args.key, ?left, %holder_id, "acquiring");
         let attempt = match (timeout, left) {
             (Some(t), _) if t.is_zero() => Some(Duration::ZERO),
@@ -195,6 +199,16 @@ async fn not_acquired(
             exit::CANCELLED
         );
         return exit::CANCELLED;
+    }
+    if let Some(AcquireFailure::Standby) = reason {
+        report!(
+            "lock {:?} not acquired: the server is a hot standby (in recovery), whose advisory \
+             locks do not exclude holders on the primary (database {}); point the URL at the \
+             primary, or pass --allow-standby for a standby-only job; the command was not run",
+            args.key,
+            db.shown()
+        );
+        return exit::UNAVAILABLE;
     }
     if e.as_backend()
         .is_some_and(|b| b.kind() == BackendErrorKind::Timeout)

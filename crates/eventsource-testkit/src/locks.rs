@@ -383,15 +383,26 @@ pub async fn with_lock_returns_value_and_releases<L: Conformant>(lock: &L, obser
     assert!(free_for(observer, &k).await);
 }
 
-/// The empty key is a key like any other; an oversized one is refused.
-pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L, _o: &L) {
+/// The empty key is a key like any other; a key of 1 MiB (which another
+/// language's service may lock on) works and excludes; a longer one is
+/// refused.
+pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L, observer: &L) {
     let g = lock
         .acquire("", Some(Duration::from_secs(5)))
         .await
         .unwrap();
     assert_eq!(g.lock_id(), 7183457195969485844);
     g.release().await.unwrap();
-    let huge = "k".repeat(1 << 20);
+    let long = format!("{}{}", key("long"), "k".repeat(1 << 20));
+    let long = &long[..1 << 20];
+    let g = lock
+        .acquire(long, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(g.lock_id(), lock_id_for_key(long));
+    assert!(!free_for(observer, long).await);
+    g.release().await.unwrap();
+    let huge = "k".repeat((1 << 20) + 1);
     let err = lock.acquire(&huge, None).await.unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),

@@ -31,14 +31,14 @@ async fn odd_keys_lock_and_huge_keys_are_refused_before_any_io() {
     let m = common::manager(db, "odd-keys");
     let other = common::manager(db, "odd-keys-other");
 
-    // 1 MiB: refused before any I/O.
-    let huge = "k".repeat(1 << 20);
+    // Over 1 MiB: refused before any I/O.
+    let huge = "k".repeat((1 << 20) + 1);
     for timeout in [None, Some(Duration::ZERO), Some(SECS)] {
         let err = m.acquire(&huge, timeout).await.unwrap_err();
         assert!(
             matches!(
                 err.as_lock_acquisition().map(|e| &e.reason),
-                Some(AcquireFailure::KeyTooLong { len, .. }) if *len == 1 << 20
+                Some(AcquireFailure::KeyTooLong { len, .. }) if *len == (1 << 20) + 1
             ),
             "{err:?}"
         );

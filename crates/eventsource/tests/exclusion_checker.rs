@@ -42,7 +42,9 @@ impl Rng {
     }
 }
 
-/// One worker process (run by the tests below as a child).
+/// One worker process (run by the tests below as a child): `ES_MX_TASKS`
+/// tasks on one manager, each looping acquire -> record enter -> 0.2-0.5 ms
+/// of work -> record exit and loss -> release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exclusion_worker() {
     let Ok(url) = std::env::var("ES_MX_URL") else {
@@ -51,49 +53,63 @@ async fn exclusion_worker() {
     let var = |n: &str| std::env::var(n).unwrap();
     let (worker, log) = (var("ES_MX_WORKER"), var("ES_MX_LOG"));
     let keys: u64 = var("ES_MX_KEYS").parse().unwrap();
+    let tasks: u64 = var("ES_MX_TASKS").parse().unwrap();
     let until: u128 = var("ES_MX_UNTIL_NS").parse().unwrap();
     let m = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(format!("mx-{worker}"))
         .liveness_interval(Duration::from_millis(100))
         .build();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (std::process::id() as u64) << 1 | 1);
-    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    let mut errors = 0u64;
-    while now_ns() < until {
-        let key = format!("mx:hot:{}", rng.next() % keys);
-        let guard = match m.acquire(&key, Some(Duration::from_secs(5))).await {
-            Ok(g) => g,
-            Err(_) => {
-                // Timeouts under contention, or a terminated session.
-                errors += 1;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                continue;
+    let file = std::sync::Arc::new(std::sync::Mutex::new(
+        std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
+    ));
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (m, file, worker) = (m.clone(), file.clone(), format!("{worker}.{t}"));
+        handles.push(tokio::spawn(async move {
+            let seed = (std::process::id() as u64) << 8 | t;
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed << 1 | 1);
+            let mut errors = 0u64;
+            while now_ns() < until {
+                let key = format!("mx:hot:{}", rng.next() % keys);
+                let guard = match m.acquire(&key, Some(Duration::from_secs(5))).await {
+                    Ok(g) => g,
+                    Err(_) => {
+                        // Timeouts under contention, or a terminated session.
+                        errors += 1;
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                };
+                let enter = now_ns();
+                let work = Duration::from_micros(200 + rng.next() % 300);
+                let loss = tokio::select! {
+                    _ = tokio::time::sleep(work) => None,
+                    _ = guard.lost() => Some(now_ns()),
+                };
+                let exit = now_ns();
+                // A lock lost in the last moments of the section is only
+                // noticed at release: that holder was told late (the
+                // no-fencing window), which the checker reports apart from a
+                // real violation, where the release succeeds and the lock
+                // was really held all along.
+                let released = guard.release().await;
+                let loss = match (loss, released) {
+                    (Some(t), _) => Some(t),
+                    (None, Err(e)) if e.is_lock_lost() => Some(now_ns()),
+                    (None, _) => None,
+                };
+                let loss = loss.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+                // One write per line, in append mode: lines never interleave.
+                let line = format!("{worker} {key} {enter} {exit} {loss}\n");
+                file.lock().unwrap().write_all(line.as_bytes()).unwrap();
             }
-        };
-        let enter = now_ns();
-        let work = Duration::from_micros(rng.next() % 2000);
-        let loss = tokio::select! {
-            _ = tokio::time::sleep(work) => None,
-            _ = guard.lost() => Some(now_ns()),
-        };
-        let exit = now_ns();
-        // A lock lost in the last moments of the section is only noticed at
-        // release: that holder was told late (the no-fencing window), which
-        // the checker reports apart from a real violation, where the
-        // release succeeds and the lock was really held all along.
-        let released = guard.release().await;
-        let loss = match (loss, released) {
-            (Some(t), _) => Some(t),
-            (None, Err(e)) if e.is_lock_lost() => Some(now_ns()),
-            (None, _) => None,
-        };
-        let loss = loss.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
-        // One write per line, in append mode: lines never interleave.
-        file.write_all(format!("{worker} {key} {enter} {exit} {loss}\n").as_bytes())
-            .unwrap();
+            let line = format!("# {worker} errors {errors}\n");
+            file.lock().unwrap().write_all(line.as_bytes()).unwrap();
+        }));
     }
-    file.write_all(format!("# {worker} errors {errors}\n").as_bytes())
-        .unwrap();
+    for h in handles {
+        h.await.unwrap();
+    }
     m.close().await.unwrap();
 }
 
@@ -193,8 +209,9 @@ fn env_or(name: &str, small: u64, large: u64) -> u64 {
 async fn run(faults: bool) -> Verdict {
     let (_cluster, db) = private_db(&[]).await;
     let workers = env_or("EVENTSOURCE_STRESS_WORKERS", 4, 8);
-    let secs = env_or("EVENTSOURCE_STRESS_SECS", 3, 30);
-    let keys = 3;
+    let tasks = env_or("EVENTSOURCE_STRESS_TASKS", 3, 4);
+    let secs = env_or("EVENTSOURCE_STRESS_SECS", 4, 30);
+    let keys = 2;
     let dir = std::env::temp_dir().join(format!("eventsource-mx-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("sections.log");
@@ -209,6 +226,7 @@ async fn run(faults: bool) -> Verdict {
                 .env("ES_MX_WORKER", format!("w{w}"))
                 .env("ES_MX_LOG", &log)
                 .env("ES_MX_KEYS", keys.to_string())
+                .env("ES_MX_TASKS", tasks.to_string())
                 .env("ES_MX_UNTIL_NS", until.to_string())
                 .stdout(Stdio::null())
                 .spawn()
@@ -218,8 +236,11 @@ async fn run(faults: bool) -> Verdict {
     let mut terminated = 0;
     if faults {
         let client = db.connect().await.unwrap();
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
         while now_ns() < until {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Every 20-80 ms, as the issue that found the dedicated-wait
+            // bug did: about 500 terminations in 30 s.
+            tokio::time::sleep(Duration::from_millis(20 + rng.next() % 60)).await;
             let row = client
                 .query_one(
                     "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity \
@@ -242,7 +263,7 @@ async fn run(faults: bool) -> Verdict {
     let _ = std::fs::remove_dir_all(&dir);
     let v = check(&text);
     eprintln!(
-        "exclusion checker ({}): {workers} processes, {keys} keys, {secs} s: {} critical sections \
+        "exclusion checker ({}): {workers} processes x {tasks} tasks, {keys} keys, {secs} s: {} critical sections \
          checked, {} losses signalled, {terminated} backends terminated, {} acquisition errors; \
          overlaps: {} after a loss told in time, {} told late, {} violations",
         if faults { "with faults" } else { "no faults" },

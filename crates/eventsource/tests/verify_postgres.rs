@@ -7,7 +7,7 @@ mod fault_support;
 
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::BackendErrorKind;
-use eventsource::LockRegistry;
+use eventsource::{DistributedLock, LockRegistry};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_postgres_passes_and_reports_its_settings() {
@@ -92,6 +92,12 @@ async fn look_alike_functions_earlier_in_search_path_do_not_fool_verify_and_are_
         .unwrap()
         .get(0);
     assert!(fooled, "the look-alikes are in effect");
+
+    // The lock managers are not fooled: they call pg_catalog's functions.
+    let m = common::manager(&db, "not-fooled");
+    let other = common::manager(&db, "not-fooled-either");
+    let _g = m.acquire("k", None).await.unwrap();
+    assert!(other.try_acquire("k").await.unwrap().is_none());
 
     let report = common::manager(&db, "verify").verify().await.unwrap();
     let warning = report

@@ -1,5 +1,6 @@
-//! `lock doctor` against a hot standby fails with the reason: its advisory
-//! locks exclude only its own sessions. The standby is a `pg_basebackup
+//! A hot standby: `lock doctor` fails with the reason (its advisory locks
+//! exclude only its own sessions), `lock run` refuses it unless
+//! `--allow-standby`. The standby is a `pg_basebackup
 //! -R` of a private primary, started on a port of its own.
 
 use std::path::{Path, PathBuf};
@@ -155,6 +156,32 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     assert!(out.stderr.contains("FAILED"), "{}", out.stderr);
     assert!(out.stderr.contains("standby"), "{}", out.stderr);
     assert!(out.stderr.contains("pg_is_in_recovery"), "{}", out.stderr);
+    // `lock run` refuses it (69, the reason on stderr), unless told.
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "on-standby",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("hot standby"), "{}", out.stderr);
+    assert!(out.stderr.contains("--allow-standby"), "{}", out.stderr);
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--allow-standby",
+        "on-standby",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ran\n");
     // The primary passes.
     let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
     assert_eq!(out.code, 0, "{out:?}");

@@ -214,8 +214,11 @@ pub enum BackendErrorKind {
     Query,
     /// The session ended (terminated backend, server restart, network loss).
     Closed,
-    /// The client gave up waiting for the server.
+    /// The client gave up waiting for the server: it did not answer in time.
     Timeout,
+    /// The server is a hot standby (in recovery), where advisory locks
+    /// exclude only that standby's own sessions.
+    Standby,
     /// Anything else.
     Other,
 }
@@ -297,6 +300,7 @@ impl fmt::Display for BackendError {
             BackendErrorKind::Query => "database error",
             BackendErrorKind::Closed => "database session ended",
             BackendErrorKind::Timeout => "database did not answer in time",
+            BackendErrorKind::Standby => "the server is a standby",
             BackendErrorKind::Other => "database failure",
         };
         write!(f, "{what}: {}", self.message)?;

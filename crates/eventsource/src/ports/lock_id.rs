@@ -2,11 +2,13 @@
 
 use sha2::{Digest, Sha256};
 
-/// The longest key, in bytes, that the lock managers accept.
+/// The longest key, in bytes, that the lock managers accept: 1 MiB.
 ///
-/// Keys are hashed locally and never sent to the server, so the limit only
-/// guards against accidental misuse (a whole document passed as a key).
-pub const MAX_KEY_LEN: usize = 4096;
+/// Keys are hashed locally and never sent to the server (only the 63-bit id
+/// is), so any key another service locks on (the Python reference library
+/// takes keys of any length) can be used here; the limit only guards
+/// against a whole document passed as a key by mistake.
+pub const MAX_KEY_LEN: usize = 1 << 20;
 
 /// Derives the 63-bit advisory-lock id for `key`.
 ///
@@ -64,6 +66,18 @@ mod tests {
         for i in 0..10_000 {
             assert!(lock_id_for_key(&format!("key-{i}")) >= 0);
         }
+    }
+
+    #[test]
+    fn keys_up_to_the_limit_are_accepted_and_longer_ones_refused() {
+        let long = "k".repeat(MAX_KEY_LEN);
+        assert_eq!(
+            checked_lock_id(&long, None).unwrap(),
+            lock_id_for_key(&long)
+        );
+        let err = checked_lock_id(&format!("{long}k"), None).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("1048577 bytes") && text.len() < 300, "{text}");
     }
 
     #[test]

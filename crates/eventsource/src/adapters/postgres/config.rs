@@ -1,4 +1,4 @@
-//! Configuration of [`PostgresLockManager`](super::PostgresLockManager).
+//! [`PostgresLockManagerBuilder`]: how a [`PostgresLockManager`] is made.
 
 use std::fmt;
 use std::sync::Arc;
@@ -6,35 +6,8 @@ use std::time::Duration;
 
 use super::connect::Connector;
 use super::manager::PostgresLockManager;
+use super::settings::Settings;
 use super::tls::{SslMode, TlsSettings};
-
-/// Settings of a lock manager, fixed at build time.
-#[derive(Clone)]
-pub(crate) struct Settings {
-    pub(crate) holder_id: Option<String>,
-    pub(crate) max_held_locks: usize,
-    pub(crate) shared_sessions: usize,
-    pub(crate) max_wait_sessions: usize,
-    pub(crate) max_idle_wait_sessions: usize,
-    pub(crate) liveness_interval: Duration,
-    pub(crate) liveness_timeout: Duration,
-    pub(crate) max_batch: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            holder_id: None,
-            max_held_locks: 4096,
-            shared_sessions: 2,
-            max_wait_sessions: 64,
-            max_idle_wait_sessions: 4,
-            liveness_interval: Duration::from_millis(500),
-            liveness_timeout: Duration::from_secs(2),
-            max_batch: 4096,
-        }
-    }
-}
 
 /// Builds a [`PostgresLockManager`]. No I/O happens until the first lock call.
 ///
@@ -166,6 +139,16 @@ impl PostgresLockManagerBuilder {
         self
     }
 
+    /// Lock on a hot standby anyway. By default a session that finds
+    /// `pg_is_in_recovery()` true refuses to lock
+    /// ([`AcquireFailure::Standby`](crate::AcquireFailure::Standby)):
+    /// advisory locks on a standby exclude only that standby's own
+    /// sessions, never holders on the primary.
+    pub fn allow_standby(mut self, allow: bool) -> Self {
+        self.settings.allow_standby = allow;
+        self
+    }
+
     /// How long opening a session may take. Default: 10 s. An acquisition's
     /// own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {
@@ -182,6 +165,27 @@ impl PostgresLockManagerBuilder {
             self.tls,
         );
         PostgresLockManager::from_parts(Arc::new(connector), self.settings)
+    }
+}
+
+impl PostgresLockManager {
+    /// Starts building a manager over `config`.
+    pub fn builder(config: tokio_postgres::Config) -> PostgresLockManagerBuilder {
+        PostgresLockManagerBuilder::new(config)
+    }
+
+    /// A manager with default settings for a `postgres://` URL or a
+    /// `key=value` connection string, which may carry libpq's `sslmode`
+    /// (up to `verify-full`) and `sslrootcert`. Performs no I/O.
+    pub fn from_url(url: &str) -> crate::Result<Self> {
+        Ok(PostgresLockManagerBuilder::from_url(url)?.build())
+    }
+
+    /// A builder for a `postgres://` URL or a `key=value` connection
+    /// string (with libpq's `sslmode` and `sslrootcert`); see
+    /// [`PostgresLockManagerBuilder::from_url`].
+    pub fn builder_from_url(url: &str) -> crate::Result<PostgresLockManagerBuilder> {
+        PostgresLockManagerBuilder::from_url(url)
     }
 }
 

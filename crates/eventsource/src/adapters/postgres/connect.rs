@@ -50,11 +50,11 @@ impl Connector {
     ) -> Self {
         config.application_name(application_name(holder_id));
         config.ssl_mode(tls.mode.driver_mode());
-        // Locks are held outside transactions, and waits are bounded per
-        // statement by the manager; server-wide defaults must not cut them.
-        config.options(
-            "-c lock_timeout=0 -c statement_timeout=0 -c idle_in_transaction_session_timeout=0",
-        );
+        // No `options` startup parameter of ours: poolers such as PgBouncer
+        // refuse it unless configured to ignore it (and then drop it
+        // silently). The sessions apply their settings with SET instead,
+        // pipelined with the statements they prepare (see the session's
+        // statements); a user's own `options` pass through untouched.
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(5));
         config.keepalives_interval(Duration::from_secs(1));
@@ -98,6 +98,18 @@ impl Connector {
             tokio::time::timeout(self.connect_timeout, token.cancel_query(self.tls.clone())).await;
     }
 }
+
+/// The statement every lock session runs once, pipelined with its prepares.
+///
+/// Locks are held outside transactions, and waits are bounded per statement
+/// by the manager; server-wide defaults must not cut them.
+pub(crate) const SESSION_SETUP: &str = "SET lock_timeout = 0; SET statement_timeout = 0; \
+     SET idle_in_transaction_session_timeout = 0";
+
+/// Set apart because servers before 14 do not know it (its failure is
+/// ignored): a waiter whose client died leaves the wait queue at once
+/// instead of keeping its place until the lock reaches it.
+pub(crate) const SESSION_SETUP_PG14: &str = "SET client_connection_check_interval = '1s'";
 
 /// Maps a driver error raised while connecting.
 pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {

@@ -1,62 +1,41 @@
-//! [`PostgresLockManager`]: cross-process locks on PostgreSQL advisory locks.
+//! [`PostgresLockManager`]: the public lock manager, on top of the adapter.
+//!
+//! It checks the key, runs the [`Acquirer`], wraps each outcome in the
+//! port's types (guards, infos, errors carrying the key and the timeout)
+//! and emits the `tracing` spans. Nothing below it knows about keys as
+//! error context.
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::config::{PostgresLockManagerBuilder, Settings};
+use super::acquirer::Acquirer;
 use super::connect::Connector;
-use super::pool::WaitPool;
-use super::registry::{Registry, ReserveError};
-use super::session::{self, Granted, Kind, Op, SessionHandle};
+use super::session::{Granted, SessionContext};
+use super::settings::Settings;
 use crate::ports::error::{
-    AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, LockLostError,
-    LockNotHeldError, Result,
+    AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockLostError, LockNotHeldError,
+    Result,
 };
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::{
     DistributedLock, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal,
 };
 
-/// State shared by the manager and its session actors.
-pub(crate) struct Core {
-    pub(crate) connector: Arc<Connector>,
-    pub(crate) registry: Arc<Registry>,
-    pub(crate) settings: Settings,
-    /// Cancelled when the manager is closed or dropped.
-    pub(crate) closed: CancellationToken,
-    sessions_open: AtomicUsize,
+struct ManagerState {
+    acquirer: Acquirer,
 }
 
-impl Core {
-    pub(crate) fn session_opened(&self) {
-        self.sessions_open.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn session_closed(&self) {
-        self.sessions_open.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-struct Inner {
-    core: Arc<Core>,
-    shared: Vec<Mutex<Option<SessionHandle>>>,
-    pool: Arc<WaitPool>,
-}
-
-impl Drop for Inner {
+impl Drop for ManagerState {
     fn drop(&mut self) {
         // Manual locks belong to the manager: give them back. Guards still
         // alive keep their sessions until they are dropped.
-        self.core.registry.drop_manual_locks();
-        self.core.closed.cancel();
-        self.pool.clear();
+        self.acquirer.ctx.registry.drop_manual_locks();
+        self.acquirer.close();
     }
 }
 
@@ -72,20 +51,24 @@ impl Drop for Inner {
 ///   requests to one session are batched into one statement over an array
 ///   of lock ids, so throughput grows with load and 10,000 held locks need
 ///   two connections.
-/// - A contended [`acquire`](DistributedLock::acquire) waits inside
-///   PostgreSQL (`pg_advisory_lock`, bounded by a `lock_timeout` set for
-///   that wait only) on a **dedicated session** that holds nothing else:
-///   waiters are served in arrival order and a released lock passes to the
-///   next waiter at once. The lock then stays on that session until released.
+/// - A contended [`acquire`](DistributedLock::acquire) joins the key's
+///   **wait line**: local tasks queue in arrival order, and one wait at a
+///   time runs inside PostgreSQL (`pg_advisory_lock`) on a **dedicated
+///   session** on behalf of the line, so one manager uses at most two
+///   dedicated sessions per contended key (one holding, one waiting).
+///   PostgreSQL serves processes in arrival order; a released lock passes
+///   to the next waiter at once.
+/// - After a wait that did not end in a grant, the session's state is
+///   established (`pg_advisory_unlock_all()`), never assumed: PostgreSQL
+///   can grant a lock and still report the wait's timeout or cancel.
 /// - Locks are held outside transactions, so
 ///   `idle_in_transaction_session_timeout` never drops them.
 /// - Two tasks of one manager never share a lock: the manager keeps local
 ///   owners of one key apart (advisory locks are re-entrant per session).
 /// - Each guard can tell when its lock is lost ([`LockGuard::lost`]): the
 ///   session's connection ended, or its periodic liveness check failed.
-/// - At most [`max_held_locks`](PostgresLockManagerBuilder::max_held_locks)
-///   locks are held at once, to keep the server's shared lock table from
-///   filling up.
+/// - Every SQL function is called `pg_catalog.`-qualified, and a hot
+///   standby is refused ([`AcquireFailure::Standby`]) unless allowed.
 /// - Sessions show up in `pg_stat_activity` with `application_name =
 ///   'eventsource/<holder_id>'`.
 ///
@@ -103,263 +86,49 @@ impl Drop for Inner {
 /// ```
 #[derive(Clone)]
 pub struct PostgresLockManager {
-    inner: Arc<Inner>,
+    state: Arc<ManagerState>,
 }
 
-fn acquisition(key: &str, reason: AcquireFailure, timeout: Option<Duration>) -> Error {
-    Error::LockAcquisition(LockAcquisitionError::new(key, reason, timeout))
+/// The port's error for a failed acquisition of `key`: the one place where
+/// the key and the timeout are attached.
+fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
+    let failure = match failure {
+        AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::Standby => {
+            AcquireFailure::Standby
+        }
+        other => other,
+    };
+    Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
 }
-
-fn closed_error() -> BackendError {
-    BackendError::new(BackendErrorKind::Closed, "the lock session ended")
-}
-
-/// How much later than the caller's deadline the client gives up on a wait
-/// the server should have timed out itself (it normally does first, and the
-/// session stays reusable).
-const SERVER_TIMEOUT_GRACE: Duration = Duration::from_millis(200);
 
 impl PostgresLockManager {
-    /// Starts building a manager over `config`.
-    pub fn builder(config: tokio_postgres::Config) -> PostgresLockManagerBuilder {
-        PostgresLockManagerBuilder::new(config)
-    }
-
-    /// A manager with default settings for a `postgres://` URL or a
-    /// `key=value` connection string, which may carry libpq's `sslmode`
-    /// (up to `verify-full`) and `sslrootcert`. Performs no I/O.
-    pub fn from_url(url: &str) -> Result<Self> {
-        Ok(PostgresLockManagerBuilder::from_url(url)?.build())
-    }
-
-    /// A builder for a `postgres://` URL or a `key=value` connection
-    /// string (with libpq's `sslmode` and `sslrootcert`); see
-    /// [`PostgresLockManagerBuilder::from_url`].
-    pub fn builder_from_url(url: &str) -> Result<PostgresLockManagerBuilder> {
-        PostgresLockManagerBuilder::from_url(url)
-    }
-
     pub(crate) fn from_parts(connector: Arc<Connector>, settings: Settings) -> Self {
-        let registry = Registry::new(settings.max_held_locks);
-        let shared = (0..settings.shared_sessions)
-            .map(|_| Mutex::new(None))
-            .collect();
-        let pool = WaitPool::new(settings.max_wait_sessions, settings.max_idle_wait_sessions);
-        let core = Arc::new(Core {
-            connector,
-            registry,
-            settings,
-            closed: CancellationToken::new(),
-            sessions_open: AtomicUsize::new(0),
-        });
+        let ctx = SessionContext::new(connector, settings);
         Self {
-            inner: Arc::new(Inner { core, shared, pool }),
+            state: Arc::new(ManagerState {
+                acquirer: Acquirer::new(ctx),
+            }),
         }
     }
 
-    fn core(&self) -> &Arc<Core> {
-        &self.inner.core
+    fn ctx(&self) -> &Arc<SessionContext> {
+        &self.state.acquirer.ctx
     }
 
     /// The holder label given at build time.
     pub fn holder_id(&self) -> Option<&str> {
-        self.core().settings.holder_id.as_deref()
+        self.ctx().settings.holder_id.as_deref()
     }
 
     /// How many database sessions this manager has open now.
     pub fn session_count(&self) -> usize {
-        self.core().sessions_open.load(Ordering::Relaxed)
+        self.ctx().open_sessions()
     }
 
     /// The server process ids of this manager's open shared sessions (for
     /// diagnostics and fault tests).
     pub fn shared_session_pids(&self) -> Vec<i32> {
-        self.inner
-            .shared
-            .iter()
-            .filter_map(|slot| {
-                let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-                slot.as_ref().filter(|h| !h.is_dead()).map(|h| h.pid())
-            })
-            .filter(|pid| *pid != 0)
-            .collect()
-    }
-
-    fn shared_session(&self, lock_id: i64) -> SessionHandle {
-        let n = self.inner.shared.len() as u64;
-        let slot = &self.inner.shared[(lock_id as u64 % n) as usize];
-        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-        match slot.as_ref() {
-            Some(h) if !h.is_dead() => h.clone(),
-            _ => {
-                let h = session::spawn(self.core().clone(), Kind::Shared, std::sync::Weak::new());
-                *slot = Some(h.clone());
-                h
-            }
-        }
-    }
-
-    fn dedicated_session(&self) -> SessionHandle {
-        self.inner.pool.take().unwrap_or_else(|| {
-            session::spawn(
-                self.core().clone(),
-                Kind::Dedicated,
-                Arc::downgrade(&self.inner.pool),
-            )
-        })
-    }
-
-    /// One try-lock on the lock id's shared session.
-    async fn try_shared(
-        &self,
-        lock_id: i64,
-        key: &Arc<str>,
-    ) -> std::result::Result<std::result::Result<Option<Granted>, BackendError>, ReserveError> {
-        let mut res = self.core().registry.reserve(lock_id, key)?;
-        // A session that died between our look and our send is replaced
-        // once. One that could not even open says why.
-        let mut failure = None;
-        for _ in 0..2 {
-            let (tx, rx) = oneshot::channel();
-            let op = Op::TryLock {
-                res,
-                key: key.clone(),
-                reply: tx,
-            };
-            let session = self.shared_session(lock_id);
-            match session.send_or_return(op) {
-                Ok(()) => return Ok(rx.await.unwrap_or_else(|_| Err(closed_error()))),
-                Err(Op::TryLock { res: r, .. }) => {
-                    res = r;
-                    failure = session.open_error();
-                }
-                Err(_) => unreachable!("send_or_return gives back the op it was given"),
-            }
-        }
-        Ok(Err(failure.unwrap_or_else(closed_error)))
-    }
-
-    /// A blocking wait on a dedicated session.
-    async fn wait_dedicated(
-        &self,
-        lock_id: i64,
-        key: &Arc<str>,
-        deadline: Option<Instant>,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Granted>> {
-        let sem = self.inner.pool.permits.clone();
-        let permit = match deadline {
-            None => sem.acquire_owned().await,
-            Some(d) => match tokio::time::timeout_at(d, sem.acquire_owned()).await {
-                Ok(p) => p,
-                Err(_) => return Ok(None),
-            },
-        }
-        .map_err(|_| acquisition(key, AcquireFailure::Closed, timeout))?;
-        let mut permit = Some(permit);
-        let mut failure = None;
-        for _ in 0..2 {
-            let lock_timeout = deadline.map(|d| {
-                d.saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1))
-            });
-            let (tx, rx) = oneshot::channel();
-            let op = Op::Wait {
-                lock_id,
-                key: key.clone(),
-                lock_timeout,
-                permit: permit.take().expect("permit present"),
-                reply: tx,
-            };
-            let session = self.dedicated_session();
-            match session.send_or_return(op) {
-                Ok(()) => {
-                    return match rx.await {
-                        Ok(Ok(g)) => Ok(g),
-                        Ok(Err(e)) => Err(acquisition(key, AcquireFailure::Backend(e), timeout)),
-                        Err(_) => Err(acquisition(
-                            key,
-                            AcquireFailure::Backend(closed_error()),
-                            timeout,
-                        )),
-                    }
-                }
-                Err(Op::Wait { permit: p, .. }) => {
-                    permit = Some(p);
-                    failure = session.open_error();
-                }
-                Err(_) => unreachable!("send_or_return gives back the op it was given"),
-            }
-        }
-        Err(acquisition(
-            key,
-            AcquireFailure::Backend(failure.unwrap_or_else(closed_error)),
-            timeout,
-        ))
-    }
-
-    async fn acquire_granted(
-        &self,
-        key: &str,
-        lock_id: i64,
-        key_arc: &Arc<str>,
-        timeout: Option<Duration>,
-    ) -> Result<Granted> {
-        if self.core().closed.is_cancelled() {
-            return Err(acquisition(key, AcquireFailure::Closed, timeout));
-        }
-        let one_attempt = timeout == Some(Duration::ZERO);
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let timed_out = || acquisition(key, AcquireFailure::Timeout, timeout);
-
-        // 1. Fast path: a try-lock on the shared session.
-        let attempt = self.try_shared(lock_id, key_arc);
-        let first = match deadline {
-            Some(d) if !one_attempt => match tokio::time::timeout_at(d, attempt).await {
-                Ok(r) => r,
-                Err(_) => return Err(timed_out()),
-            },
-            _ => attempt.await,
-        };
-        match first {
-            Ok(Ok(Some(g))) => return Ok(g),
-            Ok(Ok(None)) | Err(ReserveError::Busy) => {}
-            Ok(Err(e)) => return Err(acquisition(key, AcquireFailure::Backend(e), timeout)),
-            Err(ReserveError::Budget(limit)) => {
-                return Err(acquisition(
-                    key,
-                    AcquireFailure::BudgetExceeded { limit },
-                    timeout,
-                ))
-            }
-        }
-        if one_attempt {
-            return Err(timed_out());
-        }
-
-        // 2. Contended: queue inside PostgreSQL on a dedicated session.
-        // A queued wait counts against the budget like a held lock: it takes
-        // a place in the server's lock table, and becomes a held lock.
-        let _slot = match self.core().registry.reserve_wait() {
-            Ok(slot) => slot,
-            Err(_) => {
-                let limit = self.core().registry.budget();
-                return Err(acquisition(
-                    key,
-                    AcquireFailure::BudgetExceeded { limit },
-                    timeout,
-                ));
-            }
-        };
-        let wait = self.wait_dedicated(lock_id, key_arc, deadline, timeout);
-        let granted = match deadline {
-            None => wait.await?,
-            Some(d) => match tokio::time::timeout_at(d + SERVER_TIMEOUT_GRACE, wait).await {
-                Ok(r) => r?,
-                Err(_) => None,
-            },
-        };
-        granted.ok_or_else(timed_out)
+        self.state.acquirer.shared_session_pids()
     }
 
     fn info(&self, key: &str, lock_id: i64, g: &Granted) -> LockInfo {
@@ -367,16 +136,21 @@ impl PostgresLockManager {
             key: key.to_owned(),
             lock_id,
             acquired_at: g.acquired_at,
-            holder_id: self.core().settings.holder_id.clone(),
+            holder_id: self.ctx().settings.holder_id.clone(),
         }
     }
 
     /// Every advisory lock in the database (or those of `keys`): who holds
     /// it, who waits for it and since when. Unlike [`is_held`](DistributedLock::is_held),
     /// this sees every process. Opens a short-lived session of its own.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; a dropped call closes its session and
+    /// leaves nothing behind.
     pub async fn holders(&self, keys: &[&str]) -> Result<Vec<super::AdvisoryLock>> {
         let connected = self
-            .core()
+            .ctx()
             .connector
             .connect()
             .await
@@ -384,22 +158,21 @@ impl PostgresLockManager {
         super::holders::query_holders(&connected.client, keys).await
     }
 
-    /// Checks once that the server really gives session-level advisory
-    /// locks through this manager's connection settings: that two sessions
-    /// conflict on a test key (catches engines whose advisory functions are
-    /// no-ops, such as CockroachDB) and that a connection keeps its server
-    /// session across statements (catches transaction-mode poolers such as
-    /// PgBouncer with `pool_mode = transaction`, behind which session locks
-    /// are silently unsafe). Opens two short-lived sessions of its own.
+    /// Checks once, on two short-lived sessions of its own, that the server
+    /// really gives session-level advisory locks through this manager's
+    /// connection settings (catches no-op advisory functions and
+    /// transaction-mode poolers). A failure is a
+    /// [`BackendErrorKind::NotPostgres`] error naming the cause, whose
+    /// [`source`](std::error::Error::source) is a
+    /// [`VerifyProblem`](super::VerifyProblem); the report lists the server
+    /// settings that bound how long a vanished holder keeps its locks.
     ///
-    /// A server that fails is reported as a
-    /// [`BackendErrorKind::NotPostgres`] error with a message naming the
-    /// cause; its [`source`](std::error::Error::source) is a
-    /// [`VerifyProblem`](super::VerifyProblem). The report lists the server
-    /// settings that bound how long a vanished holder keeps its locks, with
-    /// advice.
+    /// # Cancel safety
+    ///
+    /// Cancel safe: its test locks live on its own two sessions, which close
+    /// when the future is dropped, freeing them.
     pub async fn verify(&self) -> Result<super::VerifyReport> {
-        super::verify::verify(&self.core().connector, &self.core().settings).await
+        super::verify::verify(&self.ctx().connector, &self.ctx().settings).await
     }
 
     /// Releases every lock and closes every session. Later acquisitions
@@ -407,12 +180,12 @@ impl PostgresLockManager {
     ///
     /// # Cancel safety
     ///
-    /// The manager is closed as soon as this is called; releases already
-    /// sent go ahead if the future is dropped.
+    /// Not cancel safe, and need not be: the manager is closed as soon as
+    /// this is called, and the releases already sent go ahead if the future
+    /// is dropped; only the count is lost.
     pub async fn close(&self) -> Result<usize> {
         let n = self.release_all().await?;
-        self.core().closed.cancel();
-        self.inner.pool.clear();
+        self.state.acquirer.close();
         Ok(n)
     }
 }
@@ -420,8 +193,8 @@ impl PostgresLockManager {
 impl fmt::Debug for PostgresLockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresLockManager")
-            .field("holder_id", &self.core().settings.holder_id)
-            .field("held", &self.core().registry.held())
+            .field("holder_id", &self.ctx().settings.holder_id)
+            .field("held", &self.ctx().registry.held())
             .field("sessions", &self.session_count())
             .finish()
     }
@@ -437,16 +210,22 @@ fn outcome_name(r: &Result<LockGuard>) -> &'static str {
 
 impl DistributedLock for PostgresLockManager {
     /// Acquires `key`: first a try-lock on a shared session; if another
-    /// session holds the key, a fair wait inside PostgreSQL on a dedicated
-    /// session, bounded by `timeout` (which also bounds waiting for a
-    /// connection). `Some(Duration::ZERO)` makes exactly one attempt.
+    /// session holds the key, a fair wait in the key's wait line and inside
+    /// PostgreSQL, bounded by `timeout` (which also bounds connecting).
+    /// `Some(Duration::ZERO)` makes exactly one attempt.
+    ///
+    /// A server that does not answer in time is an
+    /// [`AcquireFailure::Backend`] error of kind
+    /// [`BackendErrorKind::Timeout`], never [`AcquireFailure::Timeout`]
+    /// (which means the request was queued and not granted in time).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. Dropped before the server answered: the request is
-    /// skipped, or the lock it took is released as soon as it is granted.
-    /// Dropped during a wait: the wait is cancelled on the server and the
-    /// session returns to the pool (or is closed if its state is unknown).
+    /// Leaks nothing when dropped at any await point: no lock stays held and
+    /// no session is left waiting (a server-side wait nobody wants is
+    /// cancelled, and a grant that raced the drop is released within about a
+    /// round trip). Not cancel safe in tokio's sense: a dropped wait loses
+    /// its place in the queue, as `tokio::sync::Semaphore::acquire` does.
     fn acquire(
         &self,
         key: &str,
@@ -464,13 +243,22 @@ impl DistributedLock for PostgresLockManager {
             let lock_id = checked_lock_id(key, timeout)?;
             tracing::Span::current().record("lock_id", lock_id);
             let key_arc: Arc<str> = Arc::from(key);
-            let result = self
-                .acquire_granted(key, lock_id, &key_arc, timeout)
+            let result = match self
+                .state
+                .acquirer
+                .acquire(lock_id, &key_arc, timeout)
                 .await
-                .map(|g| {
+            {
+                Ok(g) => {
                     let info = self.info(key, lock_id, &g);
-                    LockGuard::new(info, LossSignal::from_token(g.loss), Box::new(g.lock))
-                });
+                    Ok(LockGuard::new(
+                        info,
+                        LossSignal::from_token(g.loss),
+                        Box::new(g.lock),
+                    ))
+                }
+                Err(failure) => Err(acquisition(key, failure, timeout)),
+            };
             let span = tracing::Span::current();
             span.record("outcome", outcome_name(&result));
             span.record("wait_us", started.elapsed().as_micros() as u64);
@@ -485,7 +273,8 @@ impl DistributedLock for PostgresLockManager {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a lock taken for a dropped call is released at once.
+    /// Cancel safe: a lock taken for a dropped call is released at once, so
+    /// calling again finds the key as it would have.
     fn try_acquire(
         &self,
         key: &str,
@@ -497,20 +286,14 @@ impl DistributedLock for PostgresLockManager {
             outcome = tracing::field::Empty
         );
         async move {
-            let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
+            let zero = Some(Duration::ZERO);
+            let lock_id = checked_lock_id(key, zero)?;
             tracing::Span::current().record("lock_id", lock_id);
-            if self.core().closed.is_cancelled() {
-                return Err(acquisition(
-                    key,
-                    AcquireFailure::Closed,
-                    Some(Duration::ZERO),
-                ));
-            }
             let key_arc: Arc<str> = Arc::from(key);
-            let r = match self.try_shared(lock_id, &key_arc).await {
-                Ok(Ok(Some(g))) => {
+            let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
+                Ok(Some(g)) => {
                     let info = self.info(key, lock_id, &g);
-                    match self.core().registry.put_manual(g.lock) {
+                    match self.ctx().registry.keep_manual(g.lock) {
                         Ok(()) => Ok(Some(info)),
                         Err(lock) => {
                             drop(lock);
@@ -521,17 +304,8 @@ impl DistributedLock for PostgresLockManager {
                         }
                     }
                 }
-                Ok(Ok(None)) | Err(ReserveError::Busy) => Ok(None),
-                Ok(Err(e)) => Err(acquisition(
-                    key,
-                    AcquireFailure::Backend(e),
-                    Some(Duration::ZERO),
-                )),
-                Err(ReserveError::Budget(limit)) => Err(acquisition(
-                    key,
-                    AcquireFailure::BudgetExceeded { limit },
-                    Some(Duration::ZERO),
-                )),
+                Ok(None) => Ok(None),
+                Err(failure) => Err(acquisition(key, failure, zero)),
             };
             let outcome = match &r {
                 Ok(Some(_)) => "acquired",
@@ -549,7 +323,8 @@ impl DistributedLock for PostgresLockManager {
     ///
     /// # Cancel safety
     ///
-    /// Once called, the release goes ahead even if the future is dropped.
+    /// Once called, the release goes ahead even if the future is dropped;
+    /// only its outcome is lost (calling again reports the key not held).
     fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
         let lock_id = crate::lock_id_for_key(key);
         let span = tracing::debug_span!(
@@ -558,7 +333,7 @@ impl DistributedLock for PostgresLockManager {
             lock_id,
             outcome = tracing::field::Empty
         );
-        let held = self.core().registry.take_manual(lock_id, key);
+        let held = self.ctx().registry.take_manual(lock_id, key);
         async move {
             let r = match held {
                 Some(lock) => Box::new(lock).release().await,
@@ -575,7 +350,7 @@ impl DistributedLock for PostgresLockManager {
     }
 
     fn is_held(&self, key: &str) -> bool {
-        self.core().registry.is_held(crate::lock_id_for_key(key))
+        self.ctx().registry.is_held(crate::lock_id_for_key(key))
     }
 }
 
@@ -588,21 +363,16 @@ impl LockRegistry for PostgresLockManager {
     /// The unlocks are sent before the first await; dropping the future
     /// loses only the count.
     fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
-        let victims = self.core().registry.take_all_held();
-        let count = victims.len();
+        let items = self.ctx().registry.take_all_held();
+        let count = items.len();
         let mut waits = Vec::with_capacity(count);
-        for v in victims {
-            match v.manual {
+        for item in items {
+            match item.manual {
                 Some(lock) => waits.push(Box::new(lock).release()),
                 None => {
                     let (tx, rx) = oneshot::channel();
-                    let sent = v.session.send(Op::Unlock {
-                        lock_id: v.lock_id,
-                        token: v.token,
-                        reply: Some(tx),
-                    });
-                    if !sent {
-                        self.core().registry.finish(v.lock_id, v.token);
+                    if !item.session.send_unlock(item.lock_id, item.token, Some(tx)) {
+                        self.ctx().registry.finish(item.lock_id, item.token);
                     }
                     waits.push(Box::pin(async move {
                         let _ = rx.await;
@@ -622,6 +392,6 @@ impl LockRegistry for PostgresLockManager {
     }
 
     fn held_lock_count(&self) -> usize {
-        self.core().registry.held()
+        self.ctx().registry.held()
     }
 }

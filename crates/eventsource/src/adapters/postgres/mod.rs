@@ -1,15 +1,20 @@
 //! PostgreSQL adapters (feature `postgres`): [`PostgresLockManager`].
 
+// Layers, top to bottom (each imports only from those below it):
+//   config (builder) -> manager -> acquirer -> wait_line -> session/*
+//   -> registry, held_lock, settings, connect, tls
+mod acquirer;
 mod config;
 mod connect;
-mod held;
+mod held_lock;
 mod holders;
 mod manager;
-mod pool;
 mod registry;
 mod session;
+mod settings;
 mod tls;
 mod verify;
+mod wait_line;
 
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};

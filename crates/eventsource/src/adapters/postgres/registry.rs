@@ -11,20 +11,17 @@
 //! erases the next owner: this keeps `is_held` and `held_lock_count` exact
 //! when tasks of one manager hand a key over.
 //!
-//! A new try-lock is only sent when the entry has neither part. Advisory
-//! locks are re-entrant per session, so this is what keeps two local owners
-//! apart: the shared session that might hold the id (through an owner not
-//! yet unlocked, or a try-lock still in flight) is never asked for it again.
-//! A grant obtained on a dedicated session replaces the owner but leaves a
-//! pending try-lock in place until that request has been answered.
+//! A new try-lock is only sent when the entry has neither part: advisory
+//! locks are re-entrant per session, so the shared session that might hold
+//! the id is never asked for it again. A grant obtained on a dedicated
+//! session replaces the owner but leaves a pending try-lock in place.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
-use super::held::HeldLock;
-use super::session::SessionHandle;
+use super::held_lock::{HeldLock, ReleaseBook, SessionRef};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -37,7 +34,7 @@ enum Phase {
 struct Owner {
     token: u64,
     phase: Phase,
-    session: SessionHandle,
+    session: SessionRef,
     /// Fires when the lock is lost; a child of the session's own token.
     loss: CancellationToken,
     /// A manual lock is owned by the registry until `release(key)`.
@@ -134,11 +131,11 @@ impl Drop for WaitSlot {
     }
 }
 
-/// What every release-all victim needs.
-pub(crate) struct Victim {
+/// A lock taken away by `release_all`: what is needed to unlock it.
+pub(crate) struct ReleaseAllItem {
     pub(crate) lock_id: i64,
     pub(crate) token: u64,
-    pub(crate) session: SessionHandle,
+    pub(crate) session: SessionRef,
     pub(crate) manual: Option<HeldLock>,
 }
 
@@ -207,7 +204,7 @@ impl Registry {
     pub(crate) fn grant_reserved(
         &self,
         mut res: Reservation,
-        session: &SessionHandle,
+        session: &SessionRef,
         loss: &CancellationToken,
     ) -> u64 {
         res.armed = false;
@@ -232,7 +229,7 @@ impl Registry {
         &self,
         lock_id: i64,
         key: &Arc<str>,
-        session: &SessionHandle,
+        session: &SessionRef,
         loss: &CancellationToken,
     ) -> u64 {
         let (token, previous) = {
@@ -260,7 +257,7 @@ impl Registry {
         state: &mut State,
         lock_id: i64,
         token: u64,
-        session: &SessionHandle,
+        session: &SessionRef,
         loss: &CancellationToken,
     ) -> Option<Owner> {
         let e = state.entries.get_mut(&lock_id).expect("entry just ensured");
@@ -278,7 +275,7 @@ impl Registry {
     }
 
     /// Marks an owned lock as being released; false if the token no longer owns it.
-    pub(crate) fn begin_release(&self, lock_id: i64, token: u64) -> bool {
+    fn mark_releasing(&self, lock_id: i64, token: u64) -> bool {
         let mut state = self.lock();
         match state
             .entries
@@ -312,7 +309,7 @@ impl Registry {
     }
 
     /// Hands a granted lock to the registry as a manual lock.
-    pub(crate) fn put_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
+    pub(crate) fn keep_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
         let mut state = self.lock();
         match state
             .entries
@@ -352,7 +349,7 @@ impl Registry {
 
     /// Everything held, marked releasing; guards' loss tokens fire (their
     /// owner did not ask for the release).
-    pub(crate) fn take_all_held(&self) -> Vec<Victim> {
+    pub(crate) fn take_all_held(&self) -> Vec<ReleaseAllItem> {
         let mut state = self.lock();
         let mut out = Vec::new();
         for (lock_id, e) in state.entries.iter_mut() {
@@ -365,7 +362,7 @@ impl Registry {
             if manual.is_none() {
                 o.loss.cancel();
             }
-            out.push(Victim {
+            out.push(ReleaseAllItem {
                 lock_id: *lock_id,
                 token: o.token,
                 session: o.session.clone(),
@@ -387,5 +384,19 @@ impl Registry {
                 .collect()
         };
         drop(manual);
+    }
+}
+
+impl ReleaseBook for Registry {
+    fn begin_release(&self, lock_id: i64, token: u64) -> bool {
+        self.mark_releasing(lock_id, token)
+    }
+
+    fn finish(&self, lock_id: i64, token: u64) {
+        Registry::finish(self, lock_id, token)
+    }
+
+    fn put_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
+        self.keep_manual(lock)
     }
 }

@@ -32,8 +32,8 @@ use std::fmt;
 use tokio_postgres::Client;
 
 use self::advice::{advice, REPORTED};
-use super::config::Settings;
 use super::connect::{pg_error, Connector};
+use super::settings::Settings;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 
 /// What [`verify`](super::PostgresLockManager::verify) found on a server

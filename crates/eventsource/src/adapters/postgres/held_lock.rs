@@ -4,23 +4,49 @@
 //! locks), or a reply in flight to a caller. Dropping it, wherever that
 //! happens (a cancelled future, a panic, a reply nobody received), sends the
 //! unlock to the session that holds the lock. This is what makes every
-//! entry point cancel safe.
+//! entry point leak-free when dropped.
+//!
+//! This file sits at the bottom of the adapter: it reaches a session only
+//! through the [`UnlockSink`] trait (the session's mailbox implements it)
+//! and the registry only through [`ReleaseBook`].
 
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::registry::Registry;
-use super::session::{Op, SessionHandle};
-use crate::ports::error::{Error, LockLostError, Result};
+use crate::ports::error::{BackendError, Error, LockLostError, Result};
 use crate::ports::locks::{BoxFuture, GuardBackend};
+
+/// Where a session's answer to an unlock goes: whether the lock was still held.
+pub(crate) type UnlockReply = oneshot::Sender<std::result::Result<bool, BackendError>>;
+
+/// A session that can be asked to unlock a lock it holds.
+pub(crate) trait UnlockSink: Send + Sync + 'static {
+    /// Queues the unlock of `lock_id` owned by `token`; false if the session
+    /// is gone (and the lock with it).
+    fn send_unlock(&self, lock_id: i64, token: u64, reply: Option<UnlockReply>) -> bool;
+}
+
+/// The session a lock lives on, as the bookkeeping sees it.
+pub(crate) type SessionRef = Arc<dyn UnlockSink>;
+
+/// The bookkeeping a lock's release updates (the registry implements it).
+pub(crate) trait ReleaseBook: Send + Sync + 'static {
+    /// The owner `token` starts releasing `lock_id`.
+    fn begin_release(&self, lock_id: i64, token: u64) -> bool;
+    /// `lock_id` is no longer held by `token` (released or lost).
+    fn finish(&self, lock_id: i64, token: u64);
+    /// Keeps a granted lock until `release(key)`; gives it back if its
+    /// owner no longer holds it.
+    fn put_manual(&self, lock: HeldLock) -> std::result::Result<(), HeldLock>;
+}
 
 pub(crate) struct HeldLock {
     lock_id: i64,
     token: u64,
     key: Arc<str>,
-    session: SessionHandle,
-    registry: Arc<Registry>,
+    session: SessionRef,
+    book: Arc<dyn ReleaseBook>,
     armed: bool,
 }
 
@@ -29,15 +55,15 @@ impl HeldLock {
         lock_id: i64,
         token: u64,
         key: Arc<str>,
-        session: SessionHandle,
-        registry: Arc<Registry>,
+        session: SessionRef,
+        book: Arc<dyn ReleaseBook>,
     ) -> Self {
         Self {
             lock_id,
             token,
             key,
             session,
-            registry,
+            book,
             armed: true,
         }
     }
@@ -51,19 +77,12 @@ impl HeldLock {
     }
 
     /// Sends the unlock; false if the session is gone (and with it the lock).
-    fn send_unlock(
-        &mut self,
-        reply: Option<oneshot::Sender<std::result::Result<bool, crate::BackendError>>>,
-    ) -> bool {
+    fn send_unlock(&mut self, reply: Option<UnlockReply>) -> bool {
         self.armed = false;
-        self.registry.begin_release(self.lock_id, self.token);
-        let sent = self.session.send(Op::Unlock {
-            lock_id: self.lock_id,
-            token: self.token,
-            reply,
-        });
+        self.book.begin_release(self.lock_id, self.token);
+        let sent = self.session.send_unlock(self.lock_id, self.token, reply);
         if !sent {
-            self.registry.finish(self.lock_id, self.token);
+            self.book.finish(self.lock_id, self.token);
         }
         sent
     }
@@ -106,8 +125,8 @@ impl GuardBackend for HeldLock {
     }
 
     fn into_manual(self: Box<Self>) {
-        let registry = self.registry.clone();
-        if let Err(lock) = registry.put_manual(*self) {
+        let book = self.book.clone();
+        if let Err(lock) = book.put_manual(*self) {
             drop(lock);
         }
     }

@@ -1,16 +1,16 @@
-//! The pool of dedicated sessions used for contended waits.
+//! The idle dedicated sessions kept for the next contended wait, and the
+//! cap on how many dedicated sessions are open at once.
 //!
 //! A waiting `pg_advisory_lock` blocks every statement queued behind it on
 //! its connection, so each wait runs alone on a session that holds no other
-//! lock. The number of such sessions is capped by a semaphore (a waiter
-//! queues for a permit within its own timeout); a few idle ones are kept
-//! for the next wait.
+//! lock. A semaphore caps their number (a wait line queues for a permit
+//! within its waiters' deadlines); a few idle ones are kept for reuse.
 
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
-use super::session::SessionHandle;
+use super::mailbox::SessionHandle;
 
 pub(crate) struct WaitPool {
     idle: Mutex<Vec<SessionHandle>>,
@@ -39,7 +39,7 @@ impl WaitPool {
     }
 
     /// Keeps an idle session for later; false if the pool is full.
-    pub(crate) fn park(&self, handle: SessionHandle) -> bool {
+    pub(super) fn park(&self, handle: SessionHandle) -> bool {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         idle.retain(|h| !h.is_dead());
         if idle.len() < self.max_idle {

@@ -1,0 +1,176 @@
+//! [`Acquirer`]: how a lock is obtained, below the public manager.
+//!
+//! 1. Fast path: a try-lock on the lock id's shared session (batched with
+//!    whatever else that session has queued).
+//! 2. Contended: the key's [wait line](super::wait_line), which waits inside
+//!    PostgreSQL on a dedicated session.
+//!
+//! Failures are [`AcquireFailure`]s; the public layer attaches the key and
+//! the timeout once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::registry::ReserveError;
+use super::session::{self, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool};
+use super::wait_line::WaitLines;
+use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
+
+pub(crate) struct Acquirer {
+    pub(crate) ctx: Arc<SessionContext>,
+    shared: Vec<Mutex<Option<SessionHandle>>>,
+    pub(crate) pool: Arc<WaitPool>,
+    lines: Arc<WaitLines>,
+}
+
+fn closed_session() -> BackendError {
+    BackendError::new(BackendErrorKind::Closed, "the lock session ended")
+}
+
+/// The server did not answer before the caller's deadline.
+fn no_answer(timeout: Option<Duration>) -> AcquireFailure {
+    let within = timeout
+        .map(|t| format!(" within {t:?}"))
+        .unwrap_or_default();
+    AcquireFailure::Backend(BackendError::new(
+        BackendErrorKind::Timeout,
+        format!("the server did not answer{within}"),
+    ))
+}
+
+impl Acquirer {
+    pub(crate) fn new(ctx: Arc<SessionContext>) -> Self {
+        let s = &ctx.settings;
+        let pool = WaitPool::new(s.max_wait_sessions, s.max_idle_wait_sessions);
+        let shared = (0..s.shared_sessions).map(|_| Mutex::new(None)).collect();
+        let lines = WaitLines::new(ctx.clone(), pool.clone());
+        Self {
+            ctx,
+            shared,
+            pool,
+            lines,
+        }
+    }
+
+    /// The server process ids of the open shared sessions.
+    pub(crate) fn shared_session_pids(&self) -> Vec<i32> {
+        self.shared
+            .iter()
+            .filter_map(|slot| {
+                let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                slot.as_ref().filter(|h| !h.is_dead()).map(|h| h.pid())
+            })
+            .filter(|pid| *pid != 0)
+            .collect()
+    }
+
+    fn shared_session(&self, lock_id: i64) -> SessionHandle {
+        let n = self.shared.len() as u64;
+        let slot = &self.shared[(lock_id as u64 % n) as usize];
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            Some(h) if !h.is_dead() => h.clone(),
+            _ => {
+                let h = session::spawn(self.ctx.clone(), Kind::Shared, std::sync::Weak::new());
+                *slot = Some(h.clone());
+                h
+            }
+        }
+    }
+
+    /// One try-lock on the lock id's shared session. `Ok(None)`: held
+    /// elsewhere, or by another task of this manager.
+    pub(crate) async fn try_once(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+    ) -> Result<Option<Granted>, AcquireFailure> {
+        if self.ctx.closed.is_cancelled() {
+            return Err(AcquireFailure::Closed);
+        }
+        let mut res = match self.ctx.registry.reserve(lock_id, key) {
+            Ok(res) => res,
+            Err(ReserveError::Busy) => return Ok(None),
+            Err(ReserveError::Budget(limit)) => {
+                return Err(AcquireFailure::BudgetExceeded { limit })
+            }
+        };
+        // A session that died between our look and our send is replaced
+        // once. One that could not even open says why.
+        let mut failure = None;
+        for _ in 0..2 {
+            let (tx, rx) = oneshot::channel();
+            let op = Op::TryLock {
+                res,
+                key: key.clone(),
+                reply: tx,
+            };
+            let session = self.shared_session(lock_id);
+            match session.send(op) {
+                Ok(()) => {
+                    let answer = rx.await.unwrap_or_else(|_| Err(closed_session()));
+                    return answer.map_err(AcquireFailure::Backend);
+                }
+                Err(Op::TryLock { res: r, .. }) => {
+                    res = r;
+                    failure = session.open_error();
+                }
+                Err(_) => unreachable!("send gives back the op it was given"),
+            }
+        }
+        Err(AcquireFailure::Backend(
+            failure.unwrap_or_else(closed_session),
+        ))
+    }
+
+    /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt).
+    pub(crate) async fn acquire(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+        timeout: Option<Duration>,
+    ) -> Result<Granted, AcquireFailure> {
+        if self.ctx.closed.is_cancelled() {
+            return Err(AcquireFailure::Closed);
+        }
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        if timeout == Some(Duration::ZERO) {
+            return self
+                .try_once(lock_id, key)
+                .await?
+                .ok_or(AcquireFailure::Timeout);
+        }
+        // Tasks of this manager already queued for the key go first.
+        if !self.lines.has_line(lock_id) {
+            let attempt = self.try_once(lock_id, key);
+            let first = match deadline {
+                Some(d) => tokio::time::timeout_at(d, attempt)
+                    .await
+                    .map_err(|_| no_answer(timeout))?,
+                None => attempt.await,
+            };
+            if let Some(granted) = first? {
+                return Ok(granted);
+            }
+        }
+        let mut ticket = self.lines.join(lock_id, key, deadline);
+        let result = match deadline {
+            None => (&mut ticket.rx).await,
+            Some(d) => match tokio::time::timeout_at(d, &mut ticket.rx).await {
+                Ok(r) => r,
+                Err(_) if ticket.stalled_at_server() => return Err(no_answer(timeout)),
+                Err(_) => return Err(AcquireFailure::Timeout),
+            },
+        };
+        result.unwrap_or(Err(AcquireFailure::Closed))
+    }
+
+    /// Closes the manager's sessions once their locks are released.
+    pub(crate) fn close(&self) {
+        self.ctx.closed.cancel();
+        self.pool.clear();
+    }
+}

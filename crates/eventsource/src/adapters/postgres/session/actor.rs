@@ -1,0 +1,212 @@
+//! The session actor: opens the session, takes requests from its mailbox,
+//! checks liveness while idle, and reports the session's end.
+//!
+//! When the connection ends (backend terminated, server restart) or a
+//! liveness check fails, the actor cancels the session's `dead` token —
+//! every guard's loss signal is a child of it — forgets its locks in the
+//! registry, and exits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::time::MissedTickBehavior;
+
+use super::batch::{closed_error, run_batch, BatchBuffers};
+use super::context::SessionContext;
+use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
+use super::pool::WaitPool;
+use super::state::SessionState;
+use super::statements::prepare;
+use super::wait::run_wait;
+use crate::ports::error::{BackendError, BackendErrorKind};
+
+struct Actor {
+    kind: Kind,
+    pool: Weak<WaitPool>,
+    rx: mpsc::UnboundedReceiver<Op>,
+    /// A dedicated session's place among the manager's wait sessions.
+    permit: Option<OwnedSemaphorePermit>,
+    parked: bool,
+    buffers: BatchBuffers,
+}
+
+/// Starts a session actor; it connects in the background.
+pub(crate) fn spawn(ctx: Arc<SessionContext>, kind: Kind, pool: Weak<WaitPool>) -> SessionHandle {
+    let (mailbox, rx) = Mailbox::new();
+    let actor = Actor {
+        kind,
+        pool,
+        rx,
+        permit: None,
+        parked: false,
+        buffers: BatchBuffers::default(),
+    };
+    tokio::spawn(actor.run(ctx, mailbox.clone()));
+    SessionHandle(mailbox)
+}
+
+/// Connects and prepares; refuses a standby unless allowed.
+async fn open(
+    ctx: &Arc<SessionContext>,
+    mailbox: &Arc<Mailbox>,
+) -> Result<SessionState, BackendError> {
+    let connected = ctx.connector.connect().await?;
+    let (client, closed) = (connected.client, connected.closed);
+    let dead = mailbox.dead.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = closed.cancelled() => dead.cancel(),
+            _ = dead.cancelled() => {}
+        }
+    });
+    let (statements, identity) = prepare(&client).await?;
+    if identity.in_recovery && !ctx.settings.allow_standby {
+        return Err(BackendError::new(
+            BackendErrorKind::Standby,
+            "pg_is_in_recovery() is true: advisory locks on a standby do not exclude holders on \
+             the primary (connect to the primary, or allow_standby(true) to lock here anyway)",
+        ));
+    }
+    mailbox.set_pid(identity.pid);
+    tracing::debug!(pid = identity.pid, "lock session opened");
+    Ok(SessionState {
+        ctx: ctx.clone(),
+        mailbox: mailbox.clone(),
+        client,
+        statements,
+        held: HashMap::new(),
+    })
+}
+
+impl Actor {
+    async fn run(mut self, ctx: Arc<SessionContext>, mailbox: Arc<Mailbox>) {
+        let mut state = match open(&ctx, &mailbox).await {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::debug!(error = %e, "lock session could not be opened");
+                mailbox.set_open_error(&e);
+                mailbox.dead.cancel();
+                self.fail_queued(&ctx, e);
+                return;
+            }
+        };
+        ctx.session_opened();
+        let mut tick = tokio::time::interval(ctx.settings.liveness_interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        tick.reset();
+        let (dead, closed) = (mailbox.dead.clone(), ctx.closed.clone());
+        loop {
+            let idle = state.held.is_empty();
+            tokio::select! {
+                biased;
+                _ = dead.cancelled() => break,
+                _ = closed.cancelled(), if idle => break,
+                op = self.rx.recv() => {
+                    let Some(op) = op else { break };
+                    if !self.handle(&mut state, op).await {
+                        dead.cancel();
+                        break;
+                    }
+                    tick.reset();
+                    if self.kind == Kind::Dedicated && state.held.is_empty() && !self.parked {
+                        // Back to the pool, or done.
+                        self.permit = None;
+                        if !self.park(&state) {
+                            break;
+                        }
+                    }
+                }
+                _ = tick.tick() => {
+                    if !ping(&state).await {
+                        tracing::warn!(pid = state.mailbox.pid(), "lock session failed its liveness check");
+                        dead.cancel();
+                        break;
+                    }
+                }
+            }
+        }
+        self.shutdown(state);
+    }
+
+    /// Runs one request (and, on a shared session, whatever queued behind
+    /// it); false when the session must close.
+    async fn handle(&mut self, state: &mut SessionState, first: Op) -> bool {
+        if let Op::Wait(mut req) = first {
+            self.parked = false;
+            // Kept while the session holds what the wait was granted.
+            self.permit = req.permit.take();
+            return run_wait(state, req).await;
+        }
+        let mut buffers = std::mem::take(&mut self.buffers);
+        buffers.ops.push(first);
+        while buffers.ops.len() < state.ctx.settings.max_batch {
+            match self.rx.try_recv() {
+                Ok(op) => buffers.ops.push(op),
+                Err(_) => break,
+            }
+        }
+        run_batch(state, &mut buffers).await;
+        buffers.reset();
+        self.buffers = buffers;
+        !state.dead().is_cancelled()
+    }
+
+    /// Returns an idle dedicated session to the pool; false when it should close.
+    fn park(&mut self, state: &SessionState) -> bool {
+        if state.dead().is_cancelled() || state.ctx.closed.is_cancelled() {
+            return false;
+        }
+        self.parked = match self.pool.upgrade() {
+            Some(pool) => pool.park(SessionHandle(state.mailbox.clone())),
+            None => false,
+        };
+        self.parked
+    }
+
+    fn fail_queued(&mut self, ctx: &SessionContext, err: BackendError) {
+        self.rx.close();
+        while let Ok(op) = self.rx.try_recv() {
+            match op {
+                Op::TryLock { reply, res, .. } => {
+                    drop(res);
+                    let _ = reply.send(Err(err.clone_shallow()));
+                }
+                Op::Wait(w) => {
+                    let _ = w.reply.send(WaitOutcome::Failed(err.clone_shallow()));
+                }
+                Op::Unlock {
+                    lock_id,
+                    token,
+                    reply,
+                } => {
+                    ctx.registry.finish(lock_id, token);
+                    if let Some(r) = reply {
+                        let _ = r.send(Ok(false));
+                    }
+                }
+            }
+        }
+    }
+
+    fn shutdown(mut self, mut state: SessionState) {
+        state.dead().cancel();
+        for (lock_id, token) in state.held.drain() {
+            state.ctx.registry.finish(lock_id, token);
+        }
+        let ctx = state.ctx.clone();
+        self.fail_queued(&ctx, closed_error());
+        drop(state);
+        ctx.session_closed();
+        tracing::debug!(kind = ?self.kind, "lock session closed");
+    }
+}
+
+/// One liveness check, bounded by the liveness timeout.
+async fn ping(state: &SessionState) -> bool {
+    let check = state.client.query_one(&state.statements.ping, &[]);
+    matches!(
+        tokio::time::timeout(state.ctx.settings.liveness_timeout, check).await,
+        Ok(Ok(_))
+    )
+}

@@ -1,0 +1,213 @@
+//! Shared sessions: try-locks and unlocks of many owners in one statement.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::super::connect::{ends_session, pg_error};
+use super::super::held_lock::UnlockReply;
+use super::super::registry::Reservation;
+use super::mailbox::{Granted, Op, Reply};
+use super::state::SessionState;
+use crate::ports::error::{BackendError, BackendErrorKind};
+
+struct PendingLock {
+    res: Reservation,
+    key: std::sync::Arc<str>,
+    reply: Reply<Option<Granted>>,
+}
+
+struct PendingUnlock {
+    lock_id: i64,
+    token: u64,
+    reply: Option<UnlockReply>,
+}
+
+/// Buffers reused from batch to batch, so the hot path does not allocate them.
+#[derive(Default)]
+pub(super) struct BatchBuffers {
+    pub(super) ops: Vec<Op>,
+    locks: Vec<PendingLock>,
+    unlocks: Vec<PendingUnlock>,
+    ids: Vec<i64>,
+    is_lock: Vec<bool>,
+}
+
+impl BatchBuffers {
+    /// Empties the buffers, and gives back memory after an unusually large batch.
+    pub(super) fn reset(&mut self) {
+        const KEEP: usize = 256;
+        self.ops.clear();
+        self.locks.clear();
+        self.unlocks.clear();
+        self.ids.clear();
+        self.is_lock.clear();
+        if self.ids.capacity() > KEEP {
+            self.ops.shrink_to(KEEP);
+            self.locks.shrink_to(KEEP);
+            self.unlocks.shrink_to(KEEP);
+            self.ids.shrink_to(KEEP);
+            self.is_lock.shrink_to(KEEP);
+        }
+    }
+}
+
+pub(super) fn closed_error() -> BackendError {
+    BackendError::new(BackendErrorKind::Closed, "the lock session ended")
+}
+
+/// Runs the try-locks and unlocks in `buf.ops` in one statement.
+pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
+    let BatchBuffers {
+        ops,
+        locks,
+        unlocks,
+        ids,
+        is_lock,
+    } = buf;
+    for op in ops.drain(..) {
+        match op {
+            Op::TryLock { res, key, reply } => {
+                if reply.is_closed() {
+                    continue; // the caller left before we started: nothing to undo
+                }
+                locks.push(PendingLock { res, key, reply });
+            }
+            Op::Unlock {
+                lock_id,
+                token,
+                reply,
+            } => {
+                if s.held.get(&lock_id) != Some(&token) {
+                    // Already released (release_all) or never ours.
+                    s.ctx.registry.finish(lock_id, token);
+                    if let Some(r) = reply {
+                        let _ = r.send(Ok(false));
+                    }
+                    continue;
+                }
+                unlocks.push(PendingUnlock {
+                    lock_id,
+                    token,
+                    reply,
+                });
+            }
+            Op::Wait(w) => {
+                let internal =
+                    BackendError::new(BackendErrorKind::Other, "wait on a shared session");
+                let _ = w.reply.send(super::WaitOutcome::Failed(internal));
+            }
+        }
+    }
+    if locks.is_empty() && unlocks.is_empty() {
+        return;
+    }
+    for l in locks.iter() {
+        ids.push(l.res.lock_id());
+        is_lock.push(true);
+    }
+    for u in unlocks.iter() {
+        ids.push(u.lock_id);
+        is_lock.push(false);
+    }
+    let outcome = {
+        let (client, st) = (&s.client, &s.statements);
+        let query = async {
+            if ids.len() == 1 {
+                let stmt = if is_lock[0] {
+                    &st.try_one
+                } else {
+                    &st.unlock_one
+                };
+                client
+                    .query_one(stmt, &[&ids[0]])
+                    .await
+                    .map(|row| vec![row.get::<_, bool>(0)])
+            } else {
+                client
+                    .query(&st.batch, &[&*ids, &*is_lock])
+                    .await
+                    .map(|rows| rows.iter().map(|r| r.get::<_, bool>(0)).collect::<Vec<_>>())
+            }
+        };
+        let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
+        tokio::time::timeout(limit, query).await
+    };
+    let results = match outcome {
+        Ok(Ok(results)) if results.len() == ids.len() => Some(results),
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) if ends_session(&e) => None,
+        Ok(Err(e)) => {
+            let err = pg_error(e, BackendErrorKind::Query);
+            tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling");
+            if let Some(done) = reconcile(s, ids, is_lock).await {
+                // Failed try-locks report the error; unlocks what the server says.
+                let n = locks.len();
+                for l in locks.drain(..) {
+                    drop(l.res);
+                    let _ = l.reply.send(Err(err.clone_shallow()));
+                }
+                for (u, ok) in unlocks.drain(..).zip(done.into_iter().skip(n)) {
+                    s.settle_unlock(u.lock_id, u.token, ok, u.reply);
+                }
+                return;
+            }
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                size = ids.len(),
+                "lock batch got no answer in time; closing the session"
+            );
+            None
+        }
+    };
+    let Some(results) = results else {
+        // The session is gone, and its locks with it.
+        s.dead().cancel();
+        for l in locks.drain(..) {
+            drop(l.res);
+            let _ = l.reply.send(Err(closed_error()));
+        }
+        for u in unlocks.drain(..) {
+            s.settle_unlock(u.lock_id, u.token, false, u.reply);
+        }
+        return;
+    };
+    let mut results = results.into_iter();
+    for l in locks.drain(..) {
+        if results.next().unwrap_or(false) {
+            let g = s.grant(l.res.lock_id(), l.key, Some(l.res));
+            if let Err(Ok(Some(g))) = l.reply.send(Ok(Some(g))) {
+                drop(g); // the caller left while we worked: dropping releases it
+            }
+        } else {
+            drop(l.res);
+            let _ = l.reply.send(Ok(None));
+        }
+    }
+    for u in unlocks.drain(..) {
+        let ok = results.next().unwrap_or(false);
+        s.settle_unlock(u.lock_id, u.token, ok, u.reply);
+    }
+}
+
+/// After a failed batch: session locks survive a statement error, so ask
+/// the server what this session holds, give back locks taken for requests
+/// reported as failed, and return per-item "done" flags (for unlocks: true
+/// when the lock is gone). `None` if that failed too.
+async fn reconcile(s: &SessionState, ids: &[i64], is_lock: &[bool]) -> Option<Vec<bool>> {
+    let (client, st) = (&s.client, &s.statements);
+    let rows = client.query(&st.held_ids, &[]).await.ok()?;
+    let on_server: HashSet<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
+    // Locks taken for failed requests, and unlocks still held: unlock both.
+    let unlock: Vec<i64> = ids
+        .iter()
+        .filter(|id| on_server.contains(id))
+        .copied()
+        .collect();
+    if !unlock.is_empty() {
+        let ops = vec![false; unlock.len()];
+        client.query(&st.batch, &[&unlock, &ops]).await.ok()?;
+    }
+    Some(is_lock.iter().map(|lock| !*lock).collect())
+}

@@ -1,0 +1,167 @@
+//! A session's mailbox: the requests it takes ([`Op`]) and the handle
+//! callers hold ([`SessionHandle`]).
+
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+use super::super::held_lock::{HeldLock, UnlockReply, UnlockSink};
+use super::super::registry::Reservation;
+use crate::ports::error::BackendError;
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, BackendError>>;
+
+/// What a session is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Carries uncontended locks of many owners.
+    Shared,
+    /// Runs one blocking wait, then holds that one lock.
+    Dedicated,
+}
+
+/// A request to a session actor.
+pub(crate) enum Op {
+    /// Try to take a reserved lock id (shared sessions).
+    TryLock {
+        res: Reservation,
+        key: Arc<str>,
+        reply: Reply<Option<Granted>>,
+    },
+    /// Wait for a lock id inside PostgreSQL (dedicated sessions).
+    Wait(WaitRequest),
+    /// Release a lock held by `token`. Replies whether it was still held.
+    Unlock {
+        lock_id: i64,
+        token: u64,
+        reply: Option<UnlockReply>,
+    },
+}
+
+/// One blocking wait for a lock id, on behalf of a key's wait line.
+pub(crate) struct WaitRequest {
+    pub(crate) lock_id: i64,
+    pub(crate) key: Arc<str>,
+    /// Ends the wait on the server; `None` waits until granted or abandoned.
+    pub(crate) lock_timeout: Option<Duration>,
+    /// Cancelled when nobody wants the lock any more: the wait is cancelled
+    /// on the server and a grant that raced it is given back.
+    pub(crate) abandon: CancellationToken,
+    /// The line's view of the wait: set to "in the server" once the wait
+    /// statement is on its way on a connected session.
+    pub(crate) stage: Arc<AtomicU8>,
+    /// The wait's place among the manager's dedicated sessions; the actor
+    /// takes it and keeps it while the session holds the granted lock.
+    pub(crate) permit: Option<OwnedSemaphorePermit>,
+    pub(crate) reply: oneshot::Sender<WaitOutcome>,
+}
+
+/// Where a wait line's current wait is (kept in an `AtomicU8`).
+pub(crate) struct WaitStage;
+
+impl WaitStage {
+    /// Queued in the manager (for a dedicated session, or between waits).
+    pub(crate) const LOCAL: u8 = 0;
+    /// Handed to a dedicated session that has not started it yet.
+    pub(crate) const SENT: u8 = 1;
+    /// Running in PostgreSQL.
+    pub(crate) const IN_SERVER: u8 = 2;
+}
+
+/// How a wait ended. The session's state is established in every case: it
+/// holds the lock exactly when the outcome is `Granted`.
+pub(crate) enum WaitOutcome {
+    Granted(Granted),
+    /// The server's `lock_timeout` ended it.
+    TimedOut,
+    /// The line abandoned it (nobody waits any more); nothing is held.
+    Abandoned,
+    /// Someone else cancelled it on the server (`pg_cancel_backend`, a
+    /// server-side `statement_timeout`).
+    Cancelled(String),
+    Failed(BackendError),
+}
+
+/// A lock just granted.
+pub(crate) struct Granted {
+    pub(crate) lock: HeldLock,
+    pub(crate) loss: CancellationToken,
+    pub(crate) acquired_at: DateTime<Utc>,
+}
+
+/// The sending side of a session, shared by its handles and its locks.
+pub(crate) struct Mailbox {
+    tx: mpsc::UnboundedSender<Op>,
+    pub(super) dead: CancellationToken,
+    pid: AtomicI32,
+    /// Why the session could not be opened, kept for callers whose request
+    /// arrived after the actor had already given up.
+    open_error: Mutex<Option<BackendError>>,
+}
+
+impl Mailbox {
+    pub(super) fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Op>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mailbox = Arc::new(Self {
+            tx,
+            dead: CancellationToken::new(),
+            pid: AtomicI32::new(0),
+            open_error: Mutex::new(None),
+        });
+        (mailbox, rx)
+    }
+
+    pub(super) fn pid(&self) -> i32 {
+        self.pid.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_pid(&self, pid: i32) {
+        self.pid.store(pid, Ordering::Relaxed);
+    }
+
+    pub(super) fn set_open_error(&self, e: &BackendError) {
+        *self.open_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone_shallow());
+    }
+}
+
+impl UnlockSink for Mailbox {
+    fn send_unlock(&self, lock_id: i64, token: u64, reply: Option<UnlockReply>) -> bool {
+        self.tx
+            .send(Op::Unlock {
+                lock_id,
+                token,
+                reply,
+            })
+            .is_ok()
+    }
+}
+
+/// A cheap handle on a session actor.
+#[derive(Clone)]
+pub(crate) struct SessionHandle(pub(super) Arc<Mailbox>);
+
+impl SessionHandle {
+    /// Sends `op`, giving it back if the actor is gone.
+    pub(crate) fn send(&self, op: Op) -> Result<(), Op> {
+        self.0.tx.send(op).map_err(|e| e.0)
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.0.dead.is_cancelled() || self.0.tx.is_closed()
+    }
+
+    /// Why the session could not be opened, if that is how it ended.
+    pub(crate) fn open_error(&self) -> Option<BackendError> {
+        let slot = self.0.open_error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref().map(BackendError::clone_shallow)
+    }
+
+    /// The server process id of the session (0 until connected).
+    pub(crate) fn pid(&self) -> i32 {
+        self.0.pid()
+    }
+}

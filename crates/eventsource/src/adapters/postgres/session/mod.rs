@@ -1,0 +1,30 @@
+//! Session actors: one task per PostgreSQL session.
+//!
+//! Callers talk to a session only through its [`SessionHandle`] (a
+//! mailbox); the actor owns the `Client`, so dropping a caller's future
+//! never leaves a statement half-done on a session someone else then
+//! reuses. Inside this folder imports point one way:
+//!
+//! ```text
+//! actor ──> batch ──┐
+//!   │  └──> wait ───┼──> state ──> statements
+//!   └──> pool ──────┴──> mailbox
+//! ```
+//!
+//! A session is either *shared* (uncontended locks of many owners,
+//! concurrent requests batched into one statement) or *dedicated* (one
+//! blocking wait at a time, then the one lock it was granted).
+
+mod actor;
+mod batch;
+mod context;
+mod mailbox;
+mod pool;
+mod state;
+mod statements;
+mod wait;
+
+pub(crate) use actor::spawn;
+pub(crate) use context::SessionContext;
+pub(crate) use mailbox::{Granted, Kind, Op, SessionHandle, WaitOutcome, WaitRequest, WaitStage};
+pub(crate) use pool::WaitPool;

@@ -1,0 +1,151 @@
+//! Dedicated sessions: one blocking `pg_advisory_lock` wait.
+//!
+//! The session's state is established after every wait, never assumed.
+//! PostgreSQL can report `55P03` (lock_timeout) or `57014` (cancel) after
+//! it has granted the lock, and a session-level lock survives the error; so
+//! a wait that did not end in a grant is followed by
+//! `pg_advisory_unlock_all()` (the session holds nothing else), and a grant
+//! nobody wants any more is unlocked at once. Only then is the session
+//! reused; if any step fails, it is closed.
+//!
+//! A wait nobody wants any more is cancelled with a cancel request. The
+//! server delivers that request asynchronously, so the session is reused
+//! only when the wait was seen to end by it (`57014`): a cancel acts once.
+//! Otherwise (the grant or a timeout won the race) the session is closed.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+use super::super::connect::{ends_session, pg_error};
+use super::mailbox::{WaitOutcome, WaitRequest, WaitStage};
+use super::state::SessionState;
+use crate::ports::error::BackendErrorKind;
+
+/// Runs one wait; false when the session must not be reused.
+pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
+    let WaitRequest {
+        lock_id,
+        key,
+        lock_timeout,
+        abandon,
+        stage,
+        reply,
+        ..
+    } = req;
+    if reply.is_closed() || abandon.is_cancelled() {
+        return true;
+    }
+    let liveness_timeout = s.ctx.settings.liveness_timeout;
+    let outcome = {
+        let (client, st) = (&s.client, &s.statements);
+        let ms = lock_timeout.map(|t| t.as_millis().clamp(1, i32::MAX as u128).to_string());
+        stage.store(WaitStage::IN_SERVER, Ordering::Release);
+        let wait = async {
+            match &ms {
+                Some(ms) => {
+                    // Pipelined: set, wait, reset. The reset runs right after
+                    // the wait ends, so the timeout never leaks to later use.
+                    let zero = "0";
+                    let set: [&(dyn ToSql + Sync); 1] = [ms];
+                    let id: [&(dyn ToSql + Sync); 1] = [&lock_id];
+                    let reset: [&(dyn ToSql + Sync); 1] = [&zero];
+                    let (set, lock, reset) = tokio::join!(
+                        client.query_one(&st.set_lock_timeout, &set),
+                        client.execute(&st.lock, &id),
+                        client.query_one(&st.set_lock_timeout, &reset),
+                    );
+                    (set.is_err() || reset.is_err(), lock)
+                }
+                None => (false, client.execute(&st.lock, &[&lock_id]).await),
+            }
+        };
+        tokio::pin!(wait);
+        tokio::select! {
+            // Polled first, so the statement is on the wire before we ever
+            // consider cancelling it.
+            biased;
+            r = &mut wait => Some((false, r)),
+            _ = abandon.cancelled() => {
+                // Nobody waits any more: cancel on the server, then see how
+                // the wait ended (a grant may have raced the cancel).
+                s.ctx.connector.cancel(client.cancel_token()).await;
+                tokio::time::timeout(liveness_timeout, &mut wait).await.ok().map(|r| (true, r))
+            }
+        }
+    };
+    let Some((abandoned, (config_failed, lock))) = outcome else {
+        s.dead().cancel(); // no answer to the cancel: state unknown
+        return false;
+    };
+    if config_failed {
+        // lock_timeout may be left set: never reuse.
+        s.dead().cancel();
+    }
+    if abandoned && !matches!(&lock, Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED)) {
+        // The wait ended some other way than by our cancel request, which
+        // may still be on its way (the server signals the backend
+        // asynchronously) and would cancel whatever runs next. Closing the
+        // session settles it, and frees a grant that raced the cancel.
+        s.dead().cancel();
+        let _ = reply.send(WaitOutcome::Abandoned);
+        return false;
+    }
+    match lock {
+        Ok(_) if reply.is_closed() => {
+            // Granted, but nobody wants it: give it back on this session.
+            let ok = unlock_all(s).await;
+            let _ = reply.send(WaitOutcome::Abandoned);
+            ok && !config_failed
+        }
+        Ok(_) => {
+            let g = s.grant(lock_id, key, None);
+            if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
+                drop(g); // the line left after all: the unlock is queued to us
+            }
+            !config_failed
+        }
+        Err(e) if ends_session(&e) => {
+            s.dead().cancel();
+            let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)));
+            false
+        }
+        Err(e) => {
+            // Not granted as far as the reply goes; make sure of it.
+            let settled = unlock_all(s).await;
+            let outcome = match e.code() {
+                _ if abandoned => WaitOutcome::Abandoned,
+                Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => WaitOutcome::TimedOut,
+                Some(c) if *c == SqlState::QUERY_CANCELED => {
+                    let reason = e
+                        .as_db_error()
+                        .map(|d| d.message().to_owned())
+                        .unwrap_or_else(|| "canceling statement".into());
+                    WaitOutcome::Cancelled(reason)
+                }
+                _ => WaitOutcome::Failed(pg_error(e, BackendErrorKind::Query)),
+            };
+            let _ = reply.send(outcome);
+            settled && !config_failed
+        }
+    }
+}
+
+/// `pg_advisory_unlock_all()` on the session. A cancel of ours that
+/// arrives late can hit it (57014): then it runs once more. False (and the
+/// session closed) if it could not be run.
+async fn unlock_all(s: &mut SessionState) -> bool {
+    let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(1));
+    for _ in 0..2 {
+        let r = tokio::time::timeout(limit, s.client.execute(&s.statements.unlock_all, &[])).await;
+        match r {
+            Ok(Ok(_)) => return true,
+            Ok(Err(e)) if e.code() == Some(&SqlState::QUERY_CANCELED) => continue,
+            _ => break,
+        }
+    }
+    s.dead().cancel();
+    false
+}

@@ -1,0 +1,297 @@
+//! Wait lines: the contended path, one line per lock id.
+//!
+//! Local tasks that wait for one key queue here in arrival order, and one
+//! wait at a time runs inside PostgreSQL on behalf of the whole line (on a
+//! dedicated session). A grant goes to the first task still waiting; the
+//! next wait then joins the end of PostgreSQL's queue, behind other
+//! processes that queued meanwhile. So:
+//!
+//! - a manager uses at most two dedicated sessions per contended key (one
+//!   holding, one waiting), however many tasks wait;
+//! - across processes, PostgreSQL serves waits in arrival order; within a
+//!   process, tasks are served in arrival order; no waiter starves;
+//! - a task that gives up (timeout, dropped future) just leaves the line.
+//!   Only when nobody is left is the server-side wait cancelled, and a grant
+//!   that raced the last departure is given back at once.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::session::{
+    self, Granted, Kind, Op, SessionContext, WaitOutcome, WaitPool, WaitRequest, WaitStage,
+};
+use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
+
+pub(crate) type LineResult = Result<Granted, AcquireFailure>;
+
+struct Waiter {
+    tx: oneshot::Sender<LineResult>,
+    deadline: Option<Instant>,
+}
+
+struct Line {
+    waiters: VecDeque<Waiter>,
+    /// Told when a waiter leaves, so the driver can abandon an unwanted wait.
+    changed: Arc<Notify>,
+    /// Where the current wait is: a [`WaitStage`] value.
+    stage: Arc<AtomicU8>,
+}
+
+/// Every wait line of one manager.
+pub(crate) struct WaitLines {
+    ctx: Arc<SessionContext>,
+    pool: Arc<WaitPool>,
+    lines: Mutex<HashMap<i64, Line>>,
+}
+
+/// A place in a line; dropping it leaves the line.
+pub(crate) struct Ticket {
+    pub(crate) rx: oneshot::Receiver<LineResult>,
+    changed: Arc<Notify>,
+    stage: Arc<AtomicU8>,
+}
+
+impl Ticket {
+    /// Whether the line's wait was stuck on a session that had not started
+    /// it (not connected, or not answering): a deadline that passes then is
+    /// the server's silence, not a conflict.
+    pub(crate) fn stalled_at_server(&self) -> bool {
+        self.stage.load(Ordering::Acquire) == WaitStage::SENT
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.changed.notify_one();
+    }
+}
+
+impl WaitLines {
+    pub(crate) fn new(ctx: Arc<SessionContext>, pool: Arc<WaitPool>) -> Arc<Self> {
+        Arc::new(Self {
+            ctx,
+            pool,
+            lines: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<i64, Line>> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether tasks of this manager already wait for `lock_id` (a newcomer
+    /// then queues behind them instead of trying first).
+    pub(crate) fn has_line(&self, lock_id: i64) -> bool {
+        self.lock().contains_key(&lock_id)
+    }
+
+    /// Joins the line for `lock_id`, starting it if there is none.
+    pub(crate) fn join(
+        self: &Arc<Self>,
+        lock_id: i64,
+        key: &Arc<str>,
+        deadline: Option<Instant>,
+    ) -> Ticket {
+        let (tx, rx) = oneshot::channel();
+        let mut lines = self.lock();
+        let start = !lines.contains_key(&lock_id);
+        let line = lines.entry(lock_id).or_insert_with(|| Line {
+            waiters: VecDeque::new(),
+            changed: Arc::new(Notify::new()),
+            stage: Arc::new(AtomicU8::new(WaitStage::LOCAL)),
+        });
+        line.waiters.push_back(Waiter { tx, deadline });
+        let ticket = Ticket {
+            rx,
+            changed: line.changed.clone(),
+            stage: line.stage.clone(),
+        };
+        if start {
+            let (changed, stage) = (line.changed.clone(), line.stage.clone());
+            tokio::spawn(self.clone().drive(lock_id, key.clone(), changed, stage));
+        }
+        ticket
+    }
+
+    /// Drops departed waiters; `None` (and the line removed) when nobody is
+    /// left, else the `lock_timeout` for the next server-side wait: the
+    /// latest deadline, or none if someone waits without one.
+    fn next_wait(&self, lock_id: i64) -> Option<Option<Duration>> {
+        let mut lines = self.lock();
+        let line = lines.get_mut(&lock_id)?;
+        line.waiters.retain(|w| !w.tx.is_closed());
+        if line.waiters.is_empty() || self.ctx.closed.is_cancelled() {
+            let line = lines.remove(&lock_id)?;
+            drop(lines);
+            for w in line.waiters {
+                let _ = w.tx.send(Err(AcquireFailure::Closed));
+            }
+            return None;
+        }
+        let now = Instant::now();
+        let mut latest = Some(Duration::ZERO);
+        for w in &line.waiters {
+            latest = match (latest, w.deadline) {
+                (Some(l), Some(d)) => Some(l.max(d.saturating_duration_since(now))),
+                _ => None,
+            };
+        }
+        Some(latest.map(|l| l.max(Duration::from_millis(1))))
+    }
+
+    fn anyone_waiting(&self, lock_id: i64) -> bool {
+        self.lock()
+            .get(&lock_id)
+            .is_some_and(|l| l.waiters.iter().any(|w| !w.tx.is_closed()))
+    }
+
+    /// Gives a grant to the first task still waiting; gives it back if none is.
+    fn deliver(&self, lock_id: i64, mut granted: Granted) {
+        let mut lines = self.lock();
+        if let Some(line) = lines.get_mut(&lock_id) {
+            while let Some(w) = line.waiters.pop_front() {
+                match w.tx.send(Ok(granted)) {
+                    Ok(()) => return,
+                    Err(Ok(g)) => granted = g,
+                    Err(Err(_)) => unreachable!("a grant was sent"),
+                }
+            }
+        }
+        drop(lines);
+        drop(granted); // nobody wanted it: the unlock goes to its session
+    }
+
+    /// Fails the first waiter (`all`: every waiter) with `failure`.
+    fn fail(&self, lock_id: i64, all: bool, failure: impl Fn() -> AcquireFailure) {
+        let mut lines = self.lock();
+        let Some(line) = lines.get_mut(&lock_id) else {
+            return;
+        };
+        while let Some(w) = line.waiters.pop_front() {
+            let sent = w.tx.send(Err(failure())).is_ok();
+            if sent && !all {
+                return;
+            }
+        }
+    }
+
+    /// Serves the line until nobody is left in it.
+    async fn drive(
+        self: Arc<Self>,
+        lock_id: i64,
+        key: Arc<str>,
+        changed: Arc<Notify>,
+        stage: Arc<AtomicU8>,
+    ) {
+        while let Some(lock_timeout) = self.next_wait(lock_id) {
+            // A queued wait takes a place in the server's lock table: it
+            // counts against the budget like a held lock.
+            let Ok(_slot) = self.ctx.registry.reserve_wait() else {
+                let limit = self.ctx.registry.budget();
+                self.fail(lock_id, true, || AcquireFailure::BudgetExceeded { limit });
+                continue;
+            };
+            let permit = tokio::select! {
+                p = self.pool.permits.clone().acquire_owned() => p,
+                _ = self.until_nobody_waits(lock_id, &changed) => continue,
+            };
+            let Ok(permit) = permit else {
+                self.fail(lock_id, true, || AcquireFailure::Closed);
+                continue;
+            };
+            stage.store(WaitStage::SENT, Ordering::Release);
+            let abandon = CancellationToken::new();
+            let (tx, mut rx) = oneshot::channel();
+            let request = WaitRequest {
+                lock_id,
+                key: key.clone(),
+                lock_timeout,
+                abandon: abandon.clone(),
+                stage: stage.clone(),
+                permit: Some(permit),
+                reply: tx,
+            };
+            if let Err(open_error) = self.send_wait(request) {
+                self.fail(lock_id, true, || {
+                    AcquireFailure::Backend(open_error.clone_shallow())
+                });
+                continue;
+            }
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    outcome = &mut rx => break outcome,
+                    _ = self.until_nobody_waits(lock_id, &changed), if !abandon.is_cancelled() => {
+                        abandon.cancel();
+                    }
+                }
+            };
+            stage.store(WaitStage::LOCAL, Ordering::Release);
+            match outcome {
+                Ok(WaitOutcome::Granted(g)) => self.deliver(lock_id, g),
+                // Waiters with deadlines leave by themselves; the rest (and
+                // any that joined while a wait was being abandoned) wait on.
+                Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => {}
+                Ok(WaitOutcome::Cancelled(reason)) => {
+                    self.fail(lock_id, false, || AcquireFailure::Cancelled {
+                        reason: reason.clone(),
+                    })
+                }
+                Ok(WaitOutcome::Failed(e)) => {
+                    self.fail(lock_id, true, || AcquireFailure::Backend(e.clone_shallow()))
+                }
+                Err(_) => self.fail(lock_id, true, || {
+                    AcquireFailure::Backend(BackendError::new(
+                        BackendErrorKind::Closed,
+                        "the lock session ended during the wait",
+                    ))
+                }),
+            }
+        }
+    }
+
+    /// Resolves once no task waits in the line any more (or the manager closes).
+    async fn until_nobody_waits(&self, lock_id: i64, changed: &Notify) {
+        loop {
+            if !self.anyone_waiting(lock_id) || self.ctx.closed.is_cancelled() {
+                return;
+            }
+            tokio::select! {
+                _ = changed.notified() => {}
+                _ = self.ctx.closed.cancelled() => {}
+            }
+        }
+    }
+
+    /// Sends a wait to an idle dedicated session, or a new one; a session
+    /// found dead on the way is replaced once.
+    fn send_wait(&self, mut request: WaitRequest) -> Result<(), BackendError> {
+        let mut failure = None;
+        for _ in 0..2 {
+            let session = self.pool.take().unwrap_or_else(|| {
+                session::spawn(
+                    self.ctx.clone(),
+                    Kind::Dedicated,
+                    Arc::downgrade(&self.pool),
+                )
+            });
+            match session.send(Op::Wait(request)) {
+                Ok(()) => return Ok(()),
+                Err(Op::Wait(r)) => {
+                    request = r;
+                    failure = session.open_error();
+                }
+                Err(_) => unreachable!("send gives back the op it was given"),
+            }
+        }
+        Err(failure.unwrap_or_else(|| {
+            BackendError::new(BackendErrorKind::Closed, "the lock session ended")
+        }))
+    }
+}
