@@ -71,6 +71,47 @@ fn worth_retrying(e: &Error) -> bool {
             .is_none_or(|c| matches!(c, "57P03" | "53300" | "57P01"))
 }
 
+/// One acquisition attempt's outcome.
+enum Attempt {
+    Done(Result<LockGuard, Error>),
+    /// The engine did not return by the backstop.
+    Silent,
+    /// A signal ended the wait (the manager was shut down).
+    Signal(nix::sys::signal::Signal),
+}
+
+/// One acquisition, bounded by a backstop for an engine that would not
+/// return in time, and ended by a caught signal.
+async fn attempt(
+    manager: &PostgresLockManager,
+    key: &str,
+    timeout: Option<Duration>,
+    signals: &mut Signals,
+) -> Attempt {
+    let backstop = match timeout {
+        Some(t) if t.is_zero() => Some(db::CONNECT_TIMEOUT),
+        Some(t) => Some(t + ANSWER_GRACE),
+        None => None,
+    };
+    let acquiring = manager.acquire(key, timeout);
+    let bounded = async {
+        match backstop {
+            Some(b) => tokio::time::timeout(b, acquiring).await.ok(),
+            None => Some(acquiring.await),
+        }
+    };
+    tokio::select! {
+        result = bounded => result.map_or(Attempt::Silent, Attempt::Done),
+        sig = signals.recv() => {
+            // The acquisition future is dropped here; the manager then
+            // cancels the wait on the server. Exiting at once would leave
+            // the session queued there until the lock reached it.
+            shut_down(manager).await;
+            Attempt::Signal(sig)
+        }
+    }
+}
+
 /// Acquires the lock, retrying the connection with backoff while
 /// `--timeout` lasts; reports every failure and returns its exit code.
 async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquired {
@@ -81,55 +122,37 @@ async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquir
         args.timeout
     };
     let deadline = args.timeout.map(|t| Instant::now() + t);
+    let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
     let mut backoff = RETRY_FIRST;
-    let mut told = false;
+    // The last connection failure retried, reported if time runs out.
+    let mut retried: Option<Error> = None;
     loop {
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let manager = db
             .manager_builder()
             .holder_id(holder_id.clone())
             .allow_standby(args.allow_standby)
             .build();
-        tracing::info!(key = %args.key, ?left, %holder_id, "acquiring");
-        let attempt = match (timeout, left) {
+        let this_try = match (timeout, left()) {
             (Some(t), _) if t.is_zero() => Some(Duration::ZERO),
             (_, Some(l)) => Some(l.max(Duration::from_millis(1))),
-            (None, None) => None,
-            (Some(t), None) => Some(t),
+            (t, None) => t,
         };
-        // A backstop for an engine that would not return in time: past it,
-        // the server is taken not to have answered.
-        let backstop = match attempt {
-            Some(t) if t.is_zero() => Some(db::CONNECT_TIMEOUT),
-            Some(t) => Some(t + ANSWER_GRACE),
-            None => None,
-        };
-        let acquiring = manager.acquire(&args.key, attempt);
-        let bounded = async {
-            match backstop {
-                Some(b) => tokio::time::timeout(b, acquiring).await.ok(),
-                None => Some(acquiring.await),
+        tracing::info!(key = %args.key, timeout = ?this_try, %holder_id, "acquiring");
+        let e = match attempt(&manager, &args.key, this_try, signals).await {
+            Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
+            Attempt::Done(Err(e)) => e,
+            Attempt::Silent if retried.is_none() => {
+                report!(
+                    "lock {:?} not acquired: the server did not answer within {} \
+                     (database {}); the command was not run",
+                    args.key,
+                    format_duration(args.timeout.unwrap_or(db::CONNECT_TIMEOUT)),
+                    db.shown()
+                );
+                return Acquired::Exit(exit::UNAVAILABLE);
             }
-        };
-        let result = tokio::select! {
-            result = bounded => match result {
-                Some(result) => result,
-                None => {
-                    report!(
-                        "lock {:?} not acquired: the server did not answer within {} \
-                         (database {}); the command was not run",
-                        args.key,
-                        format_duration(args.timeout.unwrap_or(db::CONNECT_TIMEOUT)),
-                        db.shown()
-                    );
-                    return Acquired::Exit(exit::UNAVAILABLE);
-                }
-            },
-            sig = signals.recv() => {
-                // The acquisition future is dropped here; the manager then
-                // cancels the wait on the server. Exiting at once would
-                // leave the session queued there until the lock reached it.
-                shut_down(&manager).await;
+            Attempt::Silent => return Acquired::Exit(gave_up(args, db, retried.as_ref())),
+            Attempt::Signal(sig) => {
                 report!(
                     "{} while waiting for lock {:?}; the command was not run",
                     sig.as_str(),
@@ -138,36 +161,58 @@ async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquir
                 return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
             }
         };
-        let e = match result {
-            Ok(guard) => return Acquired::Held(manager, guard),
-            Err(e) => e,
-        };
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if worth_retrying(&e) && left.is_some_and(|l| l > Duration::ZERO) {
-            let left = left.unwrap_or_default();
-            if !told {
-                told = true;
-                report!(
-                    "{}; retrying until --timeout runs out ({} left)",
-                    db::describe_failure("cannot connect", Some(db), &e),
-                    format_duration(left)
-                );
+        if !worth_retrying(&e) {
+            let timed_out = e
+                .as_backend()
+                .is_some_and(|b| b.kind() == BackendErrorKind::Timeout);
+            if timed_out && retried.is_some() {
+                // The last try ran out of time; the earlier failures say why.
+                return Acquired::Exit(gave_up(args, db, retried.as_ref()));
             }
-            let pause = backoff.min(left);
-            backoff = (backoff * 2).min(RETRY_MAX);
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => continue,
-                sig = signals.recv() => {
+            return Acquired::Exit(not_acquired(args, db, &manager, timeout, &e).await);
+        }
+        let pause = backoff;
+        backoff = (backoff * 2).min(RETRY_MAX);
+        match left() {
+            // Time for another try after the pause.
+            Some(l) if l > pause => {
+                if retried.is_none() {
                     report!(
-                        "{} while waiting for the database; the command was not run",
-                        sig.as_str()
+                        "{}; retrying until --timeout runs out ({} left)",
+                        db::describe_failure("", Some(db), &e),
+                        format_duration(l)
                     );
-                    return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
                 }
+                retried = Some(e);
+            }
+            Some(_) => return Acquired::Exit(gave_up(args, db, Some(&e))),
+            None => return Acquired::Exit(not_acquired(args, db, &manager, timeout, &e).await),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            sig = signals.recv() => {
+                report!(
+                    "{} while waiting for the database; the command was not run",
+                    sig.as_str()
+                );
+                return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
             }
         }
-        return Acquired::Exit(not_acquired(args, db, &manager, timeout, &e).await);
     }
+}
+
+/// Reports that `--timeout` ran out while the connection kept failing.
+fn gave_up(args: &RunArgs, db: &Database, last: Option<&Error>) -> i32 {
+    let why = last
+        .map(|e| db::describe_failure("", Some(db), e))
+        .unwrap_or_else(|| "the database could not be reached".to_owned());
+    report!(
+        "lock {:?} not acquired: --timeout {} ran out while connecting kept failing; the last \
+         failure: {why}; the command was not run",
+        args.key,
+        format_duration(args.timeout.unwrap_or_default())
+    );
+    exit::UNAVAILABLE
 }
 
 /// Reports a failed acquisition; returns the exit code.

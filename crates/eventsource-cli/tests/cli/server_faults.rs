@@ -185,3 +185,34 @@ async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn a_server_down_for_the_whole_timeout_is_reported_with_its_last_failure() {
+    // A port with nothing behind it: bind, note, close.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", format!("postgres://u@127.0.0.1:{port}/x"))
+            .args(["lock", "run", "--timeout", "1s", "down-key", "--", "true"]),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].contains("retrying until --timeout runs out"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("--timeout 1s ran out while connecting kept failing")
+            && lines[1].contains("the last failure"),
+        "{}",
+        lines[1]
+    );
+    assert!(!out.stderr.contains("did not answer"), "{}", out.stderr);
+}
