@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
+mod acquire;
 mod cli;
 mod db;
 mod demo;
