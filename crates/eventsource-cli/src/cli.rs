@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::duration::{parse_duration, parse_nonzero, parse_timeout};
+use crate::duration::{parse_duration, parse_timeout, parse_watchdog};
 use crate::help::{
     ABOUT, AFTER_HELP, COMPLETIONS_LONG_ABOUT, DEMO_LONG_ABOUT, DOCTOR_LONG_ABOUT,
     HOLDERS_LONG_ABOUT, KEY_LONG_ABOUT, LONG_ABOUT, MAN_LONG_ABOUT, RUN_AFTER_HELP, RUN_LONG_ABOUT,
@@ -171,12 +171,12 @@ pub struct RunArgs {
 
     /// If the tool itself stops answering for DURATION (stopped with
     /// SIGSTOP, traced, starved), its watchdog process kills COMMAND's
-    /// process group with SIGKILL.
+    /// process group with SIGKILL (at least 100ms).
     #[arg(
         long,
         value_name = "DURATION",
         default_value = "2s",
-        value_parser = parse_nonzero,
+        value_parser = parse_watchdog,
         allow_hyphen_values = true
     )]
     pub watchdog: Duration,
@@ -311,6 +311,8 @@ mod tests {
             &["lock", "run", "--timeout", "ten", "k", "--", "true"],
             &["lock", "run", "--timeout", "30", "k", "--", "true"],
             &["lock", "run", "--kill-grace", "-5s", "k", "--", "true"],
+            &["lock", "run", "--watchdog", "0s", "k", "--", "true"],
+            &["lock", "run", "--watchdog", "50ms", "k", "--", "true"],
             &[
                 "lock",
                 "run",

@@ -130,11 +130,17 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parses a duration that must not be zero (e.g. `--watchdog`).
-pub fn parse_nonzero(text: &str) -> Result<Duration, String> {
+/// The shortest `--watchdog`: its heartbeats come every quarter of it.
+pub const MIN_WATCHDOG: Duration = Duration::from_millis(100);
+
+/// Parses `--watchdog`: at least [`MIN_WATCHDOG`].
+pub fn parse_watchdog(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
-    if d.is_zero() {
-        return Err(format!("a zero duration ({text:?}) is not allowed here"));
+    if d < MIN_WATCHDOG {
+        return Err(format!(
+            "{text:?} is too short for a watchdog: at least {}",
+            format_duration(MIN_WATCHDOG)
+        ));
     }
     Ok(d)
 }
