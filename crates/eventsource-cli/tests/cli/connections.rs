@@ -87,3 +87,48 @@ async fn a_waiting_run_needs_one_connection() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "ran\n");
 }
+
+/// What the README promises today: a waiting run holds at most two server
+/// sessions (the lock's and the wait's).
+#[tokio::test]
+async fn a_waiting_run_holds_at_most_two_sessions() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let holder = session(&db, "someone").await;
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&lock_id_for_key("counted")],
+        )
+        .await
+        .unwrap();
+    let run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "counted",
+        "counted",
+        "--",
+        "true",
+    ]));
+    wait_for(&inspector, "counted", "the run waiting", |l| {
+        l.is_some_and(|l| l.waiters.len() == 1)
+    })
+    .await;
+    let sessions: i64 = inspector
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'eventsource/counted'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!((1..=2).contains(&sessions), "{sessions} sessions");
+    holder
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    eprintln!("a waiting run held {sessions} server sessions");
+}
