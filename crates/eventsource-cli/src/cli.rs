@@ -109,6 +109,12 @@ pub enum LockCommand {
     Doctor,
 }
 
+/// `--watchdog`'s default: the lock manager's liveness timeout, the
+/// longest the tool itself waits on a liveness ping.
+pub const DEFAULT_WATCHDOG: &str = "2s";
+/// The same, in milliseconds.
+pub const DEFAULT_WATCHDOG_MS: u64 = 2000;
+
 /// `eventsource lock run`
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -175,7 +181,7 @@ pub struct RunArgs {
     #[arg(
         long,
         value_name = "DURATION",
-        default_value = "2s",
+        default_value = DEFAULT_WATCHDOG,
         value_parser = parse_watchdog,
         allow_hyphen_values = true
     )]
@@ -348,6 +354,8 @@ mod tests {
             let err = parse(args).expect_err(&format!("{args:?}"));
             assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
         }
+        let r = run_args(&["lock", "run", "k", "--", "true"]);
+        assert_eq!(r.watchdog.as_millis() as u64, DEFAULT_WATCHDOG_MS);
         let r = run_args(&["lock", "run", "--kill-grace", "0s", "k", "--", "true"]);
         assert_eq!(r.kill_grace, Duration::ZERO);
     }

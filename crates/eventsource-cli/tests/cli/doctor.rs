@@ -76,3 +76,23 @@ async fn doctor_on_an_unreachable_server_exits_69_without_the_password() {
     assert!(!out.stderr.contains("doctor-secret-77"), "{out:?}");
     assert!(out.stderr.contains("cannot check the database"), "{out:?}");
 }
+
+#[tokio::test]
+async fn doctor_warns_when_the_lease_is_shorter_than_the_watchdog_needs() {
+    let (_cluster, db) = private_db(&[("idle_session_timeout", "2s")]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let warning = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("for lock run"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        warning.contains("2000 ms") && warning.contains("--watchdog"),
+        "{warning}"
+    );
+    let (_cluster, db) = private_db(&[("idle_session_timeout", "5s")]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stdout.contains("for lock run"), "{}", out.stdout);
+}
