@@ -130,7 +130,15 @@ pub fn spawn(
         });
     }
     let child = cmd.spawn()?;
-    let pgid = Pid::from_raw(child.id().map(|id| id as i32).unwrap_or(0));
+    // Never 0: killpg(0, ...) would signal the tool's own group.
+    let pgid = match child.id() {
+        Some(id) if id > 0 => Pid::from_raw(id as i32),
+        _ => {
+            return Err(io::Error::other(
+                "the command exited before it could be supervised",
+            ))
+        }
+    };
     // As shells do, from both sides: whichever runs first wins, the other
     // fails harmlessly.
     let _ = setpgid(pgid, pgid);
