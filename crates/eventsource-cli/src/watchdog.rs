@@ -208,7 +208,8 @@ pub fn run(bound: Duration) -> i32 {
                 Some(b'd') => return 0,
                 Some(b'p') => {
                     let text = String::from_utf8_lossy(&line[1..]);
-                    if let Ok(pid) = text.trim().parse::<i32>() {
+                    // Never 0 or 1: killpg would hit our own group or init's.
+                    if let Ok(pid @ 2..) = text.trim().parse::<i32>() {
                         pgid = Some(Pid::from_raw(pid));
                         last = Instant::now();
                     }
