@@ -158,8 +158,8 @@ pub struct RunArgs {
     )]
     pub lost_exit_code: i32,
 
-    /// After a lock loss, how long COMMAND has between SIGTERM and SIGKILL
-    /// (0s: SIGKILL at once).
+    /// After a lock loss, how long the job (COMMAND's whole process group)
+    /// has between SIGTERM and SIGKILL (0s: SIGKILL at once).
     #[arg(
         long,
         value_name = "DURATION",

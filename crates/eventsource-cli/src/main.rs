@@ -96,9 +96,11 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with 2.
-            let text = redact::scrub(&e.render().to_string());
+            // Errors may echo an argument (a URL): masked. Help and version
+            // are the tool's own text, printed as written.
+            let text = e.render().to_string();
             if e.use_stderr() {
-                let _ = std::io::stderr().write_all(text.as_bytes());
+                let _ = std::io::stderr().write_all(redact::scrub(&text).as_bytes());
             } else if let Err(code) = print_stdout(&text) {
                 std::process::exit(code);
             }
