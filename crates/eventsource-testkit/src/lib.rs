@@ -10,6 +10,8 @@
 //! - [`readmodels`] (feature `suites`): the read-model conformance suite.
 //! - [`pg`] (feature `cluster`): a throwaway PostgreSQL cluster booted from
 //!   the installed server binaries, and a fresh database per test.
+//! - [`pgbouncer`] (feature `cluster`): a PgBouncer with its stock settings
+//!   (only addresses, authentication and `pool_mode` set) in front of one.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -21,3 +23,5 @@ pub mod readmodels;
 
 #[cfg(feature = "cluster")]
 pub mod pg;
+#[cfg(feature = "cluster")]
+pub mod pgbouncer;

@@ -62,6 +62,7 @@ macro_rules! lock_conformance_tests {
             cancel_try_acquire_at_every_poll,
             cancel_release_at_every_poll,
             cancel_contended_acquire_at_every_poll,
+            timeouts_racing_handovers_leave_the_key_free,
         );
     };
 }
@@ -555,4 +556,53 @@ pub async fn cancel_contended_acquire_at_every_poll<L: Conformant>(lock: &L, obs
         eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
         assert!(!lock.is_held(&k));
     }
+}
+
+/// Short timeouts racing fast hand-overs (a server may grant a wait and
+/// still report its timeout): once everything is released, nothing of the
+/// primary holds the key and the observer takes it.
+pub async fn timeouts_racing_handovers_leave_the_key_free<L: Conformant>(lock: &L, observer: &L) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let k = key("timeout-race");
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycler = {
+        let (observer, k, stop) = (observer.clone(), k.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let g = observer
+                    .acquire(&k, Some(Duration::from_secs(30)))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_micros(i % 1500)).await;
+                g.release().await.unwrap();
+                i += 433;
+            }
+        })
+    };
+    let mut racers = Vec::new();
+    for r in 0..3u64 {
+        let (lock, k) = (lock.clone(), k.clone());
+        racers.push(tokio::spawn(async move {
+            for n in 0..60u64 {
+                let t = Duration::from_micros(1000 + ((n + r) * 7919) % 2000);
+                if let Ok(g) = lock.acquire(&k, Some(t)).await {
+                    g.release().await.unwrap();
+                }
+            }
+        }));
+    }
+    for r in racers {
+        r.await.unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    cycler.await.unwrap();
+    eventually("the primary holds nothing", SETTLE, || {
+        lock.held_lock_count() == 0
+    })
+    .await;
+    eventually_async("the observer takes the key", || async {
+        free_for(observer, &k).await
+    })
+    .await;
 }

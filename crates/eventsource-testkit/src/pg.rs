@@ -30,7 +30,7 @@ pub const TEST_DATABASE_URL_ENV: &str = "EVENTSOURCE_TEST_DATABASE_URL";
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn harness_error(msg: impl Into<String>) -> Error {
+pub(crate) fn harness_error(msg: impl Into<String>) -> Error {
     Error::Backend(BackendError::new(BackendErrorKind::Other, msg))
 }
 
@@ -107,7 +107,7 @@ fn find_bin_dir() -> Result<PathBuf> {
     })
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -115,7 +115,7 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| harness_error(format!("cannot find a free port: {e}")))?;
     Ok(listener

@@ -96,6 +96,7 @@
 pub mod adapters;
 pub mod ports;
 
+pub use ports::dyn_lock::DynLockManager;
 pub use ports::error::{
     AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, LockLostError,
     LockNotHeldError, ReadModelError, Result,

@@ -16,7 +16,11 @@ use tokio::time::Instant;
 
 use super::registry::ReserveError;
 use super::session::{self, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool};
-use super::wait_line::WaitLines;
+use super::wait_line::{no_answer, WaitLines};
+
+/// How long past its deadline a caller waits for its line to answer (the
+/// line ends waits at their deadlines itself; this is a backstop).
+const LINE_BACKSTOP: Duration = Duration::from_secs(1);
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) struct Acquirer {
@@ -28,17 +32,6 @@ pub(crate) struct Acquirer {
 
 fn closed_session() -> BackendError {
     BackendError::new(BackendErrorKind::Closed, "the lock session ended")
-}
-
-/// The server did not answer before the caller's deadline.
-fn no_answer(timeout: Option<Duration>) -> AcquireFailure {
-    let within = timeout
-        .map(|t| format!(" within {t:?}"))
-        .unwrap_or_default();
-    AcquireFailure::Backend(BackendError::new(
-        BackendErrorKind::Timeout,
-        format!("the server did not answer{within}"),
-    ))
 }
 
 impl Acquirer {
@@ -156,16 +149,21 @@ impl Acquirer {
                 return Ok(granted);
             }
         }
-        let mut ticket = self.lines.join(lock_id, key, deadline);
+        let mut ticket = self.lines.join(lock_id, key, timeout, deadline);
         let result = match deadline {
             None => (&mut ticket.rx).await,
-            Some(d) => match tokio::time::timeout_at(d, &mut ticket.rx).await {
+            Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, &mut ticket.rx).await {
                 Ok(r) => r,
                 Err(_) if ticket.stalled_at_server() => return Err(no_answer(timeout)),
                 Err(_) => return Err(AcquireFailure::Timeout),
             },
         };
         result.unwrap_or(Err(AcquireFailure::Closed))
+    }
+
+    /// How many tasks wait in the manager's wait lines now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.lines.waiting()
     }
 
     /// Closes the manager's sessions once their locks are released.

@@ -1,13 +1,14 @@
 //! PostgreSQL adapters (feature `postgres`): [`PostgresLockManager`].
 
 // Layers, top to bottom (each imports only from those below it):
-//   config (builder) -> manager -> acquirer -> wait_line -> session/*
+//   config (builder), lock_ports -> manager -> acquirer -> wait_line -> session/*
 //   -> registry, held_lock, settings, connect, tls
 mod acquirer;
 mod config;
 mod connect;
 mod held_lock;
 mod holders;
+mod lock_ports;
 mod manager;
 mod registry;
 mod session;

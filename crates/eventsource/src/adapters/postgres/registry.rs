@@ -8,8 +8,7 @@
 //!   id's shared session.
 //!
 //! Removals name their token, so a late removal by a previous owner never
-//! erases the next owner: this keeps `is_held` and `held_lock_count` exact
-//! when tasks of one manager hand a key over.
+//! erases the next owner (`is_held` and `held_lock_count` stay exact).
 //!
 //! A new try-lock is only sent when the entry has neither part: advisory
 //! locks are re-entrant per session, so the shared session that might hold

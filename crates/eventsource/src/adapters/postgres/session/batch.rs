@@ -133,6 +133,9 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         tokio::time::timeout(limit, query).await
     };
     let results = match outcome {
+        // A session already known to be over grants nothing: its locks are
+        // going with it.
+        Ok(Ok(_)) if s.dead().is_cancelled() => None,
         Ok(Ok(results)) if results.len() == ids.len() => Some(results),
         Ok(Ok(_)) => None,
         Ok(Err(e)) if ends_session(&e) => None,

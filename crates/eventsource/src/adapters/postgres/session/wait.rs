@@ -20,6 +20,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::connect::{ends_session, pg_error};
+use super::batch::closed_error;
 use super::mailbox::{WaitOutcome, WaitRequest, WaitStage};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;
@@ -36,6 +37,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         ..
     } = req;
     if reply.is_closed() || abandon.is_cancelled() {
+        let _ = reply.send(WaitOutcome::Abandoned);
         return true;
     }
     let liveness_timeout = s.ctx.settings.liveness_timeout;
@@ -44,22 +46,31 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         let ms = lock_timeout.map(|t| t.as_millis().clamp(1, i32::MAX as u128).to_string());
         stage.store(WaitStage::IN_SERVER, Ordering::Release);
         let wait = async {
+            // Pipelined: [set lock_timeout], wait, then a trailing statement
+            // (resetting lock_timeout, or a ping). The trailing statement is
+            // what proves a grant: a backend being terminated can be granted
+            // the lock, answer, and die on its next statement, releasing the
+            // lock as it exits; its grant is then never reported.
+            let zero = "0";
+            let id: [&(dyn ToSql + Sync); 1] = [&lock_id];
+            let reset: [&(dyn ToSql + Sync); 1] = [&zero];
             match &ms {
                 Some(ms) => {
-                    // Pipelined: set, wait, reset. The reset runs right after
-                    // the wait ends, so the timeout never leaks to later use.
-                    let zero = "0";
                     let set: [&(dyn ToSql + Sync); 1] = [ms];
-                    let id: [&(dyn ToSql + Sync); 1] = [&lock_id];
-                    let reset: [&(dyn ToSql + Sync); 1] = [&zero];
-                    let (set, lock, reset) = tokio::join!(
+                    let (set, lock, tail) = tokio::join!(
                         client.query_one(&st.set_lock_timeout, &set),
                         client.execute(&st.lock, &id),
                         client.query_one(&st.set_lock_timeout, &reset),
                     );
-                    (set.is_err() || reset.is_err(), lock)
+                    (set.is_err(), lock, tail.map(drop))
                 }
-                None => (false, client.execute(&st.lock, &[&lock_id]).await),
+                None => {
+                    let (lock, tail) = tokio::join!(
+                        client.execute(&st.lock, &id),
+                        client.query_one(&st.ping, &[]),
+                    );
+                    (false, lock, tail.map(drop))
+                }
             }
         };
         tokio::pin!(wait);
@@ -76,10 +87,23 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             }
         }
     };
-    let Some((abandoned, (config_failed, lock))) = outcome else {
+    let Some((abandoned, (set_failed, lock, tail))) = outcome else {
         s.dead().cancel(); // no answer to the cancel: state unknown
+        let _ = reply.send(WaitOutcome::Abandoned);
         return false;
     };
+    if tail.is_err() {
+        // The session did not outlive the wait (or lock_timeout may be left
+        // set): whatever it was granted is gone with it, or goes now.
+        s.dead().cancel();
+        let _ = reply.send(match lock {
+            _ if abandoned => WaitOutcome::Abandoned,
+            Err(e) => WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)),
+            Ok(_) => WaitOutcome::Failed(closed_error()),
+        });
+        return false;
+    }
+    let config_failed = set_failed;
     if config_failed {
         // lock_timeout may be left set: never reuse.
         s.dead().cancel();
@@ -99,6 +123,11 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             let ok = unlock_all(s).await;
             let _ = reply.send(WaitOutcome::Abandoned);
             ok && !config_failed
+        }
+        Ok(_) if s.dead().is_cancelled() => {
+            // Granted on a session already known to be over: never reported.
+            let _ = reply.send(WaitOutcome::Failed(closed_error()));
+            false
         }
         Ok(_) => {
             let g = s.grant(lock_id, key, None);

@@ -13,6 +13,10 @@
 //! - a task that gives up (timeout, dropped future) just leaves the line.
 //!   Only when nobody is left is the server-side wait cancelled, and a grant
 //!   that raced the last departure is given back at once.
+//!
+//! This file keeps the lines; `driver.rs` serves each one.
+
+mod driver;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -21,22 +25,32 @@ use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::session::{
-    self, Granted, Kind, Op, SessionContext, WaitOutcome, WaitPool, WaitRequest, WaitStage,
-};
+use super::session::{Granted, SessionContext, WaitPool, WaitStage};
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) type LineResult = Result<Granted, AcquireFailure>;
 
-struct Waiter {
-    tx: oneshot::Sender<LineResult>,
-    deadline: Option<Instant>,
+pub(super) struct Waiter {
+    pub(super) tx: oneshot::Sender<LineResult>,
+    pub(super) deadline: Option<Instant>,
+    /// The caller's timeout, for the error message.
+    pub(super) timeout: Option<Duration>,
 }
 
-struct Line {
-    waiters: VecDeque<Waiter>,
+/// The server did not answer before the caller's deadline.
+pub(crate) fn no_answer(timeout: Option<Duration>) -> AcquireFailure {
+    let within = timeout
+        .map(|t| format!(" within {t:?}"))
+        .unwrap_or_default();
+    AcquireFailure::Backend(BackendError::new(
+        BackendErrorKind::Timeout,
+        format!("the server did not answer{within}"),
+    ))
+}
+
+pub(super) struct Line {
+    pub(super) waiters: VecDeque<Waiter>,
     /// Told when a waiter leaves, so the driver can abandon an unwanted wait.
     changed: Arc<Notify>,
     /// Where the current wait is: a [`WaitStage`] value.
@@ -45,8 +59,8 @@ struct Line {
 
 /// Every wait line of one manager.
 pub(crate) struct WaitLines {
-    ctx: Arc<SessionContext>,
-    pool: Arc<WaitPool>,
+    pub(super) ctx: Arc<SessionContext>,
+    pub(super) pool: Arc<WaitPool>,
     lines: Mutex<HashMap<i64, Line>>,
 }
 
@@ -81,7 +95,7 @@ impl WaitLines {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<i64, Line>> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<i64, Line>> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -96,6 +110,7 @@ impl WaitLines {
         self: &Arc<Self>,
         lock_id: i64,
         key: &Arc<str>,
+        timeout: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Ticket {
         let (tx, rx) = oneshot::channel();
@@ -106,7 +121,11 @@ impl WaitLines {
             changed: Arc::new(Notify::new()),
             stage: Arc::new(AtomicU8::new(WaitStage::LOCAL)),
         });
-        line.waiters.push_back(Waiter { tx, deadline });
+        line.waiters.push_back(Waiter {
+            tx,
+            deadline,
+            timeout,
+        });
         let ticket = Ticket {
             rx,
             changed: line.changed.clone(),
@@ -122,7 +141,7 @@ impl WaitLines {
     /// Drops departed waiters; `None` (and the line removed) when nobody is
     /// left, else the `lock_timeout` for the next server-side wait: the
     /// latest deadline, or none if someone waits without one.
-    fn next_wait(&self, lock_id: i64) -> Option<Option<Duration>> {
+    pub(super) fn next_wait(&self, lock_id: i64) -> Option<Option<Duration>> {
         let mut lines = self.lock();
         let line = lines.get_mut(&lock_id)?;
         line.waiters.retain(|w| !w.tx.is_closed());
@@ -145,14 +164,33 @@ impl WaitLines {
         Some(latest.map(|l| l.max(Duration::from_millis(1))))
     }
 
-    fn anyone_waiting(&self, lock_id: i64) -> bool {
+    /// How many tasks wait in all lines now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.lock()
+            .values()
+            .map(|l| l.waiters.iter().filter(|w| !w.tx.is_closed()).count())
+            .sum()
+    }
+
+    /// The earliest deadline of a task still waiting.
+    pub(super) fn earliest_deadline(&self, lock_id: i64) -> Option<Instant> {
+        let lines = self.lock();
+        let line = lines.get(&lock_id)?;
+        line.waiters
+            .iter()
+            .filter(|w| !w.tx.is_closed())
+            .filter_map(|w| w.deadline)
+            .min()
+    }
+
+    pub(super) fn anyone_waiting(&self, lock_id: i64) -> bool {
         self.lock()
             .get(&lock_id)
             .is_some_and(|l| l.waiters.iter().any(|w| !w.tx.is_closed()))
     }
 
     /// Gives a grant to the first task still waiting; gives it back if none is.
-    fn deliver(&self, lock_id: i64, mut granted: Granted) {
+    pub(super) fn deliver(&self, lock_id: i64, mut granted: Granted) {
         let mut lines = self.lock();
         if let Some(line) = lines.get_mut(&lock_id) {
             while let Some(w) = line.waiters.pop_front() {
@@ -168,7 +206,7 @@ impl WaitLines {
     }
 
     /// Fails the first waiter (`all`: every waiter) with `failure`.
-    fn fail(&self, lock_id: i64, all: bool, failure: impl Fn() -> AcquireFailure) {
+    pub(super) fn fail(&self, lock_id: i64, all: bool, failure: impl Fn() -> AcquireFailure) {
         let mut lines = self.lock();
         let Some(line) = lines.get_mut(&lock_id) else {
             return;
@@ -179,119 +217,5 @@ impl WaitLines {
                 return;
             }
         }
-    }
-
-    /// Serves the line until nobody is left in it.
-    async fn drive(
-        self: Arc<Self>,
-        lock_id: i64,
-        key: Arc<str>,
-        changed: Arc<Notify>,
-        stage: Arc<AtomicU8>,
-    ) {
-        while let Some(lock_timeout) = self.next_wait(lock_id) {
-            // A queued wait takes a place in the server's lock table: it
-            // counts against the budget like a held lock.
-            let Ok(_slot) = self.ctx.registry.reserve_wait() else {
-                let limit = self.ctx.registry.budget();
-                self.fail(lock_id, true, || AcquireFailure::BudgetExceeded { limit });
-                continue;
-            };
-            let permit = tokio::select! {
-                p = self.pool.permits.clone().acquire_owned() => p,
-                _ = self.until_nobody_waits(lock_id, &changed) => continue,
-            };
-            let Ok(permit) = permit else {
-                self.fail(lock_id, true, || AcquireFailure::Closed);
-                continue;
-            };
-            stage.store(WaitStage::SENT, Ordering::Release);
-            let abandon = CancellationToken::new();
-            let (tx, mut rx) = oneshot::channel();
-            let request = WaitRequest {
-                lock_id,
-                key: key.clone(),
-                lock_timeout,
-                abandon: abandon.clone(),
-                stage: stage.clone(),
-                permit: Some(permit),
-                reply: tx,
-            };
-            if let Err(open_error) = self.send_wait(request) {
-                self.fail(lock_id, true, || {
-                    AcquireFailure::Backend(open_error.clone_shallow())
-                });
-                continue;
-            }
-            let outcome = loop {
-                tokio::select! {
-                    biased;
-                    outcome = &mut rx => break outcome,
-                    _ = self.until_nobody_waits(lock_id, &changed), if !abandon.is_cancelled() => {
-                        abandon.cancel();
-                    }
-                }
-            };
-            stage.store(WaitStage::LOCAL, Ordering::Release);
-            match outcome {
-                Ok(WaitOutcome::Granted(g)) => self.deliver(lock_id, g),
-                // Waiters with deadlines leave by themselves; the rest (and
-                // any that joined while a wait was being abandoned) wait on.
-                Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => {}
-                Ok(WaitOutcome::Cancelled(reason)) => {
-                    self.fail(lock_id, false, || AcquireFailure::Cancelled {
-                        reason: reason.clone(),
-                    })
-                }
-                Ok(WaitOutcome::Failed(e)) => {
-                    self.fail(lock_id, true, || AcquireFailure::Backend(e.clone_shallow()))
-                }
-                Err(_) => self.fail(lock_id, true, || {
-                    AcquireFailure::Backend(BackendError::new(
-                        BackendErrorKind::Closed,
-                        "the lock session ended during the wait",
-                    ))
-                }),
-            }
-        }
-    }
-
-    /// Resolves once no task waits in the line any more (or the manager closes).
-    async fn until_nobody_waits(&self, lock_id: i64, changed: &Notify) {
-        loop {
-            if !self.anyone_waiting(lock_id) || self.ctx.closed.is_cancelled() {
-                return;
-            }
-            tokio::select! {
-                _ = changed.notified() => {}
-                _ = self.ctx.closed.cancelled() => {}
-            }
-        }
-    }
-
-    /// Sends a wait to an idle dedicated session, or a new one; a session
-    /// found dead on the way is replaced once.
-    fn send_wait(&self, mut request: WaitRequest) -> Result<(), BackendError> {
-        let mut failure = None;
-        for _ in 0..2 {
-            let session = self.pool.take().unwrap_or_else(|| {
-                session::spawn(
-                    self.ctx.clone(),
-                    Kind::Dedicated,
-                    Arc::downgrade(&self.pool),
-                )
-            });
-            match session.send(Op::Wait(request)) {
-                Ok(()) => return Ok(()),
-                Err(Op::Wait(r)) => {
-                    request = r;
-                    failure = session.open_error();
-                }
-                Err(_) => unreachable!("send gives back the op it was given"),
-            }
-        }
-        Err(failure.unwrap_or_else(|| {
-            BackendError::new(BackendErrorKind::Closed, "the lock session ended")
-        }))
     }
 }

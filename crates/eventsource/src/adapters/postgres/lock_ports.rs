@@ -1,0 +1,232 @@
+//! [`PostgresLockManager`] as the lock ports ([`DistributedLock`],
+//! [`LockRegistry`]).
+//!
+//! Each call checks the key, runs the [`Acquirer`](super::acquirer), wraps
+//! the outcome in the port's types (guards, infos, errors carrying the key
+//! and the timeout) and emits the `tracing` span. Nothing below this file
+//! knows about keys as error context.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::manager::PostgresLockManager;
+use crate::ports::error::{
+    AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockLostError, LockNotHeldError,
+    Result,
+};
+use crate::ports::lock_id::checked_lock_id;
+use crate::ports::locks::{
+    DistributedLock, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal,
+};
+
+/// The port's error for a failed acquisition of `key`: the one place where
+/// the key and the timeout are attached.
+fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
+    let failure = match failure {
+        AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::Standby => {
+            AcquireFailure::Standby
+        }
+        other => other,
+    };
+    Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
+}
+
+fn outcome_name(r: &Result<LockGuard>) -> &'static str {
+    match r {
+        Ok(_) => "acquired",
+        Err(e) if e.is_timeout() => "timeout",
+        Err(_) => "error",
+    }
+}
+
+impl DistributedLock for PostgresLockManager {
+    /// Acquires `key`: first a try-lock on a shared session; if another
+    /// session holds the key, a fair wait in the key's wait line and inside
+    /// PostgreSQL, bounded by `timeout` (which also bounds connecting).
+    /// `Some(Duration::ZERO)` makes exactly one attempt.
+    ///
+    /// A server that does not answer in time is an
+    /// [`AcquireFailure::Backend`] error of kind
+    /// [`BackendErrorKind::Timeout`], never [`AcquireFailure::Timeout`]
+    /// (which means the request was queued and not granted in time).
+    ///
+    /// # Cancel safety
+    ///
+    /// Leaks nothing when dropped at any await point: no lock stays held and
+    /// no session is left waiting (a server-side wait nobody wants is
+    /// cancelled, and a grant that raced the drop is released within about a
+    /// round trip). Not cancel safe in tokio's sense: a dropped wait loses
+    /// its place in the queue, as `tokio::sync::Semaphore::acquire` does.
+    fn acquire(
+        &self,
+        key: &str,
+        timeout: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<LockGuard>> + Send {
+        let span = tracing::debug_span!(
+            "eventsource.lock.acquire",
+            key,
+            lock_id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            wait_us = tracing::field::Empty
+        );
+        async move {
+            let started = Instant::now();
+            let lock_id = checked_lock_id(key, timeout)?;
+            tracing::Span::current().record("lock_id", lock_id);
+            let key_arc: Arc<str> = Arc::from(key);
+            let result = match self
+                .state
+                .acquirer
+                .acquire(lock_id, &key_arc, timeout)
+                .await
+            {
+                Ok(g) => {
+                    let info = self.info(key, lock_id, &g);
+                    Ok(LockGuard::new(
+                        info,
+                        LossSignal::from_token(g.loss),
+                        Box::new(g.lock),
+                    ))
+                }
+                Err(failure) => Err(acquisition(key, failure, timeout)),
+            };
+            let span = tracing::Span::current();
+            span.record("outcome", outcome_name(&result));
+            span.record("wait_us", started.elapsed().as_micros() as u64);
+            tracing::debug!(outcome = outcome_name(&result), "acquire finished");
+            result
+        }
+        .instrument(span)
+    }
+
+    /// One try-lock, never waiting. `Ok(None)` when another session holds
+    /// the key, or another task of this manager holds or is taking it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a lock taken for a dropped call is released at once, so
+    /// calling again finds the key as it would have.
+    fn try_acquire(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<LockInfo>>> + Send {
+        let span = tracing::debug_span!(
+            "eventsource.lock.try_acquire",
+            key,
+            lock_id = tracing::field::Empty,
+            outcome = tracing::field::Empty
+        );
+        async move {
+            let zero = Some(Duration::ZERO);
+            let lock_id = checked_lock_id(key, zero)?;
+            tracing::Span::current().record("lock_id", lock_id);
+            let key_arc: Arc<str> = Arc::from(key);
+            let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
+                Ok(Some(g)) => {
+                    let info = self.info(key, lock_id, &g);
+                    match self.ctx().registry.keep_manual(g.lock) {
+                        Ok(()) => Ok(Some(info)),
+                        Err(lock) => {
+                            drop(lock);
+                            Err(Error::LockLost(LockLostError {
+                                key: key.to_owned(),
+                                reason: "its session ended as it was granted".into(),
+                            }))
+                        }
+                    }
+                }
+                Ok(None) => Ok(None),
+                Err(failure) => Err(acquisition(key, failure, zero)),
+            };
+            let outcome = match &r {
+                Ok(Some(_)) => "acquired",
+                Ok(None) => "held_elsewhere",
+                Err(_) => "error",
+            };
+            tracing::Span::current().record("outcome", outcome);
+            tracing::debug!(outcome, "try_acquire finished");
+            r
+        }
+        .instrument(span)
+    }
+
+    /// Releases a manual lock and waits for the server's confirmation.
+    ///
+    /// # Cancel safety
+    ///
+    /// Once called, the release goes ahead even if the future is dropped;
+    /// only its outcome is lost (calling again reports the key not held).
+    fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
+        let lock_id = crate::lock_id_for_key(key);
+        let span = tracing::debug_span!(
+            "eventsource.lock.release",
+            key,
+            lock_id,
+            outcome = tracing::field::Empty
+        );
+        let held = self.ctx().registry.take_manual(lock_id, key);
+        async move {
+            let r = match held {
+                Some(lock) => Box::new(lock).release().await,
+                None => Err(Error::LockNotHeld(LockNotHeldError {
+                    key: key.to_owned(),
+                })),
+            };
+            let outcome = if r.is_ok() { "released" } else { "error" };
+            tracing::Span::current().record("outcome", outcome);
+            tracing::debug!(outcome, "release finished");
+            r
+        }
+        .instrument(span)
+    }
+
+    fn is_held(&self, key: &str) -> bool {
+        self.ctx().registry.is_held(crate::lock_id_for_key(key))
+    }
+}
+
+impl LockRegistry for PostgresLockManager {
+    /// Releases every lock this manager holds; guards still alive see their
+    /// lock as lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// The unlocks are sent before the first await; dropping the future
+    /// loses only the count.
+    fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
+        let items = self.ctx().registry.take_all_held();
+        let count = items.len();
+        let mut waits = Vec::with_capacity(count);
+        for item in items {
+            match item.manual {
+                Some(lock) => waits.push(Box::new(lock).release()),
+                None => {
+                    let (tx, rx) = oneshot::channel();
+                    if !item.session.send_unlock(item.lock_id, item.token, Some(tx)) {
+                        self.ctx().registry.finish(item.lock_id, item.token);
+                    }
+                    waits.push(Box::pin(async move {
+                        let _ = rx.await;
+                        Ok(())
+                    }));
+                }
+            }
+        }
+        async move {
+            for w in waits {
+                // A lock whose session already ended is released all the same.
+                let _ = w.await;
+            }
+            tracing::debug!(count, "release_all finished");
+            Ok(count)
+        }
+    }
+
+    fn held_lock_count(&self) -> usize {
+        self.ctx().registry.held()
+    }
+}

@@ -1,0 +1,210 @@
+//! Serving one wait line: a wait at a time in PostgreSQL for whoever is
+//! still in the line, each task's deadline kept, the server-side wait
+//! abandoned once nobody is left.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::super::session::{self, Kind, Op, WaitOutcome, WaitRequest, WaitStage};
+use super::{no_answer, WaitLines};
+use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
+
+/// How long a server-side wait nobody wants any more is left to end by its
+/// own `lock_timeout` before it is cancelled: a cancel request costs a
+/// connection to the postmaster and, when it races the end of the wait,
+/// the session.
+const LET_SERVER_TIME_OUT: Duration = Duration::from_millis(50);
+
+impl WaitLines {
+    /// Ends the wait of every task whose deadline has passed: a timeout if
+    /// the line's wait had reached PostgreSQL (or was queued in the
+    /// manager), the server's silence if it was stuck on a session that had
+    /// not started it.
+    fn expire(&self, lock_id: i64, stage: &AtomicU8) {
+        let now = Instant::now();
+        let silent = stage.load(Ordering::Acquire) == WaitStage::SENT;
+        let mut lines = self.lock();
+        let Some(line) = lines.get_mut(&lock_id) else {
+            return;
+        };
+        line.waiters.retain_mut(|w| {
+            if w.deadline.is_some_and(|d| d <= now) {
+                let failure = if silent {
+                    no_answer(w.timeout)
+                } else {
+                    AcquireFailure::Timeout
+                };
+                let tx = std::mem::replace(&mut w.tx, oneshot::channel().0);
+                let _ = tx.send(Err(failure));
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Runs `work` while ending the waits of tasks whose deadlines pass;
+    /// `None` once nobody waits any more (or the manager closes).
+    async fn while_waited<F: Future>(
+        &self,
+        lock_id: i64,
+        changed: &Notify,
+        stage: &AtomicU8,
+        work: F,
+    ) -> Option<F::Output> {
+        tokio::pin!(work);
+        loop {
+            let next = self.earliest_deadline(lock_id);
+            tokio::select! {
+                biased;
+                out = &mut work => return Some(out),
+                _ = self.until_nobody_waits(lock_id, changed) => return None,
+                _ = sleep_until(next) => self.expire(lock_id, stage),
+            }
+        }
+    }
+
+    /// Serves the line until nobody is left in it.
+    pub(super) async fn drive(
+        self: Arc<Self>,
+        lock_id: i64,
+        key: Arc<str>,
+        changed: Arc<Notify>,
+        stage: Arc<AtomicU8>,
+    ) {
+        while let Some(lock_timeout) = self.next_wait(lock_id) {
+            // A queued wait takes a place in the server's lock table: it
+            // counts against the budget like a held lock.
+            let Ok(_slot) = self.ctx.registry.reserve_wait() else {
+                let limit = self.ctx.registry.budget();
+                self.fail(lock_id, true, || AcquireFailure::BudgetExceeded { limit });
+                continue;
+            };
+            let permits = self.pool.permits.clone();
+            let acquire = permits.acquire_owned();
+            let Some(permit) = self.while_waited(lock_id, &changed, &stage, acquire).await else {
+                continue;
+            };
+            let Ok(permit) = permit else {
+                self.fail(lock_id, true, || AcquireFailure::Closed);
+                continue;
+            };
+            stage.store(WaitStage::SENT, Ordering::Release);
+            let abandon = CancellationToken::new();
+            let (tx, mut rx) = oneshot::channel();
+            let request = WaitRequest {
+                lock_id,
+                key: key.clone(),
+                lock_timeout,
+                abandon: abandon.clone(),
+                stage: stage.clone(),
+                permit: Some(permit),
+                reply: tx,
+            };
+            if let Err(open_error) = self.send_wait(request) {
+                self.fail(lock_id, true, || {
+                    AcquireFailure::Backend(open_error.clone_shallow())
+                });
+                continue;
+            }
+            let server_gives_up = lock_timeout.map(|t| Instant::now() + t);
+            let outcome = match self.while_waited(lock_id, &changed, &stage, &mut rx).await {
+                Some(outcome) => outcome,
+                None => {
+                    // Nobody wants the lock any more. A wait the server ends
+                    // by itself very soon is left to; any other is cancelled.
+                    let soon = Instant::now() + LET_SERVER_TIME_OUT;
+                    match server_gives_up {
+                        Some(at) if at <= soon => {
+                            tokio::select! {
+                                outcome = &mut rx => outcome,
+                                _ = tokio::time::sleep_until(soon) => {
+                                    abandon.cancel();
+                                    rx.await
+                                }
+                            }
+                        }
+                        _ => {
+                            abandon.cancel();
+                            rx.await
+                        }
+                    }
+                }
+            };
+            stage.store(WaitStage::LOCAL, Ordering::Release);
+            match outcome {
+                Ok(WaitOutcome::Granted(g)) => self.deliver(lock_id, g),
+                // Waiters with deadlines leave by themselves; the rest (and
+                // any that joined while a wait was being abandoned) wait on.
+                Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => {}
+                Ok(WaitOutcome::Cancelled(reason)) => {
+                    self.fail(lock_id, false, || AcquireFailure::Cancelled {
+                        reason: reason.clone(),
+                    })
+                }
+                Ok(WaitOutcome::Failed(e)) => {
+                    self.fail(lock_id, true, || AcquireFailure::Backend(e.clone_shallow()))
+                }
+                Err(_) => self.fail(lock_id, true, || {
+                    AcquireFailure::Backend(BackendError::new(
+                        BackendErrorKind::Closed,
+                        "the lock session ended during the wait",
+                    ))
+                }),
+            }
+        }
+    }
+
+    /// Resolves once no task waits in the line any more (or the manager closes).
+    async fn until_nobody_waits(&self, lock_id: i64, changed: &Notify) {
+        loop {
+            if !self.anyone_waiting(lock_id) || self.ctx.closed.is_cancelled() {
+                return;
+            }
+            tokio::select! {
+                _ = changed.notified() => {}
+                _ = self.ctx.closed.cancelled() => {}
+            }
+        }
+    }
+
+    /// Sends a wait to an idle dedicated session, or a new one; a session
+    /// found dead on the way is replaced once.
+    fn send_wait(&self, mut request: WaitRequest) -> Result<(), BackendError> {
+        let mut failure = None;
+        for _ in 0..2 {
+            let session = self.pool.take().unwrap_or_else(|| {
+                session::spawn(
+                    self.ctx.clone(),
+                    Kind::Dedicated,
+                    Arc::downgrade(&self.pool),
+                )
+            });
+            match session.send(Op::Wait(request)) {
+                Ok(()) => return Ok(()),
+                Err(Op::Wait(r)) => {
+                    request = r;
+                    failure = session.open_error();
+                }
+                Err(_) => unreachable!("send gives back the op it was given"),
+            }
+        }
+        Err(failure.unwrap_or_else(|| {
+            BackendError::new(BackendErrorKind::Closed, "the lock session ended")
+        }))
+    }
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
