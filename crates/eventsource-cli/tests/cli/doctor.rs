@@ -43,6 +43,25 @@ async fn doctor_is_not_fooled_by_look_alikes_earlier_in_search_path_and_warns() 
         warning.contains("public.pg_advisory_lock(bigint)"),
         "{warning}"
     );
+    // Nor is `lock run`: a second run is excluded while the first holds.
+    let mut a = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "first-of-two",
+        "shadowed",
+        "--",
+        "sh",
+        "-c",
+        "echo entered; read x",
+    ]));
+    a.expect_line("entered").await;
+    let b =
+        output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "shadowed", "--", "true"]))
+            .await;
+    assert_eq!(b.code, 75, "{b:?}");
+    a.send_line("done").await;
+    assert_eq!(a.finish().await.code, 0);
 }
 
 #[tokio::test]
