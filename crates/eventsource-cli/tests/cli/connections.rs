@@ -1,5 +1,5 @@
-//! How many server sessions a run needs: with a role limited to two
-//! connections, one holder and one `lock run` must still work.
+//! The server sessions a run uses: how many (a role limited to two
+//! connections), and that the URL's `options=` reaches them.
 
 use eventsource::lock_id_for_key;
 
@@ -131,4 +131,45 @@ async fn a_waiting_run_holds_at_most_two_sessions() {
     let out = run.finish().await;
     assert_eq!(out.code, 0, "{out:?}");
     eprintln!("a waiting run held {sessions} server sessions");
+}
+
+/// `options=` in the URL reaches the server as given: an unknown setting
+/// there makes the server refuse the session, naming it.
+#[tokio::test]
+async fn url_options_reach_the_server() {
+    let db = database().await;
+    let base = db.url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20eventsource_no_such_setting%3D1");
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--no-wait",
+        "opts",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.contains("eventsource_no_such_setting"),
+        "{}",
+        out.stderr
+    );
+    // A valid one is accepted.
+    let url = format!("{base}{sep}options=-c%20search_path%3Dpublic");
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--no-wait",
+        "opts",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ran\n");
 }
