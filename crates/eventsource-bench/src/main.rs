@@ -19,6 +19,7 @@ mod alloc;
 mod ours;
 mod probe;
 mod raw;
+mod readmodels;
 mod stats;
 
 use std::collections::BTreeMap;
@@ -80,6 +81,9 @@ struct Args {
     /// Override the number of interleaved rounds.
     #[arg(long)]
     rounds: Option<usize>,
+    /// Run the read-model scenarios (PostgreSQL and SQLite) instead of the lock ones.
+    #[arg(long)]
+    readmodels: bool,
     /// Experiment: shared sessions per manager (the builder's `shared_sessions`);
     /// default: the manager's own default.
     #[arg(long)]
@@ -430,6 +434,9 @@ async fn main() -> Res<()> {
     let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
 
     let (config, url, db) = setup().await?;
+    if args.readmodels {
+        return readmodels::run(&url, rounds, measure, args.quick).await;
+    }
     let monitor = Arc::new(Monitor::open(&config).await?);
     let server_version = monitor.show("server_version").await?;
     let max_locks = monitor.show("max_locks_per_transaction").await?;
