@@ -47,7 +47,7 @@ fn order(i: usize) -> Order {
         customer: format!("customer-{i}"),
         status: ["open", "paid", "shipped", "closed"][i % 4].to_owned(),
         total_cents: (i * 37 % 10_000) as i64,
-        note: (i % 3 == 0).then(|| format!("note {i}")),
+        note: i.is_multiple_of(3).then(|| format!("note {i}")),
     }
 }
 
@@ -560,7 +560,7 @@ fn median(v: &mut [f64]) -> f64 {
         return 0.0;
     }
     let m = v.len() / 2;
-    if v.len() % 2 == 0 {
+    if v.len().is_multiple_of(2) {
         (v[m - 1] + v[m]) / 2.0
     } else {
         v[m]

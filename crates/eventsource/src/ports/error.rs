@@ -254,15 +254,18 @@ impl BackendError {
         self
     }
 
-    /// A copy with the same kind, message and code, without the source
-    /// (driver errors cannot be cloned). For adapters that report one
-    /// failure to several callers.
+    /// A copy with the same kind, message and code, whose source is the
+    /// original source's text (driver errors cannot be cloned; their text,
+    /// with the server's DETAIL and HINT, is kept). For adapters that report
+    /// one failure to several callers.
     pub fn clone_shallow(&self) -> Self {
         Self {
             kind: self.kind,
             message: self.message.clone(),
             code: self.code.clone(),
-            source: None,
+            source: self.source.as_ref().map(|s| {
+                Box::new(SourceText(s.to_string())) as Box<dyn std::error::Error + Send + Sync>
+            }),
         }
     }
 
@@ -281,6 +284,18 @@ impl BackendError {
         &self.message
     }
 }
+
+/// The text of an error that could not be cloned.
+#[derive(Debug)]
+struct SourceText(String);
+
+impl fmt::Display for SourceText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SourceText {}
 
 impl fmt::Debug for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -357,6 +372,13 @@ mod tests {
     #[test]
     fn backend_error_shows_code_and_is_reachable_through_acquisition() {
         let be = BackendError::new(BackendErrorKind::Query, "boom").with_code("53200");
+        let hinted = BackendError::new(BackendErrorKind::Query, "out of shared memory")
+            .with_source(std::io::Error::other(
+                "HINT: increase max_locks_per_transaction",
+            ));
+        let copy = hinted.clone_shallow();
+        let source = std::error::Error::source(&copy).expect("the source's text is kept");
+        assert!(source.to_string().contains("max_locks_per_transaction"));
         assert_eq!(be.to_string(), "database error: boom (SQLSTATE 53200)");
         let err: Error = LockAcquisitionError::new("k", AcquireFailure::Backend(be), None).into();
         assert_eq!(err.as_backend().unwrap().code(), Some("53200"));

@@ -230,7 +230,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         let mut out: Vec<Vec<Record>> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for record in records {
-            let full = out.last().map_or(true, |b| b.len() >= max_rows);
+            let full = out.last().is_none_or(|b| b.len() >= max_rows);
             if full || !seen.insert(record.meta.id) {
                 seen.clear();
                 seen.insert(record.meta.id);
