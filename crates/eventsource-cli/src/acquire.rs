@@ -118,6 +118,9 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             .manager_builder()
             .holder_id(holder_id.clone())
             .allow_standby(args.allow_standby)
+            // One lock per run: one session for the try, the wait and the
+            // "who holds it" query.
+            .single_session(true)
             .build();
         let this_try = match (timeout, left()) {
             (Some(t), _) if t.is_zero() => Some(Duration::ZERO),

@@ -22,7 +22,6 @@ async fn limited_role(db: &eventsource_testkit::pg::TestDatabase, limit: i32) ->
 }
 
 #[tokio::test]
-#[ignore = "needs the engine half of issue 10 item 15 (one session per single-lock run, holders on it)"]
 async fn a_no_wait_conflict_names_the_holder_within_two_connections() {
     let db = database().await;
     let url = limited_role(&db, 2).await;
@@ -51,7 +50,6 @@ async fn a_no_wait_conflict_names_the_holder_within_two_connections() {
 }
 
 #[tokio::test]
-#[ignore = "needs the engine half of issue 10 item 15 (one session per single-lock run)"]
 async fn a_waiting_run_needs_one_connection() {
     let db = database().await;
     let inspector = db.connect().await.unwrap();

@@ -13,9 +13,12 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::registry::ReserveError;
-use super::session::{self, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool};
+use super::session::{
+    self, Granted, Kind, Op, SessionContext, SessionHandle, WaitOutcome, WaitPool, WaitRequest,
+};
 use super::wait_line::WaitLines;
 
 /// How long past its deadline a caller waits for its line to answer (the
@@ -179,6 +182,9 @@ impl Acquirer {
                 return Ok(granted);
             }
         }
+        if self.ctx.settings.single_session {
+            return self.wait_on_shared(lock_id, key, deadline).await;
+        }
         let mut ticket = self.lines.join(lock_id, key, deadline);
         let result = match deadline {
             None => (&mut ticket.rx).await,
@@ -188,6 +194,73 @@ impl Acquirer {
             },
         };
         result.unwrap_or(Err(AcquireFailure::Closed))
+    }
+
+    /// Single-session mode: the wait runs on the shared session itself,
+    /// which holds nothing else (the budget is one lock).
+    async fn wait_on_shared(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+        deadline: Option<Instant>,
+    ) -> Result<Granted, AcquireFailure> {
+        let Ok(_slot) = self.ctx.registry.reserve_wait() else {
+            let limit = self.ctx.registry.budget();
+            return Err(AcquireFailure::BudgetExceeded { limit });
+        };
+        let abandon = CancellationToken::new();
+        // Dropped with this future: the wait is abandoned on the session.
+        let _abandon_on_drop = abandon.clone().drop_guard();
+        let (tx, rx) = oneshot::channel();
+        let request = WaitRequest {
+            lock_id,
+            key: key.clone(),
+            lock_timeout: deadline.map(|d| {
+                d.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            }),
+            abandon,
+            permit: None,
+            reply: tx,
+        };
+        let session = self.shared_session(lock_id);
+        if session.send(Op::Wait(request)).is_err() {
+            let e = session.open_error().unwrap_or_else(closed_session);
+            return Err(AcquireFailure::Backend(e));
+        }
+        let outcome = match deadline {
+            None => rx.await,
+            Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, rx).await {
+                Ok(r) => r,
+                Err(_) => return Err(AcquireFailure::Timeout),
+            },
+        };
+        match outcome {
+            Ok(WaitOutcome::Granted(g)) => Ok(g),
+            Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
+            Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
+            Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
+            Err(_) => Err(AcquireFailure::Backend(closed_session())),
+        }
+    }
+
+    /// `holders()` on the manager's own shared session (single-session
+    /// mode), or `None` to let the caller open a session of its own.
+    pub(crate) async fn holders_on_shared(
+        &self,
+        keys: &[&str],
+    ) -> Option<crate::Result<Vec<super::AdvisoryLock>>> {
+        if !self.ctx.settings.single_session {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let keys = keys.iter().map(|k| (*k).to_owned()).collect();
+        let session = self.shared_session(0);
+        if session.send(Op::Holders { keys, reply: tx }).is_err() {
+            let e = session.open_error().unwrap_or_else(closed_session);
+            return Some(Err(crate::Error::Backend(e)));
+        }
+        Some(rx.await.unwrap_or_else(|_| Err(crate::Error::Backend(closed_session()))))
     }
 
     /// How many tasks wait in the manager's wait lines now.

@@ -140,6 +140,22 @@ impl PostgresLockManagerBuilder {
         self
     }
 
+    /// One database session for everything, for a process that holds one
+    /// lock at a time (as `eventsource lock run` does): the try, a contended
+    /// wait (run on that same session, which holds nothing else meanwhile)
+    /// and [`holders`](PostgresLockManager::holders) all use it. A second
+    /// lock while one is held or awaited is refused
+    /// ([`AcquireFailure::BudgetExceeded`](crate::AcquireFailure::BudgetExceeded)).
+    /// Sets `shared_sessions(1)` and `max_held_locks(1)`.
+    pub fn single_session(mut self, on: bool) -> Self {
+        self.settings.single_session = on;
+        if on {
+            self.settings.shared_sessions = 1;
+            self.settings.max_held_locks = 1;
+        }
+        self
+    }
+
     /// How long opening a session may take. Default: 10 s. An acquisition's
     /// own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {

@@ -122,13 +122,18 @@ impl PostgresLockManager {
 
     /// Every advisory lock in the database (or those of `keys`): who holds
     /// it, who waits for it and since when. Unlike [`is_held`](crate::DistributedLock::is_held),
-    /// this sees every process. Opens a short-lived session of its own.
+    /// this sees every process. Opens a short-lived session of its own (in
+    /// [`single_session`](super::PostgresLockManagerBuilder::single_session)
+    /// mode, runs on the manager's one session instead).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads; a dropped call closes its session and
     /// leaves nothing behind.
     pub async fn holders(&self, keys: &[&str]) -> Result<Vec<super::AdvisoryLock>> {
+        if let Some(r) = self.state.acquirer.holders_on_shared(keys).await {
+            return r; // single-session mode: on the manager's own session
+        }
         let connected = self
             .ctx()
             .connector

@@ -18,6 +18,9 @@ pub(crate) struct Settings {
     pub(crate) max_batch: usize,
     /// Lock on a hot standby anyway (its locks exclude only its own sessions).
     pub(crate) allow_standby: bool,
+    /// One session for everything: waits and `holders()` run on the one
+    /// shared session, which then holds at most one lock.
+    pub(crate) single_session: bool,
 }
 
 impl Default for Settings {
@@ -32,6 +35,7 @@ impl Default for Settings {
             liveness_timeout: Duration::from_secs(2),
             max_batch: 4096,
             allow_standby: false,
+            single_session: false,
         }
     }
 }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::MissedTickBehavior;
 
+use super::super::holders::query_holders;
 use super::batch::{closed_error, run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
@@ -132,24 +133,46 @@ impl Actor {
     /// Runs one request (and, on a shared session, whatever queued behind
     /// it); false when the session must close.
     async fn handle(&mut self, state: &mut SessionState, first: Op) -> bool {
-        if let Op::Wait(mut req) = first {
-            self.parked = false;
-            // Kept while the session holds what the wait was granted.
-            self.permit = req.permit.take();
-            return run_wait(state, req).await;
-        }
         let mut buffers = std::mem::take(&mut self.buffers);
-        buffers.ops.push(first);
-        while buffers.ops.len() < state.ctx.settings.max_batch {
-            match self.rx.try_recv() {
-                Ok(op) => buffers.ops.push(op),
-                Err(_) => break,
+        let mut next = Some(first);
+        let mut ok = true;
+        while let Some(op) = next.take() {
+            match op {
+                Op::Wait(mut req) => {
+                    self.parked = false;
+                    // Kept while the session holds what the wait was granted.
+                    self.permit = req.permit.take();
+                    ok = run_wait(state, req).await;
+                }
+                Op::Holders { keys, reply } => {
+                    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                    let _ = reply.send(query_holders(&state.client, &keys).await);
+                }
+                op => {
+                    buffers.ops.push(op);
+                    // Whatever queued behind it joins the batch; a wait or a
+                    // query (single-session mode) runs right after it.
+                    while buffers.ops.len() < state.ctx.settings.max_batch {
+                        match self.rx.try_recv() {
+                            Ok(op @ (Op::Wait(_) | Op::Holders { .. })) => {
+                                next = Some(op);
+                                break;
+                            }
+                            Ok(op) => buffers.ops.push(op),
+                            Err(_) => break,
+                        }
+                    }
+                    run_batch(state, &mut buffers).await;
+                    buffers.reset();
+                    ok = !state.dead().is_cancelled();
+                }
+            }
+            if !ok {
+                break;
             }
         }
-        run_batch(state, &mut buffers).await;
-        buffers.reset();
         self.buffers = buffers;
-        !state.dead().is_cancelled()
+        ok
     }
 
     /// Returns an idle dedicated session to the pool; false when it should close.
@@ -174,6 +197,9 @@ impl Actor {
                 }
                 Op::Wait(w) => {
                     let _ = w.reply.send(WaitOutcome::Failed(err.clone_shallow()));
+                }
+                Op::Holders { reply, .. } => {
+                    let _ = reply.send(Err(crate::Error::Backend(err.clone_shallow())));
                 }
                 Op::Unlock {
                     lock_id,

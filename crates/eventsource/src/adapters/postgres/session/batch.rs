@@ -91,10 +91,8 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                     reply,
                 });
             }
-            Op::Wait(w) => {
-                let internal =
-                    BackendError::new(BackendErrorKind::Other, "wait on a shared session");
-                let _ = w.reply.send(super::WaitOutcome::Failed(internal));
+            Op::Wait(_) | Op::Holders { .. } => {
+                unreachable!("the actor runs waits and queries outside batches")
             }
         }
     }

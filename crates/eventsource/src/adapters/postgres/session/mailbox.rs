@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::super::held_lock::{HeldLock, UnlockReply, UnlockSink};
+use super::super::holders::AdvisoryLock as HoldersRow;
 use super::super::registry::Reservation;
 use crate::ports::error::BackendError;
 
@@ -34,6 +35,12 @@ pub(crate) enum Op {
     },
     /// Wait for a lock id inside PostgreSQL (dedicated sessions).
     Wait(WaitRequest),
+    /// Who holds and waits for these keys (all advisory locks if none),
+    /// from `pg_locks`, on this session.
+    Holders {
+        keys: Vec<String>,
+        reply: oneshot::Sender<crate::Result<Vec<HoldersRow>>>,
+    },
     /// Release a lock held by `token`. Replies whether it was still held.
     Unlock {
         lock_id: i64,
