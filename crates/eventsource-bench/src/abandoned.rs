@@ -82,18 +82,28 @@ pub async fn abandoned(ctx: &Ctx, round: usize, with_a: bool) -> Res<RunOut> {
             }));
         }
     }
-    // A's session count, sampled every millisecond until the window closes.
+    // A's session count, sampled every millisecond until the window closes,
+    // and the server pids of A's sessions every 10 ms: how many distinct
+    // sessions A went through (connection churn; a lower bound).
+    let a_pattern = app(&format!("bench-{name}-a"));
     let sampler = {
         let (a, max) = (a.clone(), a_max_sessions.clone());
+        let (monitor, pattern) = (ctx.monitor.clone(), a_pattern.clone());
         tokio::spawn(async move {
+            let mut pids = std::collections::HashSet::new();
+            let mut next_pids = Instant::now();
             while Instant::now() < w.end {
                 max.fetch_max(a.session_count(), Ordering::Relaxed);
+                if with_a && Instant::now() >= next_pids && Instant::now() >= w.start {
+                    pids.extend(monitor.pids_like(&pattern).await?);
+                    next_pids = Instant::now() + Duration::from_millis(10);
+                }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
+            Res::Ok(pids.len())
         })
     };
     let mut a_db_max = 0u32;
-    let a_pattern = app(&format!("bench-{name}-a"));
     let mut out = WorkerOut::default();
     let mut stuck = false;
     let deadline = tokio::time::Instant::from_std(w.end + B_GRACE);
@@ -119,7 +129,7 @@ pub async fn abandoned(ctx: &Ctx, round: usize, with_a: bool) -> Res<RunOut> {
     for t in a_tasks {
         t.await??;
     }
-    sampler.await?;
+    let a_distinct_sessions = sampler.await??;
     if with_a {
         a_db_max = a_db_max.max(ctx.monitor.sessions_like(&a_pattern).await?);
     }
@@ -137,7 +147,9 @@ pub async fn abandoned(ctx: &Ctx, round: usize, with_a: bool) -> Res<RunOut> {
         )
         .with("a_sessions_after", json!(a_after));
     if with_a {
-        run = run.with("a_max_sessions_in_db", json!(a_db_max));
+        run = run
+            .with("a_max_sessions_in_db", json!(a_db_max))
+            .with("a_distinct_sessions_seen", json!(a_distinct_sessions));
     }
     Ok(run)
 }

@@ -159,10 +159,11 @@ pub fn print_table(order: &[&str], s: &BTreeMap<String, ScenarioReport>) {
     }
     if s.contains_key("abandoned") {
         println!(
-            "abandoned: A's max sessions {} (manager) / {} (pg_stat_activity); A got the key {} \
+            "abandoned: A's max sessions {} (manager) / {} (pg_stat_activity), {} distinct sessions seen in a round; A got the key {} \
              times and dropped {} waits (most in a round); B stuck: {}",
             get("abandoned", "a_max_sessions"),
             get("abandoned", "a_max_sessions_in_db"),
+            get("abandoned", "a_distinct_sessions_seen"),
             get("abandoned", "a_acquisitions"),
             get("abandoned", "a_dropped_waits"),
             get("abandoned", "b_stuck"),
