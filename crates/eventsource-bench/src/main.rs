@@ -132,12 +132,24 @@ async fn bench(args: &Args) -> Res<()> {
     let throughput: Vec<&str> = THROUGHPUT.iter().copied().filter(|n| runnable(n)).collect();
     let others: Vec<&str> = OTHERS.iter().copied().filter(|n| runnable(n)).collect();
 
+    // A scenario that fails is reported and dropped; the others go on.
+    let mut failed: BTreeMap<String, String> = BTreeMap::new();
     let mut aggs: BTreeMap<&str, Aggregate> = BTreeMap::new();
     for round in 0..rounds {
         for &name in &throughput {
-            let run = scenarios::run_throughput(name, &ctx, round)
-                .await
-                .map_err(|e| named(name, e))?;
+            if failed.contains_key(name) {
+                continue;
+            }
+            let run = match scenarios::run_throughput(name, &ctx, round).await {
+                Ok(run) => run,
+                Err(e) => {
+                    let why = named(name, e);
+                    eprintln!("  round {}/{rounds} FAILED {why}", round + 1);
+                    failed.insert(name.to_owned(), why);
+                    aggs.remove(name);
+                    continue;
+                }
+            };
             let agg = aggs.entry(name).or_default();
             let s = run.sampled;
             agg.add_run(
@@ -173,11 +185,17 @@ async fn bench(args: &Args) -> Res<()> {
     drop(aggs);
     for &name in &others {
         let t = Instant::now();
-        let report = scenarios::run_other(name, &ctx)
-            .await
-            .map_err(|e| named(name, e))?;
-        eprintln!("  {name:<20} done in {:.1} s", t.elapsed().as_secs_f64());
-        scenarios.insert(name.to_owned(), report);
+        match scenarios::run_other(name, &ctx).await {
+            Ok(report) => {
+                eprintln!("  {name:<20} done in {:.1} s", t.elapsed().as_secs_f64());
+                scenarios.insert(name.to_owned(), report);
+            }
+            Err(e) => {
+                let why = named(name, e);
+                eprintln!("  FAILED {why}");
+                failed.insert(name.to_owned(), why);
+            }
+        }
     }
 
     let (ratios, round_ratios) = ratios(&scenarios);
@@ -201,6 +219,9 @@ async fn bench(args: &Args) -> Res<()> {
     for (name, why) in &skipped {
         println!("skipped {name}: {why}");
     }
+    for why in failed.values() {
+        println!("FAILED {why}");
+    }
     let total = began.elapsed();
     println!("\ntotal {:.1} s", total.as_secs_f64());
 
@@ -211,6 +232,7 @@ async fn bench(args: &Args) -> Res<()> {
             "ratios_per_round": round_ratios,
             "targets": targets,
             "skipped": skipped,
+            "failed": failed,
             "meta": {
                 "quick": args.quick,
                 "rounds": rounds,
@@ -229,7 +251,10 @@ async fn bench(args: &Args) -> Res<()> {
     }
     drop(ctx);
     drop(db);
-    Ok(())
+    match failed.len() {
+        0 => Ok(()),
+        n => Err(format!("{n} scenario(s) failed (see above)").into()),
+    }
 }
 
 type Ratios = (BTreeMap<String, f64>, BTreeMap<String, Vec<f64>>);

@@ -130,6 +130,18 @@ pub async fn handoff(ctx: &Ctx) -> Res<ScenarioReport> {
     })
 }
 
+/// Waits until `n` tasks of `m` wait in its wait lines; false after [`QUEUE_LIMIT`].
+async fn wait_for_line(m: &PostgresLockManager, n: usize) -> bool {
+    let deadline = Instant::now() + QUEUE_LIMIT;
+    while m.waiting_tasks() < n {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::task::yield_now().await;
+    }
+    true
+}
+
 /// 8 waiters queued on one key in a known order (each started only once
 /// the previous one waits in `pg_locks`); the order of service is recorded.
 /// `one_manager`: the 8 waiters are tasks of one manager instead of 8 managers.
@@ -169,11 +181,18 @@ pub async fn fifo(ctx: &Ctx, one_manager: bool) -> Res<ScenarioReport> {
                 g.release().await?;
                 Res::Ok(())
             }));
-            if !ctx
-                .monitor
-                .wait_for_waiters(id, i as i64 + 1, QUEUE_LIMIT)
-                .await?
-            {
+            // Several managers: each waits in PostgreSQL. One manager: its
+            // tasks queue in the key's wait line, the first of them waiting
+            // in PostgreSQL (issue 9, section 4).
+            let queued = if one_manager {
+                ctx.monitor.wait_for_waiters(id, 1, QUEUE_LIMIT).await?
+                    && wait_for_line(&waiters[i], i + 1).await
+            } else {
+                ctx.monitor
+                    .wait_for_waiters(id, i as i64 + 1, QUEUE_LIMIT)
+                    .await?
+            };
+            if !queued {
                 return Err(format!("{tag}: waiter {i} never queued on {key}").into());
             }
         }
