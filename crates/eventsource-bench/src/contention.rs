@@ -64,6 +64,9 @@ pub struct WorkerReport {
     pub cpu_ns: Option<u64>,
     /// The manager's own `session_count()`, max over the window (ours only).
     pub max_sessions: Option<usize>,
+    /// How long before the window the worker was connected and ready (ms;
+    /// negative: it started late, and missed part of the window).
+    pub ready_lead_ms: f64,
 }
 
 pub fn unix_ns() -> u64 {
@@ -146,7 +149,11 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
     let mut workers = Vec::with_capacity(PROCESSES * TASKS);
     let mut children_cpu = Some(0u64);
     let mut manager_max = Vec::with_capacity(PROCESSES);
+    let mut ready_lead_ms = Vec::with_capacity(PROCESSES);
+    let mut process_ops = Vec::with_capacity(PROCESSES);
     for r in reports {
+        ready_lead_ms.push((r.ready_lead_ms * 10.0).round() / 10.0);
+        process_ops.push(r.tasks.iter().map(|t| t.ops).sum::<u64>());
         children_cpu = children_cpu.zip(r.cpu_ns).map(|(a, b)| a + b);
         manager_max.push(r.max_sessions);
         for t in r.tasks {
@@ -167,5 +174,7 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
     Ok(run
         .with("sessions_per_process", json!(per_process))
         .with("max_sessions_per_process", json!(max))
-        .with("manager_session_count_max", json!(manager_max)))
+        .with("manager_session_count_max", json!(manager_max))
+        .with("worker_ready_lead_ms", json!(ready_lead_ms))
+        .with("process_ops", json!(process_ops)))
 }

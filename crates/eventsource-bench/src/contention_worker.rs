@@ -58,6 +58,11 @@ pub async fn run(spec_json: &str) -> Res<()> {
         start,
         end: start + Duration::from_nanos(spec.measure_ns),
     };
+    let ready_lead_ms = if start >= now {
+        (start - now).as_secs_f64() * 1e3
+    } else {
+        -(now - start).as_secs_f64() * 1e3
+    };
     let max_sessions = Arc::new(AtomicUsize::new(0));
     let sampler = {
         let (locks, max) = (locks.clone(), max_sessions.clone());
@@ -83,7 +88,10 @@ pub async fn run(spec_json: &str) -> Res<()> {
         c0.zip(alloc::cpu_ns(None))
             .map(|(a, b)| b.saturating_sub(a))
     });
-    let mut report = WorkerReport::default();
+    let mut report = WorkerReport {
+        ready_lead_ms,
+        ..WorkerReport::default()
+    };
     for h in handles {
         report.tasks.push(h.await??);
     }
