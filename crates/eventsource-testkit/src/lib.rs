@@ -25,3 +25,5 @@ pub mod readmodels;
 pub mod pg;
 #[cfg(feature = "cluster")]
 pub mod pgbouncer;
+#[cfg(feature = "cluster")]
+mod standby;

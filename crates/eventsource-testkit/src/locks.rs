@@ -17,7 +17,9 @@
 //! which every case exercises, and `observer`, which must exclude against
 //! it (for PostgreSQL, a second manager on the same database; for the
 //! in-memory manager, a clone). The third value is kept alive until the
-//! case ends (e.g. the case's own test database). Cases use `observer` to check from outside
+//! case ends (e.g. the case's own test database). The case functions are
+//! public for the macro and hidden from the docs; each one's comment in the
+//! source says what it checks. Cases use `observer` to check from outside
 //! that a lock is really free or really held. The calling crate needs
 //! `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
 
@@ -87,6 +89,10 @@ fn key(case: &str) -> String {
 
 /// Waits until `cond` holds, checking every few milliseconds; panics after
 /// `limit` (a generous bound for background work, not a timing assertion).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only checks and sleeps; dropping it loses nothing.
 pub async fn eventually(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + limit;
     while !cond() {
@@ -99,6 +105,10 @@ pub async fn eventually(what: &str, limit: Duration, mut cond: impl FnMut() -> b
 }
 
 /// Like [`eventually`], for an asynchronous condition (e.g. a query).
+///
+/// # Cancel safety
+///
+/// Cancel safe, as [`eventually`]: it only checks and sleeps.
 pub async fn eventually_async<F, Fut>(what: &str, mut cond: F)
 where
     F: FnMut() -> Fut,
@@ -155,6 +165,10 @@ impl Wake for NotifyWaker {
 /// Polls `fut` up to `n` times, each time after it asked to be woken (or
 /// after `idle` without a wake-up), then drops it. Returns its output if it
 /// completed within `n` polls.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it holds `fut` only, which is dropped with it.
 pub async fn poll_n_then_drop<F: Future>(fut: F, n: usize, idle: Duration) -> Option<F::Output> {
     let notify = Arc::new(NotifyWaker(Notify::new()));
     let waker = Waker::from(notify.clone());
@@ -172,6 +186,7 @@ pub async fn poll_n_then_drop<F: Future>(fut: F, n: usize, idle: Duration) -> Op
 }
 
 /// The lock carries the requested key, its derived id and a recent time.
+#[doc(hidden)]
 pub async fn acquire_yields_info_for_the_key<L: Conformant>(lock: &L, _observer: &L) {
     let k = key("info");
     let before = chrono::Utc::now();
@@ -186,6 +201,7 @@ pub async fn acquire_yields_info_for_the_key<L: Conformant>(lock: &L, _observer:
 }
 
 /// `is_held` is true inside the scope and false after it.
+#[doc(hidden)]
 pub async fn is_held_inside_and_outside_the_scope<L: Conformant>(lock: &L, observer: &L) {
     let k = key("scope");
     assert!(!lock.is_held(&k));
@@ -200,6 +216,7 @@ pub async fn is_held_inside_and_outside_the_scope<L: Conformant>(lock: &L, obser
 }
 
 /// An error inside `with_lock` propagates and the lock is released.
+#[doc(hidden)]
 pub async fn error_in_scope_releases_and_propagates<L: Conformant>(lock: &L, observer: &L) {
     let k = key("error");
     let out: Result<Result<(), &str>, Error> =
@@ -210,6 +227,7 @@ pub async fn error_in_scope_releases_and_propagates<L: Conformant>(lock: &L, obs
 }
 
 /// Dropping a guard releases the lock (in the background).
+#[doc(hidden)]
 pub async fn dropped_guard_releases<L: Conformant>(lock: &L, observer: &L) {
     let k = key("drop");
     let guard = lock.acquire(&k, None).await.unwrap();
@@ -219,6 +237,7 @@ pub async fn dropped_guard_releases<L: Conformant>(lock: &L, observer: &L) {
 }
 
 /// A panic while holding releases the lock.
+#[doc(hidden)]
 pub async fn panic_in_scope_releases<L: Conformant>(lock: &L, observer: &L) {
     let k = key("panic");
     let l = lock.clone();
@@ -234,6 +253,7 @@ pub async fn panic_in_scope_releases<L: Conformant>(lock: &L, observer: &L) {
 }
 
 /// Aborting a task that holds the lock releases it.
+#[doc(hidden)]
 pub async fn aborted_task_releases<L: Conformant>(lock: &L, observer: &L) {
     let k = key("abort");
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -253,6 +273,7 @@ pub async fn aborted_task_releases<L: Conformant>(lock: &L, observer: &L) {
 }
 
 /// `try_acquire` takes a free key and answers `None` for a held one.
+#[doc(hidden)]
 pub async fn try_acquire_free_then_held<L: Conformant>(lock: &L, observer: &L) {
     let k = key("try");
     let info = lock.try_acquire(&k).await.unwrap().expect("free key");
@@ -269,6 +290,7 @@ pub async fn try_acquire_free_then_held<L: Conformant>(lock: &L, observer: &L) {
 }
 
 /// After `release`, the key can be taken again.
+#[doc(hidden)]
 pub async fn release_makes_key_acquirable<L: Conformant>(lock: &L, observer: &L) {
     let k = key("reacquire");
     lock.try_acquire(&k).await.unwrap().unwrap();
@@ -280,6 +302,7 @@ pub async fn release_makes_key_acquirable<L: Conformant>(lock: &L, observer: &L)
 }
 
 /// Releasing a key never held is a not-held error naming the key.
+#[doc(hidden)]
 pub async fn release_of_never_held_key_is_not_held_error<L: Conformant>(lock: &L, _o: &L) {
     let k = key("never");
     let err = lock.release(&k).await.unwrap_err();
@@ -288,6 +311,7 @@ pub async fn release_of_never_held_key_is_not_held_error<L: Conformant>(lock: &L
 }
 
 /// A timed-out acquisition is an acquisition error carrying key and timeout.
+#[doc(hidden)]
 pub async fn timeout_on_held_key_carries_the_timeout<L: Conformant>(lock: &L, observer: &L) {
     let k = key("timeout");
     let guard = observer.acquire(&k, None).await.unwrap();
@@ -306,6 +330,7 @@ pub async fn timeout_on_held_key_carries_the_timeout<L: Conformant>(lock: &L, ob
 }
 
 /// A zero timeout makes exactly one attempt.
+#[doc(hidden)]
 pub async fn zero_timeout_makes_one_attempt<L: Conformant>(lock: &L, observer: &L) {
     let k = key("zero");
     let guard = observer.acquire(&k, None).await.unwrap();
@@ -318,6 +343,7 @@ pub async fn zero_timeout_makes_one_attempt<L: Conformant>(lock: &L, observer: &
 }
 
 /// Holding one key does not block another.
+#[doc(hidden)]
 pub async fn different_keys_are_independent<L: Conformant>(lock: &L, observer: &L) {
     let a = key("indep-a");
     let b = key("indep-b");
@@ -332,6 +358,7 @@ pub async fn different_keys_are_independent<L: Conformant>(lock: &L, observer: &
 }
 
 /// `release_all` returns the count and empties the registry.
+#[doc(hidden)]
 pub async fn release_all_returns_count_and_empties<L: Conformant>(lock: &L, observer: &L) {
     let keys: Vec<String> = (0..3).map(|i| key(&format!("all-{i}"))).collect();
     for k in &keys {
@@ -356,6 +383,7 @@ pub async fn release_all_returns_count_and_empties<L: Conformant>(lock: &L, obse
 }
 
 /// A guard turned manual is released by key.
+#[doc(hidden)]
 pub async fn into_manual_then_release_by_key<L: Conformant>(lock: &L, observer: &L) {
     let k = key("manual");
     let info = lock.acquire(&k, None).await.unwrap().into_manual();
@@ -368,6 +396,7 @@ pub async fn into_manual_then_release_by_key<L: Conformant>(lock: &L, observer: 
 }
 
 /// `with_lock` hands back the closure's value and releases.
+#[doc(hidden)]
 pub async fn with_lock_returns_value_and_releases<L: Conformant>(lock: &L, observer: &L) {
     let k = key("with");
     let k2 = k.clone();
@@ -387,6 +416,7 @@ pub async fn with_lock_returns_value_and_releases<L: Conformant>(lock: &L, obser
 /// The empty key is a key like any other; a key of 1 MiB (which another
 /// language's service may lock on) works and excludes; a longer one is
 /// refused.
+#[doc(hidden)]
 pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L, observer: &L) {
     let g = lock
         .acquire("", Some(Duration::from_secs(5)))
@@ -415,6 +445,7 @@ pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L,
 
 /// Two tasks of one manager hand a key back and forth; the bookkeeping
 /// always names exactly one holder.
+#[doc(hidden)]
 pub async fn handovers_between_tasks_keep_counts_exact<L: Conformant>(lock: &L, _o: &L) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let k = key("handover");
@@ -448,6 +479,7 @@ pub async fn handovers_between_tasks_keep_counts_exact<L: Conformant>(lock: &L, 
 }
 
 /// A waiter gets the lock once the holder releases it.
+#[doc(hidden)]
 pub async fn waiter_gets_lock_after_release<L: Conformant>(lock: &L, observer: &L) {
     let k = key("waiter");
     let guard = observer.acquire(&k, None).await.unwrap();
@@ -462,6 +494,7 @@ pub async fn waiter_gets_lock_after_release<L: Conformant>(lock: &L, observer: &
 }
 
 /// Many tasks on distinct keys all succeed; nothing is left held.
+#[doc(hidden)]
 pub async fn many_tasks_distinct_keys<L: Conformant>(lock: &L, _o: &L) {
     let mut tasks = Vec::new();
     for i in 0..64 {
@@ -485,6 +518,7 @@ const IDLE: Duration = Duration::from_millis(50);
 
 /// An uncontended `acquire` dropped after every possible number of polls
 /// leaks nothing.
+#[doc(hidden)]
 pub async fn cancel_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-acquire");
     for n in 0..MAX_POLLS {
@@ -503,6 +537,7 @@ pub async fn cancel_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L)
 }
 
 /// `try_acquire` dropped after every possible number of polls leaks nothing.
+#[doc(hidden)]
 pub async fn cancel_try_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-try");
     for n in 0..MAX_POLLS {
@@ -525,6 +560,7 @@ pub async fn cancel_try_acquire_at_every_poll<L: Conformant>(lock: &L, observer:
 }
 
 /// `release` dropped after every possible number of polls still releases.
+#[doc(hidden)]
 pub async fn cancel_release_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-release");
     for n in 0..MAX_POLLS {
@@ -545,6 +581,7 @@ pub async fn cancel_release_at_every_poll<L: Conformant>(lock: &L, observer: &L)
 
 /// A contended `acquire` dropped while waiting leaves no waiter behind that
 /// could take (and keep) the lock later.
+#[doc(hidden)]
 pub async fn cancel_contended_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-wait");
     for n in 1..8 {
@@ -561,6 +598,7 @@ pub async fn cancel_contended_acquire_at_every_poll<L: Conformant>(lock: &L, obs
 /// Short timeouts racing fast hand-overs (a server may grant a wait and
 /// still report its timeout): once everything is released, nothing of the
 /// primary holds the key and the observer takes it.
+#[doc(hidden)]
 pub async fn timeouts_racing_handovers_leave_the_key_free<L: Conformant>(lock: &L, observer: &L) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let k = key("timeout-race");

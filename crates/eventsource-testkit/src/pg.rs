@@ -28,7 +28,7 @@ use eventsource::ports::error::{BackendError, BackendErrorKind, Error, Result};
 /// The environment variable naming an existing server to test against.
 pub const TEST_DATABASE_URL_ENV: &str = "EVENTSOURCE_TEST_DATABASE_URL";
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
+pub(crate) static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 pub(crate) fn harness_error(msg: impl Into<String>) -> Error {
     Error::Backend(BackendError::new(BackendErrorKind::Other, msg))
@@ -67,11 +67,11 @@ pub struct ClusterOptions {
 /// Dropping it stops the server (immediate mode) and removes the directory.
 #[derive(Debug)]
 pub struct TestCluster {
-    bin_dir: PathBuf,
-    data_dir: PathBuf,
-    port: u16,
-    settings: Vec<(String, String)>,
-    as_postgres: bool,
+    pub(crate) bin_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) settings: Vec<(String, String)>,
+    pub(crate) as_postgres: bool,
 }
 
 fn find_bin_dir() -> Result<PathBuf> {
@@ -181,7 +181,7 @@ impl TestCluster {
         Err(last_err.unwrap_or_else(|| harness_error("cluster did not start")))
     }
 
-    fn pg_command(&self, program: &str) -> Command {
+    pub(crate) fn pg_command(&self, program: &str) -> Command {
         let exe = self.bin_dir.join(program);
         if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -192,7 +192,7 @@ impl TestCluster {
         }
     }
 
-    fn run_checked(&self, cmd: &mut Command) -> Result<()> {
+    pub(crate) fn run_checked(&self, cmd: &mut Command) -> Result<()> {
         let out = cmd
             .stdin(Stdio::null())
             .output()
@@ -208,7 +208,7 @@ impl TestCluster {
         }
     }
 
-    fn pg_ctl_start(&self) -> Result<()> {
+    pub(crate) fn pg_ctl_start(&self) -> Result<()> {
         let mut opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
              -c full_page_writes=off -c max_connections=400 -c shared_buffers=64MB",
@@ -315,7 +315,7 @@ impl TestCluster {
 
     /// Makes sure the cluster is stopped and removed even if this process is
     /// killed: a detached shell waits for our pid to vanish, then cleans up.
-    fn spawn_reaper(&self) {
+    pub(crate) fn spawn_reaper(&self) {
         let pg_ctl = self.bin_dir.join("pg_ctl");
         let data = self.data_dir.join("data");
         let stop = if self.as_postgres {
@@ -401,6 +401,12 @@ fn parse_config(url: &str) -> Result<Config> {
 
 impl TestDatabase {
     /// Creates a fresh database on the shared test server (see the module docs).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, and leaks on an external server: dropped after the
+    /// server ran `CREATE DATABASE`, the database stays there (nothing is
+    /// left to drop it). On the private cluster it goes with the cluster.
     pub async fn create() -> Result<Self> {
         let server = tokio::task::spawn_blocking(shared_server)
             .await
@@ -413,6 +419,11 @@ impl TestDatabase {
     }
 
     /// Creates a fresh database on a private cluster, which it keeps alive.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after `CREATE DATABASE`, the database stays
+    /// on the cluster until the cluster itself is dropped.
     pub async fn create_on(cluster: Arc<TestCluster>) -> Result<Self> {
         let url = cluster.url("postgres");
         Self::create_at(&url, false, Some(cluster)).await
@@ -477,6 +488,11 @@ impl TestDatabase {
     }
 
     /// Opens a plain connection to the database (its connection task is spawned).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it returns, the half-open connection is
+    /// closed; calling again opens another.
     pub async fn connect(&self) -> Result<Client> {
         connect_config(&self.config).await
     }

@@ -61,9 +61,11 @@
 //! | [`try_acquire(key)`](DistributedLock::try_acquire) | never | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
 //! | [`with_lock(key, timeout, f)`](DistributedLock::with_lock) | like `acquire` | like `acquire` | after `f`; `f` is stopped with [`Error::LockLost`] if the lock is lost |
 //!
-//! Every async method documents its **cancel safety**; in short, dropping
+//! Every async method documents its **cancel safety** in tokio's sense
+//! (dropping the future and calling again loses nothing). In short: dropping
 //! any future of this crate at any await point leaks no lock and no
-//! database session. Every error is one [`Error`] whose kinds you inspect
+//! database session; `try_acquire` and `try_lock` are cancel safe;
+//! `acquire` is not (a dropped wait loses its place in the queue). Every error is one [`Error`] whose kinds you inspect
 //! with methods ([`Error::is_timeout`], [`Error::is_lock_lost`],
 //! [`Error::is_not_held`], [`Error::key`], [`Error::as_backend`]).
 //!

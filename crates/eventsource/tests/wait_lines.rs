@@ -254,3 +254,39 @@ async fn contended_tasks_use_two_sessions_per_key_and_are_served_in_order() {
     }
     assert_eq!(first.held_lock_count() + second.held_lock_count(), 0);
 }
+
+/// Not cancel safe in tokio's sense, as documented: a wait dropped and
+/// called again joins the end of the line, behind the tasks that queued
+/// meanwhile (and nothing is leaked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_wait_loses_its_place() {
+    let (_cluster, db) = private_db(&[]).await;
+    let blocker = common::manager(&db, "blocker");
+    let m = common::manager(&db, "queue");
+    let k = key("place");
+    let held = blocker.acquire(&k, None).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let spawn_waiter = |name: &'static str| {
+        let (m, k, order) = (m.clone(), k.clone(), order.clone());
+        tokio::spawn(async move {
+            let g = m.acquire(&k, Some(SECS)).await.unwrap();
+            order.lock().unwrap().push(name);
+            g.release().await.unwrap();
+        })
+    };
+    let first = spawn_waiter("first");
+    eventually("first queued", SECS, || m.waiting_tasks() == 1).await;
+    let second = spawn_waiter("second");
+    eventually("second queued", SECS, || m.waiting_tasks() == 2).await;
+    // Drop the first wait, then call again: it queues behind the second.
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    eventually("first left", SECS, || m.waiting_tasks() == 1).await;
+    let again = spawn_waiter("first again");
+    eventually("first queued again", SECS, || m.waiting_tasks() == 2).await;
+    held.release().await.unwrap();
+    second.await.unwrap();
+    again.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), vec!["second", "first again"]);
+    assert_eq!(m.held_lock_count(), 0);
+}

@@ -216,8 +216,11 @@ pub trait DistributedLock: Send + Sync {
     ///
     /// # Cancel safety
     ///
-    /// Implementations must be cancel safe: dropping the future at any point
-    /// leaves no lock held and no session leaked.
+    /// Implementations must leak nothing when the future is dropped at any
+    /// point: no lock held, no session left waiting. A queued wait is not
+    /// cancel safe in tokio's sense (dropped, it loses its place in the
+    /// queue, as `tokio::sync::Semaphore::acquire` does); implementations
+    /// say so.
     fn acquire(
         &self,
         key: &str,
@@ -231,7 +234,7 @@ pub trait DistributedLock: Send + Sync {
     /// # Cancel safety
     ///
     /// Implementations must be cancel safe: if the future is dropped, any
-    /// lock it took is released.
+    /// lock it took is released, so calling again finds the key as it was.
     fn try_acquire(&self, key: &str) -> impl Future<Output = Result<Option<LockInfo>>> + Send;
 
     /// Releases a manual lock (from [`try_acquire`](DistributedLock::try_acquire)
@@ -252,7 +255,8 @@ pub trait DistributedLock: Send + Sync {
     ///
     /// # Cancel safety
     ///
-    /// As for `acquire`.
+    /// Cancel safe (it never queues): a lock taken for a dropped call is
+    /// released, so calling again finds the key as it was.
     fn try_lock(&self, key: &str) -> impl Future<Output = Result<Option<LockGuard>>> + Send {
         async move {
             match self.acquire(key, Some(Duration::ZERO)).await {

@@ -19,13 +19,10 @@ use crate::ports::locks::{
 
 /// A lock manager for tests: excludes tasks of **one process** only.
 ///
-/// What it does *not* give: no exclusion between processes, no release when
-/// a process dies, no persistence. Use it to test code written against
-/// [`DistributedLock`] without a database; use `PostgresLockManager`
-/// wherever two processes must really coordinate.
-///
-/// What it shares with the PostgreSQL manager: the same lock ids, the same
-/// timeout semantics (`None` waits forever, zero makes one attempt), the same
+/// It gives no exclusion between processes, no release when a process dies,
+/// no persistence: use it to test code written against [`DistributedLock`]
+/// without a database. It shares with `PostgresLockManager` the lock ids,
+/// the timeout semantics (`None` waits forever, zero makes one attempt), the
 /// errors, and first-come first-served waiters.
 ///
 /// ```
@@ -298,8 +295,9 @@ impl DistributedLock for InMemoryLockManager {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a dropped waiter leaves the queue; a lock handed to it
-    /// as it was dropped is passed on to the next waiter.
+    /// Leaks nothing when dropped: a dropped waiter leaves the queue, and a
+    /// lock handed to it as it was dropped is passed on to the next waiter.
+    /// Not cancel safe in tokio's sense: the dropped wait loses its place.
     async fn acquire(&self, key: &str, timeout: Option<Duration>) -> Result<LockGuard> {
         let lock_id = checked_lock_id(key, timeout)?;
         let queue = timeout != Some(Duration::ZERO);

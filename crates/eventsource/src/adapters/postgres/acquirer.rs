@@ -81,6 +81,14 @@ impl Acquirer {
         lock_id: i64,
         key: &Arc<str>,
     ) -> Result<Option<Granted>, AcquireFailure> {
+        self.try_shared(lock_id, key).await?.map(alive).transpose()
+    }
+
+    async fn try_shared(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+    ) -> Result<Option<Granted>, AcquireFailure> {
         if self.ctx.closed.is_cancelled() {
             return Err(AcquireFailure::Closed);
         }
@@ -119,8 +127,19 @@ impl Acquirer {
         ))
     }
 
-    /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt).
+    /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt). A
+    /// grant whose session is already known to have ended by the time it
+    /// reaches the caller is not returned (see [`alive`]).
     pub(crate) async fn acquire(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+        timeout: Option<Duration>,
+    ) -> Result<Granted, AcquireFailure> {
+        alive(self.acquire_granted(lock_id, key, timeout).await?)
+    }
+
+    async fn acquire_granted(
         &self,
         lock_id: i64,
         key: &Arc<str>,
@@ -138,7 +157,7 @@ impl Acquirer {
         }
         // Tasks of this manager already queued for the key go first.
         if !self.lines.has_line(lock_id) {
-            let attempt = self.try_once(lock_id, key);
+            let attempt = self.try_shared(lock_id, key);
             let first = match deadline {
                 Some(d) => tokio::time::timeout_at(d, attempt)
                     .await
@@ -171,4 +190,22 @@ impl Acquirer {
         self.ctx.closed.cancel();
         self.pool.clear();
     }
+}
+
+/// The last check before a grant reaches its caller: a session can be
+/// granted a lock and be terminated a moment later, and under load the
+/// client may learn of the grant only after the server has already released
+/// the lock with the dying session. When the session's end is known by now,
+/// the grant is dropped and the acquisition fails as a closed session; when
+/// it is not yet known, the guard's loss signal fires as soon as it is (the
+/// window that only fencing closes; see docs/reliability.md).
+fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
+    if granted.loss.is_cancelled() {
+        drop(granted);
+        return Err(AcquireFailure::Backend(BackendError::new(
+            BackendErrorKind::Closed,
+            "the session ended as the lock was granted",
+        )));
+    }
+    Ok(granted)
 }

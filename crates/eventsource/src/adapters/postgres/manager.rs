@@ -37,7 +37,7 @@ impl Drop for ManagerState {
 ///   requests to one session are batched into one statement over an array
 ///   of lock ids, so throughput grows with load and 10,000 held locks need
 ///   two connections.
-/// - A contended [`acquire`](DistributedLock::acquire) joins the key's
+/// - A contended [`acquire`](crate::DistributedLock::acquire) joins the key's
 ///   **wait line**: local tasks queue in arrival order, and one wait at a
 ///   time runs inside PostgreSQL (`pg_advisory_lock`) on a **dedicated
 ///   session** on behalf of the line, so one manager uses at most two
@@ -51,10 +51,10 @@ impl Drop for ManagerState {
 ///   `idle_in_transaction_session_timeout` never drops them.
 /// - Two tasks of one manager never share a lock: the manager keeps local
 ///   owners of one key apart (advisory locks are re-entrant per session).
-/// - Each guard can tell when its lock is lost ([`LockGuard::lost`]): the
+/// - Each guard can tell when its lock is lost ([`LockGuard::lost`](crate::LockGuard::lost)): the
 ///   session's connection ended, or its periodic liveness check failed.
 /// - Every SQL function is called `pg_catalog.`-qualified, and a hot
-///   standby is refused ([`AcquireFailure::Standby`]) unless allowed.
+///   standby is refused ([`AcquireFailure::Standby`](crate::AcquireFailure::Standby)) unless allowed.
 /// - Sessions show up in `pg_stat_activity` with `application_name =
 ///   'eventsource/<holder_id>'`.
 ///
@@ -121,7 +121,7 @@ impl PostgresLockManager {
     }
 
     /// Every advisory lock in the database (or those of `keys`): who holds
-    /// it, who waits for it and since when. Unlike [`is_held`](DistributedLock::is_held),
+    /// it, who waits for it and since when. Unlike [`is_held`](crate::DistributedLock::is_held),
     /// this sees every process. Opens a short-lived session of its own.
     ///
     /// # Cancel safety
@@ -142,7 +142,7 @@ impl PostgresLockManager {
     /// really gives session-level advisory locks through this manager's
     /// connection settings (catches no-op advisory functions and
     /// transaction-mode poolers). A failure is a
-    /// [`BackendErrorKind::NotPostgres`] error naming the cause, whose
+    /// [`BackendErrorKind::NotPostgres`](crate::BackendErrorKind::NotPostgres) error naming the cause, whose
     /// [`source`](std::error::Error::source) is a
     /// [`VerifyProblem`](super::VerifyProblem); the report lists the server
     /// settings that bound how long a vanished holder keeps its locks.
