@@ -23,6 +23,9 @@ pub struct Args {
     /// Override the number of interleaved rounds.
     #[arg(long)]
     pub rounds: Option<usize>,
+    /// Run the read-model scenarios (PostgreSQL and SQLite) instead of the lock ones.
+    #[arg(long)]
+    pub readmodels: bool,
     /// Experiment: shared sessions per manager (the builder's `shared_sessions`);
     /// default: the manager's own default.
     #[arg(long)]

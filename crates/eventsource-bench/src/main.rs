@@ -18,7 +18,8 @@
 //! Layout: `args` (command line), `ctx` (what scenarios get and return),
 //! `scenarios` (the registry), `report` / `targets` (output), one file per
 //! family of scenarios (`raw`, `ours`, `ours_load`, `abandoned`,
-//! `contention` + `contention_worker`), and `probe` / `stats` / `alloc`.
+//! `contention` + `contention_worker`), `probe` / `stats` / `alloc`, and
+//! the read-model scenarios (`readmodels`, `--readmodels`).
 
 mod abandoned;
 mod alloc;
@@ -31,6 +32,7 @@ mod ours;
 mod ours_load;
 mod probe;
 mod raw;
+mod readmodels;
 mod report;
 mod scenarios;
 mod stats;
@@ -85,6 +87,9 @@ async fn bench(args: &Args) -> Res<()> {
     let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
 
     let (config, url, db) = ctx::setup().await?;
+    if args.readmodels {
+        return readmodels::run(&url, rounds, measure, args.quick).await;
+    }
     let monitor = Arc::new(Monitor::open(&config).await?);
     if let Some(why) = monitor.statements_unavailable() {
         eprintln!("note: statement counts left empty: {why}");

@@ -1,53 +1,37 @@
-//! A worked read-model example: a model, a projection fed with events, and
-//! queries. Runs on SQLite (in memory) when the `sqlite` feature is on, else
-//! on the in-memory repository; pass a URL to use another database:
+//! A worked read-model example: a derived model, a checkpointed projection
+//! fed with `(position, event)` pairs, and queries. Runs on SQLite (in
+//! memory) when the `sqlite` feature is on, else on the in-memory
+//! repository; pass a URL to use another database (the same URL a lock
+//! manager takes, TLS parameters included):
 //!
 //! ```text
 //! cargo run -p eventsource --features sqlite --example readmodels
+//! cargo run -p eventsource --features sqlite --example readmodels -- sqlite:///orders.db
 //! cargo run -p eventsource --features sqlite --example readmodels -- postgres://postgres@127.0.0.1/app
 //! ```
 
 use eventsource::adapters::sql::{ReadModelProjection, RetryPolicy};
 use eventsource::ports::readmodels::{
-    DefaultValue, Direction, FieldDescriptor, FieldType, Filter, IndexDescriptor, Query, ReadModel,
-    ReadModelHandler, ReadModelMeta, ReadModelRepository, TransactionalReadModels,
+    Direction, Filter, Query, ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository,
+    TransactionalReadModels,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// The read model: one row per order, in the table `order_summaries`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct OrderSummary {
+/// The read model: one row per order, in the table `order_summaries`
+/// (derived from the name at compile time), with an index on
+/// `(status, customer)`.
+#[derive(Debug, Clone, Serialize, Deserialize, ReadModel)]
+#[read_model(index(status, customer))]
+pub struct OrderSummary {
     #[serde(flatten)]
+    #[read_model(meta)]
     meta: ReadModelMeta,
     customer: String,
+    #[column(default = "open")]
     status: String,
     total_cents: i64,
     shipped_to: Option<String>,
-}
-
-impl ReadModel for OrderSummary {
-    fn fields() -> Vec<FieldDescriptor> {
-        vec![
-            FieldDescriptor::new("customer", FieldType::Text),
-            FieldDescriptor::new("status", FieldType::Text)
-                .with_default(DefaultValue::Text("open".into())),
-            FieldDescriptor::new("total_cents", FieldType::Integer),
-            FieldDescriptor::new("shipped_to", FieldType::Text).nullable(),
-        ]
-    }
-
-    fn indexes() -> Vec<IndexDescriptor> {
-        vec![IndexDescriptor::on(["status", "customer"])]
-    }
-
-    fn meta(&self) -> &ReadModelMeta {
-        &self.meta
-    }
-
-    fn meta_mut(&mut self) -> &mut ReadModelMeta {
-        &mut self.meta
-    }
 }
 
 /// The domain events the projection consumes.
@@ -104,14 +88,16 @@ impl ReadModelHandler for OrderSummaries {
     }
 }
 
-async fn demo<B>(backend: B) -> eventsource::Result<()>
+pub async fn demo<B>(backend: B) -> eventsource::Result<()>
 where
     B: TransactionalReadModels<OrderSummary> + ReadModelRepository<OrderSummary>,
 {
-    // One transaction per event; transient failures retried with backoff.
-    let projection =
-        ReadModelProjection::new(OrderSummaries, backend).with_retry(RetryPolicy::default());
-    projection.reset().await?; // start from an empty table
+    // One transaction per event, its checkpoint in the same transaction;
+    // transient failures retried with jittered backoff.
+    let projection = ReadModelProjection::new(OrderSummaries, backend)
+        .named("order-summaries")
+        .with_retry(RetryPolicy::default());
+    projection.reset().await?; // start from an empty table and no checkpoint
 
     let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     let events = [
@@ -145,7 +131,14 @@ where
         },
         OrderEvent::Cancelled { order: c },
     ];
-    projection.handle_all(&events).await?;
+    // Positions are the events' places in the event store.
+    let feed = || events.iter().enumerate().map(|(i, e)| (i as i64 + 1, e));
+    let first = projection.catch_up(feed()).await?;
+    assert_eq!(first.applied, 8);
+    // Replaying the feed (after a restart, say) applies nothing twice.
+    let replay = projection.catch_up(feed()).await?;
+    assert_eq!((replay.applied, replay.skipped), (0, 8));
+    assert_eq!(projection.checkpoint().await?, Some(8));
 
     let repo = projection.backend();
     let ada = repo.get(a).await?.expect("order a");
@@ -159,9 +152,9 @@ where
     let big_open = repo
         .find(
             &Query::new()
-                .filter(Filter::eq("status", "open"))
-                .filter(Filter::gt("total_cents", 500))
-                .order_by("total_cents", Direction::Desc)
+                .filter(Filter::eq(OrderSummary::STATUS, "open"))
+                .filter(Filter::gt(OrderSummary::TOTAL_CENTS, 500))
+                .order_by(OrderSummary::TOTAL_CENTS, Direction::Desc)
                 .limit(10),
         )
         .await?;
@@ -173,7 +166,7 @@ where
 
     // NULL semantics: `ne` matches rows whose shipped_to is NULL.
     let not_lisbon = repo
-        .count(&Query::new().filter(Filter::ne("shipped_to", "Lisbon")))
+        .count(&Query::new().filter(Filter::ne(OrderSummary::SHIPPED_TO, "Lisbon")))
         .await?;
     assert_eq!(not_lisbon, 1); // bob (c is soft-deleted)
 
@@ -188,6 +181,7 @@ where
         .await
         .unwrap_err();
     println!("as expected: {err}");
+    assert_eq!(OrderSummary::table_name(), "order_summaries");
     Ok(())
 }
 
@@ -195,9 +189,7 @@ where
 async fn main() -> eventsource::Result<()> {
     let url = std::env::args().nth(1);
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    if let Some(url) =
-        url.or_else(|| cfg!(feature = "sqlite").then(|| "sqlite::memory:".to_string()))
-    {
+    if let Some(url) = url.or_else(|| cfg!(feature = "sqlite").then(|| "sqlite://".to_string())) {
         let db = eventsource::adapters::sql::connect(&url).await?;
         db.create_schema::<OrderSummary>().await?;
         println!("on {:?}", db.dialect());

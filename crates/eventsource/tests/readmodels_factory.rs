@@ -48,7 +48,8 @@ mod sqlite {
             std::env::temp_dir().join(format!("eventsource-factory-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f.db");
-        let db = connect(&format!("sqlite://{}", path.display()))
+        // sqlite:////abs/path: four slashes for an absolute path.
+        let db = connect(&format!("sqlite:///{}", path.display()))
             .await
             .unwrap();
         assert_eq!(db.dialect(), Dialect::Sqlite);
@@ -80,8 +81,34 @@ mod sqlite {
     }
 
     #[tokio::test]
+    async fn three_slashes_name_a_file_relative_to_the_working_directory() {
+        let name = format!("eventsource-relative-{}.db", uuid::Uuid::new_v4());
+        let db = connect(&format!("sqlite+aiosqlite:///{name}"))
+            .await
+            .unwrap();
+        assert_eq!(sqlite(&db).path(), Some(std::path::Path::new(&name)));
+        db.create_schema::<ConformanceItem>().await.unwrap();
+        drop(db);
+        let cwd = std::env::current_dir().unwrap();
+        assert!(
+            cwd.join(&name).is_file(),
+            "not created under {}",
+            cwd.display()
+        );
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(cwd.join(format!("{name}{suffix}")));
+        }
+    }
+
+    #[tokio::test]
     async fn memory_urls_share_one_connection_without_wal() {
-        for url in ["sqlite::memory:", "sqlite://:memory:"] {
+        for url in [
+            "sqlite://",
+            "sqlite:///:memory:",
+            "sqlite+aiosqlite:///:memory:",
+            "sqlite::memory:",
+            "sqlite://:memory:",
+        ] {
             let db = connect(url).await.unwrap();
             let lite = sqlite(&db);
             assert!(lite.is_memory());
@@ -99,7 +126,7 @@ mod sqlite {
 
     #[tokio::test]
     async fn unopenable_file_is_a_connect_error() {
-        let err = connect("sqlite:///nonexistent-dir-for-eventsource-tests/x.db")
+        let err = connect("sqlite:////nonexistent-dir-for-eventsource-tests/x.db")
             .await
             .unwrap_err();
         assert_eq!(

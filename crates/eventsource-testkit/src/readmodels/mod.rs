@@ -1,5 +1,25 @@
-//! The read-model conformance suite: one call holds any
-//! [`ReadModelRepository`] to the behaviour the port documents.
+//! The read-model conformance suite: holds any [`ReadModelRepository`] to
+//! the behaviour the port documents.
+//!
+//! One macro call generates one `#[tokio::test]` per case, each on a fresh
+//! backend from the factory. With `database:`, the factory returns a
+//! database (anything with `create_schema::<M>()` and `repository::<M>()`:
+//! `SqliteDatabase`, `PostgresDatabase`, `adapters::sql::Database`) and the
+//! suite creates the `conformance_items` table on it; with `repository:` it
+//! returns a ready repository. The second value of the pair is kept alive
+//! until the case ends (e.g. the case's own test database).
+//!
+//! ```no_run
+//! use eventsource::adapters::memory::InMemoryReadModelRepository;
+//! use eventsource_testkit::readmodels::ConformanceItem;
+//!
+//! eventsource_testkit::readmodel_conformance_tests!(repository: || async {
+//!     (InMemoryReadModelRepository::<ConformanceItem>::new(), ())
+//! });
+//! ```
+//!
+//! [`run_conformance`] runs every case in one call, for a repository that
+//! cannot be made per case (e.g. inside one caller's transaction):
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -20,24 +40,130 @@
 
 mod cases;
 
+/// Generates one `#[tokio::test]` per conformance case; see the module docs.
+#[macro_export]
+macro_rules! readmodel_conformance_tests {
+    (database: $make:expr) => {
+        $crate::__readmodel_case_list!($crate::__readmodel_database_case; $make);
+    };
+    (repository: $make:expr) => {
+        $crate::__readmodel_case_list!($crate::__readmodel_repository_case; $make);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __readmodel_database_case {
+    ($make:expr; $($case:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let (db, _keep) = ($make)().await;
+            db.create_schema::<$crate::readmodels::ConformanceItem>()
+                .await
+                .expect("create the conformance_items table");
+            let repo = db.repository::<$crate::readmodels::ConformanceItem>();
+            $crate::readmodels::run_one(stringify!($case), &repo).await;
+        }
+    )*};
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __readmodel_repository_case {
+    ($make:expr; $($case:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let (repo, _keep) = ($make)().await;
+            $crate::readmodels::run_one(stringify!($case), &repo).await;
+        }
+    )*};
+}
+
+/// The case names, once: `$callback!($($args)*; name, name, ...)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __readmodel_case_list {
+    ($($callback:ident)::+ $(; $($args:tt)*)?) => {
+        $($callback)::+! { $($($args)*;)? save_then_get_round_trips,
+                insert_stamps_updated_at,
+                get_missing_is_none,
+                insert_keeps_the_given_version,
+                update_bumps_version_and_keeps_identity,
+                get_many_keeps_order_and_skips_missing,
+                save_many_stores_every_model,
+                save_many_applies_repeated_ids_in_order,
+                invalid_models_are_rejected_before_writing,
+                delete_removes_the_row,
+                delete_of_missing_row_is_false,
+                soft_delete_hides_the_row,
+                soft_delete_twice_changes_nothing,
+                restore_brings_the_row_back,
+                get_deleted_and_find_deleted_see_only_deleted_rows,
+                include_deleted_shows_deleted_rows,
+                exists_sees_live_rows_only,
+                filter_eq,
+                filter_ne_matches_nulls,
+                filter_gt_and_gte,
+                filter_lt_and_lte,
+                filter_in,
+                filter_not_in_matches_nulls,
+                null_never_matches_eq_in_or_comparisons,
+                empty_in_matches_nothing,
+                empty_not_in_matches_everything,
+                filters_combine_with_and,
+                bool_and_date_filters,
+                uuid_filters,
+                timestamp_filters,
+                decimal_filters_compare_numerically,
+                unknown_field_is_an_error,
+                unknown_order_field_is_an_error,
+                unknown_operator_is_an_error,
+                mistyped_operand_is_an_error,
+                order_ascending_puts_nulls_last,
+                order_descending_puts_nulls_first,
+                text_orders_byte_wise,
+                order_with_limit,
+                offset_skips_rows,
+                find_one_keeps_order_offset_and_include_deleted,
+                count_with_and_without_filters,
+                truncate_counts_every_row,
+                version_check_succeeds_on_current_version,
+                version_check_rejects_stale_version,
+                version_check_on_absent_row_is_not_found,
+                reads_and_writes_do_not_alias,
+                json_round_trips_and_is_not_filterable, }
+    };
+}
+
+/// Runs the case `name` against `repo` (after a truncate), panicking with
+/// the reason when it fails. For the test macro.
+#[doc(hidden)]
+pub async fn run_one<R: ReadModelRepository<ConformanceItem>>(name: &str, repo: &R) {
+    repo.truncate().await.expect("truncate before the case");
+    if let Err(why) = cases::run_case(name, repo).await {
+        panic!("read-model conformance case {name} failed: {why}");
+    }
+}
+
 use std::fmt;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use eventsource::ports::readmodels::{
-    FieldDescriptor, FieldType, IndexDescriptor, ReadModel, ReadModelMeta, ReadModelRepository,
-};
+use eventsource::ports::readmodels::{ReadModel, ReadModelMeta, ReadModelRepository};
 
 pub use cases::CASES;
 
 /// The model the suite stores: one field of each queryable type, most of
-/// them nullable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// them nullable. Table `conformance_items`, with an index on
+/// `(category, quantity)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ReadModel)]
+#[read_model(index(category, quantity))]
 pub struct ConformanceItem {
     /// Bookkeeping.
     #[serde(flatten)]
+    #[read_model(meta)]
     pub meta: ReadModelMeta,
     /// Text, not nullable.
     pub name: String,
@@ -58,6 +184,7 @@ pub struct ConformanceItem {
     /// JSON, nullable (not queryable).
     pub attributes: Option<serde_json::Value>,
     /// Decimal (as text), nullable.
+    #[column(kind = "decimal")]
     pub amount: Option<String>,
 }
 
@@ -96,37 +223,6 @@ impl ConformanceItem {
     pub fn price(mut self, p: f64) -> Self {
         self.price = Some(p);
         self
-    }
-}
-
-impl ReadModel for ConformanceItem {
-    const TABLE_NAME: Option<&'static str> = Some("conformance_items");
-
-    fn fields() -> Vec<FieldDescriptor> {
-        vec![
-            FieldDescriptor::of::<String>("name"),
-            FieldDescriptor::of::<Option<String>>("category"),
-            FieldDescriptor::of::<i64>("quantity"),
-            FieldDescriptor::of::<Option<f64>>("price"),
-            FieldDescriptor::of::<bool>("active"),
-            FieldDescriptor::of::<Option<Uuid>>("owner_id"),
-            FieldDescriptor::of::<Option<DateTime<Utc>>>("due_at"),
-            FieldDescriptor::of::<Option<NaiveDate>>("day"),
-            FieldDescriptor::of::<Option<serde_json::Value>>("attributes"),
-            FieldDescriptor::new("amount", FieldType::Decimal).nullable(),
-        ]
-    }
-
-    fn indexes() -> Vec<IndexDescriptor> {
-        vec![IndexDescriptor::on(["category", "quantity"])]
-    }
-
-    fn meta(&self) -> &ReadModelMeta {
-        &self.meta
-    }
-
-    fn meta_mut(&mut self) -> &mut ReadModelMeta {
-        &mut self.meta
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`InMemoryReadModelRepository`]: the read-model port for one process,
 //! without a database.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
 use crate::ports::error::Result;
+use crate::ports::readmodels::storage::{now_micros, CheckedQuery, DeletedRows, Record};
 use crate::ports::readmodels::{
-    now_micros, CheckedQuery, DeletedRows, FieldDescriptor, Query, ReadModel, ReadModelError,
-    ReadModelHandler, ReadModelRepository, Record, TransactionalReadModels, Value,
+    Applied, FieldDescriptor, Query, ReadModel, ReadModelError, ReadModelHandler,
+    ReadModelRepository, TransactionalReadModels, Value,
 };
 
 type Rows = BTreeMap<Uuid, Record>;
@@ -51,6 +52,7 @@ type Rows = BTreeMap<Uuid, Record>;
 /// ```
 pub struct InMemoryReadModelRepository<M> {
     rows: Arc<Mutex<Rows>>,
+    checkpoints: Arc<Mutex<HashMap<String, i64>>>,
     apply_lock: Arc<tokio::sync::Mutex<()>>,
     fields: Arc<[FieldDescriptor]>,
     table: Arc<str>,
@@ -66,6 +68,7 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
     fn with_rows(rows: Rows) -> Self {
         Self {
             rows: Arc::new(Mutex::new(rows)),
+            checkpoints: Arc::default(),
             apply_lock: Arc::new(tokio::sync::Mutex::new(())),
             fields: M::fields().into(),
             table: M::table_name().into(),
@@ -81,6 +84,10 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
     /// True when no row is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn checkpoints(&self) -> MutexGuard<'_, HashMap<String, i64>> {
+        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, Rows> {
@@ -126,11 +133,12 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
 
     /// Applies an upsert of `record` to `rows`, returning the stored record.
     fn upsert(rows: &mut Rows, mut record: Record) -> Record {
+        // `updated_at` is stamped on insert too, as the reference does.
+        record.meta.updated_at = now_micros();
         if let Some(stored) = rows.get(&record.meta.id) {
             record.meta.created_at = stored.meta.created_at;
             record.meta.deleted_at = stored.meta.deleted_at;
             record.meta.version = stored.meta.version + 1;
-            record.meta.updated_at = now_micros();
         }
         rows.insert(record.meta.id, record.clone());
         record
@@ -160,6 +168,7 @@ impl<M> Clone for InMemoryReadModelRepository<M> {
     fn clone(&self) -> Self {
         Self {
             rows: self.rows.clone(),
+            checkpoints: self.checkpoints.clone(),
             apply_lock: self.apply_lock.clone(),
             fields: self.fields.clone(),
             table: self.table.clone(),
@@ -325,5 +334,82 @@ impl<M: ReadModel> TransactionalReadModels<M> for InMemoryReadModelRepository<M>
 
     async fn truncate_all(&self) -> Result<u64> {
         self.truncate().await
+    }
+
+    async fn prepare_checkpoints(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
+        Ok(self.checkpoints().get(projection).copied())
+    }
+
+    async fn apply_at<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<Applied>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _serial = self.apply_lock.lock().await;
+        if self
+            .checkpoints()
+            .get(projection)
+            .is_some_and(|&c| position <= c)
+        {
+            return Ok(Applied::Skipped);
+        }
+        let snapshot = self.lock().clone();
+        let staging = Self::with_rows(snapshot);
+        handler.handle(event, &staging).await?;
+        let staged = std::mem::take(&mut *staging.lock());
+        // Rows and checkpoint change together, under both locks.
+        let mut rows = self.lock();
+        self.checkpoints().insert(projection.to_owned(), position);
+        *rows = staged;
+        Ok(Applied::Applied)
+    }
+
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _serial = self.apply_lock.lock().await;
+        let mut checkpoint = self.checkpoints().get(projection).copied();
+        let snapshot = self.lock().clone();
+        let staging = Self::with_rows(snapshot);
+        let mut applied = 0;
+        for (position, event) in events {
+            if checkpoint.is_some_and(|c| *position <= c) {
+                continue;
+            }
+            handler.handle(event, &staging).await?;
+            checkpoint = Some(*position);
+            applied += 1;
+        }
+        let staged = std::mem::take(&mut *staging.lock());
+        let mut rows = self.lock();
+        if let Some(c) = checkpoint {
+            self.checkpoints().insert(projection.to_owned(), c);
+        }
+        *rows = staged;
+        Ok(applied)
+    }
+
+    async fn reset(&self, projection: &str) -> Result<u64> {
+        let _serial = self.apply_lock.lock().await;
+        let mut rows = self.lock();
+        self.checkpoints().remove(projection);
+        let n = rows.len() as u64;
+        rows.clear();
+        Ok(n)
     }
 }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::registry::ReserveError;
 use super::session::{self, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool};
-use super::wait_line::{no_answer, WaitLines};
+use super::wait_line::WaitLines;
 
 /// How long past its deadline a caller waits for its line to answer (the
 /// line ends waits at their deadlines itself; this is a backstop).
@@ -32,6 +32,17 @@ pub(crate) struct Acquirer {
 
 fn closed_session() -> BackendError {
     BackendError::new(BackendErrorKind::Closed, "the lock session ended")
+}
+
+/// The server did not answer before the caller's deadline.
+pub(crate) fn no_answer(timeout: Option<Duration>) -> AcquireFailure {
+    let within = timeout
+        .map(|t| format!(" within {t:?}"))
+        .unwrap_or_default();
+    AcquireFailure::Backend(BackendError::new(
+        BackendErrorKind::Timeout,
+        format!("the server did not answer{within}"),
+    ))
 }
 
 impl Acquirer {
@@ -168,12 +179,11 @@ impl Acquirer {
                 return Ok(granted);
             }
         }
-        let mut ticket = self.lines.join(lock_id, key, timeout, deadline);
+        let mut ticket = self.lines.join(lock_id, key, deadline);
         let result = match deadline {
             None => (&mut ticket.rx).await,
             Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, &mut ticket.rx).await {
                 Ok(r) => r,
-                Err(_) if ticket.stalled_at_server() => return Err(no_answer(timeout)),
                 Err(_) => return Err(AcquireFailure::Timeout),
             },
         };

@@ -55,18 +55,9 @@ impl PostgresLockManagerBuilder {
     /// `sslrootcert`. Performs no I/O. Errors never repeat the string (it
     /// may hold a password).
     pub fn from_url(url: &str) -> crate::Result<Self> {
-        let invalid = |e: String| {
-            crate::Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {e}"))
-        };
-        let (rest, mode, root) = super::tls::split_url(url).map_err(invalid)?;
-        let config: tokio_postgres::Config = rest.parse().map_err(|e| invalid(format!("{e}")))?;
+        let (config, tls) = super::options::ConnectOptions::parse(url)?.into_parts();
         let mut builder = Self::new(config);
-        if let Some(mode) = mode {
-            builder = builder.ssl_mode(mode);
-        }
-        if let Some(root) = root {
-            builder = builder.ssl_root_cert(root);
-        }
+        builder.tls = tls;
         Ok(builder)
     }
 

@@ -2,7 +2,7 @@
 
 // Layers, top to bottom (each imports only from those below it):
 //   config (builder), lock_ports -> manager -> acquirer -> wait_line -> session/*
-//   -> registry, held_lock, settings, connect, tls
+//   -> registry, held_lock, settings, connect, options, tls
 mod acquirer;
 mod config;
 mod connect;
@@ -10,6 +10,7 @@ mod held_lock;
 mod holders;
 mod lock_ports;
 mod manager;
+mod options;
 mod registry;
 mod session;
 mod settings;
@@ -20,11 +21,12 @@ mod wait_line;
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
 pub use manager::PostgresLockManager;
+pub use options::ConnectOptions;
 pub use tls::{split_ssl_params, SslMode, SslParams};
 pub use verify::{VerifyProblem, VerifyReport};
 
 mod readmodels;
 pub use readmodels::{
-    PgClientSource, PgTransactionSource, PooledClient, PostgresDatabase,
-    PostgresReadModelRepository, DEFAULT_POOL_SIZE,
+    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresDatabase,
+    PostgresDatabaseBuilder, PostgresReadModelRepository, DEFAULT_POOL_SIZE,
 };

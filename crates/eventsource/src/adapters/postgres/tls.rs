@@ -1,4 +1,5 @@
-//! TLS for the lock sessions (and their query cancels), on rustls.
+//! TLS for the lock sessions (and their query cancels) and the read-model
+//! pool, on rustls.
 //!
 //! libpq's `sslmode` and `sslrootcert`, which tokio-postgres does not know
 //! (it parses `sslmode` only up to `require` and ignores `sslrootcert`):
@@ -111,86 +112,15 @@ pub struct SslParams {
 /// `tokio_postgres::Config` themselves; pass what is found to
 /// [`ssl_mode`](super::PostgresLockManagerBuilder::ssl_mode) and
 /// [`ssl_root_cert`](super::PostgresLockManagerBuilder::ssl_root_cert).
-/// Errors never repeat the string (it may hold a password).
+/// [`ConnectOptions::parse`](super::ConnectOptions::parse) does all of it in
+/// one step. Errors never repeat the string (it may hold a password).
 pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
-    let (rest, mode, root_cert) = split_url(url).map_err(|e| {
-        crate::Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {e}"))
-    })?;
+    let (rest, tls, saw_mode) = super::options::split_tls(url)?;
     Ok(SslParams {
         rest,
-        mode,
-        root_cert,
+        mode: saw_mode.then_some(tls.mode),
+        root_cert: tls.root_cert,
     })
-}
-
-/// Takes `sslmode` and `sslrootcert` out of a URL or key=value connection
-/// string. Returns the rest of the string and what was found.
-pub(crate) fn split_url(url: &str) -> Result<(String, Option<SslMode>, Option<PathBuf>), String> {
-    let mut mode = None;
-    let mut root = None;
-    let mut take = |k: &str, v: &str| -> Result<bool, String> {
-        match k {
-            "sslmode" => {
-                mode = Some(SslMode::parse(v).ok_or_else(|| format!("invalid sslmode {v:?}"))?);
-                Ok(true)
-            }
-            "sslrootcert" => {
-                root = Some(PathBuf::from(v));
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    };
-    let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        match url.split_once('?') {
-            None => url.to_owned(),
-            Some((base, query)) => {
-                let mut kept = Vec::new();
-                for pair in query.split('&') {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    if !take(k, &percent_decode(v)?)? {
-                        kept.push(pair);
-                    }
-                }
-                if kept.is_empty() {
-                    base.to_owned()
-                } else {
-                    format!("{base}?{}", kept.join("&"))
-                }
-            }
-        }
-    } else {
-        let mut kept = Vec::new();
-        for token in url.split_whitespace() {
-            let (k, v) = token.split_once('=').unwrap_or((token, ""));
-            let v = v.trim_matches('\'');
-            if !take(k.trim(), v)? {
-                kept.push(token);
-            }
-        }
-        kept.join(" ")
-    };
-    Ok((rest, mode, root))
-}
-
-fn percent_decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| "invalid percent-encoding in the connection URL".to_owned())?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "invalid percent-encoding in the connection URL".to_owned())
 }
 
 fn tls_error(msg: impl Into<String>) -> BackendError {
@@ -456,32 +386,6 @@ mod tests {
         assert_eq!(SslMode::parse("allow"), Some(SslMode::Prefer));
         assert_eq!(SslMode::parse("VERIFY-FULL"), None);
         assert_eq!(SslMode::default(), SslMode::Prefer);
-    }
-
-    #[test]
-    fn ssl_parameters_are_taken_out_of_urls() {
-        let (rest, mode, root) =
-            split_url("postgres://u:p@h:5/db?sslmode=verify-full&application_name=x&sslrootcert=%2Ftmp%2Fca%20x.pem")
-                .unwrap();
-        assert_eq!(rest, "postgres://u:p@h:5/db?application_name=x");
-        assert_eq!(mode, Some(SslMode::VerifyFull));
-        assert_eq!(root.as_deref(), Some(Path::new("/tmp/ca x.pem")));
-        let (rest, mode, root) = split_url("postgresql://h/db?sslmode=require").unwrap();
-        assert_eq!(
-            (rest.as_str(), mode, root),
-            ("postgresql://h/db", Some(SslMode::Require), None)
-        );
-        let (rest, mode, root) =
-            split_url("host=h dbname=d sslmode=verify-ca sslrootcert=/ca.pem user=u").unwrap();
-        assert_eq!(rest, "host=h dbname=d user=u");
-        assert_eq!(mode, Some(SslMode::VerifyCa));
-        assert_eq!(root.as_deref(), Some(Path::new("/ca.pem")));
-        assert_eq!(
-            split_url("postgres://h/db").unwrap(),
-            ("postgres://h/db".into(), None, None)
-        );
-        assert!(split_url("postgres://h/db?sslmode=sometimes").is_err());
-        assert!(split_url("postgres://h/db?sslrootcert=%zz").is_err());
     }
 
     #[test]

@@ -2,17 +2,7 @@
 //! `sqlite://` URL, and [`AnyReadModelRepository`], a repository on
 //! whichever backend the URL named.
 //!
-//! | URL | database |
-//! |---|---|
-//! | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`) |
-//! | `sqlite::memory:`, `sqlite://:memory:`, `sqlite://` | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
-//! | `sqlite:///abs/path.db` | the file `/abs/path.db` |
-//! | `sqlite://rel/path.db`, `sqlite:rel/path.db` | the file `rel/path.db`, relative to the working directory |
-//!
-//! A `+driver` suffix on the scheme (`postgresql+asyncpg://`,
-//! `sqlite+aiosqlite://`) and a `?query` on SQLite URLs are ignored, so URLs
-//! written for other toolkits work unchanged. SQLite connections get
-//! `foreign_keys=ON`, `busy_timeout=5000` and (files only) `journal_mode=WAL`.
+//! The URL forms are documented on [`connect`].
 
 use std::fmt;
 use std::path::PathBuf;
@@ -20,7 +10,7 @@ use uuid::Uuid;
 
 use crate::ports::error::{Error, Result};
 use crate::ports::readmodels::{
-    Query, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
+    Applied, Query, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
 };
 
 #[cfg(feature = "postgres")]
@@ -49,7 +39,7 @@ impl DatabaseUrl {
     /// use eventsource::adapters::sql::DatabaseUrl;
     /// assert_eq!(DatabaseUrl::parse("sqlite::memory:").unwrap(), DatabaseUrl::SqliteMemory);
     /// assert_eq!(
-    ///     DatabaseUrl::parse("sqlite:///var/lib/app.db").unwrap(),
+    ///     DatabaseUrl::parse("sqlite:////var/lib/app.db").unwrap(),
     ///     DatabaseUrl::SqliteFile("/var/lib/app.db".into())
     /// );
     /// assert!(DatabaseUrl::parse("mysql://x").is_err());
@@ -71,8 +61,20 @@ impl DatabaseUrl {
                 Ok(DatabaseUrl::Postgres(format!("postgresql:{rest}")))
             }
             "sqlite" | "sqlite3" => {
-                let path = rest.strip_prefix("//").unwrap_or(rest);
-                let path = path.split('?').next().unwrap_or(path);
+                let rest = rest.split('?').next().unwrap_or(rest);
+                let path = match rest.strip_prefix("//") {
+                    // `sqlite:path.db`, `sqlite::memory:`
+                    None => rest.to_owned(),
+                    // `sqlite://` + `/path`: what follows the third slash is
+                    // the path, so `////abs` is absolute.
+                    Some(after) => match after.strip_prefix('/') {
+                        Some(path) => path.to_owned(),
+                        None if after.is_empty() || after == ":memory:" => String::new(),
+                        None => return Err(bad("a SQLite URL has no host: use sqlite:///relative.db or sqlite:////absolute.db")),
+                    },
+                };
+                let path = decode_path(&path)
+                    .ok_or_else(|| bad("the path is not UTF-8 once percent-decoded"))?;
                 if path.is_empty() || path == ":memory:" {
                     Ok(DatabaseUrl::SqliteMemory)
                 } else {
@@ -92,6 +94,14 @@ impl DatabaseUrl {
     }
 }
 
+/// Percent-decodes `%XX` sequences in a URL path.
+fn decode_path(path: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()
+        .map(|p| p.into_owned())
+}
+
 /// A connected read-model database, PostgreSQL or SQLite.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -106,17 +116,23 @@ pub enum Database {
 
 /// Connects to the database a URL names.
 ///
+/// SQLite URLs follow SQLAlchemy's convention (what the reference library
+/// and its users write):
+///
 /// | URL | database |
 /// |---|---|
-/// | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`) |
-/// | `sqlite::memory:`, `sqlite://:memory:`, `sqlite://` | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
-/// | `sqlite:///abs/path.db` | the file `/abs/path.db` |
-/// | `sqlite://rel/path.db`, `sqlite:rel/path.db` | the file `rel/path.db`, relative to the working directory |
+/// | `postgres://user:pw@host:5432/db`, `postgresql://...` | a [`PostgresDatabase`](crate::adapters::postgres::PostgresDatabase) pool (feature `postgres`), TLS parameters included |
+/// | `sqlite://`, `sqlite:///:memory:` (also `sqlite::memory:`, `sqlite://:memory:`) | a private in-memory SQLite database: one shared connection (feature `sqlite`) |
+/// | `sqlite:///relative/path.db` | the file `relative/path.db`, relative to the working directory |
+/// | `sqlite:////absolute/path.db` | the file `/absolute/path.db` |
+/// | `sqlite:path.db` | the file `path.db` (relative) |
 ///
 /// A `+driver` suffix on the scheme (`postgresql+asyncpg://`,
-/// `sqlite+aiosqlite://`) and a `?query` on SQLite URLs are ignored, so URLs
-/// written for other toolkits work unchanged. SQLite connections get
-/// `foreign_keys=ON`, `busy_timeout=5000` and (files only) `journal_mode=WAL`.
+/// `postgresql+psycopg://`, `sqlite+aiosqlite://`) is ignored, so URLs
+/// written for other toolkits work unchanged; so is a `?query` on SQLite
+/// URLs. The path is percent-decoded. `sqlite://host/...` (a host part) is
+/// refused: SQLite has no host. SQLite connections get `foreign_keys=ON`,
+/// `busy_timeout=5000` and (files only) `journal_mode=WAL`.
 ///
 /// Fails with [`Error::InvalidArgument`] for an unknown scheme or a backend
 /// whose cargo feature is off, and with a backend error when the database
@@ -325,6 +341,43 @@ impl<M: ReadModel> TransactionalReadModels<M> for AnyReadModelRepository<M> {
     async fn truncate_all(&self) -> Result<u64> {
         delegate!(self, r => r.truncate_all().await)
     }
+
+    async fn prepare_checkpoints(&self) -> Result<()> {
+        delegate!(self, r => r.prepare_checkpoints().await)
+    }
+
+    async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
+        delegate!(self, r => r.checkpoint(projection).await)
+    }
+
+    async fn apply_at<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<Applied>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply_at(projection, position, handler, event).await)
+    }
+
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply_batch_at(projection, events, handler).await)
+    }
+
+    async fn reset(&self, projection: &str) -> Result<u64> {
+        delegate!(self, r => r.reset(projection).await)
+    }
 }
 
 #[cfg(test)]
@@ -332,30 +385,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_name_the_right_backend() {
-        let p = |u: &str| DatabaseUrl::parse(u).unwrap();
-        assert_eq!(p("sqlite::memory:"), DatabaseUrl::SqliteMemory);
-        assert_eq!(p("sqlite://:memory:"), DatabaseUrl::SqliteMemory);
-        assert_eq!(p("sqlite://"), DatabaseUrl::SqliteMemory);
-        assert_eq!(
-            p("sqlite:///tmp/x.db"),
-            DatabaseUrl::SqliteFile("/tmp/x.db".into())
-        );
-        assert_eq!(
-            p("sqlite://data/x.db?mode=rwc"),
-            DatabaseUrl::SqliteFile("data/x.db".into())
-        );
-        assert_eq!(
-            p("sqlite+aiosqlite:///a.db"),
-            DatabaseUrl::SqliteFile("/a.db".into())
-        );
-        assert_eq!(p("sqlite:rel.db"), DatabaseUrl::SqliteFile("rel.db".into()));
-        assert_eq!(
-            p("postgresql+asyncpg://u@h/db"),
-            DatabaseUrl::Postgres("postgresql://u@h/db".into())
-        );
-        assert_eq!(p("postgres://u@h:5433/db").dialect(), Dialect::Postgres);
-        for bad in ["mysql://h/db", "no-scheme", "postgres:h/db"] {
+    fn urls_follow_the_sqlalchemy_convention() {
+        use DatabaseUrl::*;
+        let file = |p: &str| SqliteFile(p.into());
+        let table = [
+            ("sqlite://", SqliteMemory),
+            ("sqlite:///:memory:", SqliteMemory),
+            ("sqlite+aiosqlite:///:memory:", SqliteMemory),
+            ("sqlite+pysqlite://", SqliteMemory),
+            ("sqlite::memory:", SqliteMemory),
+            ("sqlite://:memory:", SqliteMemory),
+            ("sqlite:///relative.db", file("relative.db")),
+            ("sqlite:///data/rm.db?mode=rwc", file("data/rm.db")),
+            ("sqlite+aiosqlite:///relative.db", file("relative.db")),
+            ("sqlite:////absolute/path.db", file("/absolute/path.db")),
+            ("sqlite+aiosqlite:////tmp/x.db", file("/tmp/x.db")),
+            ("sqlite:////tmp/with%20space.db", file("/tmp/with space.db")),
+            ("sqlite:rel.db", file("rel.db")),
+            ("sqlite3:///a.db", file("a.db")),
+            (
+                "postgresql+asyncpg://u@h/db",
+                Postgres("postgresql://u@h/db".into()),
+            ),
+            (
+                "postgresql+psycopg://u@h/db",
+                Postgres("postgresql://u@h/db".into()),
+            ),
+            (
+                "postgres://u@h:5433/db",
+                Postgres("postgresql://u@h:5433/db".into()),
+            ),
+        ];
+        for (url, expected) in table {
+            assert_eq!(DatabaseUrl::parse(url).unwrap(), expected, "{url}");
+        }
+        for bad in [
+            "mysql://h/db",
+            "no-scheme",
+            "postgres:h/db",
+            "sqlite://host/x.db",
+            "sqlite:////bad%ff.db",
+        ] {
             assert!(
                 matches!(DatabaseUrl::parse(bad), Err(Error::InvalidArgument(_))),
                 "{bad}"

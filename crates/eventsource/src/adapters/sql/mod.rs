@@ -11,15 +11,18 @@
 
 pub mod schema;
 
+mod checkpoints;
+
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod connection;
 mod projection;
 mod statements;
 
+pub use checkpoints::{CheckpointSql, CHECKPOINT_TABLE};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]
 pub use connection::{connect, AnyReadModelRepository, Database, DatabaseUrl};
-pub use projection::{is_transient, ReadModelProjection, RetryPolicy};
+pub use projection::{is_transient, CatchUp, ReadModelProjection, RetryPolicy};
 pub use statements::{Param, SqlTable, Statement};
 
 /// The SQL dialect a statement is written for.

@@ -1,11 +1,17 @@
 //! [`ReadModelProjection`]: runs a [`ReadModelHandler`] over events, one
-//! transaction per event, retrying transient failures with backoff.
+//! transaction per event with the projection's checkpoint in it, retrying
+//! transient failures with jittered exponential backoff; one runner per
+//! projection across processes through the lock port.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::time::Duration;
 
-use crate::ports::error::{BackendErrorKind, Error, Result};
-use crate::ports::readmodels::{ReadModelHandler, TransactionalReadModels};
+use crate::ports::error::{BackendErrorKind, Error, LockLostError, Result};
+use crate::ports::locks::DistributedLock;
+use crate::ports::readmodels::{
+    Applied, ReadModel, ReadModelError, ReadModelHandler, TransactionalReadModels,
+};
 
 /// How a projection retries an event whose transaction failed transiently.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +47,15 @@ impl RetryPolicy {
         }
     }
 
-    /// The wait after failed attempt number `attempt` (1-based).
+    /// The wait after failed attempt number `attempt` (1-based), with
+    /// jitter: a random point in the upper half of [`backoff`](Self::backoff),
+    /// so that runners failing together do not retry together.
+    pub fn jittered_backoff(&self, attempt: u32) -> Duration {
+        self.backoff(attempt).mul_f64(0.5 + fastrand::f64() / 2.0)
+    }
+
+    /// The wait after failed attempt number `attempt` (1-based), before
+    /// jitter.
     pub fn backoff(&self, attempt: u32) -> Duration {
         let factor = self
             .multiplier
@@ -52,35 +66,74 @@ impl RetryPolicy {
     }
 }
 
-/// True for failures worth retrying: lost or timed-out connections,
-/// serialization failures (`40001`), deadlocks (`40P01`), lock timeouts
-/// (`55P03`), and SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED`.
+/// True for failures worth retrying: lost or timed-out connections, and the
+/// driver errors that say "try again": SQLSTATE `serialization_failure`,
+/// `deadlock_detected` and `lock_not_available` on PostgreSQL,
+/// `SQLITE_BUSY` and `SQLITE_LOCKED` on SQLite. The codes are read from the
+/// driver's own error (the backend error's source), as typed values.
 pub fn is_transient(error: &Error) -> bool {
     let Some(backend) = error.as_backend() else {
         return false;
     };
-    matches!(
+    if matches!(
         backend.kind(),
         BackendErrorKind::Closed | BackendErrorKind::Timeout | BackendErrorKind::Connect
-    ) || matches!(
-        backend.code(),
-        Some("40001" | "40P01" | "55P03" | "SQLITE_BUSY" | "SQLITE_LOCKED")
-    )
+    ) {
+        return true;
+    }
+    let source = std::error::Error::source(backend);
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = source.and_then(|s| s.downcast_ref::<tokio_postgres::Error>()) {
+        use tokio_postgres::error::SqlState;
+        return pg.code().is_some_and(|c| {
+            *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::LOCK_NOT_AVAILABLE
+        });
+    }
+    #[cfg(feature = "sqlite")]
+    if let Some(lite) = source.and_then(|s| s.downcast_ref::<rusqlite::Error>()) {
+        use rusqlite::ErrorCode;
+        return matches!(
+            lite.sqlite_error_code(),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        );
+    }
+    let _ = source;
+    false
+}
+
+/// What a run of events did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatchUp {
+    /// Events applied (and checkpointed).
+    pub applied: u64,
+    /// Events at or below the checkpoint, skipped.
+    pub skipped: u64,
 }
 
 /// Feeds events to a read model's handler.
 ///
-/// Each event runs in its own transaction on the backend (see
-/// [`TransactionalReadModels::apply`]): the handler's writes commit
-/// together or not at all. A failure that [`is_transient`] (or the
-/// classifier set with [`ReadModelProjection::with_classifier`]) is retried
-/// after a backoff, up to the policy's attempts; any other failure is
-/// returned at once.
+/// Each event runs in its own transaction on the backend: the handler's
+/// writes commit together or not at all. Fed with positions
+/// ([`handle_at`](Self::handle_at), [`catch_up`](Self::catch_up),
+/// [`run`](Self::run)), the projection keeps a checkpoint under its
+/// [name](Self::named) in the same transaction and skips events at or below
+/// it, so replaying a feed, or crashing anywhere in it, neither skips nor
+/// repeats an event.
+///
+/// A failure that [`is_transient`] (or the classifier set with
+/// [`ReadModelProjection::with_classifier`]) is retried after a jittered,
+/// growing backoff, up to the policy's attempts; then, or at once for any
+/// other failure, the projection stops with
+/// [`ReadModelError::ProjectionFailed`] naming the event's position and the
+/// cause. It never retries without waiting.
 pub struct ReadModelProjection<H, B> {
     handler: H,
     backend: B,
     retry: RetryPolicy,
     classify: fn(&Error) -> bool,
+    name: String,
 }
 
 impl<H, B> ReadModelProjection<H, B>
@@ -88,14 +141,33 @@ where
     H: ReadModelHandler,
     B: TransactionalReadModels<H::Model>,
 {
-    /// A projection with the default retry policy.
+    /// A projection with the default retry policy, named after its model's
+    /// table.
     pub fn new(handler: H, backend: B) -> Self {
         Self {
             handler,
             backend,
             retry: RetryPolicy::default(),
             classify: is_transient,
+            name: H::Model::table_name(),
         }
+    }
+
+    /// Names the projection: the key of its checkpoint and of its runner
+    /// lock (`projection:{name}`). Default: the model's table name.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The projection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The key of the lock [`run`](Self::run) holds.
+    pub fn lock_key(&self) -> String {
+        format!("projection:{}", self.name)
     }
 
     /// Replaces the retry policy.
@@ -120,21 +192,22 @@ where
         &self.backend
     }
 
-    /// Applies one event, retrying transient failures.
+    /// Applies one event without a checkpoint, retrying transient
+    /// failures.
     ///
     /// # Cancel safety
     ///
-    /// Dropped mid-way, the current attempt's transaction rolls back; earlier
-    /// attempts had rolled back already. The event is then not applied.
+    /// Leaks nothing when dropped: the current attempt's transaction rolls
+    /// back (earlier attempts had rolled back already) and the event is not
+    /// applied. Not cancel safe, as the event is not checkpointed: calling
+    /// again after a drop that came after the commit applies it twice.
     pub async fn handle(&self, event: &H::Event) -> Result<()> {
         let mut attempt = 1;
         loop {
             match self.backend.apply(&self.handler, event).await {
                 Ok(()) => return Ok(()),
                 Err(e) if attempt < self.retry.max_attempts && (self.classify)(&e) => {
-                    let wait = self.retry.backoff(attempt);
-                    tracing::warn!(attempt, ?wait, error = %e, "read-model projection: transient failure, retrying");
-                    tokio::time::sleep(wait).await;
+                    self.wait_before_retry(attempt, None, &e).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -142,11 +215,14 @@ where
         }
     }
 
-    /// Applies events in order, stopping at the first failure.
+    /// Applies events in order without checkpoints, stopping at the first
+    /// failure.
     ///
     /// # Cancel safety
     ///
-    /// Events before the current one are committed; the current one is not.
+    /// Leaks nothing when dropped: events before the current one are
+    /// committed, the current one is not. Not cancel safe (see
+    /// [`handle`](Self::handle)).
     pub async fn handle_all<'e, I>(&self, events: I) -> Result<()>
     where
         I: IntoIterator<Item = &'e H::Event>,
@@ -158,20 +234,204 @@ where
         Ok(())
     }
 
-    /// Empties the read model's table (for a rebuild); returns the number
+    /// Applies the event at `position` with its checkpoint (see
+    /// [`TransactionalReadModels::apply_at`]), skipping it when the
+    /// checkpoint is at or past `position`. Transient failures are retried
+    /// with jittered backoff; the last failure comes back as
+    /// [`ReadModelError::ProjectionFailed`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped at any point, the event is either applied and
+    /// checkpointed or neither; calling again applies or skips it.
+    pub async fn handle_at(&self, position: i64, event: &H::Event) -> Result<Applied> {
+        let mut attempt = 1;
+        loop {
+            match self
+                .backend
+                .apply_at(&self.name, position, &self.handler, event)
+                .await
+            {
+                Ok(applied) => return Ok(applied),
+                Err(e) if attempt < self.retry.max_attempts && (self.classify)(&e) => {
+                    self.wait_before_retry(attempt, Some(position), &e).await;
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(ReadModelError::ProjectionFailed {
+                        projection: self.name.clone(),
+                        position,
+                        attempts: attempt,
+                        cause: Box::new(e),
+                    }
+                    .into())
+                }
+            }
+        }
+    }
+
+    /// Applies `(position, event)` pairs in order with checkpoints
+    /// (creating the checkpoint table when missing), stopping at the first
+    /// failure.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: every event before the current one is applied and
+    /// checkpointed, the current one is all or nothing; feeding the same
+    /// pairs again resumes where it stopped.
+    pub async fn catch_up<I, E>(&self, events: I) -> Result<CatchUp>
+    where
+        I: IntoIterator<Item = (i64, E)>,
+        E: Borrow<H::Event>,
+    {
+        self.backend.prepare_checkpoints().await?;
+        let mut done = CatchUp::default();
+        for (position, event) in events {
+            match self.handle_at(position, event.borrow()).await? {
+                Applied::Applied => done.applied += 1,
+                Applied::Skipped => done.skipped += 1,
+            }
+        }
+        Ok(done)
+    }
+
+    /// [`catch_up`](Self::catch_up) with `batch` events per transaction
+    /// (and one checkpoint write per batch): faster, as a commit is the
+    /// costly part. A batch that fails is rolled back and replayed one event
+    /// per transaction, so the failure is retried and reported with the
+    /// position of the event that caused it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: every batch before the current one is applied and
+    /// checkpointed, the current one is all or nothing.
+    pub async fn catch_up_batched<I, E>(&self, events: I, batch: usize) -> Result<CatchUp>
+    where
+        I: IntoIterator<Item = (i64, E)>,
+        E: Borrow<H::Event>,
+    {
+        self.backend.prepare_checkpoints().await?;
+        let batch = batch.max(1);
+        let mut done = CatchUp::default();
+        let mut pending: Vec<(i64, E)> = Vec::with_capacity(batch);
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            pending.clear();
+            pending.extend(events.by_ref().take(batch));
+            let refs: Vec<(i64, &H::Event)> =
+                pending.iter().map(|(p, e)| (*p, e.borrow())).collect();
+            match self
+                .backend
+                .apply_batch_at(&self.name, &refs, &self.handler)
+                .await
+            {
+                Ok(applied) => {
+                    done.applied += applied;
+                    done.skipped += refs.len() as u64 - applied;
+                }
+                Err(_) => {
+                    for (position, event) in &refs {
+                        match self.handle_at(*position, event).await? {
+                            Applied::Applied => done.applied += 1,
+                            Applied::Skipped => done.skipped += 1,
+                        }
+                    }
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// [`catch_up`](Self::catch_up) as the one runner of this projection:
+    /// takes the lock [`lock_key`](Self::lock_key) through `locks` (waiting
+    /// up to `wait`), applies the events, and releases it. If the lock is
+    /// lost meanwhile, the event in progress rolls back and the run stops
+    /// with [`Error::LockLost`]; another runner may have taken over.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`catch_up`](Self::catch_up); the lock is released
+    /// when the future is dropped.
+    pub async fn run<L, I, E>(
+        &self,
+        locks: &L,
+        wait: Option<Duration>,
+        events: I,
+    ) -> Result<CatchUp>
+    where
+        L: DistributedLock,
+        I: IntoIterator<Item = (i64, E)>,
+        E: Borrow<H::Event>,
+    {
+        let key = self.lock_key();
+        let guard = locks.acquire(&key, wait).await?;
+        self.backend.prepare_checkpoints().await?;
+        let lost = || {
+            Error::LockLost(LockLostError {
+                key: key.clone(),
+                reason: format!("the runner of projection {:?} lost its lock", self.name),
+            })
+        };
+        let mut done = CatchUp::default();
+        for (position, event) in events {
+            if guard.is_lost() {
+                return Err(lost());
+            }
+            let applied = tokio::select! {
+                biased;
+                _ = guard.lost() => return Err(lost()),
+                applied = self.handle_at(position, event.borrow()) => applied?,
+            };
+            match applied {
+                Applied::Applied => done.applied += 1,
+                Applied::Skipped => done.skipped += 1,
+            }
+        }
+        guard.release().await?;
+        Ok(done)
+    }
+
+    /// The projection's checkpoint: the last position applied, `None`
+    /// before the first (or when the checkpoint table does not exist yet).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    pub async fn checkpoint(&self) -> Result<Option<i64>> {
+        self.backend.prepare_checkpoints().await?;
+        self.backend.checkpoint(&self.name).await
+    }
+
+    /// Empties the read model's table and removes the projection's
+    /// checkpoint, in one transaction (for a rebuild); returns the number
     /// of rows removed.
     ///
     /// # Cancel safety
     ///
-    /// One statement: dropped, the table was emptied or not.
+    /// Cancel safe: dropped, both or neither went.
     pub async fn reset(&self) -> Result<u64> {
-        self.backend.truncate_all().await
+        self.backend.prepare_checkpoints().await?;
+        self.backend.reset(&self.name).await
+    }
+
+    async fn wait_before_retry(&self, attempt: u32, position: Option<i64>, e: &Error) {
+        let wait = self.retry.jittered_backoff(attempt);
+        tracing::warn!(
+            projection = %self.name,
+            ?position,
+            attempt,
+            ?wait,
+            error = %e,
+            "read-model projection: transient failure, retrying"
+        );
+        tokio::time::sleep(wait).await;
     }
 }
 
 impl<H, B> fmt::Debug for ReadModelProjection<H, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadModelProjection")
+            .field("name", &self.name)
             .field("handler", &std::any::type_name::<H>())
             .field("backend", &std::any::type_name::<B>())
             .field("retry", &self.retry)
@@ -198,16 +458,44 @@ mod tests {
     }
 
     #[test]
-    fn transient_errors_are_recognised() {
+    fn jitter_stays_in_the_upper_half_of_the_backoff() {
+        let p = RetryPolicy::default();
+        for attempt in 1..6 {
+            let full = p.backoff(attempt);
+            for _ in 0..50 {
+                let j = p.jittered_backoff(attempt);
+                assert!(j >= full / 2 && j <= full, "{j:?} of {full:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn transient_errors_are_recognised_by_kind_and_typed_code() {
         let closed: Error = BackendError::new(BackendErrorKind::Closed, "gone").into();
-        let serial: Error = BackendError::new(BackendErrorKind::Query, "x")
+        assert!(is_transient(&closed));
+        // A string code alone, without the driver's error, is not trusted.
+        let stringly: Error = BackendError::new(BackendErrorKind::Query, "x")
             .with_code("40001")
             .into();
-        let syntax: Error = BackendError::new(BackendErrorKind::Query, "x")
-            .with_code("42601")
-            .into();
-        assert!(is_transient(&closed) && is_transient(&serial));
-        assert!(!is_transient(&syntax));
+        assert!(!is_transient(&stringly));
         assert!(!is_transient(&Error::InvalidArgument("x".into())));
+        #[cfg(feature = "sqlite")]
+        {
+            let busy = rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                None,
+            );
+            let constraint = rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+                None,
+            );
+            let wrap = |e| -> Error {
+                BackendError::new(BackendErrorKind::Query, "x")
+                    .with_source(e)
+                    .into()
+            };
+            assert!(is_transient(&wrap(busy)));
+            assert!(!is_transient(&wrap(constraint)));
+        }
     }
 }

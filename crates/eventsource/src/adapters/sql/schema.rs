@@ -20,9 +20,9 @@
 //! assert!(ddl.contains(r#"WHERE "deleted_at" IS NULL"#));
 //! ```
 
+use crate::ports::readmodels::storage::base_fields;
 use crate::ports::readmodels::{
-    base_fields, DefaultValue, FieldDescriptor, FieldType, IndexDescriptor, ReadModel,
-    ReadModelError,
+    DefaultValue, FieldDescriptor, FieldType, IndexDescriptor, ReadModel, ReadModelError,
 };
 
 use super::{quote_ident, Dialect};
@@ -203,7 +203,9 @@ pub fn full_schema<M: ReadModel>(dialect: Dialect) -> String {
 /// The statements that bring an existing table (with `existing_columns`) up
 /// to `fields`: one `ALTER TABLE ... ADD COLUMN` per missing column (base
 /// columns included), then the index statements. Columns are only ever
-/// added; extra existing columns are left alone.
+/// added; extra existing columns are left alone. Existing names match as
+/// the backend matches identifiers: exactly on PostgreSQL (the generator
+/// quotes them), ASCII case-insensitively on SQLite.
 ///
 /// Fails with [`ReadModelError::SchemaMismatch`] when the table has no `id`
 /// column, or when a missing column is NOT NULL without a default (existing
@@ -215,13 +217,20 @@ pub fn migration(
     indexes: &[IndexDescriptor],
     existing_columns: &[String],
 ) -> Result<Vec<String>, ReadModelError> {
-    let has = |name: &str| existing_columns.iter().any(|c| c == name);
+    // PostgreSQL compares quoted identifiers exactly; SQLite folds ASCII
+    // case whether quoted or not, so `Label` already is `label` there.
+    let has = |name: &str| {
+        existing_columns.iter().any(|c| match dialect {
+            Dialect::Postgres => c == name,
+            Dialect::Sqlite => c.eq_ignore_ascii_case(name),
+        })
+    };
     if !has("id") {
-        return Err(ReadModelError::SchemaMismatch {
-            table: table.to_owned(),
-            column: "id".to_owned(),
-            reason: "the table has no id column; it cannot be migrated in place".to_owned(),
-        });
+        return Err(ReadModelError::schema_mismatch(
+            table.to_owned(),
+            "id".to_owned(),
+            "the table has no id column; it cannot be migrated in place".to_owned(),
+        ));
     }
     let mut statements = Vec::new();
     for field in base_fields().iter().chain(fields) {
@@ -229,11 +238,11 @@ pub fn migration(
             continue;
         }
         if !field.nullable && field.default.is_none() {
-            return Err(ReadModelError::SchemaMismatch {
-                table: table.to_owned(),
-                column: field.name.clone(),
-                reason: "a new NOT NULL column needs a default for the existing rows".to_owned(),
-            });
+            return Err(ReadModelError::schema_mismatch(
+                table.to_owned(),
+                field.name.clone(),
+                "a new NOT NULL column needs a default for the existing rows".to_owned(),
+            ));
         }
         statements.push(format!(
             "ALTER TABLE {} ADD COLUMN {}",

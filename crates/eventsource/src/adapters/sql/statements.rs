@@ -6,15 +6,18 @@
 //! Values never enter the SQL text: each becomes a [`Param`] with its field
 //! type, and the adapter binds it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::ports::readmodels::{
-    base_fields, CheckedFilter, CheckedQuery, DeletedRows, Direction, FieldDescriptor, FieldType,
-    Operand, Operator, Record, Value,
-};
+use crate::ports::readmodels::storage::{base_fields, DeletedRows, Record};
+use crate::ports::readmodels::{FieldDescriptor, FieldType, Value};
 
 use super::{quote_ident, Dialect};
+
+mod select;
 
 /// A bound parameter: a value and the type of the field it belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +49,23 @@ pub struct SqlTable {
     fields: Vec<FieldDescriptor>,
     columns: Vec<FieldDescriptor>,
     select_list: String,
+    /// SQL texts that depend only on their shape (statement, row count),
+    /// built once: the hot statements skip the formatting.
+    texts: Arc<Mutex<SqlTexts>>,
+}
+
+/// SQL texts by (statement, shape).
+type SqlTexts = HashMap<(&'static str, usize), Arc<str>>;
+
+/// The most cached SQL texts per table (batch sizes vary).
+const MAX_CACHED_TEXTS: usize = 64;
+
+/// A placeholder for parameter `n` of a field of type `field_type`.
+fn placeholder(dialect: Dialect, n: usize, field_type: &FieldType) -> String {
+    match dialect {
+        Dialect::Postgres => format!("${n}::{}", postgres_param_type(field_type)),
+        Dialect::Sqlite => format!("?{n}"),
+    }
 }
 
 /// Builds one statement, numbering placeholders.
@@ -155,6 +175,7 @@ impl SqlTable {
             fields,
             columns: all,
             select_list: select.join(", "),
+            texts: Arc::default(),
         }
     }
 
@@ -216,6 +237,19 @@ impl SqlTable {
         })
     }
 
+    /// The SQL text of shape `key`, built by `build` the first time.
+    fn text(&self, key: (&'static str, usize), build: impl FnOnce() -> String) -> String {
+        let mut texts = self.texts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = texts.get(&key) {
+            return t.to_string();
+        }
+        let t: Arc<str> = build().into();
+        if texts.len() < MAX_CACHED_TEXTS {
+            texts.insert(key, t.clone());
+        }
+        t.to_string()
+    }
+
     fn builder(&self) -> Builder {
         Builder {
             dialect: self.dialect,
@@ -236,164 +270,9 @@ impl SqlTable {
         }
     }
 
-    /// `SELECT` of one row by id, with a soft-delete policy.
-    pub fn get(&self, id: Uuid, deleted: DeletedRows) -> Statement {
-        let mut b = self.builder();
-        b.push(&format!(
-            "SELECT {} FROM {} WHERE \"id\" = ",
-            self.select_list,
-            self.quoted_table()
-        ));
-        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
-        b.push(&p);
-        if let Some(cond) = Self::deleted_condition(deleted) {
-            b.push(" AND ");
-            b.push(cond);
-        }
-        b.finish()
-    }
-
-    /// `SELECT` of the live rows among `ids` (in no particular order).
-    pub fn get_many(&self, ids: &[Uuid]) -> Statement {
-        let mut b = self.builder();
-        b.push(&format!(
-            "SELECT {} FROM {} WHERE \"id\" IN (",
-            self.select_list,
-            self.quoted_table()
-        ));
-        if ids.is_empty() {
-            b.push("NULL");
-        }
-        for (i, id) in ids.iter().enumerate() {
-            if i > 0 {
-                b.push(", ");
-            }
-            let p = b.bind(Value::Uuid(*id), &FieldType::Uuid);
-            b.push(&p);
-        }
-        b.push(r#") AND "deleted_at" IS NULL"#);
-        b.finish()
-    }
-
-    /// `SELECT 1` when a live row has the id.
-    pub fn exists(&self, id: Uuid) -> Statement {
-        let mut b = self.builder();
-        b.push(&format!(
-            "SELECT 1 FROM {} WHERE \"id\" = ",
-            self.quoted_table()
-        ));
-        let p = b.bind(Value::Uuid(id), &FieldType::Uuid);
-        b.push(&p);
-        b.push(r#" AND "deleted_at" IS NULL"#);
-        b.finish()
-    }
-
-    fn push_where(&self, b: &mut Builder, query: &CheckedQuery) {
-        let mut conditions: Vec<String> = Vec::new();
-        if let Some(cond) = Self::deleted_condition(query.deleted) {
-            conditions.push(cond.to_owned());
-        }
-        for filter in &query.filters {
-            conditions.push(self.condition(b, filter));
-        }
-        if !conditions.is_empty() {
-            b.push(" WHERE ");
-            b.push(&conditions.join(" AND "));
-        }
-    }
-
-    /// One filter as SQL with the documented NULL semantics.
-    fn condition(&self, b: &mut Builder, filter: &CheckedFilter) -> String {
-        let plain = compared(
-            self.dialect,
-            quote_ident(&filter.column),
-            &filter.field_type,
-        );
-        let ordered = collated(
-            self.dialect,
-            quote_ident(&filter.column),
-            &filter.field_type,
-        );
-        let ty = &filter.field_type;
-        match (&filter.operand, filter.operator) {
-            (Operand::One(v), op) => {
-                let p = b.bind_compared(v.clone(), ty);
-                match op {
-                    Operator::Eq => format!("{plain} = {p}"),
-                    Operator::Ne => format!("({plain} IS NULL OR {plain} <> {p})"),
-                    Operator::Gt => format!("{ordered} > {p}"),
-                    Operator::Gte => format!("{ordered} >= {p}"),
-                    Operator::Lt => format!("{ordered} < {p}"),
-                    Operator::Lte => format!("{ordered} <= {p}"),
-                    // `Query::check` pairs list operators with lists only.
-                    Operator::In | Operator::NotIn => "1 = 0".to_owned(),
-                }
-            }
-            (Operand::Many(values), op) => {
-                if values.is_empty() {
-                    return match op {
-                        Operator::NotIn => "1 = 1".to_owned(),
-                        _ => "1 = 0".to_owned(),
-                    };
-                }
-                let list: Vec<String> = values
-                    .iter()
-                    .map(|v| b.bind_compared(v.clone(), ty))
-                    .collect();
-                let list = list.join(", ");
-                match op {
-                    Operator::In => format!("{plain} IN ({list})"),
-                    Operator::NotIn => format!("({plain} IS NULL OR {plain} NOT IN ({list}))"),
-                    _ => "1 = 0".to_owned(),
-                }
-            }
-        }
-    }
-
-    /// The rows a query returns, ordered and paged.
-    pub fn find(&self, query: &CheckedQuery) -> Statement {
-        let mut b = self.builder();
-        b.push(&format!(
-            "SELECT {} FROM {}",
-            self.select_list,
-            self.quoted_table()
-        ));
-        self.push_where(&mut b, query);
-        b.push(" ORDER BY ");
-        if let Some(order) = &query.order {
-            // Table-qualified: a bare name in PostgreSQL's ORDER BY would
-            // mean the select list's (re-typed) output column.
-            let column = format!("{}.{}", self.quoted_table(), quote_ident(&order.column));
-            let key = collated(self.dialect, column, &order.field_type);
-            b.push(&match order.direction {
-                Direction::Asc => format!("{key} ASC NULLS LAST, "),
-                Direction::Desc => format!("{key} DESC NULLS FIRST, "),
-            });
-        }
-        b.push(&format!(r#"{}."id" ASC"#, self.quoted_table()));
-        let clamp = |n: u64| n.min(i64::MAX as u64);
-        match (query.limit, self.dialect) {
-            (Some(limit), _) => b.push(&format!(" LIMIT {}", clamp(limit))),
-            (None, Dialect::Sqlite) if query.offset > 0 => b.push(" LIMIT -1"),
-            (None, _) => {}
-        }
-        if query.offset > 0 {
-            b.push(&format!(" OFFSET {}", clamp(query.offset)));
-        }
-        b.finish()
-    }
-
-    /// `SELECT COUNT(*)` of the rows a query matches (limit and offset
-    /// ignored).
-    pub fn count(&self, query: &CheckedQuery) -> Statement {
-        let mut b = self.builder();
-        b.push(&format!("SELECT COUNT(*) FROM {}", self.quoted_table()));
-        self.push_where(&mut b, query);
-        b.finish()
-    }
-
-    /// The upsert of `record`: insert as given, or update the user fields,
-    /// `updated_at = now` and `version = stored + 1`. Returns the row.
+    /// The upsert of `record`: insert as given (but `updated_at = now`), or
+    /// update the user fields, `updated_at = now` and `version = stored + 1`.
+    /// Returns the row.
     pub fn upsert(&self, record: &Record, now: DateTime<Utc>) -> Statement {
         self.upsert_many(std::slice::from_ref(record), now)
     }
@@ -401,29 +280,41 @@ impl SqlTable {
     /// One multi-row upsert of `records` (no id may appear twice). Returns
     /// the rows, in no guaranteed order.
     pub fn upsert_many(&self, records: &[Record], now: DateTime<Utc>) -> Statement {
-        let mut b = self.builder();
+        let params = records
+            .iter()
+            .flat_map(|r| self.record_values(r, now))
+            .map(|(value, field_type)| Param { value, field_type })
+            .collect();
+        let sql = self.text(("upsert", records.len()), || {
+            self.upsert_text(records.len())
+        });
+        Statement { sql, params }
+    }
+
+    fn upsert_text(&self, rows: usize) -> String {
         let table = self.quoted_table();
         let names: Vec<String> = self
             .columns()
             .iter()
             .map(|f| quote_ident(&f.name))
             .collect();
-        b.push(&format!(
-            "INSERT INTO {table} ({}) VALUES ",
-            names.join(", ")
-        ));
-        for (i, record) in records.iter().enumerate() {
-            if i > 0 {
-                b.push(", ");
+        let mut sql = format!("INSERT INTO {table} ({}) VALUES ", names.join(", "));
+        let mut n = 0;
+        for row in 0..rows {
+            if row > 0 {
+                sql.push_str(", ");
             }
             let placeholders: Vec<String> = self
-                .record_values(record)
-                .into_iter()
-                .map(|(v, ty)| b.bind(v, &ty))
+                .columns
+                .iter()
+                .map(|f| {
+                    n += 1;
+                    placeholder(self.dialect, n, &f.field_type)
+                })
                 .collect();
-            b.push(&format!("({})", placeholders.join(", ")));
+            sql.push_str(&format!("({})", placeholders.join(", ")));
         }
-        b.push(r#" ON CONFLICT ("id") DO UPDATE SET "#);
+        sql.push_str(r#" ON CONFLICT ("id") DO UPDATE SET "#);
         let mut sets: Vec<String> = self
             .fields
             .iter()
@@ -432,12 +323,12 @@ impl SqlTable {
                 format!("{q} = EXCLUDED.{q}")
             })
             .collect();
-        let now_p = b.bind(Value::Timestamp(now), &FieldType::Timestamp);
-        sets.push(format!(r#""updated_at" = {now_p}"#));
+        // Every inserted row carries `now` as its `updated_at` already.
+        sets.push(r#""updated_at" = EXCLUDED."updated_at""#.to_owned());
         sets.push(format!(r#""version" = {table}."version" + 1"#));
-        b.push(&sets.join(", "));
-        b.push(&format!(" RETURNING {}", self.select_list));
-        b.finish()
+        sql.push_str(&sets.join(", "));
+        sql.push_str(&format!(" RETURNING {}", self.select_list));
+        sql
     }
 
     /// The update of `record` only where the stored version equals the
@@ -512,14 +403,14 @@ impl SqlTable {
         }
     }
 
-    /// The column values of a record, with types, in [`SqlTable::columns`]
-    /// order.
-    fn record_values(&self, record: &Record) -> Vec<(Value, FieldType)> {
+    /// The column values of a record as inserted (`updated_at` = `now`),
+    /// with types, in [`SqlTable::columns`] order.
+    fn record_values(&self, record: &Record, now: DateTime<Utc>) -> Vec<(Value, FieldType)> {
         let m = &record.meta;
         let mut out = vec![
             (Value::Uuid(m.id), FieldType::Uuid),
             (Value::Timestamp(m.created_at), FieldType::Timestamp),
-            (Value::Timestamp(m.updated_at), FieldType::Timestamp),
+            (Value::Timestamp(now), FieldType::Timestamp),
             (Value::Integer(m.version), FieldType::Integer),
             (
                 m.deleted_at.map_or(Value::Null, Value::Timestamp),
@@ -534,60 +425,5 @@ impl SqlTable {
                 .zip(self.fields.iter().map(|f| f.field_type.clone())),
         );
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ports::readmodels::{Filter, Query};
-
-    fn table(dialect: Dialect) -> SqlTable {
-        SqlTable::new(
-            dialect,
-            "items",
-            vec![
-                FieldDescriptor::new("name", FieldType::Text),
-                FieldDescriptor::new("qty", FieldType::Integer).nullable(),
-            ],
-        )
-    }
-
-    #[test]
-    fn null_semantics_are_spelled_out_in_sql() {
-        let t = table(Dialect::Postgres);
-        let q = Query::new()
-            .filter(Filter::ne("qty", 1))
-            .filter(Filter::not_in("qty", [1, 2]))
-            .filter(Filter::is_in("name", Vec::<String>::new()))
-            .filter(Filter::gt("name", "m"))
-            .order_by("qty", Direction::Desc)
-            .limit(5)
-            .offset(10);
-        let stmt = t.find(&q.check(t.fields()).unwrap());
-        assert!(
-            stmt.sql.contains(r#"("qty" IS NULL OR "qty" <> $1::int8)"#),
-            "{}",
-            stmt.sql
-        );
-        assert!(stmt
-            .sql
-            .contains(r#"("qty" IS NULL OR "qty" NOT IN ($2::int8, $3::int8))"#));
-        assert!(stmt.sql.contains("1 = 0"));
-        assert!(stmt.sql.contains(r#""name"::text COLLATE "C" > $4::text"#));
-        assert!(stmt.sql.ends_with(
-            r#"ORDER BY "items"."qty" DESC NULLS FIRST, "items"."id" ASC LIMIT 5 OFFSET 10"#
-        ));
-        assert_eq!(stmt.params.len(), 4);
-
-        let lite = table(Dialect::Sqlite);
-        let stmt = lite.find(&Query::new().offset(3).check(lite.fields()).unwrap());
-        assert!(
-            stmt.sql.ends_with(
-                r#"WHERE "deleted_at" IS NULL ORDER BY "items"."id" ASC LIMIT -1 OFFSET 3"#
-            ),
-            "{}",
-            stmt.sql
-        );
     }
 }

@@ -138,23 +138,31 @@ impl SqliteDatabase {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
-        let _gate = match access {
-            Access::Gated => Some(self.shared.gate.lock().await),
+        let ended = || {
+            Error::InvalidArgument(
+                "the SQLite transaction this repository was bound to has ended".into(),
+            )
+        };
+        let (_gate, active) = match access {
+            Access::Gated => (Some(self.shared.gate.lock().await), None),
             Access::InTransaction(active) => {
                 if !active.load(Ordering::Acquire) {
-                    return Err(Error::InvalidArgument(
-                        "the SQLite transaction this repository was bound to has ended".into(),
-                    ));
+                    return Err(ended());
                 }
-                None
+                (None, Some(active.clone()))
             }
         };
-        let gated = matches!(access, Access::Gated);
         let conn = self.shared.conn.clone();
         blocking(move || {
             let mut conn = lock(&conn);
-            if gated {
-                discard_leaked_transaction(&conn);
+            match active {
+                None => discard_leaked_transaction(&conn),
+                // Checked again under the connection lock: a transaction
+                // dropped after this call was spawned has rolled back (under
+                // the same lock), and the statement must not run after it in
+                // autocommit mode.
+                Some(active) if !active.load(Ordering::Acquire) => return Err(ended()),
+                Some(_) => {}
             }
             f(&mut conn)
         })

@@ -26,6 +26,7 @@
 //! and, for files, `journal_mode=WAL`.
 
 mod database;
+mod projection;
 mod readmodels;
 
 pub use database::{SqliteDatabase, SqliteTransaction};

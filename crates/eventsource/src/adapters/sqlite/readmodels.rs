@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use crate::adapters::sql::{Dialect, SqlTable, Statement};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
 use crate::ports::readmodels::{
-    now_micros, DeletedRows, FieldDescriptor, FieldType, Query, ReadModel, ReadModelError,
-    ReadModelHandler, ReadModelRepository, Record, TransactionalReadModels, Value,
+    FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelRepository, Value,
 };
 
 use super::database::{sqlite_error, Access, SqliteDatabase};
@@ -56,7 +56,7 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
     }
 
     /// Runs `f` on the connection with this repository's access mode.
-    async fn with<T, F>(&self, f: F) -> Result<T>
+    pub(super) async fn with<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection, &SqlTable) -> Result<T> + Send + 'static,
@@ -67,8 +67,8 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
 
     fn decode_all(&self, records: Vec<Record>) -> Result<Vec<M>> {
         records
-            .iter()
-            .map(|r| Ok(r.to_model(self.table.fields())?))
+            .into_iter()
+            .map(|r| Ok(r.into_model(self.table.fields())?))
             .collect()
     }
 
@@ -80,7 +80,7 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
         .into()
     }
 
-    fn in_transaction(&self) -> bool {
+    pub(super) fn in_transaction(&self) -> bool {
         matches!(self.access, Access::InTransaction(_))
     }
 }
@@ -126,11 +126,11 @@ fn to_sql(value: &Value) -> SqlValue {
 }
 
 fn decode_error(column: &str, field_type: &FieldType, got: &str) -> Error {
-    ReadModelError::SchemaMismatch {
-        table: String::new(),
-        column: column.to_owned(),
-        reason: format!("stored value {got} does not decode as {field_type}"),
-    }
+    ReadModelError::schema_mismatch(
+        String::new(),
+        column,
+        format!("stored value {got} does not decode as {field_type}"),
+    )
     .into()
 }
 
@@ -194,8 +194,25 @@ fn from_sql(raw: ValueRef<'_>, field: &FieldDescriptor) -> Result<Value> {
     })
 }
 
-fn params(stmt: &Statement) -> Vec<SqlValue> {
-    stmt.params.iter().map(|p| to_sql(&p.value)).collect()
+/// A parameter bound by reference: text, decimals and blobs are lent to
+/// SQLite, not copied.
+struct LiteParam<'a>(&'a Value);
+
+impl rusqlite::ToSql for LiteParam<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ToSqlOutput;
+        Ok(match self.0 {
+            Value::Text(s) | Value::Decimal(s) => {
+                ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes()))
+            }
+            Value::Bytes(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+            other => ToSqlOutput::Owned(to_sql(other)),
+        })
+    }
+}
+
+fn params(stmt: &Statement) -> impl Iterator<Item = LiteParam<'_>> {
+    stmt.params.iter().map(|p| LiteParam(&p.value))
 }
 
 /// Runs a row-returning statement and decodes every row.
@@ -213,11 +230,11 @@ fn query_records(conn: &Connection, table: &SqlTable, stmt: &Statement) -> Resul
             values.push(from_sql(raw, field).map_err(|e| with_table(e, table.table()))?);
         }
         let record = table.record_from_row(values).ok_or_else(|| {
-            Error::from(ReadModelError::SchemaMismatch {
-                table: table.table().to_owned(),
-                column: "id".into(),
-                reason: "a base column holds an unexpected value".into(),
-            })
+            Error::from(ReadModelError::schema_mismatch(
+                table.table(),
+                "id",
+                "a base column holds an unexpected value",
+            ))
         })?;
         out.push(record);
     }
@@ -226,14 +243,18 @@ fn query_records(conn: &Connection, table: &SqlTable, stmt: &Statement) -> Resul
 
 fn with_table(e: Error, table: &str) -> Error {
     match e {
-        Error::ReadModel(ReadModelError::SchemaMismatch { column, reason, .. }) => {
-            ReadModelError::SchemaMismatch {
-                table: table.to_owned(),
-                column,
-                reason,
-            }
-            .into()
+        Error::ReadModel(ReadModelError::SchemaMismatch {
+            column,
+            reason,
+            source,
+            ..
+        }) => ReadModelError::SchemaMismatch {
+            table: table.to_owned(),
+            column,
+            reason,
+            source,
         }
+        .into(),
         other => other,
     }
 }
@@ -425,31 +446,4 @@ impl<M: ReadModel> ReadModelRepository<M> for SqliteReadModelRepository<M> {
 
 fn backend(message: &str) -> Error {
     Error::Backend(BackendError::new(BackendErrorKind::Other, message))
-}
-
-impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
-    /// Runs the handler inside a `BEGIN IMMEDIATE` transaction on this
-    /// repository's database. A repository already bound to a transaction
-    /// runs the handler inside that one (the caller commits).
-    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
-    where
-        H: ReadModelHandler<Model = M>,
-    {
-        if self.in_transaction() {
-            return handler.handle(event, self).await;
-        }
-        let tx = self.db.transaction().await?;
-        let repo = tx.repository::<M>();
-        match handler.handle(event, &repo).await {
-            Ok(()) => tx.commit().await,
-            Err(e) => {
-                tx.rollback().await?;
-                Err(e)
-            }
-        }
-    }
-
-    async fn truncate_all(&self) -> Result<u64> {
-        self.truncate().await
-    }
 }

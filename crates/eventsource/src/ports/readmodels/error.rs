@@ -2,6 +2,9 @@
 
 use uuid::Uuid;
 
+/// The cause carried by an error: the driver's or serde's own error.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A read-model repository failure.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -35,6 +38,10 @@ pub enum ReadModelError {
         column: String,
         /// What does not fit.
         reason: String,
+        /// The driver's error, when one said so (a column that did not
+        /// decode as the field's type).
+        #[source]
+        source: Option<Cause>,
     },
     /// A query named an unknown field or operator, or had a bad value.
     #[error("invalid query: {0}")]
@@ -44,11 +51,53 @@ pub enum ReadModelError {
     #[error("invalid model: {0}")]
     InvalidModel(String),
     /// A model could not be converted to or from its stored form.
-    #[error("serialization error: {0}")]
-    Serialization(String),
+    #[error("serialization error: {model}: {reason}")]
+    Serialization {
+        /// The model's type name.
+        model: &'static str,
+        /// What did not convert.
+        reason: String,
+        /// serde's error, when serde failed.
+        #[source]
+        source: Option<Cause>,
+    },
+    /// A projection gave up on an event: the handler or the database kept
+    /// failing after the retry budget (or failed in a way not worth
+    /// retrying). The projection's checkpoint is still before `position`.
+    #[error("projection {projection:?} stopped at position {position} after {attempts} attempt(s): {cause}")]
+    ProjectionFailed {
+        /// The projection's name.
+        projection: String,
+        /// The position of the event that failed.
+        position: i64,
+        /// How many times it was tried.
+        attempts: u32,
+        /// The last failure.
+        #[source]
+        cause: Box<crate::Error>,
+    },
 }
 
 impl ReadModelError {
+    /// A [`ReadModelError::SchemaMismatch`] without a driver error.
+    pub fn schema_mismatch(
+        table: impl Into<String>,
+        column: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ReadModelError::SchemaMismatch {
+            table: table.into(),
+            column: column.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// True for [`ReadModelError::Serialization`].
+    pub fn is_serialization(&self) -> bool {
+        matches!(self, ReadModelError::Serialization { .. })
+    }
+
     /// True for [`ReadModelError::NotFound`].
     pub fn is_not_found(&self) -> bool {
         matches!(self, ReadModelError::NotFound { .. })
@@ -57,6 +106,15 @@ impl ReadModelError {
     /// True for [`ReadModelError::VersionConflict`].
     pub fn is_version_conflict(&self) -> bool {
         matches!(self, ReadModelError::VersionConflict { .. })
+    }
+
+    /// The position of the event a projection stopped at, for
+    /// [`ReadModelError::ProjectionFailed`].
+    pub fn failed_position(&self) -> Option<i64> {
+        match self {
+            ReadModelError::ProjectionFailed { position, .. } => Some(*position),
+            _ => None,
+        }
     }
 
     /// True for [`ReadModelError::InvalidQuery`].

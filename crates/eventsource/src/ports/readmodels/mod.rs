@@ -28,26 +28,37 @@
 //!   operand of the wrong type, or a JSON/bytes field is rejected with
 //!   [`ReadModelError::InvalidQuery`] before any SQL runs.
 
+mod checked;
 mod error;
+mod field;
+mod index;
+mod kind;
+mod meta;
 mod model;
+mod naming;
 mod projection;
 mod query;
 mod repository;
+pub mod storage;
 mod value;
 
-pub use error::ReadModelError;
-pub use model::{
-    base_fields, default_table_name, now_micros, pluralize, snake_case, DefaultValue,
-    FieldDescriptor, FieldKind, FieldType, IndexDescriptor, ReadModel, ReadModelMeta, Record,
-    SqlTypeOverride, BASE_COLUMNS,
-};
-pub use projection::{ReadModelHandler, TransactionalReadModels};
-pub use query::{
-    CheckedFilter, CheckedOrder, CheckedQuery, DeletedRows, Direction, Filter, Operand, Operator,
-    Query,
-};
+pub use error::{Cause, ReadModelError};
+pub use field::{Column, DefaultValue, FieldDescriptor, FieldType, SqlTypeOverride};
+pub use index::IndexDescriptor;
+pub use kind::FieldKind;
+pub use meta::ReadModelMeta;
+pub use model::ReadModel;
+pub use naming::default_table_name;
+pub use projection::{Applied, ReadModelHandler, TransactionalReadModels};
+pub use query::{Direction, Filter, Operand, Operator, Query};
 pub use repository::ReadModelRepository;
 pub use value::Value;
+
+/// `#[derive(ReadModel)]` (feature `derive`); see the `eventsource-derive`
+/// crate for its attributes.
+#[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
+pub use eventsource_derive::ReadModel;
 
 /// `docs/readmodels.md`, compiled and run as a doc test.
 #[cfg(doctest)]

@@ -62,8 +62,23 @@ pub trait ReadModelHandler: Send + Sync {
         R: ReadModelRepository<Self::Model>;
 }
 
+/// What became of an event fed at a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The handler ran and its writes committed with the new checkpoint.
+    Applied,
+    /// The position was at or below the projection's checkpoint: nothing ran.
+    Skipped,
+}
+
 /// A backend that runs a handler with a repository bound to one
-/// transaction. Implemented by every read-model adapter.
+/// transaction, and keeps projection checkpoints in the same database.
+/// Implemented by every read-model adapter.
+///
+/// The checkpoint of a projection (by name) is the highest position whose
+/// event has been applied. [`apply_at`](Self::apply_at) reads it, runs the
+/// handler and advances it in one transaction, so a crash between any two
+/// statements neither loses nor repeats an event.
 pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     /// Opens a transaction, runs `handler` on `event` with a repository
     /// bound to it, and commits when the handler succeeds; rolls back and
@@ -71,8 +86,8 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     ///
     /// # Cancel safety
     ///
-    /// Dropped before the commit, the transaction rolls back and nothing of
-    /// the event persists.
+    /// Leaks nothing when dropped: before the commit, the transaction rolls
+    /// back and nothing of the event persists.
     fn apply<H>(&self, handler: &H, event: &H::Event) -> impl Future<Output = Result<()>> + Send
     where
         H: ReadModelHandler<Model = M>;
@@ -83,4 +98,66 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     ///
     /// One statement: dropped, the table was emptied or not.
     fn truncate_all(&self) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Creates the checkpoint table when it is missing.
+    ///
+    /// # Cancel safety
+    ///
+    /// One idempotent statement: dropped, the table exists or not; call
+    /// again.
+    fn prepare_checkpoints(&self) -> impl Future<Output = Result<()>> + Send;
+
+    /// The checkpoint of `projection`, `None` before its first event.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    fn checkpoint(&self, projection: &str) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// In one transaction: skips the event when `position` is at or below
+    /// `projection`'s checkpoint; otherwise runs `handler` on it and sets
+    /// the checkpoint to `position`, committing both together.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before the commit, the transaction rolls back
+    /// and the event is neither applied nor checkpointed; dropped after, it
+    /// is both. Either way, calling again with the same position does the
+    /// right thing (applies it, or skips it).
+    fn apply_at<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> impl Future<Output = Result<Applied>> + Send
+    where
+        H: ReadModelHandler<Model = M>;
+
+    /// In one transaction: reads `projection`'s checkpoint once, runs
+    /// `handler` on each event whose position is beyond it (positions must
+    /// increase), and sets the checkpoint to the last position applied.
+    /// Returns how many events ran. A failure of any event rolls the whole
+    /// batch back.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before the commit, none of the batch is applied
+    /// or checkpointed; after it, all of it is.
+    fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> impl Future<Output = Result<u64>> + Send
+    where
+        H: ReadModelHandler<Model = M>;
+
+    /// In one transaction: removes every row of the model's table and
+    /// `projection`'s checkpoint (for a rebuild); returns the rows removed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped, both or neither went.
+    fn reset(&self, projection: &str) -> impl Future<Output = Result<u64>> + Send;
 }

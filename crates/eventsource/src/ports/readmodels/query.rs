@@ -17,13 +17,15 @@
 //!   operand of the wrong type, or a JSON/bytes field is rejected with
 //!   [`ReadModelError::InvalidQuery`] before any SQL runs.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
 use super::error::ReadModelError;
-use super::model::{base_fields, FieldDescriptor, FieldType};
+use super::field::{FieldDescriptor, FieldType};
+use super::storage::base_fields;
 use super::value::Value;
+
+pub use super::checked::{CheckedFilter, CheckedOrder, CheckedQuery, DeletedRows};
 
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -407,108 +409,6 @@ impl Query {
             },
         })
     }
-}
-
-/// Which rows a checked query sees with respect to soft deletion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeletedRows {
-    /// Live rows only.
-    Exclude,
-    /// Live and soft-deleted rows.
-    Include,
-    /// Soft-deleted rows only (`find_deleted`).
-    Only,
-}
-
-impl DeletedRows {
-    /// True when a row with this `deleted_at` state is visible.
-    pub fn admits(self, deleted: bool) -> bool {
-        match self {
-            DeletedRows::Exclude => !deleted,
-            DeletedRows::Include => true,
-            DeletedRows::Only => deleted,
-        }
-    }
-}
-
-/// A filter whose field exists and whose operand has the field's type.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CheckedFilter {
-    /// The column.
-    pub column: String,
-    /// The column's type.
-    pub field_type: FieldType,
-    /// The operator.
-    pub operator: Operator,
-    /// The operand, converted to the field's type (never NULL).
-    pub operand: Operand,
-}
-
-impl CheckedFilter {
-    /// The reference semantics: does a row whose column holds `value` match?
-    pub fn matches(&self, value: &Value) -> bool {
-        let cmp = |v: &Value| value.compare(v);
-        match (&self.operand, self.operator) {
-            (Operand::One(v), Operator::Eq) => cmp(v) == Some(Ordering::Equal),
-            (Operand::One(v), Operator::Ne) => value.is_null() || cmp(v) != Some(Ordering::Equal),
-            (Operand::One(v), Operator::Gt) => cmp(v) == Some(Ordering::Greater),
-            (Operand::One(v), Operator::Gte) => {
-                matches!(cmp(v), Some(Ordering::Greater | Ordering::Equal))
-            }
-            (Operand::One(v), Operator::Lt) => cmp(v) == Some(Ordering::Less),
-            (Operand::One(v), Operator::Lte) => {
-                matches!(cmp(v), Some(Ordering::Less | Ordering::Equal))
-            }
-            (Operand::Many(vs), Operator::In) => vs.iter().any(|v| cmp(v) == Some(Ordering::Equal)),
-            (Operand::Many(vs), Operator::NotIn) => {
-                value.is_null() || vs.iter().all(|v| cmp(v) != Some(Ordering::Equal))
-            }
-            _ => false,
-        }
-    }
-}
-
-/// A checked order key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CheckedOrder {
-    /// The column.
-    pub column: String,
-    /// The column's type.
-    pub field_type: FieldType,
-    /// The direction.
-    pub direction: Direction,
-}
-
-impl CheckedOrder {
-    /// The reference ordering of two column values: NULLs last ascending,
-    /// first descending (NULL is the largest value).
-    pub fn compare(&self, a: &Value, b: &Value) -> Ordering {
-        let ord = match (a.is_null(), b.is_null()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => a.compare(b).unwrap_or(Ordering::Equal),
-        };
-        match self.direction {
-            Direction::Asc => ord,
-            Direction::Desc => ord.reverse(),
-        }
-    }
-}
-
-/// A query that passed [`Query::check`]: what adapters translate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CheckedQuery {
-    /// The filters (AND).
-    pub filters: Vec<CheckedFilter>,
-    /// The order key; ties and unordered queries are ordered by `id`.
-    pub order: Option<CheckedOrder>,
-    /// The maximum number of rows.
-    pub limit: Option<u64>,
-    /// The rows skipped.
-    pub offset: u64,
-    /// Soft-deleted rows policy.
-    pub deleted: DeletedRows,
 }
 
 #[cfg(test)]

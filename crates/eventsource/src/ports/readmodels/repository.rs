@@ -22,7 +22,7 @@ use crate::ports::error::Result;
 ///   rows only (unless a query sets `include_deleted`); `get_deleted` and
 ///   `find_deleted` see soft-deleted rows only.
 /// - `save` is an upsert. An insert stores the model as given (its version
-///   included). An update keeps the stored `id`, `created_at` and
+///   and `created_at` included) with `updated_at` set to now. An update keeps the stored `id`, `created_at` and
 ///   `deleted_at`, sets `updated_at` to now and `version` to the stored
 ///   version + 1, whatever the model's version says.
 /// - `soft_delete` and `restore` change `deleted_at` and `updated_at`, never

@@ -6,7 +6,8 @@ use std::cmp::Ordering;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use uuid::Uuid;
 
-use super::model::{parse_date, FieldType};
+use super::field::FieldType;
+use super::storage::parse_date;
 
 /// One column value. Filters take values through `From` impls
 /// (`"open".into()`, `42.into()`, `uuid.into()`, ...); the query validator

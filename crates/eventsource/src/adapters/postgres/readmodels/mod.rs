@@ -2,10 +2,13 @@
 //! tokio-postgres.
 //!
 //! The repository takes its client from a [`PgClientSource`]: the
-//! [`PostgresDatabase`] pool, a plain [`tokio_postgres::Client`], or a
-//! caller's [`tokio_postgres::Transaction`] (then every statement runs inside
-//! it and nothing is committed by the repository).
+//! [`PostgresDatabase`] pool, a `tokio::sync::Mutex<Client>`, or a caller's
+//! [`tokio_postgres::Transaction`] (then every statement runs inside it and
+//! nothing is committed by the repository).
 
+mod codec;
+mod pool;
+mod projection;
 mod source;
 
 use std::collections::HashMap;
@@ -13,22 +16,19 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use chrono::{DateTime, NaiveDate, Utc};
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
-use crate::adapters::sql::{schema, Dialect, Param, SqlTable, Statement};
+use crate::adapters::sql::{schema, Dialect, SqlTable, Statement};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
-use crate::ports::readmodels::{
-    now_micros, DeletedRows, FieldType, Query, ReadModel, ReadModelError, ReadModelHandler,
-    ReadModelRepository, Record, TransactionalReadModels, Value,
-};
+use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
+use crate::ports::readmodels::{Query, ReadModel, ReadModelError, ReadModelRepository};
 
-use source::query_error;
-pub use source::{
-    PgClientSource, PgTransactionSource, PooledClient, PostgresDatabase, DEFAULT_POOL_SIZE,
-};
+use codec::{bind, decode_row, typed_params};
+pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
+pub(crate) use source::query_error;
+pub use source::{ExclusiveClient, PgClientSource, PgGuard};
 
 /// The most rows one `save_many` statement carries (PostgreSQL accepts at
 /// most 65535 parameters per statement).
@@ -36,33 +36,29 @@ const MAX_PARAMS: usize = 65_000;
 
 /// A read-model repository on PostgreSQL.
 ///
-/// Every call is one statement, so a repository on a pool or a shared
-/// client needs no transaction of its own; `save_many` is one multi-row
-/// upsert (several when the batch is very large or names an id twice).
-/// Inside a caller's transaction everything it does commits or rolls back
-/// with that transaction.
+/// Every call is one statement, so a repository on a pool needs no
+/// transaction of its own, except `save_many` when the batch takes several
+/// statements (it names an id twice, or is too large for one): then they
+/// run in one transaction on one connection, all or nothing. Inside a
+/// caller's transaction everything it does commits or rolls back with that
+/// transaction. On the pool, statements are prepared once per connection.
 ///
 /// Text compares and sorts byte-wise (`COLLATE "C"`), whatever the
 /// database's collation, so results agree with the other backends.
 ///
 /// ```no_run
 /// # async fn demo(client: &mut tokio_postgres::Client) -> eventsource::Result<()> {
-/// # use eventsource::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
-/// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// # use eventsource::ports::readmodels::{ReadModel, ReadModelMeta};
+/// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, ReadModel)]
 /// # struct Category { #[serde(flatten)] meta: ReadModelMeta, name: String }
-/// # impl ReadModel for Category {
-/// #     fn fields() -> Vec<FieldDescriptor> { vec![FieldDescriptor::new("name", FieldType::Text)] }
-/// #     fn meta(&self) -> &ReadModelMeta { &self.meta }
-/// #     fn meta_mut(&mut self) -> &mut ReadModelMeta { &mut self.meta }
-/// # }
 /// use eventsource::adapters::postgres::PostgresReadModelRepository;
 /// use eventsource::ports::readmodels::ReadModelRepository;
 ///
 /// // Inside the caller's transaction: the repository never commits.
-/// let tx = client.transaction().await.map_err(|e| eventsource::Error::InvalidArgument(e.to_string()))?;
+/// let tx = client.transaction().await.expect("BEGIN");
 /// let repo = PostgresReadModelRepository::<Category, _>::new(&tx);
 /// repo.save(&Category { meta: ReadModelMeta::new_random(), name: "books".into() }).await?;
-/// tx.commit().await.map_err(|e| eventsource::Error::InvalidArgument(e.to_string()))?;
+/// tx.commit().await.expect("COMMIT");
 /// # Ok(()) }
 /// ```
 pub struct PostgresReadModelRepository<M, S> {
@@ -81,6 +77,14 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
                 M::table_name(),
                 M::fields(),
             )),
+            _model: PhantomData,
+        }
+    }
+
+    pub(super) fn with_table(source: S, table: Arc<SqlTable>) -> Self {
+        Self {
+            source,
+            table,
             _model: PhantomData,
         }
     }
@@ -144,17 +148,21 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         Ok(statements)
     }
 
-    /// Runs a statement in one round trip (`query_typed`: the parameter
-    /// types are known, so nothing is prepared first).
+    /// Runs a statement in one round trip: a prepared statement from the
+    /// connection's cache when the source has one, else `query_typed` (the
+    /// parameter types are known, so nothing is prepared first).
     async fn rows(&self, sql: &str, stmt: &Statement) -> Result<Vec<Row>> {
         let client = self.source.client().await?;
         let params = bind(stmt);
-        let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
-            .iter()
-            .zip(&stmt.params)
-            .map(|(p, param)| (&**p as &(dyn ToSql + Sync), pg_type(&param.field_type)))
-            .collect();
-        client.query_typed(sql, &typed).await.map_err(query_error)
+        if let Some(prepared) = client.prepare_cached(sql).await? {
+            let refs: Vec<&(dyn ToSql + Sync)> =
+                params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+            return client.query(&prepared, &refs).await.map_err(query_error);
+        }
+        client
+            .query_typed(sql, &typed_params(&params, stmt))
+            .await
+            .map_err(query_error)
     }
 
     async fn records(&self, stmt: &Statement) -> Result<Vec<Record>> {
@@ -184,36 +192,33 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
     }
 
     fn decode_row(&self, row: &Row) -> Result<Record> {
-        let columns = self.table.columns();
-        let mut values = Vec::with_capacity(columns.len());
-        for (i, field) in columns.iter().enumerate() {
-            values.push(decode_value(row, i, &field.field_type).map_err(|e| {
-                Error::from(ReadModelError::SchemaMismatch {
-                    table: self.table.table().to_owned(),
-                    column: field.name.clone(),
-                    reason: e.to_string(),
-                })
-            })?);
-        }
-        self.table.record_from_row(values).ok_or_else(|| {
-            ReadModelError::SchemaMismatch {
-                table: self.table.table().to_owned(),
-                column: "id".into(),
-                reason: "a base column holds an unexpected value".into(),
-            }
-            .into()
-        })
+        decode_row(&self.table, row)
     }
 
-    fn decode_all(&self, records: &[Record]) -> Result<Vec<M>> {
+    fn decode_all(&self, records: Vec<Record>) -> Result<Vec<M>> {
         records
-            .iter()
-            .map(|r| Ok(r.to_model(self.table.fields())?))
+            .into_iter()
+            .map(|r| Ok(r.into_model(self.table.fields())?))
             .collect()
     }
 
-    fn first(&self, records: &[Record]) -> Result<Option<M>> {
-        Ok(self.decode_all(records)?.into_iter().next())
+    fn first(&self, records: Vec<Record>) -> Result<Option<M>> {
+        match records.into_iter().next() {
+            Some(r) => Ok(Some(r.into_model(self.table.fields())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs one multi-row upsert per batch; the stored records, in input
+    /// order.
+    async fn upsert_batches(&self, batches: Vec<Vec<Record>>) -> Result<Vec<Record>> {
+        let now = now_micros();
+        let mut stored = Vec::with_capacity(batches.iter().map(Vec::len).sum());
+        for batch in batches {
+            let rows = self.records(&self.table.upsert_many(&batch, now)).await?;
+            in_input_order(&batch, rows, &mut stored)?;
+        }
+        Ok(stored)
     }
 
     /// Splits a batch into groups that one multi-row upsert can take: no id
@@ -256,99 +261,22 @@ impl<M, S> fmt::Debug for PostgresReadModelRepository<M, S> {
     }
 }
 
-type BoxedParam = Box<dyn ToSql + Sync + Send>;
-
-/// Binds each parameter with the Rust type its placeholder's cast expects.
-fn bind(stmt: &Statement) -> Vec<BoxedParam> {
-    stmt.params.iter().map(bind_one).collect()
+fn records_len(batches: &[Vec<Record>]) -> usize {
+    batches.iter().map(Vec::len).sum()
 }
 
-/// The PostgreSQL type of a parameter (matching its placeholder's cast).
-fn pg_type(field_type: &FieldType) -> Type {
-    match field_type {
-        FieldType::Uuid => Type::UUID,
-        FieldType::Text | FieldType::Other(_) | FieldType::Decimal => Type::TEXT,
-        FieldType::Integer => Type::INT8,
-        FieldType::Float => Type::FLOAT8,
-        FieldType::Bool => Type::BOOL,
-        FieldType::Timestamp => Type::TIMESTAMPTZ,
-        FieldType::Date => Type::DATE,
-        FieldType::Json => Type::JSONB,
-        FieldType::Bytes => Type::BYTEA,
+/// Appends the rows an upsert of `batch` returned to `stored`, in the order
+/// of `batch`.
+fn in_input_order(batch: &[Record], rows: Vec<Record>, stored: &mut Vec<Record>) -> Result<()> {
+    let mut by_id: HashMap<Uuid, Record> = rows.into_iter().map(|r| (r.meta.id, r)).collect();
+    for record in batch {
+        stored.push(
+            by_id
+                .remove(&record.meta.id)
+                .ok_or_else(|| backend("upsert returned too few rows"))?,
+        );
     }
-}
-
-fn bind_one(param: &Param) -> BoxedParam {
-    fn opt<T: ToSql + Sync + Send + 'static>(v: Option<T>) -> BoxedParam {
-        Box::new(v)
-    }
-    let v = &param.value;
-    match &param.field_type {
-        FieldType::Uuid => opt(match v {
-            Value::Uuid(u) => Some(*u),
-            _ => None,
-        }),
-        FieldType::Text | FieldType::Other(_) | FieldType::Decimal => opt(match v {
-            Value::Text(s) | Value::Decimal(s) => Some(s.clone()),
-            _ => None,
-        }),
-        FieldType::Integer => opt(match v {
-            Value::Integer(i) => Some(*i),
-            _ => None,
-        }),
-        FieldType::Float => opt(match v {
-            Value::Float(f) => Some(*f),
-            Value::Integer(i) => Some(*i as f64),
-            _ => None,
-        }),
-        FieldType::Bool => opt(match v {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }),
-        FieldType::Timestamp => opt(match v {
-            Value::Timestamp(t) => Some(*t),
-            _ => None,
-        }),
-        FieldType::Date => opt(match v {
-            Value::Date(d) => Some(*d),
-            _ => None,
-        }),
-        FieldType::Json => opt(match v {
-            Value::Json(j) => Some(j.clone()),
-            _ => None,
-        }),
-        FieldType::Bytes => opt(match v {
-            Value::Bytes(b) => Some(b.clone()),
-            _ => None,
-        }),
-    }
-}
-
-fn decode_value(
-    row: &Row,
-    i: usize,
-    ty: &FieldType,
-) -> std::result::Result<Value, tokio_postgres::Error> {
-    fn or_null<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
-        v.map_or(Value::Null, f)
-    }
-    Ok(match ty {
-        FieldType::Uuid => or_null(row.try_get::<_, Option<Uuid>>(i)?, Value::Uuid),
-        FieldType::Text | FieldType::Other(_) => {
-            or_null(row.try_get::<_, Option<String>>(i)?, Value::Text)
-        }
-        FieldType::Decimal => or_null(row.try_get::<_, Option<String>>(i)?, Value::Decimal),
-        FieldType::Integer => or_null(row.try_get::<_, Option<i64>>(i)?, Value::Integer),
-        FieldType::Float => or_null(row.try_get::<_, Option<f64>>(i)?, Value::Float),
-        FieldType::Bool => or_null(row.try_get::<_, Option<bool>>(i)?, Value::Bool),
-        FieldType::Timestamp => or_null(
-            row.try_get::<_, Option<DateTime<Utc>>>(i)?,
-            Value::Timestamp,
-        ),
-        FieldType::Date => or_null(row.try_get::<_, Option<NaiveDate>>(i)?, Value::Date),
-        FieldType::Json => or_null(row.try_get::<_, Option<serde_json::Value>>(i)?, Value::Json),
-        FieldType::Bytes => or_null(row.try_get::<_, Option<Vec<u8>>>(i)?, Value::Bytes),
-    })
+    Ok(())
 }
 
 fn backend(message: &str) -> Error {
@@ -360,7 +288,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         let records = self
             .records(&self.table.get(id, DeletedRows::Exclude))
             .await?;
-        self.first(&records)
+        self.first(records)
     }
 
     async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
@@ -370,7 +298,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         }
         let by_id: HashMap<Uuid, Record> = found.into_iter().map(|r| (r.meta.id, r)).collect();
         let ordered: Vec<Record> = ids.iter().filter_map(|id| by_id.get(id).cloned()).collect();
-        self.decode_all(&ordered)
+        self.decode_all(ordered)
     }
 
     async fn save(&self, model: &M) -> Result<M> {
@@ -378,7 +306,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         let records = self
             .records(&self.table.upsert(&record, now_micros()))
             .await?;
-        self.first(&records)?
+        self.first(records)?
             .ok_or_else(|| backend("upsert returned no row"))
     }
 
@@ -387,22 +315,35 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
             .iter()
             .map(|m| Record::from_model(m, self.table.fields()))
             .collect::<Result<Vec<_>, _>>()?;
-        let now = now_micros();
-        let mut stored = Vec::with_capacity(records.len());
-        for batch in self.batches(records) {
-            let ids: Vec<Uuid> = batch.iter().map(|r| r.meta.id).collect();
-            let rows = self.records(&self.table.upsert_many(&batch, now)).await?;
-            let by_id: HashMap<Uuid, Record> = rows.into_iter().map(|r| (r.meta.id, r)).collect();
-            for id in ids {
-                stored.push(
-                    by_id
-                        .get(&id)
-                        .cloned()
-                        .ok_or_else(|| backend("upsert returned too few rows"))?,
-                );
+        let batches = self.batches(records);
+        let stored = if batches.len() <= 1 || self.source.in_caller_transaction() {
+            self.upsert_batches(batches).await?
+        } else {
+            // Several statements: one transaction on one connection, so a
+            // failing later statement takes the earlier ones with it.
+            let Some(mut client) = self.source.exclusive().await? else {
+                return Err(backend("the source lent no client for a transaction"));
+            };
+            let tx = client.transaction().await.map_err(query_error)?;
+            let now = now_micros();
+            let mut stored = Vec::with_capacity(records_len(&batches));
+            for batch in &batches {
+                let stmt = self.table.upsert_many(batch, now);
+                let params = bind(&stmt);
+                let rows = tx
+                    .query_typed(&stmt.sql, &typed_params(&params, &stmt))
+                    .await
+                    .map_err(query_error)?;
+                let rows = rows
+                    .iter()
+                    .map(|r| decode_row(&self.table, r))
+                    .collect::<Result<Vec<_>>>()?;
+                in_input_order(batch, rows, &mut stored)?;
             }
-        }
-        self.decode_all(&stored)
+            tx.commit().await.map_err(query_error)?;
+            stored
+        };
+        self.decode_all(stored)
     }
 
     async fn delete(&self, id: Uuid) -> Result<bool> {
@@ -425,14 +366,14 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
 
     async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
         let records = self.records(&self.table.get(id, DeletedRows::Only)).await?;
-        self.first(&records)
+        self.first(records)
     }
 
     async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
         let mut checked = query.check(self.table.fields())?;
         checked.deleted = DeletedRows::Only;
         let records = self.records(&self.table.find(&checked)).await?;
-        self.decode_all(&records)
+        self.decode_all(records)
     }
 
     async fn exists(&self, id: Uuid) -> Result<bool> {
@@ -442,14 +383,14 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
     async fn find(&self, query: &Query) -> Result<Vec<M>> {
         let checked = query.check(self.table.fields())?;
         let records = self.records(&self.table.find(&checked)).await?;
-        self.decode_all(&records)
+        self.decode_all(records)
     }
 
     async fn find_one(&self, query: &Query) -> Result<Option<M>> {
         let mut checked = query.check(self.table.fields())?;
         checked.limit = Some(1);
         let records = self.records(&self.table.find(&checked)).await?;
-        self.first(&records)
+        self.first(records)
     }
 
     async fn count(&self, query: &Query) -> Result<u64> {
@@ -471,7 +412,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         let updated = self
             .records(&self.table.update_if_version(&record, now_micros()))
             .await?;
-        if let Some(m) = self.first(&updated)? {
+        if let Some(m) = self.first(updated)? {
             return Ok(m);
         }
         let id = record.meta.id;
@@ -489,35 +430,5 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
             }
             .into()),
         }
-    }
-}
-
-impl<M: ReadModel, S: PgTransactionSource> TransactionalReadModels<M>
-    for PostgresReadModelRepository<M, S>
-{
-    /// Takes a client exclusively, opens a transaction on it, runs the
-    /// handler with a repository bound to that transaction, and commits
-    /// (or rolls back on error).
-    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
-    where
-        H: ReadModelHandler<Model = M>,
-    {
-        let mut client = self.source.exclusive().await?;
-        let tx = client.transaction().await.map_err(query_error)?;
-        let outcome = {
-            let repo = PostgresReadModelRepository::<M, _>::new(&tx);
-            handler.handle(event, &repo).await
-        };
-        match outcome {
-            Ok(()) => tx.commit().await.map_err(query_error),
-            Err(e) => {
-                tx.rollback().await.map_err(query_error)?;
-                Err(e)
-            }
-        }
-    }
-
-    async fn truncate_all(&self) -> Result<u64> {
-        self.truncate().await
     }
 }

@@ -1,7 +1,7 @@
 //! A session's mailbox: the requests it takes ([`Op`]) and the handle
 //! callers hold ([`SessionHandle`]).
 
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,25 +51,10 @@ pub(crate) struct WaitRequest {
     /// Cancelled when nobody wants the lock any more: the wait is cancelled
     /// on the server and a grant that raced it is given back.
     pub(crate) abandon: CancellationToken,
-    /// The line's view of the wait: set to "in the server" once the wait
-    /// statement is on its way on a connected session.
-    pub(crate) stage: Arc<AtomicU8>,
     /// The wait's place among the manager's dedicated sessions; the actor
     /// takes it and keeps it while the session holds the granted lock.
     pub(crate) permit: Option<OwnedSemaphorePermit>,
     pub(crate) reply: oneshot::Sender<WaitOutcome>,
-}
-
-/// Where a wait line's current wait is (kept in an `AtomicU8`).
-pub(crate) struct WaitStage;
-
-impl WaitStage {
-    /// Queued in the manager (for a dedicated session, or between waits).
-    pub(crate) const LOCAL: u8 = 0;
-    /// Handed to a dedicated session that has not started it yet.
-    pub(crate) const SENT: u8 = 1;
-    /// Running in PostgreSQL.
-    pub(crate) const IN_SERVER: u8 = 2;
 }
 
 /// How a wait ended. The session's state is established in every case: it

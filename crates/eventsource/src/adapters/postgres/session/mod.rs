@@ -26,5 +26,5 @@ mod wait;
 
 pub(crate) use actor::spawn;
 pub(crate) use context::SessionContext;
-pub(crate) use mailbox::{Granted, Kind, Op, SessionHandle, WaitOutcome, WaitRequest, WaitStage};
+pub(crate) use mailbox::{Granted, Kind, Op, SessionHandle, WaitOutcome, WaitRequest};
 pub(crate) use pool::WaitPool;

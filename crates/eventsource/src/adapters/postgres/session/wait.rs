@@ -13,7 +13,6 @@
 //! only when the wait was seen to end by it (`57014`): a cancel acts once.
 //! Otherwise (the grant or a timeout won the race) the session is closed.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
@@ -21,7 +20,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::connect::{ends_session, pg_error};
 use super::batch::closed_error;
-use super::mailbox::{WaitOutcome, WaitRequest, WaitStage};
+use super::mailbox::{WaitOutcome, WaitRequest};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;
 
@@ -32,7 +31,6 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         key,
         lock_timeout,
         abandon,
-        stage,
         reply,
         ..
     } = req;
@@ -44,7 +42,6 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
     let outcome = {
         let (client, st) = (&s.client, &s.statements);
         let ms = lock_timeout.map(|t| t.as_millis().clamp(1, i32::MAX as u128).to_string());
-        stage.store(WaitStage::IN_SERVER, Ordering::Release);
         let wait = async {
             // Pipelined: [set lock_timeout], wait, then a trailing statement
             // (resetting lock_timeout, or a ping). The trailing statement is

@@ -3,7 +3,6 @@
 //! abandoned once nobody is left.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +10,8 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::super::session::{self, Kind, Op, WaitOutcome, WaitRequest, WaitStage};
-use super::{no_answer, WaitLines};
+use super::super::session::{self, Kind, Op, WaitOutcome, WaitRequest};
+use super::WaitLines;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 /// How long a server-side wait nobody wants any more is left to end by its
@@ -22,24 +21,18 @@ use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 const LET_SERVER_TIME_OUT: Duration = Duration::from_millis(50);
 
 impl WaitLines {
-    /// Ends the wait of every task whose deadline has passed: a timeout if
-    /// the line's wait had reached PostgreSQL (or was queued in the
-    /// manager), the server's silence if it was stuck on a session that had
-    /// not started it.
-    fn expire(&self, lock_id: i64, stage: &AtomicU8) {
+    /// Ends the wait of every task whose deadline has passed with a
+    /// timeout: the key's try-lock answered "held", and the line's wait had
+    /// not been granted in time.
+    fn expire(&self, lock_id: i64) {
         let now = Instant::now();
-        let silent = stage.load(Ordering::Acquire) == WaitStage::SENT;
         let mut lines = self.lock();
         let Some(line) = lines.get_mut(&lock_id) else {
             return;
         };
         line.waiters.retain_mut(|w| {
             if w.deadline.is_some_and(|d| d <= now) {
-                let failure = if silent {
-                    no_answer(w.timeout)
-                } else {
-                    AcquireFailure::Timeout
-                };
+                let failure = AcquireFailure::Timeout;
                 let tx = std::mem::replace(&mut w.tx, oneshot::channel().0);
                 let _ = tx.send(Err(failure));
                 false
@@ -55,7 +48,6 @@ impl WaitLines {
         &self,
         lock_id: i64,
         changed: &Notify,
-        stage: &AtomicU8,
         work: F,
     ) -> Option<F::Output> {
         tokio::pin!(work);
@@ -65,19 +57,13 @@ impl WaitLines {
                 biased;
                 out = &mut work => return Some(out),
                 _ = self.until_nobody_waits(lock_id, changed) => return None,
-                _ = sleep_until(next) => self.expire(lock_id, stage),
+                _ = sleep_until(next) => self.expire(lock_id),
             }
         }
     }
 
     /// Serves the line until nobody is left in it.
-    pub(super) async fn drive(
-        self: Arc<Self>,
-        lock_id: i64,
-        key: Arc<str>,
-        changed: Arc<Notify>,
-        stage: Arc<AtomicU8>,
-    ) {
+    pub(super) async fn drive(self: Arc<Self>, lock_id: i64, key: Arc<str>, changed: Arc<Notify>) {
         while let Some(lock_timeout) = self.next_wait(lock_id) {
             // A queued wait takes a place in the server's lock table: it
             // counts against the budget like a held lock.
@@ -88,14 +74,13 @@ impl WaitLines {
             };
             let permits = self.pool.permits.clone();
             let acquire = permits.acquire_owned();
-            let Some(permit) = self.while_waited(lock_id, &changed, &stage, acquire).await else {
+            let Some(permit) = self.while_waited(lock_id, &changed, acquire).await else {
                 continue;
             };
             let Ok(permit) = permit else {
                 self.fail(lock_id, true, || AcquireFailure::Closed);
                 continue;
             };
-            stage.store(WaitStage::SENT, Ordering::Release);
             let abandon = CancellationToken::new();
             let (tx, mut rx) = oneshot::channel();
             let request = WaitRequest {
@@ -103,7 +88,6 @@ impl WaitLines {
                 key: key.clone(),
                 lock_timeout,
                 abandon: abandon.clone(),
-                stage: stage.clone(),
                 permit: Some(permit),
                 reply: tx,
             };
@@ -114,7 +98,7 @@ impl WaitLines {
                 continue;
             }
             let server_gives_up = lock_timeout.map(|t| Instant::now() + t);
-            let outcome = match self.while_waited(lock_id, &changed, &stage, &mut rx).await {
+            let outcome = match self.while_waited(lock_id, &changed, &mut rx).await {
                 Some(outcome) => outcome,
                 None => {
                     // Nobody wants the lock any more. A wait the server ends
@@ -137,7 +121,6 @@ impl WaitLines {
                     }
                 }
             };
-            stage.store(WaitStage::LOCAL, Ordering::Release);
             match outcome {
                 Ok(WaitOutcome::Granted(g)) => self.deliver(lock_id, g),
                 // Waiters with deadlines leave by themselves; the rest (and

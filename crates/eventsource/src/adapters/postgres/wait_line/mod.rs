@@ -19,42 +19,26 @@
 mod driver;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
-use super::session::{Granted, SessionContext, WaitPool, WaitStage};
-use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
+use super::session::{Granted, SessionContext, WaitPool};
+use crate::ports::error::AcquireFailure;
 
 pub(crate) type LineResult = Result<Granted, AcquireFailure>;
 
 pub(super) struct Waiter {
     pub(super) tx: oneshot::Sender<LineResult>,
     pub(super) deadline: Option<Instant>,
-    /// The caller's timeout, for the error message.
-    pub(super) timeout: Option<Duration>,
-}
-
-/// The server did not answer before the caller's deadline.
-pub(crate) fn no_answer(timeout: Option<Duration>) -> AcquireFailure {
-    let within = timeout
-        .map(|t| format!(" within {t:?}"))
-        .unwrap_or_default();
-    AcquireFailure::Backend(BackendError::new(
-        BackendErrorKind::Timeout,
-        format!("the server did not answer{within}"),
-    ))
 }
 
 pub(super) struct Line {
     pub(super) waiters: VecDeque<Waiter>,
     /// Told when a waiter leaves, so the driver can abandon an unwanted wait.
     changed: Arc<Notify>,
-    /// Where the current wait is: a [`WaitStage`] value.
-    stage: Arc<AtomicU8>,
 }
 
 /// Every wait line of one manager.
@@ -68,16 +52,6 @@ pub(crate) struct WaitLines {
 pub(crate) struct Ticket {
     pub(crate) rx: oneshot::Receiver<LineResult>,
     changed: Arc<Notify>,
-    stage: Arc<AtomicU8>,
-}
-
-impl Ticket {
-    /// Whether the line's wait was stuck on a session that had not started
-    /// it (not connected, or not answering): a deadline that passes then is
-    /// the server's silence, not a conflict.
-    pub(crate) fn stalled_at_server(&self) -> bool {
-        self.stage.load(Ordering::Acquire) == WaitStage::SENT
-    }
 }
 
 impl Drop for Ticket {
@@ -110,7 +84,6 @@ impl WaitLines {
         self: &Arc<Self>,
         lock_id: i64,
         key: &Arc<str>,
-        timeout: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Ticket {
         let (tx, rx) = oneshot::channel();
@@ -119,21 +92,15 @@ impl WaitLines {
         let line = lines.entry(lock_id).or_insert_with(|| Line {
             waiters: VecDeque::new(),
             changed: Arc::new(Notify::new()),
-            stage: Arc::new(AtomicU8::new(WaitStage::LOCAL)),
         });
-        line.waiters.push_back(Waiter {
-            tx,
-            deadline,
-            timeout,
-        });
+        line.waiters.push_back(Waiter { tx, deadline });
         let ticket = Ticket {
             rx,
             changed: line.changed.clone(),
-            stage: line.stage.clone(),
         };
         if start {
-            let (changed, stage) = (line.changed.clone(), line.stage.clone());
-            tokio::spawn(self.clone().drive(lock_id, key.clone(), changed, stage));
+            let changed = line.changed.clone();
+            tokio::spawn(self.clone().drive(lock_id, key.clone(), changed));
         }
         ticket
     }

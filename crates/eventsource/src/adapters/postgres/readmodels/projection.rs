@@ -1,0 +1,188 @@
+//! The PostgreSQL repository as a projection backend: one transaction per
+//! event, with the projection's checkpoint in the same transaction.
+
+use tokio_postgres::GenericClient;
+
+use super::source::{query_error, PgClientSource};
+use super::PostgresReadModelRepository;
+use crate::adapters::sql::{CheckpointSql, Dialect};
+use crate::ports::error::Result;
+use crate::ports::readmodels::{
+    Applied, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
+};
+
+const SQL: &CheckpointSql = CheckpointSql::for_dialect_const(Dialect::Postgres);
+
+async fn read_checkpoint<C: GenericClient + Sync>(c: &C, projection: &str) -> Result<Option<i64>> {
+    let row = c
+        .query_opt(SQL.read, &[&projection])
+        .await
+        .map_err(query_error)?;
+    Ok(row.map(|r| r.get::<_, i64>(0)))
+}
+
+/// Moves the checkpoint to `position`; false when it already was there or
+/// beyond (another runner got there first).
+async fn advance<C: GenericClient + Sync>(c: &C, projection: &str, position: i64) -> Result<bool> {
+    let rows = c
+        .query(SQL.advance, &[&projection, &position])
+        .await
+        .map_err(query_error)?;
+    Ok(!rows.is_empty())
+}
+
+impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
+    for PostgresReadModelRepository<M, S>
+{
+    /// Takes a client exclusively, opens a transaction on it, runs the
+    /// handler with a repository bound to that transaction, and commits
+    /// (or rolls back on error). Inside a caller's transaction the handler
+    /// runs in that one (the caller commits).
+    async fn apply<H>(&self, handler: &H, event: &H::Event) -> Result<()>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let Some(mut client) = self.source.exclusive().await? else {
+            return handler.handle(event, self).await;
+        };
+        let tx = client.transaction().await.map_err(query_error)?;
+        let outcome = {
+            let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
+            handler.handle(event, &repo).await
+        };
+        match outcome {
+            Ok(()) => tx.commit().await.map_err(query_error),
+            Err(e) => {
+                tx.rollback().await.map_err(query_error)?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn truncate_all(&self) -> Result<u64> {
+        self.truncate().await
+    }
+
+    async fn prepare_checkpoints(&self) -> Result<()> {
+        let client = self.source.client().await?;
+        client.batch_execute(SQL.create).await.map_err(query_error)
+    }
+
+    async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
+        let client = self.source.client().await?;
+        let row = client
+            .query_opt(
+                r#"SELECT "position" FROM "eventsource_projection_checkpoints" WHERE "projection" = $1"#,
+                &[&projection],
+            )
+            .await
+            .map_err(query_error)?;
+        Ok(row.map(|r| r.get::<_, i64>(0)))
+    }
+
+    async fn apply_at<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<Applied>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let Some(mut client) = self.source.exclusive().await? else {
+            // Inside the caller's transaction: the caller commits.
+            let guard = self.source.client().await?;
+            if read_checkpoint(&*guard, projection)
+                .await?
+                .is_some_and(|c| position <= c)
+            {
+                return Ok(Applied::Skipped);
+            }
+            drop(guard);
+            handler.handle(event, self).await?;
+            let guard = self.source.client().await?;
+            advance(&*guard, projection, position).await?;
+            return Ok(Applied::Applied);
+        };
+        let tx = client.transaction().await.map_err(query_error)?;
+        if read_checkpoint(&tx, projection)
+            .await?
+            .is_some_and(|c| position <= c)
+        {
+            return Ok(Applied::Skipped); // the transaction rolls back on drop
+        }
+        {
+            let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
+            handler.handle(event, &repo).await?;
+        }
+        if !advance(&tx, projection, position).await? {
+            return Ok(Applied::Skipped);
+        }
+        tx.commit().await.map_err(query_error)?;
+        Ok(Applied::Applied)
+    }
+
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let Some(mut client) = self.source.exclusive().await? else {
+            let mut applied = 0;
+            for (position, event) in events {
+                if self.apply_at(projection, *position, handler, event).await? == Applied::Applied {
+                    applied += 1;
+                }
+            }
+            return Ok(applied);
+        };
+        let tx = client.transaction().await.map_err(query_error)?;
+        let mut checkpoint = read_checkpoint(&tx, projection).await?;
+        let mut applied = 0;
+        {
+            let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
+            for (position, event) in events {
+                if checkpoint.is_some_and(|c| *position <= c) {
+                    continue;
+                }
+                handler.handle(event, &repo).await?;
+                checkpoint = Some(*position);
+                applied += 1;
+            }
+        }
+        if let (Some(last), true) = (checkpoint, applied > 0) {
+            if !advance(&tx, projection, last).await? {
+                return Ok(0); // another runner got there first: roll back
+            }
+        }
+        tx.commit().await.map_err(query_error)?;
+        Ok(applied)
+    }
+
+    async fn reset(&self, projection: &str) -> Result<u64> {
+        let Some(mut client) = self.source.exclusive().await? else {
+            let n = self.truncate().await?;
+            let guard = self.source.client().await?;
+            guard
+                .execute(SQL.delete, &[&projection])
+                .await
+                .map_err(query_error)?;
+            return Ok(n);
+        };
+        let tx = client.transaction().await.map_err(query_error)?;
+        let n = tx
+            .execute(self.table.truncate().sql.as_str(), &[])
+            .await
+            .map_err(query_error)?;
+        tx.execute(SQL.delete, &[&projection])
+            .await
+            .map_err(query_error)?;
+        tx.commit().await.map_err(query_error)?;
+        Ok(n)
+    }
+}
