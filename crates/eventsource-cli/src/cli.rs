@@ -6,92 +6,17 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::duration::{parse_duration, parse_timeout};
-
-const ABOUT: &str = "Cross-process locks on PostgreSQL advisory locks, for operators";
-
-const LONG_ABOUT: &str = "\
-Cross-process locks on PostgreSQL advisory locks, for operators.
-
-Keep a cron job, a migration or a tenant cutover from running twice across
-hosts (`eventsource lock run`), see who holds what when something is stuck
-(`eventsource lock holders`), and watch the locks at work on a throwaway
-server (`eventsource demo`).
-
-Locks are PostgreSQL session-level advisory locks in the database the URL
-names; a string KEY maps to a 64-bit lock id (`eventsource lock key`), the
-same id the eventsource library and its Python reference derive. A lock is
-released when its holder releases it or when the holder's database session
-ends, including when the holder crashes.";
-
-const AFTER_HELP: &str = "\
-Connection:
-  --database-url, else the DATABASE_URL environment variable, in libpq URL
-  form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...],
-  or key=value form (host=... dbname=...). PGPASSWORD supplies the password
-  when the URL has none. Passwords are never printed: every message shows
-  them as ***. Prefer the environment to the option, which other users can
-  read in `ps`. TLS: sslmode=disable|prefer|require|verify-ca|verify-full,
-  and sslrootcert=PATH for the CA, as URL parameters.
-
-Logging:
-  EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr.";
-
-const RUN_LONG_ABOUT: &str = "\
-Acquire KEY, run COMMAND while holding it, release it when COMMAND exits.
-
-Waiting is fair: waiters get the lock in the order they asked for it. Without
---timeout the tool waits as long as it takes; with --timeout it gives up after
-DURATION; with --no-wait it makes a single attempt.
-
-COMMAND runs as a child process with the tool's standard input, output and
-error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
-and EVENTSOURCE_LOCK_ID (the decimal advisory-lock id).
-
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the tool are forwarded
-to COMMAND (a Ctrl-C or Ctrl-\\ typed in the terminal reaches COMMAND
-directly and is not sent twice); the lock is released only after COMMAND has
-exited. While the tool still waits for the lock, such a signal ends the wait
-and the tool exits with 128+N without running COMMAND. If the tool itself is
-killed (SIGKILL, out of memory), the kernel sends SIGKILL to COMMAND (Linux):
-the lock went with the tool's database session, so COMMAND must not go on.
-
-Lock loss: if the lock's database session ends while COMMAND runs (backend
-terminated, server restarted, network cut), COMMAND gets SIGTERM, then
-SIGKILL if it is still running after --kill-grace, and the tool exits with
-the lock-lost code (76) and says why on stderr.";
-
-const RUN_AFTER_HELP: &str = "\
-Exit codes:
-  COMMAND's code  COMMAND ran under the lock and exited (0 = success)
-  128+N           COMMAND died of signal N (e.g. 137 for SIGKILL), or the tool
-                  was interrupted by signal N while waiting for the lock
-  2               bad usage (unknown option, bad DURATION, bad or missing URL);
-                  nothing was connected to
-  69              the database could not be reached or failed
-  70              internal error
-  75              not acquired: KEY is held elsewhere (--no-wait) or --timeout
-                  elapsed; stderr names the holder when visible
-                  (--conflict-exit-code changes it)
-  76              the lock was lost while COMMAND ran; COMMAND was stopped
-                  (--lost-exit-code changes it)
-  126             COMMAND could not be executed
-  127             COMMAND was not found
-
-Examples:
-  # A cron job that must not overlap itself on any host; skip quietly if busy:
-  eventsource lock run --no-wait --conflict-exit-code 0 nightly-report -- /opt/report.sh
-  # A deploy step: wait up to 10 minutes for the other deploy to finish:
-  eventsource lock run --timeout 10m deploy:shop -- ./migrate.sh --apply
-
-DURATION: a number and a unit (ns, us, ms, s, m, h, d), e.g. 500ms, 30s,
-1.5s, 2m, 1h30m. Negative values, units left out, nan and inf are refused.";
+use crate::duration::{parse_duration, parse_timeout, parse_watchdog};
+use crate::help::{
+    ABOUT, AFTER_HELP, COMPLETIONS_LONG_ABOUT, DEMO_LONG_ABOUT, DOCTOR_LONG_ABOUT,
+    HOLDERS_LONG_ABOUT, KEY_LONG_ABOUT, LONG_ABOUT, MAN_LONG_ABOUT, RUN_AFTER_HELP, RUN_LONG_ABOUT,
+};
 
 /// The `eventsource` command.
 #[derive(Debug, Parser)]
 #[command(
     name = "eventsource",
-    version,
+    version = crate::VERSION,
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_long_help = AFTER_HELP,
@@ -129,6 +54,35 @@ pub enum Command {
     /// One worker process of `eventsource demo` (internal).
     #[command(hide = true)]
     DemoWorker(WorkerArgs),
+
+    /// The watchdog of `lock run` (internal; see `lock run --help`).
+    #[command(hide = true)]
+    Watchdog(WatchdogArgs),
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(long_about = COMPLETIONS_LONG_ABOUT)]
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff) on standard output.
+    #[command(long_about = MAN_LONG_ABOUT)]
+    Man,
+}
+
+/// `eventsource completions`
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `eventsource watchdog` (internal; its pipe is its standard input).
+#[derive(Debug, Args)]
+pub struct WatchdogArgs {
+    /// Kill the command's process group after this many milliseconds
+    /// without a heartbeat.
+    #[arg(long)]
+    pub bound_ms: u64,
 }
 
 /// `eventsource lock ...`
@@ -155,22 +109,11 @@ pub enum LockCommand {
     Doctor,
 }
 
-const DOCTOR_LONG_ABOUT: &str = "\
-Check once that the database really gives session-level advisory locks.
-
-Two sessions, opened as `lock run` opens them, take one random test key:
-the first must keep its server session (backend pid) from one statement to
-the next and see its lock in pg_locks; the second must run on another
-server session and be refused the key, then get it once the first lets go.
-
-This catches what silently breaks session locks while every call succeeds:
-a transaction-mode pooler (PgBouncer with pool_mode = transaction) and
-engines whose advisory functions lock nothing (CockroachDB). On success it
-prints the server version, the lock table's size and the settings that
-bound how long a vanished or frozen holder keeps its locks, with advice.
-
-Exit code: 0 when the checks pass (warnings are advice), 1 when the server
-fails a check (the message names the cause), 69 when it cannot be reached.";
+/// `--watchdog`'s default: the lock manager's liveness timeout, the
+/// longest the tool itself waits on a liveness ping.
+pub const DEFAULT_WATCHDOG: &str = "2s";
+/// The same, in milliseconds.
+pub const DEFAULT_WATCHDOG_MS: u64 = 2000;
 
 /// `eventsource lock run`
 #[derive(Debug, Args)]
@@ -215,8 +158,8 @@ pub struct RunArgs {
     )]
     pub lost_exit_code: i32,
 
-    /// After a lock loss, how long COMMAND has between SIGTERM and SIGKILL
-    /// (0s: SIGKILL at once).
+    /// After a lock loss, how long the job (COMMAND's whole process group)
+    /// has between SIGTERM and SIGKILL (0s: SIGKILL at once).
     #[arg(
         long,
         value_name = "DURATION",
@@ -225,6 +168,24 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub kill_grace: Duration,
+
+    /// Lock even when the server is a hot standby (in recovery). Its
+    /// advisory locks exclude only that standby's own sessions, not holders
+    /// on the primary: for a deliberately standby-only job.
+    #[arg(long)]
+    pub allow_standby: bool,
+
+    /// If the tool itself stops answering for DURATION (stopped with
+    /// SIGSTOP, traced, starved), its watchdog process kills COMMAND's
+    /// process group with SIGKILL (at least 100ms).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = DEFAULT_WATCHDOG,
+        value_parser = parse_watchdog,
+        allow_hyphen_values = true
+    )]
+    pub watchdog: Duration,
 
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]
@@ -241,18 +202,6 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-const KEY_LONG_ABOUT: &str = "\
-Print the advisory-lock id of each KEY, one line per key: KEY, a tab, the
-decimal lock id. Needs no database.
-
-The id is the first 8 bytes of SHA-256(KEY), big-endian, with the top bit
-cleared: the id that `lock run`, the eventsource library and its Python
-reference use, and that pg_locks shows as (classid << 32) | objid. Use it to
-find a lock in pg_locks, or to take the same lock from SQL:
-SELECT pg_advisory_lock(LOCK_ID).
-
-Control characters in a key (tab, newline, ...) are printed escaped (\\t, \\n).";
-
 /// `eventsource lock key`
 #[derive(Debug, Args)]
 pub struct KeyArgs {
@@ -260,23 +209,6 @@ pub struct KeyArgs {
     #[arg(value_name = "KEY", required = true)]
     pub keys: Vec<String>,
 }
-
-const HOLDERS_LONG_ABOUT: &str = "\
-List the advisory locks of the database (bigint form, as the eventsource
-library takes them), or only those of the given KEYs: for each lock its id,
-its key when given on the command line, and each session that holds it or
-waits for it, waiters in queue order.
-
-For each session: state (held / waiting), lock mode, backend pid,
-holder id (from application_name `eventsource/ID`) or application_name,
-client address, and since when: for a waiter when it started waiting; for a
-holder when its session was last active (PostgreSQL does not record when a
-lock was granted).
-
-`SELECT pg_terminate_backend(PID)` ends a session and frees its locks.
-
-Sessions of other database roles show fewer details unless the connecting
-role has pg_read_all_stats.";
 
 /// `eventsource lock holders`
 #[derive(Debug, Args)]
@@ -289,32 +221,6 @@ pub struct HoldersArgs {
     #[arg(value_name = "KEY")]
     pub keys: Vec<String>,
 }
-
-const DEMO_LONG_ABOUT: &str = "\
-Watch the locks at work.
-
-Without a database URL (--database-url or DATABASE_URL), the demo boots a
-throwaway PostgreSQL from the installed server binaries (initdb, pg_ctl) in a
-temporary directory and removes it at the end. With a URL it uses that
-database, with keys of its own (demo:RUN:k0, ...) that no one else takes.
-
-It starts --workers worker processes (this same program) that acquire one of
---keys keys at random, spend a few milliseconds in a critical section, and
-release it, for --seconds. A status line on stderr shows acquisitions, the
-current holder of each key and how many wait for it. Half-way through, one
-worker stops inside its critical section and the demo kills it with SIGKILL:
-PostgreSQL releases its lock when the connection drops, and the next waiter
-takes over.
-
-Every worker appends the times it enters and leaves a critical section to a
-shared record. The summary at the end counts acquisitions, checks the record
-for overlapping critical sections on one key (there must be none), and
-reports the hand-over latency (from one holder leaving to the next waiter
-entering) at p50 and p99.
-
-Exit code: 0 when no overlap was found and every worker ended normally
-(except the one killed), 1 otherwise, 2 on bad usage, 69 when the database
-could not be reached or started, 130/143 when interrupted.";
 
 /// `eventsource demo`
 #[derive(Debug, Args)]
@@ -411,6 +317,8 @@ mod tests {
             &["lock", "run", "--timeout", "ten", "k", "--", "true"],
             &["lock", "run", "--timeout", "30", "k", "--", "true"],
             &["lock", "run", "--kill-grace", "-5s", "k", "--", "true"],
+            &["lock", "run", "--watchdog", "0s", "k", "--", "true"],
+            &["lock", "run", "--watchdog", "50ms", "k", "--", "true"],
             &[
                 "lock",
                 "run",
@@ -446,6 +354,8 @@ mod tests {
             let err = parse(args).expect_err(&format!("{args:?}"));
             assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
         }
+        let r = run_args(&["lock", "run", "k", "--", "true"]);
+        assert_eq!(r.watchdog.as_millis() as u64, DEFAULT_WATCHDOG_MS);
         let r = run_args(&["lock", "run", "--kill-grace", "0s", "k", "--", "true"]);
         assert_eq!(r.kill_grace, Duration::ZERO);
     }

@@ -30,12 +30,15 @@ impl Database {
     /// Parses `url`; errors are usage errors and print no password.
     pub fn parse(url: &str) -> Result<Self, String> {
         crate::redact::register_url(url);
-        let ssl = split_ssl_params(url)
-            .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
-        let mut config: Config = ssl
-            .rest
-            .parse()
-            .map_err(|e| format!("invalid database URL {}: {e}", redact_url(url)))?;
+        let invalid = |e: &dyn std::fmt::Display| {
+            format!(
+                "invalid database URL {}: {}",
+                redact_url(url),
+                crate::redact::scrub_secrets(&e.to_string())
+            )
+        };
+        let ssl = split_ssl_params(url).map_err(|e| invalid(&e))?;
+        let mut config: Config = ssl.rest.parse().map_err(|e| invalid(&e))?;
         // As libpq does: PGPASSWORD when the URL names no password.
         if config.get_password().is_none() {
             if let Ok(pw) = std::env::var("PGPASSWORD") {
@@ -98,7 +101,8 @@ impl Database {
     }
 }
 
-/// An error and its causes on one line.
+/// An error and its causes on one line: the server's DETAIL and HINT,
+/// which the driver puts on lines of their own, follow after `; `.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -110,7 +114,16 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    text
+    crate::redact::scrub_secrets(&one_line(&text))
+}
+
+/// Joins the lines of a message with `; `.
+pub fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The URL from `--database-url` / `DATABASE_URL`, or a usage error (exit 2).
@@ -125,8 +138,9 @@ pub fn require_url(url: Option<String>) -> Result<Database, i32> {
     })
 }
 
-/// Prints a library error that ends the tool, with a hint, and returns the exit code.
-pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
+/// The one line for a library error that ends the tool: the error with
+/// its causes, the database, and a hint of ours where one is right.
+pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> String {
     let mut line = if context.is_empty() {
         error_chain(err)
     } else {
@@ -140,6 +154,11 @@ pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
     if let Some(hint) = exit::backend_hint(err) {
         line.push_str(&format!("; {hint}"));
     }
-    report!("{line}");
+    line
+}
+
+/// Prints a library error that ends the tool, with a hint, and returns the exit code.
+pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
+    report!("{}", describe_failure(context, db, err));
     exit::for_error(err)
 }

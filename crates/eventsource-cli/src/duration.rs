@@ -130,6 +130,21 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The shortest `--watchdog`: its heartbeats come every quarter of it.
+pub const MIN_WATCHDOG: Duration = Duration::from_millis(100);
+
+/// Parses `--watchdog`: at least [`MIN_WATCHDOG`].
+pub fn parse_watchdog(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < MIN_WATCHDOG {
+        return Err(format!(
+            "{text:?} is too short for a watchdog: at least {}",
+            format_duration(MIN_WATCHDOG)
+        ));
+    }
+    Ok(d)
+}
+
 /// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -143,7 +158,7 @@ pub fn format_duration(d: Duration) -> String {
         return format!("{ms}ms");
     }
     let secs = d.as_secs();
-    if ms % 1_000 != 0 && secs < 60 {
+    if !ms.is_multiple_of(1_000) && secs < 60 {
         let number = format!("{:.3}", d.as_secs_f64());
         return format!("{}s", number.trim_end_matches('0').trim_end_matches('.'));
     }

@@ -17,6 +17,13 @@ pub const CONFLICT: i32 = 75;
 /// The lock was lost while the command ran (its database session ended);
 /// the command was stopped. `--lost-exit-code` changes it.
 pub const LOCK_LOST: i32 = 76;
+/// A write to standard output failed (sysexits `EX_IOERR`): a full disk,
+/// a closed pipe.
+pub const IO_ERROR: i32 = 74;
+/// The server cancelled the wait for the lock (`pg_cancel_backend`, a
+/// server-side `statement_timeout`): not a conflict, nobody said the key
+/// is held elsewhere.
+pub const CANCELLED: i32 = 77;
 /// The command was found but could not be executed (as in shells).
 pub const CANNOT_EXECUTE: i32 = 126;
 /// The command was not found (as in shells).
@@ -32,16 +39,32 @@ pub fn for_error(err: &Error) -> i32 {
     match err {
         Error::InvalidArgument(_) => USAGE,
         Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::KeyTooLong { .. }) => USAGE,
+        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::Standby) => UNAVAILABLE,
+        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::Cancelled { .. }) => {
+            CANCELLED
+        }
         _ => SOFTWARE,
     }
 }
 
-/// A short label for a backend error kind, for messages.
+/// A hint of ours for a backend error, only where it is right: none where
+/// the server's own message says what is wrong (too many connections,
+/// starting up), and for a full lock table (53200) only when the server's
+/// HINT did not come through.
 pub fn backend_hint(err: &Error) -> Option<&'static str> {
-    let kind = err.as_backend()?.kind();
-    Some(match kind {
-        BackendErrorKind::Connect => "check the database URL, that the server runs, and the credentials",
-        BackendErrorKind::NotPostgres => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
+    let backend = err.as_backend()?;
+    Some(match (backend.kind(), backend.code()) {
+        (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
+        (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
+        (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
+        // Only when the server's own HINT did not come through.
+        (_, Some("53200"))
+            if !crate::db::error_chain(backend).contains("max_locks_per_transaction") =>
+        {
+            "the server's shared lock table is full: its max_locks_per_transaction is too small \
+             for the locks all sessions hold"
+        }
+        (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
         _ => return None,
     })
 }
@@ -59,12 +82,14 @@ mod tests {
             SOFTWARE,
             CONFLICT,
             LOCK_LOST,
+            IO_ERROR,
+            CANCELLED,
             CANNOT_EXECUTE,
             NOT_FOUND,
         ];
         all.sort();
         all.dedup();
-        assert_eq!(all.len(), 7);
+        assert_eq!(all.len(), 9);
     }
 
     #[test]
@@ -89,6 +114,25 @@ mod tests {
         .into();
         assert_eq!(for_error(&too_long), USAGE);
         assert_eq!(for_error(&Error::InvalidArgument("x".into())), USAGE);
+        let cancelled: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::Cancelled {
+                reason: "canceling statement due to user request".into(),
+            },
+            None,
+        )
+        .into();
+        assert_eq!(for_error(&cancelled), CANCELLED);
+        let full: Error = BackendError::new(BackendErrorKind::Connect, "out of shared memory")
+            .with_code("53200")
+            .into();
+        assert!(backend_hint(&full).is_some_and(|h| h.contains("max_locks_per_transaction")));
+        let too_many: Error = BackendError::new(BackendErrorKind::Connect, "too many clients")
+            .with_code("53300")
+            .into();
+        assert_eq!(backend_hint(&too_many), None);
+        let refused: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
+        assert!(backend_hint(&refused).is_some_and(|h| h.contains("URL")));
         let closed: Error = LockAcquisitionError::new("k", AcquireFailure::Closed, None).into();
         assert_eq!(for_error(&closed), SOFTWARE);
     }

@@ -1,14 +1,12 @@
 //! `eventsource lock holders`: who holds which lock, who waits.
 
-use std::io::Write;
-
 use chrono::{DateTime, Utc};
 use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
 
 use crate::cli::HoldersArgs;
 use crate::db::{self, Database};
 use crate::key::printable_key;
-use crate::run::session_name;
+use crate::messages::session_name;
 use crate::{exit, report};
 
 /// Runs `lock holders`; returns the exit code.
@@ -46,15 +44,10 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
     } else {
         render_table(&locks, &args.keys, Utc::now())
     };
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(out.as_bytes())
-        .and_then(|_| stdout.flush())
-        .is_err()
-    {
-        return exit::SOFTWARE;
+    match crate::print_stdout(&out) {
+        Ok(()) => 0,
+        Err(code) => code,
     }
-    0
 }
 
 fn since_text(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -104,7 +97,10 @@ pub fn render_table(locks: &[AdvisoryLock], asked: &[String], now: DateTime<Utc>
             for s in lock.holders.iter().chain(lock.waiters.iter()) {
                 let cells = if first {
                     [
-                        lock.lock_id.to_string(),
+                        match lock.int_pair {
+                            Some((k1, k2)) => format!("({k1},{k2})"),
+                            None => lock.lock_id.to_string(),
+                        },
                         lock.key
                             .as_deref()
                             .map(printable_key)
@@ -137,10 +133,19 @@ pub fn render_table(locks: &[AdvisoryLock], asked: &[String], now: DateTime<Utc>
             out.push_str(line.trim_end());
             out.push('\n');
         }
+        if locks.iter().any(|l| l.int_pair.is_some()) {
+            out.push_str(
+                "(K1,K2): a two-int advisory lock, pg_advisory_lock(int, int); \
+                 eventsource takes bigint ones (LOCK ID)\n",
+            );
+        }
     }
     for key in asked {
         let id = eventsource::lock_id_for_key(key);
-        if !locks.iter().any(|l| l.lock_id == id) {
+        if !locks
+            .iter()
+            .any(|l| l.lock_id == id && l.int_pair.is_none())
+        {
             out.push_str(&format!(
                 "{} (id {id}): not held, no one waiting\n",
                 printable_key(key)
@@ -177,6 +182,7 @@ mod tests {
         let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
         let locks = vec![AdvisoryLock {
             lock_id: 1068468761257547166,
+            int_pair: None,
             key: Some("alpha".into()),
             holders: vec![session(10, "eventsource/host-a:1", true, 0)],
             waiters: vec![session(11, "psql", false, 30)],

@@ -1,7 +1,5 @@
 //! `eventsource lock key`: key to advisory-lock id.
 
-use std::io::Write;
-
 use eventsource::{lock_id_for_key, MAX_KEY_LEN};
 
 use crate::{exit, report};
@@ -40,15 +38,10 @@ pub fn print_keys(keys: &[String]) -> i32 {
         return exit::USAGE;
     }
     let out: String = keys.iter().map(|k| key_line(k)).collect();
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(out.as_bytes())
-        .and_then(|_| stdout.flush())
-        .is_err()
-    {
-        return exit::SOFTWARE;
+    match crate::print_stdout(&out) {
+        Ok(()) => 0,
+        Err(code) => code,
     }
-    0
 }
 
 #[cfg(test)]

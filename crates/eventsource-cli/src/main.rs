@@ -6,22 +6,34 @@
 //! `query_holders`. What it adds is process supervision (signals, exit
 //! codes, lock loss) and output.
 
-// The one exception is the `pre_exec` hook that sets the child's
-// parent-death signal (see `run::spawn_child`).
+// The exceptions are the `pre_exec` hook that sets up COMMAND's process
+// (see `job::spawn`) and borrowing raw file descriptors that stay open.
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
+mod acquire;
 mod cli;
 mod db;
 mod demo;
 mod doctor;
 mod duration;
 mod exit;
+mod help;
 mod holders;
+mod job;
 mod key;
+mod logging;
+mod messages;
 mod redact;
 mod run;
 mod signals;
+mod supervise;
+mod tools;
+mod watchdog;
+
+/// The version `--version` prints: the package version and, when built
+/// from a git checkout, the commit (see `build.rs`).
+pub(crate) const VERSION: &str = env!("EVENTSOURCE_VERSION");
 
 use std::io::Write;
 
@@ -43,15 +55,20 @@ pub(crate) fn report_line(message: &str) {
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_env("EVENTSOURCE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(redact::ScrubbingStderr)
-        .with_target(false)
-        .try_init();
+/// Writes `text` to stdout; on failure (a full disk, a closed pipe) says
+/// so on stderr and returns the exit code [`exit::IO_ERROR`].
+pub(crate) fn print_stdout(text: &str) -> Result<(), i32> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            report!("cannot write to standard output: {e}");
+            Err(exit::IO_ERROR)
+        }
+    }
 }
 
 /// Registers every password the command line or environment may carry
@@ -79,11 +96,13 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with 2.
-            let text = redact::scrub(&e.render().to_string());
+            // Errors may echo an argument (a URL): masked. Help and version
+            // are the tool's own text, printed as written.
+            let text = e.render().to_string();
             if e.use_stderr() {
-                let _ = std::io::stderr().write_all(text.as_bytes());
-            } else {
-                let _ = std::io::stdout().write_all(text.as_bytes());
+                let _ = std::io::stderr().write_all(redact::scrub(&text).as_bytes());
+            } else if let Err(code) = print_stdout(&text) {
+                std::process::exit(code);
             }
             std::process::exit(e.exit_code());
         }
@@ -94,11 +113,17 @@ fn main() {
     std::panic::set_hook(Box::new(|info| {
         report!("internal error: {info}");
     }));
-    init_tracing();
+    logging::init();
 
-    // `lock key` needs neither a runtime nor a database.
-    if let Command::Lock(LockCommand::Key(args)) = &cli.command {
-        std::process::exit(key::print_keys(&args.keys));
+    // These need neither a runtime nor a database.
+    match &cli.command {
+        Command::Lock(LockCommand::Key(args)) => std::process::exit(key::print_keys(&args.keys)),
+        Command::Watchdog(args) => std::process::exit(watchdog::run(
+            std::time::Duration::from_millis(args.bound_ms),
+        )),
+        Command::Completions(args) => std::process::exit(tools::completions(args.shell)),
+        Command::Man => std::process::exit(tools::man_page()),
+        _ => {}
     }
 
     // One thread: the child's parent-death signal is tied to the thread that
@@ -113,8 +138,13 @@ fn main() {
             std::process::exit(exit::SOFTWARE);
         }
     };
-    let code = runtime.block_on(dispatch(cli));
-    let _ = std::io::stdout().flush();
+    let mut code = runtime.block_on(dispatch(cli));
+    if let Err(e) = std::io::stdout().flush() {
+        report!("cannot write to standard output: {e}");
+        if code == 0 {
+            code = exit::IO_ERROR;
+        }
+    }
     // Exit without waiting for background tasks; the process's sessions end
     // with it, and the server releases whatever they still held.
     std::process::exit(code);
@@ -138,5 +168,6 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Demo(args) => demo::demo(args, url).await,
         Command::DemoWorker(args) => demo::worker::worker(args).await,
+        Command::Watchdog(_) | Command::Completions(_) | Command::Man => exit::SOFTWARE,
     }
 }

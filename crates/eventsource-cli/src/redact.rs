@@ -1,9 +1,17 @@
-//! Keeping database passwords out of every line the tool prints.
+//! Keeping database passwords out of every line the tool prints, without
+//! rewriting anything else.
 //!
-//! The database URL's password is registered once ([`register_url`]); every
-//! message, error and log line goes through [`scrub`] before it is written,
-//! which replaces each registered secret (as written and percent-decoded)
-//! with `***`. URLs shown on purpose go through [`redact_url`] first.
+//! Two rules, applied to every line before it is written:
+//!
+//! - structure: in any URL in the text, the password field of its userinfo
+//!   (`scheme://user:PASSWORD@host`) becomes `***`, and so does the value of
+//!   a `password=` parameter (URL query or key/value form) — [`scrub`];
+//! - exact matches: in text that comes from the driver or the library
+//!   (error chains, log lines), a registered password that stands alone as
+//!   a word (between spaces, quotes, `=`, `,`, `;` or parentheses) becomes
+//!   `***` — [`scrub_secrets`]. Part of a word, a URL's scheme, user, host
+//!   or database name is never rewritten, so a password such as `postgres`
+//!   or `e` garbles nothing.
 
 use std::io::{self, Write};
 use std::sync::{Mutex, OnceLock};
@@ -28,7 +36,7 @@ pub fn register_url(url: &str) {
     register(found);
 }
 
-/// Registers secrets to scrub from all output.
+/// Registers secrets to mask where they stand alone in driver text.
 pub fn register(found: impl IntoIterator<Item = String>) {
     let mut list = secrets().lock().unwrap_or_else(|p| p.into_inner());
     for s in found {
@@ -42,26 +50,88 @@ pub fn register(found: impl IntoIterator<Item = String>) {
     list.sort_by_key(|s| std::cmp::Reverse(s.len()));
 }
 
-/// Replaces every registered secret in `text` with `***`.
+/// Masks the password fields of URLs and `password=` values in `text`.
 pub fn scrub(text: &str) -> String {
+    mask_password_params(&mask_url_passwords(text))
+}
+
+/// [`scrub`], then masks registered passwords that stand alone as a word:
+/// for text from the driver or the library.
+pub fn scrub_secrets(text: &str) -> String {
+    let mut out = scrub(text);
     let list = secrets().lock().unwrap_or_else(|p| p.into_inner());
-    let mut out = text.to_owned();
     for secret in list.iter() {
-        if out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), MASK);
-        }
+        out = mask_standalone(&out, secret);
     }
     out
 }
 
 /// The URL with its password (userinfo or parameter) replaced by `***`.
 pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some((start, end)) = userinfo_password_span(url) {
-        out.replace_range(start..end, MASK);
+    scrub(url)
+}
+
+/// Whether `c` may stand next to a password that is a word of its own.
+fn is_word_boundary(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '=' | ',' | ';' | '(' | ')')
+}
+
+/// Replaces each occurrence of `secret` that has a boundary (or the text's
+/// end) on both sides.
+fn mask_standalone(text: &str, secret: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut prev: Option<char> = None;
+    while let Some(pos) = rest.find(secret) {
+        let before = rest[..pos].chars().next_back().or(prev);
+        let after = rest[pos + secret.len()..].chars().next();
+        let alone = before.is_none_or(is_word_boundary) && after.is_none_or(is_word_boundary);
+        out.push_str(&rest[..pos]);
+        if alone {
+            out.push_str(MASK);
+        } else {
+            out.push_str(secret);
+        }
+        prev = secret.chars().next_back();
+        rest = &rest[pos + secret.len()..];
     }
-    let mut masked = String::with_capacity(out.len());
-    let mut rest = out.as_str();
+    out.push_str(rest);
+    out
+}
+
+/// Masks the userinfo password of every `scheme://user:password@host` in `text`.
+fn mask_url_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find("://") {
+        let start = pos + 3;
+        out.push_str(&rest[..start]);
+        let after = &rest[start..];
+        let authority_len = after
+            .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`') || c.is_whitespace())
+            .unwrap_or(after.len());
+        let authority = &after[..authority_len];
+        match authority.rfind('@').and_then(|at| {
+            let colon = authority[..at].find(':')?;
+            Some((colon, at))
+        }) {
+            Some((colon, at)) => {
+                out.push_str(&authority[..=colon]);
+                out.push_str(MASK);
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &after[authority_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Masks the value of every `password=` parameter in `text`.
+fn mask_password_params(text: &str) -> String {
+    let mut masked = String::with_capacity(text.len());
+    let mut rest = text;
     while let Some(pos) = find_password_key(rest) {
         let value_start = pos + "password=".len();
         masked.push_str(&rest[..value_start]);
@@ -70,7 +140,7 @@ pub fn redact_url(url: &str) -> String {
         rest = &rest[value_end..];
     }
     masked.push_str(rest);
-    scrub(&masked)
+    masked
 }
 
 /// Passwords in a connection string, raw (not decoded).
@@ -165,7 +235,7 @@ pub struct ScrubbingStderr;
 impl Write for ScrubbingStderr {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
-        io::stderr().write_all(scrub(&text).as_bytes())?;
+        io::stderr().write_all(scrub_secrets(&text).as_bytes())?;
         Ok(buf.len())
     }
 
@@ -217,13 +287,37 @@ mod tests {
         );
         // Decoded form too, as a driver error might print it.
         assert_eq!(
-            scrub("password authentication failed: Tr0ub4dor&3 rejected"),
+            scrub_secrets("password authentication failed: Tr0ub4dor&3 rejected"),
             "password authentication failed: *** rejected"
         );
-        assert_eq!(scrub("raw Tr0ub4dor%263 here"), "raw *** here");
+        assert_eq!(scrub_secrets("raw Tr0ub4dor%263 here"), "raw *** here");
         assert_eq!(
             redact_url("postgres://alice@db/app"),
             "postgres://alice@db/app"
+        );
+    }
+
+    #[test]
+    fn a_password_that_is_a_common_word_garbles_nothing() {
+        register_url("postgres://common:postgres@127.0.0.1/postgres");
+        register_url("postgres://u:e@127.0.0.1/evident");
+        let line = "cannot connect to postgres://common:postgres@127.0.0.1/postgres: \
+                    error connecting to server: Connection refused";
+        let want = "cannot connect to postgres://common:***@127.0.0.1/postgres: \
+                    error connecting to server: Connection refused";
+        assert_eq!(scrub(line), want);
+        assert_eq!(scrub_secrets(line), want);
+        assert_eq!(
+            scrub_secrets("the server refused: e is wrong (user \"u\"), see evident"),
+            "the server refused: *** is wrong (user \"u\"), see evident"
+        );
+        assert_eq!(
+            scrub_secrets("eventsource: the key escaped every check"),
+            "eventsource: the key escaped every check"
+        );
+        assert_eq!(
+            scrub("host=h user=u password=e dbname=evident"),
+            "host=h user=u password=*** dbname=evident"
         );
     }
 

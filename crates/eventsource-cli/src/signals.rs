@@ -1,4 +1,6 @@
-//! The signals the tool catches: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+//! The signals the tool catches: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+//! SIGUSR2 and SIGALRM (every signal whose default action ends a process and
+//! that a process can catch, except SIGPIPE, which Rust ignores).
 //!
 //! Catching them replaces their default action (ending the tool), so the
 //! tool decides: end a wait for the lock, or forward them to the command.
@@ -15,6 +17,9 @@ pub struct Signals {
     term: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
     quit: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+    alrm: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -25,6 +30,9 @@ impl Signals {
             term: signal(SignalKind::terminate())?,
             hup: signal(SignalKind::hangup())?,
             quit: signal(SignalKind::quit())?,
+            usr1: signal(SignalKind::user_defined1())?,
+            usr2: signal(SignalKind::user_defined2())?,
+            alrm: signal(SignalKind::alarm())?,
         })
     }
 
@@ -40,6 +48,9 @@ impl Signals {
             _ = self.term.recv() => Signal::SIGTERM,
             _ = self.hup.recv() => Signal::SIGHUP,
             _ = self.quit.recv() => Signal::SIGQUIT,
+            _ = self.usr1.recv() => Signal::SIGUSR1,
+            _ = self.usr2.recv() => Signal::SIGUSR2,
+            _ = self.alrm.recv() => Signal::SIGALRM,
         }
     }
 }

@@ -156,7 +156,8 @@ async fn keys_filter_and_ids_of_all_signs_map_back() {
             .await
             .unwrap();
     }
-    // The (int, int) form is a different lock space and is not listed.
+    // The (int, int) form is a different lock space, listed after the
+    // bigint locks with its pair.
     a.execute("SELECT pg_advisory_lock(7, 8)", &[])
         .await
         .unwrap();
@@ -166,7 +167,12 @@ async fn keys_filter_and_ids_of_all_signs_map_back() {
         .unwrap();
 
     let all = query_holders(&inspector, &[]).await.unwrap();
-    let mut listed: Vec<i64> = all.iter().map(|l| l.lock_id).collect();
+    assert_eq!(all.last().and_then(|l| l.int_pair), Some((7, 8)));
+    let mut listed: Vec<i64> = all
+        .iter()
+        .filter(|l| l.int_pair.is_none())
+        .map(|l| l.lock_id)
+        .collect();
     listed.sort();
     let mut expected = ids.to_vec();
     expected.push(keyed);
@@ -222,4 +228,39 @@ async fn a_closed_session_is_a_backend_error() {
         .await
         .expect_err("session is gone");
     assert!(err.as_backend().is_some(), "{err:?}");
+}
+
+#[tokio::test]
+async fn two_int_locks_are_listed_apart_from_bigint_locks_with_the_same_bits() {
+    let db = TestDatabase::create().await.unwrap();
+    let inspector = session(&db, "inspector").await;
+    let pair = session(&db, "pair-holder").await;
+    let big = session(&db, "bigint-holder").await;
+    // (1, -2) as two ints and (1 << 32) | 0xFFFF_FFFE as one bigint have the
+    // same classid/objid in pg_locks, but they are different locks.
+    pair.execute("SELECT pg_advisory_lock(1, -2)", &[])
+        .await
+        .unwrap();
+    let same_bits: i64 = (1_i64 << 32) | 0xFFFF_FFFE;
+    big.execute("SELECT pg_advisory_lock($1)", &[&same_bits])
+        .await
+        .unwrap();
+    let locks = query_holders(&inspector, &[]).await.unwrap();
+    assert_eq!(locks.len(), 2, "{locks:?}");
+    assert_eq!(locks[0].int_pair, None);
+    assert_eq!(locks[0].lock_id, same_bits);
+    assert_eq!(
+        locks[0].holders[0].application_name.as_deref(),
+        Some("bigint-holder")
+    );
+    assert_eq!(locks[1].int_pair, Some((1, -2)));
+    assert_eq!(
+        locks[1].holders[0].application_name.as_deref(),
+        Some("pair-holder")
+    );
+    // Asking by key lists bigint locks only.
+    let by_key = query_holders(&inspector, &["nobody-holds-this"])
+        .await
+        .unwrap();
+    assert!(by_key.is_empty(), "{by_key:?}");
 }

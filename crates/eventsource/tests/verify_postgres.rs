@@ -5,7 +5,7 @@
 mod common;
 mod fault_support;
 
-use eventsource::adapters::postgres::{PostgresLockManager, VerifyProblem};
+use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::BackendErrorKind;
 use eventsource::{DistributedLock, LockRegistry};
 
@@ -48,39 +48,70 @@ async fn recommended_settings_draw_no_warning_and_defaults_do() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_op_advisory_functions_are_caught() {
-    // Shadow the advisory functions with ones that lock nothing, as an
-    // engine with no-op advisory locks would behave: pg_catalog listed
-    // after the schema is searched after it.
+async fn look_alike_functions_earlier_in_search_path_do_not_fool_verify_and_are_reported() {
+    // No-op look-alikes of every advisory function, the blocking wait
+    // included, found before pg_catalog. verify() calls pg_catalog's own,
+    // so it passes, and it warns about the look-alikes, which fool any
+    // client that calls the functions unqualified.
     let (_cluster, db) = fault_support::private_db(&[]).await;
     let admin = db.connect().await.unwrap();
-    admin
-        .batch_execute(&format!(
-            "CREATE SCHEMA fake; \
-             CREATE FUNCTION fake.pg_try_advisory_lock(bigint) RETURNS boolean \
-               LANGUAGE sql AS 'SELECT true'; \
-             CREATE FUNCTION fake.pg_advisory_unlock(bigint) RETURNS boolean \
-               LANGUAGE sql AS 'SELECT true'; \
-             ALTER DATABASE {} SET search_path = fake, pg_catalog, public",
-            db.name()
-        ))
+    let mut sql = String::new();
+    for f in [
+        "pg_try_advisory_lock",
+        "pg_advisory_unlock",
+        "pg_try_advisory_lock_shared",
+        "pg_advisory_unlock_shared",
+    ] {
+        sql.push_str(&format!(
+            "CREATE FUNCTION public.{f}(bigint) RETURNS boolean LANGUAGE sql AS 'SELECT true'; "
+        ));
+    }
+    for f in ["pg_advisory_lock", "pg_advisory_lock_shared"] {
+        sql.push_str(&format!(
+            "CREATE FUNCTION public.{f}(bigint) RETURNS void LANGUAGE sql AS ''; "
+        ));
+    }
+    sql.push_str(
+        "CREATE FUNCTION public.pg_advisory_unlock_all() RETURNS void LANGUAGE sql AS ''; ",
+    );
+    sql.push_str(&format!(
+        "ALTER DATABASE {} SET search_path = public, pg_catalog",
+        db.name()
+    ));
+    admin.batch_execute(&sql).await.unwrap();
+    // The look-alikes are what an unqualified call gets on a new session.
+    let probe = db.connect().await.unwrap();
+    let other = db.connect().await.unwrap();
+    probe
+        .execute("SELECT pg_advisory_lock(42)", &[])
         .await
         .unwrap();
+    let fooled: bool = other
+        .query_one("SELECT pg_try_advisory_lock(42)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(fooled, "the look-alikes are in effect");
+
+    // The lock managers are not fooled: they call pg_catalog's functions.
     let m = common::manager(&db, "not-fooled");
-    // The manager itself is not fooled: it calls pg_catalog's functions,
-    // so a second manager is excluded.
     let other = common::manager(&db, "not-fooled-either");
     let _g = m.acquire("k", None).await.unwrap();
     assert!(other.try_acquire("k").await.unwrap().is_none());
-    // verify() is not.
-    let err = m.verify().await.unwrap_err();
-    let backend = err.as_backend().expect("backend error");
-    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres);
-    assert!(err.to_string().contains("do nothing"), "{err}");
-    let problem = std::error::Error::source(backend)
-        .and_then(|s| s.downcast_ref::<VerifyProblem>())
-        .expect("a VerifyProblem source");
-    assert_eq!(problem, &VerifyProblem::LockNotRecorded);
+
+    let report = common::manager(&db, "verify").verify().await.unwrap();
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.contains("outside pg_catalog"))
+        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    for f in [
+        "public.pg_advisory_lock(bigint)",
+        "public.pg_try_advisory_lock(bigint)",
+        "public.pg_advisory_unlock_all()",
+    ] {
+        assert!(warning.contains(f), "{warning}");
+    }
 }
 
 #[tokio::test]

@@ -437,13 +437,13 @@ async fn run_with_record(
             Ok(st) => {
                 let killed = victim.as_ref().is_some_and(|(v, _)| v == id);
                 let ok = if killed {
-                    crate::run::exit_code(st) == exit::SIGNAL_BASE + Signal::SIGKILL as i32
+                    crate::messages::exit_code(st) == exit::SIGNAL_BASE + Signal::SIGKILL as i32
                 } else {
                     st.success()
                 };
                 if !ok {
                     worker_failed = true;
-                    report!("worker {id} {}", crate::run::describe_status(st));
+                    report!("worker {id} {}", crate::messages::describe_status(st));
                 }
             }
             Err(e) => {

@@ -9,7 +9,7 @@ use eventsource::adapters::postgres::{query_holders, AdvisoryLock};
 use eventsource_testkit::pg::TestDatabase;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio_postgres::{Client, NoTls};
 
@@ -68,6 +68,7 @@ pub struct Running {
     pub stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     stderr: tokio::task::JoinHandle<String>,
+    stderr_lines: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 impl Running {
@@ -76,10 +77,16 @@ impl Running {
         let mut child = cmd.spawn().expect("eventsource starts");
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut err = child.stderr.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, stderr_lines) = tokio::sync::mpsc::unbounded_channel();
         let stderr = tokio::spawn(async move {
             let mut s = String::new();
-            let _ = err.read_to_string(&mut s).await;
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                s.push_str(&line);
+                s.push('\n');
+                let _ = tx.send(line);
+            }
             s
         });
         Self {
@@ -87,6 +94,20 @@ impl Running {
             stdin,
             lines,
             stderr,
+            stderr_lines,
+        }
+    }
+
+    /// Waits for a stderr line containing `needle`; returns it.
+    pub async fn expect_stderr(&mut self, needle: &str) -> String {
+        loop {
+            let line = tokio::time::timeout(BOUND, self.stderr_lines.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no stderr line with {needle:?} in time"))
+                .unwrap_or_else(|| panic!("stderr closed before a line with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
         }
     }
 
@@ -213,4 +234,83 @@ pub fn scratch_dir() -> Scratch {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     Scratch(dir)
+}
+
+/// A private cluster of its own, for fault tests (stopping the server,
+/// terminating backends, server settings), and a fresh database on it.
+pub async fn private_db(
+    settings: &[(&str, &str)],
+) -> (
+    std::sync::Arc<eventsource_testkit::pg::TestCluster>,
+    TestDatabase,
+) {
+    use eventsource_testkit::pg::{ClusterOptions, TestCluster};
+    let options = ClusterOptions {
+        settings: settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    let cluster = std::sync::Arc::new(
+        tokio::task::spawn_blocking(move || TestCluster::start_with(options))
+            .await
+            .unwrap()
+            .expect("private cluster"),
+    );
+    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    (cluster, db)
+}
+
+/// Whether process `pid` has ended: gone, or a zombie not yet reaped.
+pub fn has_ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "pid (comm) STATE ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// Polls `cond` until it holds, bounded by [`BOUND`] (for facts with no
+/// event to wait on: a process's end seen from outside, a file written by
+/// another process).
+pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "never saw {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The pid a process wrote to `path` (waits for the file to be complete).
+pub async fn read_pid(path: &std::path::Path) -> i32 {
+    let mut pid = 0;
+    until(
+        &format!("a pid in {}", path.display()),
+        || match std::fs::read_to_string(path) {
+            Ok(text) if text.ends_with('\n') => {
+                pid = text.trim().parse().unwrap_or(0);
+                pid > 0
+            }
+            _ => false,
+        },
+    )
+    .await;
+    pid
+}
+
+/// Terminates every backend whose application_name is `eventsource/HOLDER`.
+pub async fn terminate_holder(db: &TestDatabase, holder_id: &str) {
+    let admin = db.connect().await.unwrap();
+    let n: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid, 30000)) FROM pg_stat_activity \
+             WHERE application_name = $1",
+            &[&format!("eventsource/{holder_id}")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(n >= 1, "found the holder's backend");
 }

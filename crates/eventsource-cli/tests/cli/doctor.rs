@@ -1,5 +1,6 @@
-//! `lock doctor`: passes on PostgreSQL, names the cause on a database whose
-//! advisory functions lock nothing, exit 69 when unreachable.
+//! `lock doctor`: passes on PostgreSQL, is not fooled by look-alike
+//! functions (and warns about them), sizes the lock table, exit 69 when
+//! unreachable.
 
 use crate::common::*;
 
@@ -14,25 +15,69 @@ async fn doctor_passes_on_postgres() {
 }
 
 #[tokio::test]
-async fn doctor_fails_with_the_cause_on_no_op_advisory_functions() {
+async fn doctor_is_not_fooled_by_look_alikes_earlier_in_search_path_and_warns() {
     let db = database().await;
     let admin = db.connect().await.unwrap();
     admin
         .batch_execute(&format!(
-            "CREATE SCHEMA fake; \
-             CREATE FUNCTION fake.pg_try_advisory_lock(bigint) RETURNS boolean \
+            "CREATE FUNCTION public.pg_advisory_lock(bigint) RETURNS void \
+               LANGUAGE sql AS ''; \
+             CREATE FUNCTION public.pg_try_advisory_lock(bigint) RETURNS boolean \
                LANGUAGE sql AS 'SELECT true'; \
-             CREATE FUNCTION fake.pg_advisory_unlock(bigint) RETURNS boolean \
+             CREATE FUNCTION public.pg_advisory_unlock(bigint) RETURNS boolean \
                LANGUAGE sql AS 'SELECT true'; \
-             ALTER DATABASE {} SET search_path = fake, pg_catalog, public",
+             ALTER DATABASE {} SET search_path = public, pg_catalog",
             db.name()
         ))
         .await
         .unwrap();
     let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert!(out.stderr.contains("FAILED"), "{out:?}");
-    assert!(out.stderr.contains("do nothing on this server"), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.starts_with("ok:"), "{out:?}");
+    let warning = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("outside pg_catalog"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        warning.contains("public.pg_advisory_lock(bigint)"),
+        "{warning}"
+    );
+    // Nor is `lock run`: a second run is excluded while the first holds.
+    let mut a = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "first-of-two",
+        "shadowed",
+        "--",
+        "sh",
+        "-c",
+        "echo entered; read x",
+    ]));
+    a.expect_line("entered").await;
+    let b =
+        output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "shadowed", "--", "true"]))
+            .await;
+    assert_eq!(b.code, 75, "{b:?}");
+    a.send_line("done").await;
+    assert_eq!(a.finish().await.code, 0);
+}
+
+#[tokio::test]
+async fn doctor_sizes_the_lock_table_by_every_backend_slot_and_gives_no_budget_advice() {
+    // 10 x (20 connections + 3 autovacuum workers + 1 launcher + 8 workers
+    // + 10 WAL senders + 0 prepared): 420; a budget of 4096 would be over
+    // half of it, but `lock run` takes one lock.
+    let (_cluster, db) = private_db(&[
+        ("max_connections", "20"),
+        ("max_locks_per_transaction", "10"),
+    ])
+    .await;
+    let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("sized for 420 locks"), "{}", out.stdout);
+    assert!(!out.stdout.contains("budget"), "{}", out.stdout);
 }
 
 #[tokio::test]
@@ -49,4 +94,24 @@ async fn doctor_on_an_unreachable_server_exits_69_without_the_password() {
     assert_eq!(out.code, 69, "{out:?}");
     assert!(!out.stderr.contains("doctor-secret-77"), "{out:?}");
     assert!(out.stderr.contains("cannot check the database"), "{out:?}");
+}
+
+#[tokio::test]
+async fn doctor_warns_when_the_lease_is_shorter_than_the_watchdog_needs() {
+    let (_cluster, db) = private_db(&[("idle_session_timeout", "2s")]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let warning = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("for lock run"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        warning.contains("2000 ms") && warning.contains("--watchdog"),
+        "{warning}"
+    );
+    let (_cluster, db) = private_db(&[("idle_session_timeout", "5s")]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stdout.contains("for lock run"), "{}", out.stdout);
 }

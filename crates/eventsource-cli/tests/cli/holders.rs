@@ -141,3 +141,30 @@ async fn a_lock_run_holder_shows_with_its_default_holder_id() {
     run.send_line("").await;
     assert_eq!(run.finish().await.code, 0);
 }
+
+#[tokio::test]
+async fn a_two_int_lock_is_listed_apart() {
+    let db = database().await;
+    let holder = session(&db, "pair-app").await;
+    holder
+        .execute("SELECT pg_advisory_lock(7, -3)", &[])
+        .await
+        .unwrap();
+    let out = output(eventsource(Some(&db)).args(["lock", "holders"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stdout.contains("no advisory locks"), "{}", out.stdout);
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("(7,-3)"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(row.contains("held") && row.contains("pair-app"), "{row}");
+    assert!(
+        out.stdout.contains("two-int advisory lock"),
+        "{}",
+        out.stdout
+    );
+    let out = output(eventsource(Some(&db)).args(["lock", "holders", "--json"])).await;
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json[0]["int_pair"], serde_json::json!([7, -3]), "{json}");
+}

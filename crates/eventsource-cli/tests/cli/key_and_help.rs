@@ -22,7 +22,17 @@ async fn key_prints_key_tab_id_without_a_database() {
 async fn help_texts_are_complete() {
     let top = output(eventsource(None).arg("--help")).await;
     assert_eq!(top.code, 0);
-    for needle in ["lock", "demo", "--database-url", "DATABASE_URL", "***"] {
+    for needle in [
+        "lock",
+        "demo",
+        "completions",
+        "man",
+        "--database-url",
+        "DATABASE_URL",
+        "***",
+        // The tool's own example is not a password to mask.
+        "postgres://user:pass@host:port/db",
+    ] {
         assert!(
             top.stdout.contains(needle),
             "--help lacks {needle}:\n{}",
@@ -30,8 +40,8 @@ async fn help_texts_are_complete() {
         );
     }
     assert!(
-        !top.stdout.contains("demo-worker"),
-        "the worker mode is hidden"
+        !top.stdout.contains("demo-worker") && !top.stdout.contains("watchdog"),
+        "the worker and watchdog modes are hidden"
     );
 
     let run = output(eventsource(None).args(["lock", "run", "--help"])).await;
@@ -43,6 +53,11 @@ async fn help_texts_are_complete() {
         "--conflict-exit-code",
         "--lost-exit-code",
         "--kill-grace",
+        "--watchdog",
+        "--allow-standby",
+        "process group",
+        "SIGUSR1",
+        "77",
         "EVENTSOURCE_LOCK_KEY",
         "EVENTSOURCE_LOCK_ID",
         "SIGTERM",

@@ -3,22 +3,6 @@
 
 use crate::common::*;
 
-/// Terminates every backend of `holder_id` (the manager names its sessions
-/// `eventsource/<holder_id>`), as an operator or a server restart would.
-async fn terminate_holder(db: &eventsource_testkit::pg::TestDatabase, holder_id: &str) {
-    let admin = db.connect().await.unwrap();
-    let n: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid, 30000)) FROM pg_stat_activity \
-             WHERE application_name = $1",
-            &[&format!("eventsource/{holder_id}")],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(n >= 1, "found the holder's backend");
-}
-
 #[tokio::test]
 async fn lost_lock_stops_the_command_with_sigterm_and_exits_76() {
     let db = database().await;

@@ -3,12 +3,19 @@
 //! module per concern.
 
 mod common;
+mod connections;
 mod demo;
 mod doctor;
 mod exclusion;
 mod exit_codes;
 mod holders;
+mod job;
 mod key_and_help;
 mod lock_loss;
+mod output;
+mod server_faults;
 mod signals;
+mod standby;
+mod terminal;
 mod tls;
+mod watchdog;

@@ -59,6 +59,13 @@ async fn sigint_is_forwarded_and_release_waits_for_the_command() {
 }
 
 #[tokio::test]
+async fn sigusr1_sigusr2_and_sigalrm_are_forwarded_too() {
+    forwards(Signal::SIGUSR1, "USR1", 10).await;
+    forwards(Signal::SIGUSR2, "USR2", 11).await;
+    forwards(Signal::SIGALRM, "ALRM", 12).await;
+}
+
+#[tokio::test]
 async fn a_signal_while_waiting_ends_the_wait_without_running_the_command() {
     let db = database().await;
     let inspector = db.connect().await.unwrap();

@@ -21,8 +21,15 @@ const APPLICATION_NAME_PREFIX: &str = "eventsource/";
 /// One advisory lock of the current database, with its holders and waiters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AdvisoryLock {
-    /// The 64-bit advisory-lock id.
+    /// The 64-bit advisory-lock id (for a two-int lock, the same two 32-bit
+    /// halves read as one number: see [`int_pair`](Self::int_pair)).
     pub lock_id: i64,
+    /// For a lock of the two-int form, `pg_advisory_lock(key1 int, key2
+    /// int)`, its two keys; `None` for the bigint form, which the lock
+    /// managers use. The two forms are distinct locks even where their bits
+    /// agree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub int_pair: Option<(i32, i32)>,
     /// The string key, when the caller named it (ids cannot be turned back
     /// into keys).
     pub key: Option<String>,
@@ -70,11 +77,15 @@ pub(crate) fn holder_id_from_application_name(name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Bigint-form advisory locks (`objsubid = 1`) of the current database.
+/// Advisory locks of the current database: the bigint form (`objsubid =
+/// 1`), and, when no ids are asked for, the two-int form (`objsubid = 2`).
 /// `waitstart` is read through `to_jsonb` so that the query also runs on
 /// servers older than PostgreSQL 14, which lack the column.
 const HOLDERS_SQL: &str = "\
 SELECT ((l.classid::int8 << 32) | l.objid::int8) AS lock_id,
+       l.objsubid::int4 AS objsubid,
+       (l.classid::int8 - CASE WHEN l.classid::int8 > 2147483647 THEN 4294967296 ELSE 0 END)::int4 AS key1,
+       (l.objid::int8 - CASE WHEN l.objid::int8 > 2147483647 THEN 4294967296 ELSE 0 END)::int4 AS key2,
        l.pid,
        l.mode,
        l.granted,
@@ -83,21 +94,23 @@ SELECT ((l.classid::int8 << 32) | l.objid::int8) AS lock_id,
        host(a.client_addr) AS client_addr,
        a.backend_start,
        COALESCE(a.xact_start, a.state_change) AS active_since
-  FROM pg_locks l
-  LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+  FROM pg_catalog.pg_locks l
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'advisory'
-   AND l.objsubid = 1
-   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ($1::int8[] IS NULL OR ((l.classid::int8 << 32) | l.objid::int8) = ANY($1::int8[]))
- ORDER BY lock_id, l.granted DESC, waitstart NULLS LAST, l.pid";
+   AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+   AND (($1::int8[] IS NULL AND l.objsubid IN (1, 2))
+        OR (l.objsubid = 1 AND ((l.classid::int8 << 32) | l.objid::int8) = ANY($1::int8[])))
+ ORDER BY objsubid, lock_id, l.granted DESC, waitstart NULLS LAST, l.pid";
 
 /// Lists the advisory locks of the current database that are held or
 /// waited for, with their holders and waiters (in queue order).
 ///
-/// With an empty `keys`, every bigint-form advisory lock is listed (`key` is
-/// `None`, since an id cannot be turned back into its key). Otherwise only
-/// the locks of those keys are listed, each with its `key`; a key nobody
-/// holds or waits for is left out. Locks are ordered by id.
+/// With an empty `keys`, every advisory lock is listed: the bigint form
+/// (`key` is `None`, since an id cannot be turned back into its key), then
+/// the two-int form (with [`int_pair`](AdvisoryLock::int_pair)). Otherwise
+/// only the bigint-form locks of those keys are listed, each with its `key`;
+/// a key nobody holds or waits for is left out. Locks are ordered by form,
+/// then id.
 ///
 /// Works on any session of the database; it takes no lock and changes
 /// nothing. Errors are [`Error::Backend`].
@@ -120,6 +133,10 @@ pub async fn query_holders(client: &Client, keys: &[&str]) -> Result<Vec<Advisor
     let mut locks: Vec<AdvisoryLock> = Vec::new();
     for row in rows {
         let lock_id: i64 = row.get("lock_id");
+        let int_pair = match row.get::<_, i32>("objsubid") {
+            2 => Some((row.get("key1"), row.get("key2"))),
+            _ => None,
+        };
         let granted: bool = row.get("granted");
         let application_name: Option<String> = row.get("application_name");
         let waitstart: Option<DateTime<Utc>> = row.get("waitstart");
@@ -137,13 +154,14 @@ pub async fn query_holders(client: &Client, keys: &[&str]) -> Result<Vec<Advisor
             since: if granted { active_since } else { waitstart },
         };
         let lock = match locks.last_mut() {
-            Some(last) if last.lock_id == lock_id => last,
+            Some(last) if last.lock_id == lock_id && last.int_pair == int_pair => last,
             _ => {
                 locks.push(AdvisoryLock {
                     lock_id,
+                    int_pair,
                     key: named
                         .iter()
-                        .find(|(id, _)| *id == lock_id)
+                        .find(|(id, _)| *id == lock_id && int_pair.is_none())
                         .map(|(_, k)| (*k).to_owned()),
                     holders: Vec::new(),
                     waiters: Vec::new(),

@@ -10,17 +10,28 @@
 //!   statement to the next, and two clients can share one server session,
 //!   whose re-entrant advisory locks then "grant" both.
 //!
+//! A third, a hot standby, gives locks that exclude only its own sessions,
+//! not holders on the primary: `pg_is_in_recovery()` fails the check.
+//!
 //! The check opens two sessions exactly as the manager does (same
-//! connection settings, same unqualified SQL) and takes one test key:
-//! session A takes it, says which backend it runs on, and looks for its own
-//! lock in `pg_locks` in a second statement; session B must run on another
-//! backend and must be refused the key; after A's unlock, B must get it.
+//! connection settings) and takes one test key: session A takes it, says
+//! which backend it runs on, and looks for its own lock in `pg_locks` in a
+//! second statement; session B must run on another backend and must be
+//! refused the key; after A's unlock, B must get it. Then every other
+//! advisory function a manager may call is exercised (see `probe`), the
+//! blocking wait included. Every call is `pg_catalog.`-qualified, as the
+//! manager's are, so a look-alike function earlier in `search_path` is not
+//! what is checked; such look-alikes are reported as a warning, since
+//! other clients calling the functions unqualified would get them.
+
+mod advice;
+mod probe;
 
 use std::fmt;
-use std::time::Duration;
 
 use tokio_postgres::Client;
 
+use self::advice::{advice, REPORTED};
 use super::connect::{pg_error, Connector};
 use super::settings::Settings;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
@@ -34,9 +45,11 @@ pub struct VerifyReport {
     pub server_version: String,
     /// Backend process ids of the two test sessions (distinct).
     pub session_pids: (i32, i32),
-    /// About how many locks the server's shared lock table holds, for all
+    /// How many locks the server's shared lock table is sized for, for all
     /// sessions together: `max_locks_per_transaction × (max_connections +
-    /// max_prepared_transactions)`.
+    /// autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders +
+    /// max_prepared_transactions)`. A lower bound: more fit while the
+    /// server's spare shared memory lasts.
     pub lock_table_capacity: Option<i64>,
     /// Server settings that bound how long a vanished or frozen holder keeps
     /// its locks, as `(name, value with unit)`.
@@ -60,7 +73,8 @@ impl fmt::Display for VerifyReport {
         if let Some(n) = self.lock_table_capacity {
             writeln!(
                 f,
-                "lock table capacity: about {n} locks for the whole server"
+                "lock table: sized for {n} locks for the whole server (more fit while spare \
+                 shared memory lasts)"
             )?;
         }
         for (name, value) in &self.settings {
@@ -125,6 +139,21 @@ pub enum VerifyProblem {
     /// The unlock of the test key did not free it.
     #[error("after pg_advisory_unlock, a second session still could not take the test lock")]
     NotReleased,
+    /// The server is a hot standby.
+    #[error(
+        "the server is a standby (pg_is_in_recovery() is true): advisory locks taken there \
+         exclude only that standby's own sessions, not holders on the primary; point the URL \
+         at the primary"
+    )]
+    Standby,
+    /// An advisory function did not do what PostgreSQL's does.
+    #[error("pg_catalog.{function} did not behave as PostgreSQL's does: expected it {expected}")]
+    FunctionMisbehaves {
+        /// The function, without schema.
+        function: String,
+        /// What it should have done.
+        expected: String,
+    },
 }
 
 /// What the two test sessions saw.
@@ -172,131 +201,8 @@ pub(crate) fn judge(o: &Observations) -> std::result::Result<(), VerifyProblem> 
     Ok(())
 }
 
-/// Settings read from `pg_settings` for the report.
-const REPORTED: [&str; 6] = [
-    "idle_session_timeout",
-    "tcp_keepalives_idle",
-    "tcp_keepalives_interval",
-    "tcp_keepalives_count",
-    "tcp_user_timeout",
-    "client_connection_check_interval",
-];
-
-/// Above this keepalive idle time (s) the server is slow to notice a
-/// client lost to the network.
-const MAX_KEEPALIVE_IDLE_S: i64 = 300;
-
-/// Advice from the server's settings (values in the units of `pg_settings`:
-/// ms for the timeouts, s for keepalives).
-pub(crate) fn advice(
-    settings: &[(String, i64)],
-    liveness_interval: Duration,
-    budget: usize,
-    capacity: Option<i64>,
-) -> Vec<String> {
-    let get = |name: &str| settings.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-    let mut out = Vec::new();
-    match get("idle_session_timeout") {
-        Some(ms) if ms > 0 && (ms as u128) <= 2 * liveness_interval.as_millis() => {
-            out.push(format!(
-            "idle_session_timeout ({ms} ms) is not above twice the manager's liveness interval \
-             ({} ms): lock sessions may be cut while idle and their locks lost",
-            liveness_interval.as_millis()
-        ))
-        }
-        Some(0) | None => out.push(
-            "idle_session_timeout is off: a frozen holder (stopped, not dead) keeps its locks \
-             until it resumes; set it for the locking role (ALTER ROLE ... SET \
-             idle_session_timeout) above the liveness interval to turn sessions into leases"
-                .to_owned(),
-        ),
-        Some(_) => {}
-    }
-    // On a TCP session the server shows the socket's value: the kernel
-    // default (7200 s) when the setting is 0.
-    match get("tcp_keepalives_idle") {
-        Some(s) if s > 0 && s <= MAX_KEEPALIVE_IDLE_S => {}
-        shown => out.push(format!(
-            "tcp_keepalives_idle is {}: the server frees the locks of a client cut off by the \
-             network only that late; set tcp_keepalives_idle, _interval and _count (and \
-             tcp_user_timeout) on the server",
-            match shown {
-                Some(s) if s > 0 => format!("{s} s"),
-                _ => "the kernel default (usually 2 hours)".to_owned(),
-            }
-        )),
-    }
-    if let Some(cap) = capacity {
-        if (budget as i64) > cap / 2 {
-            out.push(format!(
-                "the manager's budget ({budget} locks) is over half the server's lock table \
-                 (about {cap}); when that table fills, the whole server refuses new connections"
-            ));
-        }
-    }
-    out
-}
-
 fn query_failed(e: tokio_postgres::Error) -> Error {
     Error::Backend(pg_error(e, BackendErrorKind::Query))
-}
-
-async fn observe(a: &Client, b: &Client, lock_id: i64) -> Result<Observations> {
-    let row = a
-        .query_one(
-            "SELECT pg_try_advisory_lock($1), pg_backend_pid()",
-            &[&lock_id],
-        )
-        .await
-        .map_err(query_failed)?;
-    let (a_took, a_pid_first): (bool, i32) = (row.get(0), row.get(1));
-    let row = a
-        .query_one(
-            "SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-             AND objsubid = 1 AND granted AND pid = pg_backend_pid() \
-             AND ((classid::int8 << 32) | objid::int8) = $1)",
-            &[&lock_id],
-        )
-        .await
-        .map_err(query_failed)?;
-    let (a_pid_second, a_lock_visible): (i32, bool) = (row.get(0), row.get(1));
-    let row = b
-        .query_one(
-            "SELECT pg_try_advisory_lock($1), pg_backend_pid()",
-            &[&lock_id],
-        )
-        .await
-        .map_err(query_failed)?;
-    let (b_took_while_held, b_pid): (bool, i32) = (row.get(0), row.get(1));
-    if b_took_while_held {
-        let _ = b
-            .query_one("SELECT pg_advisory_unlock($1)", &[&lock_id])
-            .await;
-    }
-    if a_took {
-        a.query_one("SELECT pg_advisory_unlock($1)", &[&lock_id])
-            .await
-            .map_err(query_failed)?;
-    }
-    let b_took_after_release: bool = b
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&lock_id])
-        .await
-        .map_err(query_failed)?
-        .get(0);
-    if b_took_after_release {
-        let _ = b
-            .query_one("SELECT pg_advisory_unlock($1)", &[&lock_id])
-            .await;
-    }
-    Ok(Observations {
-        a_took,
-        a_pid_first,
-        a_pid_second,
-        a_lock_visible,
-        b_pid,
-        b_took_while_held,
-        b_took_after_release,
-    })
 }
 
 async fn server_facts(
@@ -308,15 +214,17 @@ async fn server_facts(
     Option<i64>,
 )> {
     let version: String = client
-        .query_one("SELECT current_setting('server_version')", &[])
+        .query_one("SELECT pg_catalog.current_setting('server_version')", &[])
         .await
         .map_err(query_failed)?
         .get(0);
     let names: Vec<String> = REPORTED.iter().map(|s| s.to_string()).collect();
     let rows = client
         .query(
-            "SELECT name, setting, coalesce(unit, '') FROM pg_settings WHERE name = ANY($1) \
-             OR name IN ('max_locks_per_transaction', 'max_connections', 'max_prepared_transactions')",
+            "SELECT name, setting, COALESCE(unit, '') FROM pg_catalog.pg_settings \
+             WHERE name = ANY($1) OR name IN ('max_locks_per_transaction', 'max_connections', \
+             'max_prepared_transactions', 'autovacuum_max_workers', 'max_worker_processes', \
+             'max_wal_senders')",
             &[&names],
         )
         .await
@@ -334,12 +242,22 @@ async fn server_facts(
     }
     shown.sort();
     let get = |n: &str| numeric.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
-    let capacity = match (
-        get("max_locks_per_transaction"),
-        get("max_connections"),
-        get("max_prepared_transactions"),
-    ) {
-        (Some(l), Some(c), p) => Some(l * (c + p.unwrap_or(0))),
+    // PostgreSQL sizes the table for every backend slot (MaxBackends:
+    // connections, autovacuum workers and launcher, background workers, WAL
+    // senders) plus prepared transactions.
+    let capacity = match (get("max_locks_per_transaction"), get("max_connections")) {
+        (Some(l), Some(c)) => {
+            let others: i64 = [
+                "autovacuum_max_workers",
+                "max_worker_processes",
+                "max_wal_senders",
+                "max_prepared_transactions",
+            ]
+            .iter()
+            .map(|n| get(n).unwrap_or(0))
+            .sum();
+            Some(l * (c + 1 + others))
+        }
         _ => None,
     };
     Ok((version, numeric, shown, capacity))
@@ -349,28 +267,47 @@ async fn server_facts(
 pub(crate) async fn verify(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
     let a = connector.connect().await.map_err(Error::Backend)?;
     let b = connector.connect().await.map_err(Error::Backend)?;
+    if probe::in_recovery(&a.client).await? {
+        return Err(failed(VerifyProblem::Standby));
+    }
     let lock_id = crate::lock_id_for_key(&format!("eventsource:verify:{}", uuid::Uuid::new_v4()));
-    let seen = observe(&a.client, &b.client, lock_id).await?;
-    if let Err(problem) = judge(&seen) {
-        tracing::warn!(%problem, "the server cannot give safe session locks");
-        return Err(Error::Backend(
-            BackendError::new(BackendErrorKind::NotPostgres, problem.to_string())
-                .with_source(problem),
+    let seen = probe::observe(&a.client, &b.client, lock_id).await?;
+    judge(&seen).map_err(failed)?;
+    probe::exercise(&a.client, &b.client, lock_id)
+        .await?
+        .map_err(failed)?;
+    let look_alikes = probe::look_alikes(&a.client).await?;
+    let (server_version, numeric, shown, capacity) = server_facts(&a.client).await?;
+    let mut warnings = advice(
+        &numeric,
+        settings.liveness_interval,
+        settings.max_held_locks,
+        capacity,
+    );
+    if !look_alikes.is_empty() {
+        warnings.push(format!(
+            "functions named like the advisory-lock functions exist outside pg_catalog ({}): \
+             eventsource calls pg_catalog's explicitly, but a client that calls them \
+             unqualified, with that schema earlier in its search_path, gets the look-alike and \
+             perhaps no lock at all",
+            look_alikes.join(", ")
         ));
     }
-    let (server_version, numeric, shown, capacity) = server_facts(&a.client).await?;
     Ok(VerifyReport {
         server_version,
         session_pids: (seen.a_pid_first, seen.b_pid),
         lock_table_capacity: capacity,
         settings: shown,
-        warnings: advice(
-            &numeric,
-            settings.liveness_interval,
-            settings.max_held_locks,
-            capacity,
-        ),
+        warnings,
     })
+}
+
+/// The error `verify` returns for a failed check.
+fn failed(problem: VerifyProblem) -> Error {
+    tracing::warn!(%problem, "the server cannot give safe session locks");
+    Error::Backend(
+        BackendError::new(BackendErrorKind::NotPostgres, problem.to_string()).with_source(problem),
+    )
 }
 
 #[cfg(test)]
@@ -458,51 +395,5 @@ mod tests {
             ..healthy()
         };
         assert_eq!(judge(&o), Err(VerifyProblem::NotReleased));
-    }
-
-    #[test]
-    fn advice_names_the_settings_that_bound_a_lost_holder() {
-        let s = |v: &[(&str, i64)]| {
-            v.iter()
-                .map(|(n, x)| (n.to_string(), *x))
-                .collect::<Vec<_>>()
-        };
-        let interval = Duration::from_millis(500);
-        // Defaults: no lease, kernel keepalives (shown as 0 or as 7200).
-        for idle in [0, 7200] {
-            let w = advice(
-                &s(&[("idle_session_timeout", 0), ("tcp_keepalives_idle", idle)]),
-                interval,
-                100,
-                Some(6400),
-            );
-            assert_eq!(w.len(), 2, "{w:?}");
-            assert!(w[0].contains("frozen holder") && w[1].contains("tcp_keepalives_idle"));
-        }
-        // A lease too short for the pings.
-        let w = advice(
-            &s(&[("idle_session_timeout", 800), ("tcp_keepalives_idle", 5)]),
-            interval,
-            100,
-            Some(6400),
-        );
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("800 ms"));
-        // Recommended settings, budget within the table: no advice.
-        let w = advice(
-            &s(&[("idle_session_timeout", 30_000), ("tcp_keepalives_idle", 5)]),
-            interval,
-            100,
-            Some(6400),
-        );
-        assert!(w.is_empty(), "{w:?}");
-        // A budget that could fill the server's lock table.
-        let w = advice(
-            &s(&[("idle_session_timeout", 30_000), ("tcp_keepalives_idle", 5)]),
-            interval,
-            4096,
-            Some(6400),
-        );
-        assert!(w[0].contains("lock table"), "{w:?}");
     }
 }

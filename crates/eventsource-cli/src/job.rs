@@ -1,0 +1,213 @@
+//! COMMAND as a job: its own process group, stopped as a whole.
+//!
+//! COMMAND starts in a new process group (pgid = its pid), which every
+//! process it starts joins unless it moves itself out (`setsid`,
+//! `setpgid`). Signals the tool forwards, the lock-loss SIGTERM/SIGKILL and
+//! the watchdog's SIGKILL go to the whole group. The tool is a child
+//! subreaper, so what COMMAND leaves behind when it exits is re-parented to
+//! the tool, which waits for the whole group to end before it releases the
+//! lock.
+//!
+//! When the tool's standard input is the terminal and the tool is in the
+//! foreground, the terminal is handed to COMMAND's group (as a shell does),
+//! so that Ctrl-C, Ctrl-\\ and terminal input reach COMMAND directly; the
+//! tool takes it back at the end.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, sigprocmask, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::{getpgrp, getpid, setpgid, tcgetpgrp, tcsetpgrp, Pid};
+use tokio::process::{Child, Command};
+
+/// A started job: COMMAND's process and its process group.
+#[derive(Debug)]
+pub struct Job {
+    /// COMMAND itself (the group's leader).
+    pub child: Child,
+    /// COMMAND's pid, which is also its process group id.
+    pub pgid: Pid,
+    /// Whether the terminal was handed to the job and must be taken back.
+    has_terminal: bool,
+}
+
+/// Makes this process a child subreaper: orphans of COMMAND's processes are
+/// re-parented to it rather than to init, so it can wait for them.
+pub fn become_subreaper() {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!(error = %e, "cannot become a child subreaper");
+    }
+}
+
+/// True when stdin is a terminal whose foreground process group is ours.
+fn owns_terminal() -> bool {
+    tcgetpgrp(io::stdin()).is_ok_and(|fg| fg == getpgrp())
+}
+
+/// Writes `p <pid>\n` to `fd` without allocating (runs between fork and exec).
+fn announce_pid(fd: RawFd, pid: i32) -> io::Result<()> {
+    let mut buf = [0u8; 24];
+    buf[0] = b'p';
+    buf[1] = b' ';
+    let mut digits = [0u8; 12];
+    let mut n = pid.unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[2 + i] = digits[len - 1 - i];
+    }
+    buf[2 + len] = b'\n';
+    // SAFETY (of the borrow): the caller keeps `fd` open across the spawn.
+    #[allow(unsafe_code)]
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let written = nix::unistd::write(fd, &buf[..3 + len])?;
+    if written != 3 + len {
+        return Err(io::Error::from(Errno::EIO));
+    }
+    Ok(())
+}
+
+/// Takes the terminal for the calling process's group with SIGTTOU blocked
+/// (a background group may not otherwise), then restores the signal mask.
+fn take_terminal(fd: BorrowedFd<'_>, pgid: Pid) -> nix::Result<()> {
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    let mut old = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old))?;
+    let result = tcsetpgrp(fd, pgid);
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
+    result
+}
+
+/// Starts COMMAND in a process group of its own, with the lock's key and id
+/// in its environment. `watchdog_fd` is the write end of the watchdog's pipe:
+/// the child announces its pid there before it executes COMMAND, so the
+/// watchdog knows the group before any of its processes runs COMMAND's code.
+pub fn spawn(
+    command: &[OsString],
+    key: &str,
+    lock_id: i64,
+    watchdog_fd: Option<RawFd>,
+) -> io::Result<Job> {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("EVENTSOURCE_LOCK_KEY", key)
+        .env("EVENTSOURCE_LOCK_ID", lock_id.to_string())
+        .kill_on_drop(false);
+    let has_terminal = owns_terminal();
+    let parent = getpid();
+    // SAFETY: the hook runs in the forked child before exec. It makes only
+    // async-signal-safe system calls (setpgid, prctl, getppid, getpid,
+    // write, sigprocmask, tcsetpgrp), takes no lock and allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            // The lock lives in the tool's database session: if the tool
+            // dies, so must COMMAND (the watchdog stops the rest of the group).
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The parent may have died before the call took effect.
+            if nix::unistd::getppid() != parent {
+                return Err(io::Error::from(Errno::ESRCH));
+            }
+            if let Some(fd) = watchdog_fd {
+                announce_pid(fd, getpid().as_raw())?;
+            }
+            if has_terminal {
+                let _ = take_terminal(BorrowedFd::borrow_raw(0), getpid());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    // Never 0: killpg(0, ...) would signal the tool's own group.
+    let pgid = match child.id() {
+        Some(id) if id > 0 => Pid::from_raw(id as i32),
+        _ => {
+            return Err(io::Error::other(
+                "the command exited before it could be supervised",
+            ))
+        }
+    };
+    // As shells do, from both sides: whichever runs first wins, the other
+    // fails harmlessly.
+    let _ = setpgid(pgid, pgid);
+    if has_terminal {
+        let stdin = io::stdin();
+        let _ = take_terminal(stdin.as_fd(), pgid);
+    }
+    Ok(Job {
+        child,
+        pgid,
+        has_terminal,
+    })
+}
+
+impl Job {
+    /// Sends `sig` to every process of the job's group.
+    pub fn signal(&self, sig: Signal) {
+        match killpg(self.pgid, sig) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => {
+                tracing::warn!(pgid = %self.pgid, error = %e, "cannot signal the command's process group")
+            }
+        }
+    }
+
+    /// Whether any process of the group still runs: reaps the group's
+    /// members that already ended and were re-parented here (zombies count
+    /// as members until reaped). Call only after COMMAND itself was reaped.
+    pub fn group_alive(&self) -> bool {
+        let group = Pid::from_raw(-self.pgid.as_raw());
+        let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
+        while let Ok(status) = waitpid(group, Some(flags)) {
+            if status == nix::sys::wait::WaitStatus::StillAlive {
+                break;
+            }
+        }
+        group_alive(self.pgid)
+    }
+
+    /// Gives the terminal back to the tool's own process group.
+    pub fn restore_terminal(&self) {
+        if self.has_terminal {
+            let stdin = io::stdin();
+            if let Err(e) = take_terminal(stdin.as_fd(), getpgrp()) {
+                tracing::debug!(error = %e, "cannot take the terminal back");
+            }
+        }
+    }
+}
+
+fn group_alive(pgid: Pid) -> bool {
+    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
+}
+
+/// Waits until every process of group `pgid` has ended: reaps, on a
+/// blocking thread, those that are this process's children (COMMAND's
+/// orphans, re-parented here). Start it only after COMMAND itself was
+/// reaped, so that its status is not taken from its `Child`.
+pub async fn wait_group(pgid: Pid) {
+    let reaped = tokio::task::spawn_blocking(move || loop {
+        match waitpid(Pid::from_raw(-pgid.as_raw()), Some(WaitPidFlag::__WALL)) {
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+    });
+    let _ = reaped.await;
+    // Members that are not our children (their parent left the group and
+    // still runs) cannot be waited for: no event tells when they end.
+    while group_alive(pgid) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,67 @@
+//! A hot standby: `lock doctor` fails with the reason (its advisory locks
+//! exclude only its own sessions), `lock run` refuses it unless
+//! `--allow-standby`. The standby is the test kit's `pg_basebackup -R` of
+//! a private primary.
+
+use crate::common::*;
+
+#[tokio::test]
+async fn doctor_fails_on_a_hot_standby_with_the_reason() {
+    let (cluster, db) = private_db(&[]).await;
+    let primary = cluster.clone();
+    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
+        .await
+        .unwrap()
+        .expect("a standby");
+    let url = standby.url(db.name());
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("the standby accepts connections");
+    tokio::spawn(conn);
+    let in_recovery: bool = client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(in_recovery, "a standby");
+
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(["lock", "doctor"]),
+    )
+    .await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("FAILED"), "{}", out.stderr);
+    assert!(out.stderr.contains("standby"), "{}", out.stderr);
+    assert!(out.stderr.contains("pg_is_in_recovery"), "{}", out.stderr);
+    // `lock run` refuses it (69, the reason on stderr), unless told.
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "on-standby",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("hot standby"), "{}", out.stderr);
+    assert!(out.stderr.contains("--allow-standby"), "{}", out.stderr);
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--allow-standby",
+        "on-standby",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ran\n");
+    // The primary passes.
+    let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+}

@@ -1,0 +1,224 @@
+//! The SQL side of `verify()`: every statement `pg_catalog.`-qualified, so
+//! that a function of the same name earlier in `search_path` cannot stand
+//! in for the real one.
+//!
+//! Besides the original observations (see [`Observations`]), the probe
+//! exercises every advisory function a lock manager may call, on the same
+//! test key, with session A holding and session B asking:
+//!
+//! - the blocking `pg_advisory_lock` must wait (B, with a short
+//!   `lock_timeout`, gets SQLSTATE 55P03) and, after A's unlock, be
+//!   granted (B then shows in `pg_locks`);
+//! - the shared mode: A's exclusive lock refuses B's shared try-lock and
+//!   shared wait; two shared holders coexist and refuse an exclusive one;
+//!   `pg_advisory_unlock_shared` frees them;
+//! - `pg_advisory_unlock_all` frees what a session holds.
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+use super::{query_failed, Observations, VerifyProblem};
+use crate::ports::error::Result;
+
+/// How long the waits that must fail may wait.
+const SHORT_WAIT: &str = "100ms";
+/// The bound on waits that must succeed at once (the key is free).
+const LONG_WAIT: &str = "10s";
+
+const TRY_LOCK: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";
+const TRY_LOCK_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1)";
+const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)::text";
+const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1)::text";
+const UNLOCK: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
+const UNLOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_unlock_shared($1)";
+const UNLOCK_ALL: &str = "SELECT pg_catalog.pg_advisory_unlock_all()::text";
+const PID: &str = "SELECT pg_catalog.pg_backend_pid()";
+const HOLDS: &str =
+    "SELECT pg_catalog.pg_backend_pid(), EXISTS (SELECT 1 FROM pg_catalog.pg_locks \
+     WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
+     AND pid = pg_catalog.pg_backend_pid() AND ((classid::int8 << 32) | objid::int8) = $1)";
+
+async fn flag(c: &Client, sql: &str, id: i64) -> Result<bool> {
+    Ok(c.query_one(sql, &[&id]).await.map_err(query_failed)?.get(0))
+}
+
+/// Whether this session holds `id` in `pg_locks` (any mode).
+async fn holds(c: &Client, id: i64) -> Result<bool> {
+    Ok(c.query_one(HOLDS, &[&id])
+        .await
+        .map_err(query_failed)?
+        .get(1))
+}
+
+/// Runs a blocking lock statement with `lock_timeout` in a transaction of
+/// its own: `Ok(true)` granted, `Ok(false)` refused after the timeout
+/// (55P03). The session-level lock, if granted, outlives the transaction.
+async fn wait_for(c: &Client, sql: &str, id: i64, wait: &str) -> Result<bool> {
+    c.batch_execute(&format!("BEGIN; SET LOCAL lock_timeout = '{wait}'"))
+        .await
+        .map_err(query_failed)?;
+    let outcome = c.query_one(sql, &[&id]).await;
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    c.batch_execute(end).await.map_err(query_failed)?;
+    match outcome {
+        Ok(_) => Ok(true),
+        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(false),
+        Err(e) => Err(query_failed(e)),
+    }
+}
+
+/// The original observations: try-lock, session kept, lock recorded,
+/// conflict, release. A is left holding the key when it took it.
+pub(super) async fn observe(a: &Client, b: &Client, id: i64) -> Result<Observations> {
+    let row = a
+        .query_one(&format!("{TRY_LOCK}, pg_catalog.pg_backend_pid()"), &[&id])
+        .await
+        .map_err(query_failed)?;
+    let (a_took, a_pid_first): (bool, i32) = (row.get(0), row.get(1));
+    let row = a.query_one(HOLDS, &[&id]).await.map_err(query_failed)?;
+    let (a_pid_second, a_lock_visible): (i32, bool) = (row.get(0), row.get(1));
+    let b_took_while_held = flag(b, TRY_LOCK, id).await?;
+    let b_pid: i32 = b.query_one(PID, &[]).await.map_err(query_failed)?.get(0);
+    if b_took_while_held {
+        let _ = b.query_one(UNLOCK, &[&id]).await;
+    }
+    if a_took {
+        a.query_one(UNLOCK, &[&id]).await.map_err(query_failed)?;
+    }
+    let b_took_after_release = flag(b, TRY_LOCK, id).await?;
+    if b_took_after_release {
+        let _ = b.query_one(UNLOCK, &[&id]).await;
+    }
+    Ok(Observations {
+        a_took,
+        a_pid_first,
+        a_pid_second,
+        a_lock_visible,
+        b_pid,
+        b_took_while_held,
+        b_took_after_release,
+    })
+}
+
+/// The rest of the functions; the key is free on entry and on success.
+pub(super) async fn exercise(
+    a: &Client,
+    b: &Client,
+    id: i64,
+) -> Result<std::result::Result<(), VerifyProblem>> {
+    use VerifyProblem::FunctionMisbehaves as Bad;
+    let bad = |function: &'static str, expected: &'static str| {
+        Ok(Err(Bad {
+            function: function.to_owned(),
+            expected: expected.to_owned(),
+        }))
+    };
+    // The blocking wait, exclusive and shared, while A holds exclusively.
+    if !wait_for(a, LOCK, id, LONG_WAIT).await? || !holds(a, id).await? {
+        return bad("pg_advisory_lock", "to take a free key");
+    }
+    if flag(b, TRY_LOCK_SHARED, id).await? {
+        return bad(
+            "pg_try_advisory_lock_shared",
+            "to be refused while another session holds the key exclusively",
+        );
+    }
+    if wait_for(b, LOCK, id, SHORT_WAIT).await? {
+        return bad(
+            "pg_advisory_lock",
+            "to wait while another session holds the key (it returned at once, as a no-op \
+             would)",
+        );
+    }
+    if wait_for(b, LOCK_SHARED, id, SHORT_WAIT).await? {
+        return bad(
+            "pg_advisory_lock_shared",
+            "to wait while another session holds the key exclusively",
+        );
+    }
+    if !flag(a, UNLOCK, id).await? {
+        return bad("pg_advisory_unlock", "to release a key the session holds");
+    }
+    // Once A let go, B's wait is granted.
+    if !wait_for(b, LOCK, id, LONG_WAIT).await? || !holds(b, id).await? {
+        return bad(
+            "pg_advisory_lock",
+            "to be granted once the holder released the key",
+        );
+    }
+    if !flag(b, UNLOCK, id).await? {
+        return bad("pg_advisory_unlock", "to release a key the session holds");
+    }
+    // Shared holders coexist and keep an exclusive one out.
+    if !wait_for(a, LOCK_SHARED, id, LONG_WAIT).await? || !holds(a, id).await? {
+        return bad("pg_advisory_lock_shared", "to take a free key");
+    }
+    if !flag(b, TRY_LOCK_SHARED, id).await? {
+        return bad(
+            "pg_try_advisory_lock_shared",
+            "to share a key held in shared mode",
+        );
+    }
+    if flag(a, TRY_LOCK, id).await? {
+        return bad(
+            "pg_try_advisory_lock",
+            "to be refused while another session holds the key in shared mode",
+        );
+    }
+    if !flag(a, UNLOCK_SHARED, id).await? || !flag(b, UNLOCK_SHARED, id).await? {
+        return bad(
+            "pg_advisory_unlock_shared",
+            "to release a shared lock the session holds",
+        );
+    }
+    // unlock_all frees what the session holds.
+    if !flag(a, TRY_LOCK, id).await? {
+        return bad("pg_try_advisory_lock", "to take a released key");
+    }
+    a.query_one(UNLOCK_ALL, &[]).await.map_err(query_failed)?;
+    if holds(a, id).await? {
+        return bad(
+            "pg_advisory_unlock_all",
+            "to release every lock of the session",
+        );
+    }
+    if !flag(b, TRY_LOCK, id).await? {
+        return bad(
+            "pg_advisory_unlock_all",
+            "to let another session take the key",
+        );
+    }
+    let _ = b.query_one(UNLOCK, &[&id]).await;
+    Ok(Ok(()))
+}
+
+/// Whether the server is a hot standby (in recovery).
+pub(super) async fn in_recovery(c: &Client) -> Result<bool> {
+    Ok(c.query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
+        .await
+        .map_err(query_failed)?
+        .get(0))
+}
+
+/// Functions named like the advisory-lock functions outside `pg_catalog`,
+/// as `schema.name(arguments)`.
+pub(super) async fn look_alikes(c: &Client) -> Result<Vec<String>> {
+    let rows = c
+        .query(
+            "SELECT n.nspname || '.' || p.proname || '(' \
+                    || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')' \
+               FROM pg_catalog.pg_proc p \
+               JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+              WHERE n.nspname <> 'pg_catalog' \
+                AND (p.proname LIKE 'pg\\_advisory%' OR p.proname LIKE 'pg\\_try\\_advisory%') \
+              ORDER BY 1",
+            &[],
+        )
+        .await
+        .map_err(query_failed)?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
