@@ -1,4 +1,5 @@
-//! Scenarios on our lock manager: throughput (`ours_*`), hand-over latency
+//! Scenarios on our lock manager: sequential throughput (`ours_seq`,
+//! `ours_try_seq`), hand-over latency
 //! (`handoff`), arrival order (`fifo`) and footprint (`capacity`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,13 +11,14 @@ use eventsource::{lock_id_for_key, DistributedLock, LockRegistry};
 use serde_json::{json, Map};
 use tokio::sync::mpsc;
 
+use crate::ctx::{Ctx, RunOut, ScenarioReport};
 use crate::stats::pct_us_of;
-use crate::{alloc, timed_loop, Ctx, Res, RunOut, ScenarioReport};
+use crate::{alloc, timed_loop, Res};
 
 /// How long to wait for a waiter to show up in `pg_locks` before giving up.
 const QUEUE_LIMIT: Duration = Duration::from_secs(10);
 
-fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
+pub fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
     let builder = PostgresLockManager::builder(ctx.config.clone())
         .holder_id(holder)
         .max_held_locks(20_000);
@@ -26,7 +28,7 @@ fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
     }
 }
 
-fn app(holder: &str) -> String {
+pub fn app(holder: &str) -> String {
     format!("eventsource/{holder}")
 }
 
@@ -57,32 +59,6 @@ pub async fn ours_try_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
         mgr.release(&key).await?;
     });
     let run = RunOut::finish(w, vec![out], probe).await;
-    mgr.close().await?;
-    run
-}
-
-/// 64 tasks, distinct keys, `acquire` + `release`, one manager.
-pub async fn ours_conc64(ctx: &Ctx, round: usize) -> Res<RunOut> {
-    let holder = "bench-ours_conc64";
-    let mgr = manager(ctx, holder);
-    let (w, probe) = ctx.start_window(&app(holder));
-    let mut tasks = Vec::with_capacity(64);
-    for t in 0..64 {
-        let mgr = mgr.clone();
-        let key = format!("bench/ours_conc64/{round}/{t}");
-        tasks.push(tokio::spawn(async move {
-            let out = timed_loop!(w, 1, {
-                let guard = mgr.acquire(&key, None).await?;
-                guard.release().await?;
-            });
-            Res::Ok(out)
-        }));
-    }
-    let mut outs = Vec::with_capacity(64);
-    for t in tasks {
-        outs.push(t.await??);
-    }
-    let run = RunOut::finish(w, outs, probe).await;
     mgr.close().await?;
     run
 }
@@ -154,6 +130,18 @@ pub async fn handoff(ctx: &Ctx) -> Res<ScenarioReport> {
     })
 }
 
+/// Waits until `n` tasks of `m` wait in its wait lines; false after [`QUEUE_LIMIT`].
+async fn wait_for_line(m: &PostgresLockManager, n: usize) -> bool {
+    let deadline = Instant::now() + QUEUE_LIMIT;
+    while m.waiting_tasks() < n {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::task::yield_now().await;
+    }
+    true
+}
+
 /// 8 waiters queued on one key in a known order (each started only once
 /// the previous one waits in `pg_locks`); the order of service is recorded.
 /// `one_manager`: the 8 waiters are tasks of one manager instead of 8 managers.
@@ -193,11 +181,18 @@ pub async fn fifo(ctx: &Ctx, one_manager: bool) -> Res<ScenarioReport> {
                 g.release().await?;
                 Res::Ok(())
             }));
-            if !ctx
-                .monitor
-                .wait_for_waiters(id, i as i64 + 1, QUEUE_LIMIT)
-                .await?
-            {
+            // Several managers: each waits in PostgreSQL. One manager: its
+            // tasks queue in the key's wait line, the first of them waiting
+            // in PostgreSQL (issue 9, section 4).
+            let queued = if one_manager {
+                ctx.monitor.wait_for_waiters(id, 1, QUEUE_LIMIT).await?
+                    && wait_for_line(&waiters[i], i + 1).await
+            } else {
+                ctx.monitor
+                    .wait_for_waiters(id, i as i64 + 1, QUEUE_LIMIT)
+                    .await?
+            };
+            if !queued {
                 return Err(format!("{tag}: waiter {i} never queued on {key}").into());
             }
         }

@@ -24,7 +24,34 @@ pub struct Monitor {
     waiting: Statement,
     sessions_like: Statement,
     statements: Option<Statement>,
+    /// Why `statements` is None: the server's own words.
+    statements_unavailable: Option<String>,
     pids_like: Statement,
+}
+
+/// The `pg_stat_statements` query, prepared and run once, where the server
+/// can answer it. The extension can often be created where the library is
+/// not preloaded; querying it then fails ("pg_stat_statements must be
+/// loaded via shared_preload_libraries", SQLSTATE 55000), so the query is
+/// tried here, not assumed to work. Err: why not, in the server's words.
+async fn statements_query(client: &Client) -> Result<Statement, String> {
+    let why = |e: tokio_postgres::Error| crate::errors::describe(&e);
+    client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await
+        .map_err(why)?;
+    let stmt = client
+        .prepare(
+            "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(rows), 0)::int8 \
+             FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+               AND query LIKE '%advisory%' AND query NOT LIKE '%pg_locks%' \
+               AND query NOT LIKE '%pg_stat_statements%'",
+        )
+        .await
+        .map_err(why)?;
+    client.query_one(&stmt, &[]).await.map_err(why)?;
+    Ok(stmt)
 }
 
 impl Monitor {
@@ -44,23 +71,9 @@ impl Monitor {
                  WHERE application_name LIKE $1 AND datname = current_database()",
             )
             .await?;
-        // Exact statement counts where pg_stat_statements is loaded (the
-        // throwaway cluster preloads it); None elsewhere.
-        let statements = match client
-            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            .await
-        {
-            Ok(()) => client
-                .prepare(
-                    "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(rows), 0)::int8 \
-                     FROM pg_stat_statements \
-                     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                       AND query LIKE '%advisory%' AND query NOT LIKE '%pg_locks%' \
-                       AND query NOT LIKE '%pg_stat_statements%'",
-                )
-                .await
-                .ok(),
-            Err(_) => None,
+        let (statements, statements_unavailable) = match statements_query(&client).await {
+            Ok(stmt) => (Some(stmt), None),
+            Err(why) => (None, Some(why)),
         };
         let pids_like = client
             .prepare(
@@ -74,6 +87,7 @@ impl Monitor {
             waiting,
             sessions_like,
             statements,
+            statements_unavailable,
         })
     }
 
@@ -115,6 +129,11 @@ impl Monitor {
         };
         let row = self.client.query_one(stmt, &[]).await?;
         Ok(Some((row.get(0), row.get(1))))
+    }
+
+    /// Why statement counts are not available on this server (None: they are).
+    pub fn statements_unavailable(&self) -> Option<&str> {
+        self.statements_unavailable.as_deref()
     }
 
     /// Server process ids of the sessions matching the LIKE `pattern`.

@@ -8,9 +8,10 @@ use sqlx::postgres::PgAdvisoryLockKey;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Either};
 
+use crate::ctx::{Ctx, RunOut};
 use crate::probe::connect;
 use crate::stats::WorkerOut;
-use crate::{timed_loop, Ctx, Res, RunOut};
+use crate::{timed_loop, Res};
 
 const TRY_LOCK: &str = "SELECT pg_try_advisory_lock($1)";
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";

@@ -87,6 +87,9 @@ pub struct Aggregate {
     pub statements: Option<(u64, u64)>,
     pub client_cpu_ns: Option<u64>,
     pub server_cpu_ns: Option<u64>,
+    /// Per round: the scenario's own figures plus, with several workers,
+    /// fairness over them (`task_ops_min`, `task_ops_max`, `jain`).
+    pub rounds_extra: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Aggregate {
@@ -97,8 +100,18 @@ impl Aggregate {
         workers: Vec<WorkerOut>,
         connections: u32,
         allocs: (u64, u64),
+        mut extra: serde_json::Map<String, serde_json::Value>,
     ) {
         let ops: u64 = workers.iter().map(|o| o.ops).sum();
+        if workers.len() > 1 {
+            let counts: Vec<u64> = workers.iter().map(|o| o.ops).collect();
+            let min = counts.iter().copied().min().unwrap_or(0);
+            let max = counts.iter().copied().max().unwrap_or(0);
+            extra.insert("task_ops_min".into(), min.into());
+            extra.insert("task_ops_max".into(), max.into());
+            extra.insert("jain".into(), jain(&counts).into());
+        }
+        self.rounds_extra.push(extra);
         let last = workers
             .iter()
             .filter_map(|o| o.last_end)
@@ -137,6 +150,17 @@ impl Aggregate {
     }
 }
 
+/// Jain's fairness index of per-task counts: (sum x)^2 / (n * sum x^2);
+/// 1.0 when every task got the same, 1/n when one task got everything.
+pub fn jain(counts: &[u64]) -> f64 {
+    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
+    let sq: f64 = counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
+    if counts.is_empty() || sq == 0.0 {
+        return 0.0;
+    }
+    sum * sum / (counts.len() as f64 * sq)
+}
+
 /// Percentiles of a plain list of durations, in microseconds.
 pub fn pct_us_of(samples: &[Duration], p: f64) -> f64 {
     let mut ns: Vec<u64> = samples.iter().map(|d| d.as_nanos() as u64).collect();
@@ -160,5 +184,13 @@ mod tests {
         let w = [10, 20, 30];
         assert_eq!(percentile(&w, 50.0), 20);
         assert_eq!(percentile(&w, 99.0), 30);
+    }
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[5, 5, 5, 5]), 1.0);
+        assert_eq!(jain(&[8, 0, 0, 0]), 0.25);
+        assert_eq!(jain(&[]), 0.0);
+        assert!((jain(&[1, 3]) - 0.8).abs() < 1e-12);
     }
 }
