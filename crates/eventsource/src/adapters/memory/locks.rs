@@ -19,11 +19,9 @@ use crate::ports::locks::{
 
 /// A lock manager for tests: excludes tasks of **one process** only.
 ///
-/// It gives no exclusion between processes, no release when a process dies,
-/// no persistence: use it to test code written against [`DistributedLock`]
-/// without a database. It shares with `PostgresLockManager` the lock ids,
-/// the timeout semantics (`None` waits forever, zero makes one attempt), the
-/// errors, and first-come first-served waiters.
+/// No exclusion between processes, no release when a process dies: it is
+/// for testing code written against [`DistributedLock`]. It shares with
+/// `PostgresLockManager` the lock ids, timeout semantics, errors and FIFO.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {

@@ -260,7 +260,10 @@ impl Acquirer {
             let e = session.open_error().unwrap_or_else(closed_session);
             return Some(Err(crate::Error::Backend(e)));
         }
-        Some(rx.await.unwrap_or_else(|_| Err(crate::Error::Backend(closed_session()))))
+        Some(
+            rx.await
+                .unwrap_or_else(|_| Err(crate::Error::Backend(closed_session()))),
+        )
     }
 
     /// How many tasks wait in the manager's wait lines now.

@@ -7,8 +7,7 @@
 //! - a **pending** try-lock: a request for the lock id is on its way to the
 //!   id's shared session.
 //!
-//! Removals name their token, so a late removal by a previous owner never
-//! erases the next owner (`is_held` and `held_lock_count` stay exact).
+//! Removals name their token: a late removal never erases the next owner.
 //!
 //! A new try-lock is only sent when the entry has neither part: advisory
 //! locks are re-entrant per session, so the shared session that might hold

@@ -56,6 +56,10 @@ pub(crate) struct Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        // Close the receiver before telling the driver: the fields are
+        // dropped only after this body, and a driver woken in between would
+        // still see this waiter as present and never be told again.
+        self.rx.close();
         self.changed.notify_one();
     }
 }
