@@ -280,6 +280,15 @@ async fn wait_timeout_does_not_leak_into_the_next_wait() {
     let blocker = manager(db, "blocker");
     let k = key("leak");
     let held = blocker.acquire(&k, None).await.unwrap();
+    // Connected first: a deadline that passes while connecting is the
+    // server's silence, not the timeout this test is about.
+    m.try_lock(&key("warm"))
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     let err = m
         .acquire(&k, Some(Duration::from_millis(50)))
         .await
