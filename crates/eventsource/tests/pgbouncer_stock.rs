@@ -1,7 +1,8 @@
-//! The lock manager behind a real PgBouncer in its stock configuration
-//! (nothing set but addresses, authentication and `pool_mode`): in session
-//! mode, the mode the README supports, everything works; in transaction
-//! mode, `verify()` says why session locks are unsafe there.
+//! The lock manager and `verify()` behind a real PgBouncer in its stock
+//! configuration (nothing set but addresses, authentication and
+//! `pool_mode`): in session mode, the mode the README supports, everything
+//! works and `verify()` passes; in transaction mode, `verify()` says why
+//! session locks are unsafe there.
 //!
 //! Skipped without the `pgbouncer` binary unless
 //! `EVENTSOURCE_REQUIRE_PGBOUNCER=1` (CI sets it).
@@ -101,9 +102,12 @@ async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
     assert!(
         matches!(
             problem,
-            VerifyProblem::SessionNotKept { .. } | VerifyProblem::SharedBackend { .. }
+            VerifyProblem::SessionNotKept { .. }
+                | VerifyProblem::SharedBackend { .. }
+                | VerifyProblem::PreparedStatementLost
         ),
         "{problem:?}"
     );
+    assert!(err.to_string().contains("pool"), "{err}");
     assert_eq!(m.held_lock_count(), 0);
 }

@@ -107,6 +107,16 @@ pub enum VerifyProblem {
         /// The backend pid of the second statement.
         second: i32,
     },
+    /// A statement prepared on the connection was gone at its next use
+    /// (`26000`): the connection's statements reached different server
+    /// sessions.
+    #[error(
+        "a statement prepared on one connection was unknown at its next use (SQLSTATE 26000): \
+         a transaction-mode pooler (such as PgBouncer with pool_mode = transaction) is in \
+         between, and session advisory locks are not safe behind it; connect to PostgreSQL \
+         directly or through a session-mode pool"
+    )]
+    PreparedStatementLost,
     /// Two connections were served by one server session.
     #[error(
         "two connections were served by the same server session (backend pid {pid}): a pooler \
@@ -265,6 +275,17 @@ async fn server_facts(
 
 /// Runs the check; see the module docs.
 pub(crate) async fn verify(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
+    match checks(connector, settings).await {
+        // A transaction-mode pooler can also show itself this way, before
+        // the checks that compare backend pids get to run.
+        Err(e) if e.as_backend().and_then(|b| b.code()) == Some("26000") => {
+            Err(failed(VerifyProblem::PreparedStatementLost))
+        }
+        other => other,
+    }
+}
+
+async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
     let a = connector.connect().await.map_err(Error::Backend)?;
     let b = connector.connect().await.map_err(Error::Backend)?;
     if probe::in_recovery(&a.client).await? {
