@@ -293,9 +293,8 @@ impl DistributedLock for InMemoryLockManager {
     ///
     /// # Cancel safety
     ///
-    /// Leaks nothing when dropped: a dropped waiter leaves the queue, and a
-    /// lock handed to it as it was dropped is passed on to the next waiter.
-    /// Not cancel safe in tokio's sense: the dropped wait loses its place.
+    /// Leaks nothing when dropped (a lock handed to a dropped waiter goes to
+    /// the next one); not cancel safe: the dropped wait loses its place.
     async fn acquire(&self, key: &str, timeout: Option<Duration>) -> Result<LockGuard> {
         let lock_id = checked_lock_id(key, timeout)?;
         let queue = timeout != Some(Duration::ZERO);
@@ -336,8 +335,8 @@ impl DistributedLock for InMemoryLockManager {
 
     /// # Cancel safety
     ///
-    /// The release happens when this is called, before the future is
-    /// first polled; dropping the future loses only the outcome.
+    /// The release happens when this is called; dropping the future loses
+    /// only the outcome.
     fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
         let lock_id = crate::lock_id_for_key(key);
         let held = self.inner.lock().manual.remove(&lock_id);
@@ -369,8 +368,7 @@ impl LockRegistry for InMemoryLockManager {
     ///
     /// # Cancel safety
     ///
-    /// The locks are released when this is called, before the future is
-    /// first polled.
+    /// The locks are released when this is called.
     fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
         std::future::ready(self.release_all_now())
     }
