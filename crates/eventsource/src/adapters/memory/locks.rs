@@ -121,8 +121,7 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Frees `lock_id` if `token` still holds it and hands it to the first
-    /// live waiter.
+    /// Frees `lock_id` if `token` holds it; hands it to the first live waiter.
     fn release_token(self: &Arc<Self>, lock_id: i64, token: u64) {
         let handed = {
             let mut guard = self.lock();
@@ -152,7 +151,7 @@ impl Inner {
         }
     }
 
-    /// Picks the first waiter whose future is still alive and makes it the holder.
+    /// Makes the first waiter whose future is still alive the holder.
     fn next_holder(
         self: &Arc<Self>,
         slot: &mut Slot,
@@ -255,10 +254,9 @@ impl InMemoryLockManager {
         }
     }
 
-    /// Makes the holder of `key` lose its lock, as a dead database session
-    /// would: the lock is freed, the next waiter gets it, and the holder's
-    /// [`LossSignal`] fires. For testing code that reacts to lock loss.
-    /// Returns whether the key was held.
+    /// Makes the holder of `key` lose its lock as a dead session would (the
+    /// next waiter gets it, the holder's [`LossSignal`] fires); for testing
+    /// code that reacts to lock loss. Returns whether the key was held.
     pub fn simulate_loss(&self, key: &str) -> bool {
         let lock_id = crate::lock_id_for_key(key);
         let (token, manual) = {
@@ -335,8 +333,7 @@ impl DistributedLock for InMemoryLockManager {
 
     /// # Cancel safety
     ///
-    /// The release happens when this is called; dropping the future loses
-    /// only the outcome.
+    /// The release happens when this is called; a dropped future loses only the outcome.
     fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
         let lock_id = crate::lock_id_for_key(key);
         let held = self.inner.lock().manual.remove(&lock_id);
