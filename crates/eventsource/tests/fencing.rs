@@ -43,7 +43,10 @@ async fn a_fenced_acquire_without_the_table_names_the_install_step() {
     );
     assert!(err.to_string().contains("install_fencing"), "{err}");
     let err = m.try_acquire(&k).await.unwrap_err();
-    assert!(err.to_string().contains("eventsource lock install"), "{err}");
+    assert!(
+        err.to_string().contains("eventsource lock install"),
+        "{err}"
+    );
     // Nothing was created behind the user's back, and nothing is held.
     let client = db.connect().await.unwrap();
     let table: Option<String> = client
@@ -140,10 +143,18 @@ async fn a_check_accepts_the_current_token_and_refuses_a_replaced_holder() {
     drop(tx);
     let tx = client.transaction().await.unwrap();
     let current = gb.fence().unwrap();
-    assert_eq!(fencing::check_token(&tx, &k, current).await.unwrap(), current);
+    assert_eq!(
+        fencing::check_token(&tx, &k, current).await.unwrap(),
+        current
+    );
     // A key that was never fenced has no current token.
-    let err = fencing::check_token(&tx, "never-fenced", 1).await.unwrap_err();
-    assert!(matches!(&err, Error::Fenced(e) if e.current.is_none()), "{err}");
+    let err = fencing::check_token(&tx, "never-fenced", 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Fenced(e) if e.current.is_none()),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,19 +179,25 @@ async fn the_next_holder_waits_for_an_in_flight_protected_write() {
         let (b, k) = (b.clone(), k.clone());
         tokio::spawn(async move { b.acquire(&k, Some(SECS)).await })
     };
-    eventually_async("the next holder's increment to wait for the write", || async {
-        let row = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+    eventually_async(
+        "the next holder's increment to wait for the write",
+        || async {
+            let row = observer
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
                  AND query LIKE '%eventsource_lock_fences%' AND datname = current_database()",
-                &[],
-            )
-            .await
-            .unwrap();
-        row.get::<_, i64>(0) == 1
-    })
+                    &[],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0) == 1
+        },
+    )
     .await;
-    assert!(!waiter.is_finished(), "granted while the old term still writes");
+    assert!(
+        !waiter.is_finished(),
+        "granted while the old term still writes"
+    );
     tx.commit().await.unwrap();
     let gb = waiter.await.unwrap().unwrap();
     assert!(gb.fence() > old.fence);
@@ -194,7 +211,13 @@ async fn the_sql_functions_match_the_crate() {
     let m = installed(&db, "sql").await;
     let client = db.connect().await.unwrap();
     let long = "x".repeat(10_000);
-    for k in ["", "a", "migration:00000000-0000-0000-0000-000000000000", "Grüße/東京", &long] {
+    for k in [
+        "",
+        "a",
+        "migration:00000000-0000-0000-0000-000000000000",
+        "Grüße/東京",
+        &long,
+    ] {
         let id: i64 = client
             .query_one("SELECT eventsource_lock_id($1)", &[&k])
             .await
@@ -206,13 +229,19 @@ async fn the_sql_functions_match_the_crate() {
     let g = m.acquire(&k, Some(SECS)).await.unwrap();
     let token = g.fence().unwrap() as i64;
     let ok: i64 = client
-        .query_one("SELECT eventsource_lock_fence_check_key($1, $2)", &[&k, &token])
+        .query_one(
+            "SELECT eventsource_lock_fence_check_key($1, $2)",
+            &[&k, &token],
+        )
         .await
         .unwrap()
         .get(0);
     assert_eq!(ok, token);
     let err = client
-        .query_one("SELECT eventsource_lock_fence_check_key($1, $2)", &[&k, &(token - 1)])
+        .query_one(
+            "SELECT eventsource_lock_fence_check_key($1, $2)",
+            &[&k, &(token - 1)],
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code().map(|c| c.code()), Some(fencing::FENCED_SQLSTATE));

@@ -38,7 +38,10 @@ async fn a_silent_holder_loses_its_locks_to_a_waiter_and_knows_first() {
     let mut guards = Vec::new();
     for i in 0..5 {
         let k = key(&format!("leased-{i}"));
-        guards.push((k.clone(), holder.acquire(&k, Some(LEASE * 10)).await.unwrap()));
+        guards.push((
+            k.clone(),
+            holder.acquire(&k, Some(LEASE * 10)).await.unwrap(),
+        ));
     }
     let contended = key("leased-dedicated");
     let blocker = direct.acquire(&contended, None).await.unwrap();
@@ -56,7 +59,10 @@ async fn a_silent_holder_loses_its_locks_to_a_waiter_and_knows_first() {
     for (k, g) in &guards {
         // Granted to the waiter only once the server ended the silent
         // session, which it does a lease after its last statement.
-        let taken = direct.acquire(k, Some(LEASE * 15)).await.expect("waiter gets the lock");
+        let taken = direct
+            .acquire(k, Some(LEASE * 15))
+            .await
+            .expect("waiter gets the lock");
         assert!(
             g.is_lost(),
             "the silent holder must count its lock lost before anyone else gets it"
@@ -82,6 +88,9 @@ async fn a_live_idle_holder_keeps_its_locks_past_many_leases() {
     tokio::time::sleep(Duration::from_millis(3_500)).await;
     assert!(!g.is_lost(), "pings inside the lease keep the session");
     let client = db.connect().await.unwrap();
-    assert_eq!(common::lock_rows(&client, lock_id_for_key(&k)).await, (1, 0));
+    assert_eq!(
+        common::lock_rows(&client, lock_id_for_key(&k)).await,
+        (1, 0)
+    );
     g.release().await.unwrap();
 }
