@@ -96,7 +96,10 @@ impl DistributedLock for PostgresLockManager {
         let span = tracing::debug_span!(
             "eventsource.lock.acquire",
             "db.system" = "postgresql",
+            "db.system.name" = "postgresql",
             "db.operation.name" = "acquire",
+            "otel.name" = "lock acquire",
+            "otel.kind" = "client",
             "server.address" = %address,
             "server.port" = port,
             "eventsource.lock.key" = key,
@@ -105,6 +108,7 @@ impl DistributedLock for PostgresLockManager {
             "eventsource.lock.fence" = tracing::field::Empty,
             "eventsource.lock.wait_us" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
         );
         async move {
             let started = Instant::now();
@@ -149,6 +153,7 @@ impl DistributedLock for PostgresLockManager {
                 }
                 Err(e) => {
                     span.record("error.type", error_type(e));
+                    span.record("otel.status_code", "ERROR");
                 }
             }
             tracing::debug!(outcome = outcome_name(&result), "acquire finished");
@@ -172,7 +177,10 @@ impl DistributedLock for PostgresLockManager {
         let span = tracing::debug_span!(
             "eventsource.lock.try_acquire",
             "db.system" = "postgresql",
+            "db.system.name" = "postgresql",
             "db.operation.name" = "try_acquire",
+            "otel.name" = "lock try_acquire",
+            "otel.kind" = "client",
             "server.address" = %address,
             "server.port" = port,
             "eventsource.lock.key" = key,
@@ -235,7 +243,10 @@ impl DistributedLock for PostgresLockManager {
         let span = tracing::debug_span!(
             "eventsource.lock.release",
             "db.system" = "postgresql",
+            "db.system.name" = "postgresql",
             "db.operation.name" = "release",
+            "otel.name" = "lock release",
+            "otel.kind" = "client",
             "eventsource.lock.key" = key,
             "eventsource.lock.id" = lock_id,
             "eventsource.lock.outcome" = tracing::field::Empty,
