@@ -83,7 +83,7 @@ macro_rules! __lock_conformance_cases {
     };
 }
 
-fn key(case: &str) -> String {
+pub(crate) fn key(case: &str) -> String {
     format!("conformance:{case}:{}", uuid::Uuid::new_v4())
 }
 
@@ -124,10 +124,10 @@ where
     }
 }
 
-const SETTLE: Duration = Duration::from_secs(10);
+pub(crate) const SETTLE: Duration = Duration::from_secs(10);
 
 /// True when `observer` can take `key` right now (and gives it back).
-async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
+pub(crate) async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
     match observer
         .try_acquire(key)
         .await
@@ -141,7 +141,7 @@ async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
     }
 }
 
-async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
+pub(crate) async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         if free_for(observer, key).await {

@@ -96,6 +96,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adapters;
+pub mod coordination;
 pub mod ports;
 
 pub use ports::dyn_lock::DynLockManager;

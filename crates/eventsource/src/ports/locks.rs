@@ -59,15 +59,32 @@ pub const DEFAULT_MIGRATION_OPERATION: &str = "migration";
 /// Cheap to clone; every clone observes the same event. A lock is lost when
 /// the database session holding it ends (backend terminated, server
 /// restarted, network cut) or fails its liveness check.
-#[derive(Clone, Default)]
+///
+/// [`LossSignal::any`] combines several (a set of locks held together is
+/// lost when any member is).
+#[derive(Clone)]
 pub struct LossSignal {
-    token: CancellationToken,
+    tokens: Tokens,
+}
+
+#[derive(Clone)]
+enum Tokens {
+    One(CancellationToken),
+    Any(std::sync::Arc<[CancellationToken]>),
+}
+
+impl Default for LossSignal {
+    fn default() -> Self {
+        Self::from_token(CancellationToken::new())
+    }
 }
 
 impl LossSignal {
     /// A signal that fires when `token` is cancelled. For adapters.
     pub fn from_token(token: CancellationToken) -> Self {
-        Self { token }
+        Self {
+            tokens: Tokens::One(token),
+        }
     }
 
     /// A signal that never fires.
@@ -75,9 +92,31 @@ impl LossSignal {
         Self::default()
     }
 
+    /// A signal that fires as soon as any of `signals` fires (never, for
+    /// none). No task is spawned: waiting on it waits on all of them.
+    pub fn any(signals: impl IntoIterator<Item = LossSignal>) -> Self {
+        let mut tokens = Vec::new();
+        for s in signals {
+            match s.tokens {
+                Tokens::One(t) => tokens.push(t),
+                Tokens::Any(ts) => tokens.extend(ts.iter().cloned()),
+            }
+        }
+        match tokens.len() {
+            0 => Self::never(),
+            1 => Self::from_token(tokens.remove(0)),
+            _ => Self {
+                tokens: Tokens::Any(tokens.into()),
+            },
+        }
+    }
+
     /// True once the lock has been lost.
     pub fn is_lost(&self) -> bool {
-        self.token.is_cancelled()
+        match &self.tokens {
+            Tokens::One(t) => t.is_cancelled(),
+            Tokens::Any(ts) => ts.iter().any(CancellationToken::is_cancelled),
+        }
     }
 
     /// Resolves when the lock is lost; pending forever otherwise.
@@ -86,7 +125,13 @@ impl LossSignal {
     ///
     /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
     pub async fn lost(&self) {
-        self.token.cancelled().await
+        match &self.tokens {
+            Tokens::One(t) => t.cancelled().await,
+            Tokens::Any(ts) => {
+                let waits = ts.iter().map(|t| Box::pin(t.cancelled()));
+                futures_util::future::select_all(waits).await;
+            }
+        }
     }
 }
 
@@ -264,6 +309,37 @@ pub trait DistributedLock: Send + Sync {
                 Err(e) if e.is_timeout() => Ok(None),
                 Err(e) => Err(e),
             }
+        }
+    }
+
+    /// Tries `keys` in order without waiting; returns the index and guard of
+    /// the first one taken, or `Ok(None)` when every key is held elsewhere
+    /// (or by this manager) or the list is empty.
+    ///
+    /// The contract, for implementations that override it (e.g. in one
+    /// statement): on return, the caller holds exactly the returned key and
+    /// no other key of the list (any other taken on the way is released
+    /// first); the key returned is the first of the list that was free
+    /// when it was tried, in list order; a key that is too long is an error
+    /// (if the call gets that far), and then nothing is held. The default tries the keys one by one (one
+    /// round trip each on a database); the semaphore's slots and the
+    /// conformance suite in `eventsource_testkit::coordination` rely on it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (it never queues): a lock taken for a dropped call is
+    /// released, so calling again finds the keys as they were.
+    fn try_lock_any(
+        &self,
+        keys: &[&str],
+    ) -> impl Future<Output = Result<Option<(usize, LockGuard)>>> + Send {
+        async move {
+            for (i, key) in keys.iter().enumerate() {
+                if let Some(guard) = self.try_lock(key).await? {
+                    return Ok(Some((i, guard)));
+                }
+            }
+            Ok(None)
         }
     }
 
