@@ -282,39 +282,34 @@ impl DistributedLock for PostgresLockManager {
     ///
     /// Cancel safe (it never queues): a lock taken for a dropped call is
     /// released at once, so calling again finds the keys as they were.
-    fn try_lock_any(
-        &self,
-        keys: &[&str],
-    ) -> impl std::future::Future<Output = Result<Option<(usize, LockGuard)>>> + Send {
-        async move {
-            let zero = Some(Duration::ZERO);
-            let mut ids = Vec::with_capacity(keys.len());
-            for key in keys {
-                ids.push((checked_lock_id(key, zero)?, Arc::<str>::from(*key)));
-            }
-            let settings = &self.ctx().settings;
-            if settings.fencing || settings.single_session {
-                for (i, key) in keys.iter().enumerate() {
-                    if let Some(guard) = self.try_lock(key).await? {
-                        return Ok(Some((i, guard)));
-                    }
+    async fn try_lock_any(&self, keys: &[&str]) -> Result<Option<(usize, LockGuard)>> {
+        let zero = Some(Duration::ZERO);
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            ids.push((checked_lock_id(key, zero)?, Arc::<str>::from(*key)));
+        }
+        let settings = &self.ctx().settings;
+        if settings.fencing || settings.single_session {
+            for (i, key) in keys.iter().enumerate() {
+                if let Some(guard) = self.try_lock(key).await? {
+                    return Ok(Some((i, guard)));
                 }
-                return Ok(None);
             }
-            let started = Instant::now();
-            let taken = self.state.acquirer.try_any(&ids).await;
-            let outcome = match &taken {
-                Ok(Some(_)) => Outcome::Granted,
-                Ok(None) => Outcome::Contended,
-                Err(_) => Outcome::Error,
-            };
-            let first = keys.first().copied().unwrap_or_default();
-            self.record("try_acquire", outcome, started.elapsed(), first);
-            match taken {
-                Ok(Some((i, g))) => Ok(Some((i, self.guard(keys[i], ids[i].0, g)))),
-                Ok(None) => Ok(None),
-                Err(failure) => Err(acquisition(first, failure, zero)),
-            }
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let taken = self.state.acquirer.try_any(&ids).await;
+        let outcome = match &taken {
+            Ok(Some(_)) => Outcome::Granted,
+            Ok(None) => Outcome::Contended,
+            Err(_) => Outcome::Error,
+        };
+        let first = keys.first().copied().unwrap_or_default();
+        self.record("try_acquire", outcome, started.elapsed(), first);
+        match taken {
+            Ok(Some((i, g))) => Ok(Some((i, self.guard(keys[i], ids[i].0, g)))),
+            Ok(None) => Ok(None),
+            Err(failure) => Err(acquisition(first, failure, zero)),
         }
     }
 

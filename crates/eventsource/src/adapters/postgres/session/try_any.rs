@@ -72,14 +72,15 @@ async fn give_back(s: &SessionState, ids: &[i64]) -> bool {
     };
     let on_server: HashSet<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
     for id in ids {
-        if on_server.contains(id) && !s.held.contains_key(id) {
-            if s.client
+        let ours_already = s.held.contains_key(id);
+        if on_server.contains(id)
+            && !ours_already
+            && s.client
                 .query_one(&s.statements.unlock_one, &[id])
                 .await
                 .is_err()
-            {
-                return false;
-            }
+        {
+            return false;
         }
     }
     true
