@@ -101,8 +101,13 @@ pub enum LockCommand {
     Key(KeyArgs),
 
     /// List the advisory locks of the database: holders and waiters.
-    #[command(long_about = HOLDERS_LONG_ABOUT)]
+    #[command(long_about = HOLDERS_LONG_ABOUT, after_long_help = crate::watch::WATCH_HELP)]
     Holders(HoldersArgs),
+
+    /// A live view of the advisory locks, refreshed every second: who
+    /// holds which key, who waits and for how long (q quits).
+    #[command(long_about = crate::top::TOP_LONG_ABOUT)]
+    Top(crate::top::TopArgs),
 
     /// Check that the database really gives session advisory locks.
     #[command(long_about = DOCTOR_LONG_ABOUT)]
@@ -213,9 +218,26 @@ pub struct KeyArgs {
 /// `eventsource lock holders`
 #[derive(Debug, Args)]
 pub struct HoldersArgs {
-    /// Print JSON (an array of locks with `holders` and `waiters`) instead of a table.
+    /// Print JSON (an array of locks with `holders` and `waiters`) instead of a table;
+    /// with --watch, one JSON object per line and event.
     #[arg(long)]
     pub json: bool,
+
+    /// Keep watching: print a line for each change (acquired, released,
+    /// waiting, granted, abandoned) until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// With --watch, how often to look (at least 100ms).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        value_parser = crate::holders::parse_interval,
+        allow_hyphen_values = true,
+        requires = "watch"
+    )]
+    pub interval: Duration,
 
     /// Only the locks of these keys (default: every advisory lock).
     #[arg(value_name = "KEY")]

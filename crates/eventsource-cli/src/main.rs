@@ -29,6 +29,8 @@ mod run;
 mod signals;
 mod supervise;
 mod tools;
+mod top;
+mod watch;
 mod watchdog;
 
 /// The version `--version` prints: the package version and, when built
@@ -160,6 +162,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Lock(LockCommand::Holders(args)) => match db::require_url(url) {
             Ok(db) => holders::holders(args, db).await,
+            Err(code) => code,
+        },
+        Command::Lock(LockCommand::Top(args)) => match db::require_url(url) {
+            Ok(db) => top::top(args, db).await,
             Err(code) => code,
         },
         Command::Lock(LockCommand::Doctor) => match db::require_url(url) {
