@@ -101,13 +101,13 @@ pub enum LockCommand {
     Key(KeyArgs),
 
     /// List the advisory locks of the database: holders and waiters.
-    #[command(long_about = HOLDERS_LONG_ABOUT, after_long_help = crate::watch::WATCH_HELP)]
+    #[command(long_about = HOLDERS_LONG_ABOUT, after_long_help = crate::live::args::WATCH_HELP)]
     Holders(HoldersArgs),
 
     /// A live view of the advisory locks, refreshed every second: who
     /// holds which key, who waits and for how long (q quits).
-    #[command(long_about = crate::top::TOP_LONG_ABOUT)]
-    Top(crate::top::TopArgs),
+    #[command(long_about = crate::live::args::TOP_LONG_ABOUT)]
+    Top(crate::live::args::TopArgs),
 
     /// Check that the database really gives session advisory locks.
     #[command(long_about = DOCTOR_LONG_ABOUT)]
@@ -233,7 +233,7 @@ pub struct HoldersArgs {
         long,
         value_name = "DURATION",
         default_value = "1s",
-        value_parser = crate::holders::parse_interval,
+        value_parser = crate::live::args::parse_interval,
         allow_hyphen_values = true,
         requires = "watch"
     )]

@@ -22,6 +22,7 @@ mod help;
 mod holders;
 mod job;
 mod key;
+mod live;
 mod logging;
 mod messages;
 mod redact;
@@ -29,8 +30,6 @@ mod run;
 mod signals;
 mod supervise;
 mod tools;
-mod top;
-mod watch;
 mod watchdog;
 
 /// The version `--version` prints: the package version and, when built
@@ -165,7 +164,7 @@ async fn dispatch(cli: Cli) -> i32 {
             Err(code) => code,
         },
         Command::Lock(LockCommand::Top(args)) => match db::require_url(url) {
-            Ok(db) => top::top(args, db).await,
+            Ok(db) => live::top::top(args, db).await,
             Err(code) => code,
         },
         Command::Lock(LockCommand::Doctor) => match db::require_url(url) {

@@ -37,7 +37,7 @@ impl Watch {
     }
 
     /// Ends it with `sig`; the exit code and stderr.
-    async fn stop(mut self, sig: Signal) -> (i32, String) {
+    async fn stop(self, sig: Signal) -> (i32, String) {
         kill(Pid::from_raw(self.child.id().unwrap() as i32), sig).unwrap();
         let out = tokio::time::timeout(BOUND, self.child.wait_with_output())
             .await

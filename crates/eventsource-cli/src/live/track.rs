@@ -1,45 +1,17 @@
-//! `eventsource lock holders --watch`: one line per change in who holds
-//! and who waits, found by comparing one listing with the next.
+//! What the live views have seen: each session's request for a lock,
+//! compared from one listing to the next ([`Tracker`]), and the changes
+//! found ([`Event`]) as a line of text or JSON.
 //!
-//! PostgreSQL has no notification for lock changes, so the watch lists the
-//! locks every `--interval` (one statement) and reports the difference: a
-//! lock taken and given back between two listings is not seen, and an
-//! event's time is when it was seen.
+//! PostgreSQL has no notification for lock changes and records no grant
+//! times: a change is seen at the first listing that shows it, and a lock
+//! taken and given back between two listings is not seen.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
 use serde::Serialize;
-use tokio::signal::unix::{signal, SignalKind};
-
-use crate::db::{self, Database};
-use crate::holders::{Inspector, KeyNames};
-use crate::{exit, report};
-
-/// The help `lock holders --help` adds about `--watch`.
-pub const WATCH_HELP: &str = "\
-With --watch: a line for each change, flushed as it is seen, until SIGINT,
-SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
-(exit 0, silently). Each line: the time it was seen, the event, then
-name=value fields (key, id, pid, holder or app, client, mode; blocked_by for
-a waiter, waited or held when known, fence when the fencing table is read):
-
-  held      held when the watch started
-  waiting   started waiting (or was waiting when the watch started)
-  acquired  taken without waiting (as far as the watch saw)
-  granted   a waiter got the lock; waited= since it started waiting
-  released  the holder let go or its session ended; held= when the watch
-            saw the grant
-  abandoned a waiter stopped waiting without the lock (timeout, cancel,
-            its session ended)
-
-With --json each line is one JSON object: time, event, lock_id, key,
-fence, the session's fields as in `lock holders --json`, and waited_seconds
-or held_seconds. The locks are listed every --interval: a lock taken and
-released in between is not seen.";
 
 /// Identifies one row of `pg_locks`: a session's request for one lock in
 /// one mode.
@@ -282,95 +254,6 @@ impl Tracker {
         // Stable: within a kind, lock order and queue order stay.
         events.sort_by_key(|e| e.event);
         events
-    }
-}
-
-/// Writes `text`; `Err` carries the exit code: 0 when the reader went away
-/// (EPIPE), [`exit::IO_ERROR`] for other failures (reported).
-fn emit(text: &str) -> Result<(), i32> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(0),
-        Err(e) => {
-            report!("cannot write to standard output: {e}");
-            Err(exit::IO_ERROR)
-        }
-    }
-}
-
-/// Runs the watch until a signal or a closed stdout; returns the exit code.
-pub async fn watch(
-    db: &Database,
-    inspector: &Inspector,
-    names: &KeyNames,
-    json: bool,
-    interval: Duration,
-) -> i32 {
-    let (mut int, mut term, mut hup) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
-        _ => {
-            report!("cannot catch signals");
-            return exit::SOFTWARE;
-        }
-    };
-    let mut tracker = Tracker::default();
-    let mut failing = false;
-    let mut next = tokio::time::Instant::now();
-    loop {
-        let listing = async {
-            tokio::time::sleep_until(next).await;
-            inspector.snapshot(names).await
-        };
-        let result = tokio::select! {
-            _ = int.recv() => return 0,
-            _ = term.recv() => return 0,
-            _ = hup.recv() => return 0,
-            r = listing => r,
-        };
-        next = (next + interval).max(tokio::time::Instant::now());
-        let locks = match result {
-            Ok(locks) => locks,
-            Err(e) => {
-                if !failing {
-                    report!(
-                        "{}; trying again every {}",
-                        db::describe_failure("cannot list lock holders", Some(db), &e),
-                        crate::duration::format_duration(interval)
-                    );
-                    failing = true;
-                }
-                continue;
-            }
-        };
-        if failing {
-            report!("listing lock holders again");
-            failing = false;
-        }
-        let mut text = String::new();
-        for event in tracker.update(&locks, Utc::now()) {
-            if json {
-                match serde_json::to_string(&event) {
-                    Ok(line) => text.push_str(&line),
-                    Err(e) => {
-                        report!("cannot encode JSON: {e}");
-                        return exit::SOFTWARE;
-                    }
-                }
-            } else {
-                text.push_str(&event.line());
-            }
-            text.push('\n');
-        }
-        if !text.is_empty() {
-            if let Err(code) = emit(&text) {
-                return code;
-            }
-        }
     }
 }
 

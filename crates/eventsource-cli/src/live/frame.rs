@@ -1,80 +1,24 @@
-//! `eventsource lock top`: a refreshing terminal view of the advisory
-//! locks, or one plain listing when standard output is not a terminal.
+//! What `lock top` shows, as lines of text: a header, then a row per
+//! session, longest waits first.
 
-use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use clap::Args;
-use crossterm::cursor::{Hide, MoveTo, Show};
-use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use crossterm::style::Print;
-use crossterm::terminal::{self, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen};
-use crossterm::{execute, queue};
-use eventsource::adapters::postgres::{AdvisoryLock, HoldersQuery, LockSession};
-use futures_util::StreamExt;
-use tokio::signal::unix::{signal, SignalKind};
+use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
 
-use crate::db::{self, Database};
+use super::inspect::{columns, lock_label};
+use super::track::{Slot, Tracker};
 use crate::duration::format_duration;
-use crate::holders::{columns, lock_label, parse_interval, Inspector, KeyNameArgs, KeyNames};
 use crate::messages::session_name;
-use crate::watch::{Slot, Tracker};
-use crate::{exit, report};
-
-/// `lock top --help`.
-pub const TOP_LONG_ABOUT: &str = "\
-A live view of the database's advisory locks, like top: one row per session
-that holds or waits for a lock, refreshed every --interval. Locks with
-waiters come first, the longest wait first; then held locks, the longest
-held first. q, Esc or Ctrl-C quits and gives the terminal back as it was.
-
-Columns: KEY (the key, when named with --key / --key-file or recorded by
-the fencing table, else the lock id; (K1,K2) for a two-int lock), STATE
-(held / waiting), PID (the backend; SELECT pg_terminate_backend(PID) frees
-its locks), HOLDER (the holder id of an eventsource session, else its
-application_name), CLIENT (its address), FOR (how long it has held or
-waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
-table eventsource_lock_fences is in the search_path, FENCE (the lock's
-current fencing token).
-
-FOR for a waiter counts from when it started waiting (PostgreSQL 14 and
-later). PostgreSQL does not record when a lock was granted: for a grant
-this view saw, FOR counts from the refresh that first showed it; for a lock
-already held when the view started, FOR shows `<=` and the age of the
-holder's session, the longest it can have been held.
-
-Each refresh is one query (pg_locks joined with pg_stat_activity). When
-standard output is not a terminal, one listing is printed and the command
-exits 0. Exit codes: 0 quit, 2 bad usage (a bad --interval, an unreadable
---key-file), 69 the database cannot be reached, 74 the terminal cannot be
-written.";
-
-/// `eventsource lock top`
-#[derive(Debug, Args)]
-pub struct TopArgs {
-    /// How often to refresh (at least 100ms).
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "1s",
-        value_parser = parse_interval,
-        allow_hyphen_values = true
-    )]
-    pub interval: Duration,
-
-    #[command(flatten)]
-    pub names: KeyNameArgs,
-}
 
 /// What the header says besides the locks.
-struct Header<'a> {
-    database: &'a str,
-    fence_table: Option<&'a str>,
-    interval: Duration,
+pub struct Header<'a> {
+    pub database: &'a str,
+    pub fence_table: Option<&'a str>,
+    pub interval: Duration,
     /// The last refresh failed: why, and when.
-    error: Option<String>,
-    interactive: bool,
+    pub error: Option<String>,
+    pub interactive: bool,
 }
 
 fn age(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -109,7 +53,7 @@ fn longest_wait(lock: &AdvisoryLock, now: DateTime<Utc>) -> Duration {
 
 /// The view as lines of text: header, column titles, rows; at most `rows`
 /// lines and `width` characters each when given.
-fn frame(
+pub fn frame(
     locks: &[AdvisoryLock],
     seen: &Tracker,
     header: &Header<'_>,
@@ -249,153 +193,6 @@ fn frame(
     lines
 }
 
-/// Raw mode and the alternate screen while it lives; the terminal is
-/// given back as it was when it is dropped (also on a panic).
-struct Screen;
-
-impl Screen {
-    fn enter() -> std::io::Result<Self> {
-        terminal::enable_raw_mode()?;
-        let screen = Screen;
-        execute!(std::io::stdout(), EnterAlternateScreen, Hide)?;
-        Ok(screen)
-    }
-
-    fn draw(
-        &self,
-        build: impl FnOnce(Option<(usize, usize)>) -> Vec<String>,
-    ) -> std::io::Result<()> {
-        let (w, h) = terminal::size()?;
-        let lines = build(Some((usize::from(w), usize::from(h))));
-        let mut out = std::io::stdout().lock();
-        for (i, line) in lines.iter().enumerate() {
-            let row = u16::try_from(i).unwrap_or(u16::MAX);
-            queue!(
-                out,
-                MoveTo(0, row),
-                Print(line),
-                Clear(ClearType::UntilNewLine)
-            )?;
-        }
-        queue!(out, Clear(ClearType::FromCursorDown))?;
-        out.flush()
-    }
-}
-
-impl Drop for Screen {
-    fn drop(&mut self) {
-        let _ = execute!(std::io::stdout(), Show, LeaveAlternateScreen);
-        let _ = terminal::disable_raw_mode();
-    }
-}
-
-fn quits(key: &KeyEvent) -> bool {
-    key.kind != KeyEventKind::Release
-        && match key.code {
-            KeyCode::Char('q' | 'Q') | KeyCode::Esc => true,
-            KeyCode::Char('c') => key.modifiers.contains(KeyModifiers::CONTROL),
-            _ => false,
-        }
-}
-
-/// Runs `lock top`; returns the exit code.
-pub async fn top(args: TopArgs, db: Database) -> i32 {
-    let names = match KeyNames::load(&args.names) {
-        Ok(n) => n,
-        Err(code) => return code,
-    };
-    let inspector = match Inspector::open(&db, HoldersQuery::all()).await {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
-    let mut locks = match inspector.snapshot(&names).await {
-        Ok(l) => l,
-        Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
-    };
-    let mut seen = Tracker::default();
-    seen.update(&locks, Utc::now());
-    let shown = db.shown();
-    let mut header = Header {
-        database: &shown,
-        fence_table: inspector.fence_table(),
-        interval: args.interval,
-        error: None,
-        interactive: false,
-    };
-    if !std::io::stdout().is_terminal() {
-        let mut text = frame(&locks, &seen, &header, Utc::now(), None).join("\n");
-        text.push('\n');
-        return crate::print_stdout(&text).err().unwrap_or(0);
-    }
-    header.interactive = true;
-    let (mut term, mut hup, mut int) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(h), Ok(i)) => (t, h, i),
-        _ => {
-            report!("cannot catch signals");
-            return exit::SOFTWARE;
-        }
-    };
-    let screen = match Screen::enter() {
-        Ok(s) => s,
-        Err(e) => {
-            report!("cannot set up the terminal: {e}");
-            return exit::IO_ERROR;
-        }
-    };
-    let mut keys = EventStream::new();
-    let mut next = tokio::time::Instant::now() + args.interval;
-    let outcome: Result<(), String> = loop {
-        if let Err(e) = screen.draw(|size| frame(&locks, &seen, &header, Utc::now(), size)) {
-            break Err(format!("cannot write to the terminal: {e}"));
-        }
-        let listing = async {
-            tokio::time::sleep_until(next).await;
-            inspector.snapshot(&names).await
-        };
-        tokio::select! {
-            key = keys.next() => match key {
-                Some(Ok(Event::Key(k))) if quits(&k) => break Ok(()),
-                Some(Ok(_)) => {} // a resize, another key: draw again
-                Some(Err(e)) => break Err(format!("cannot read the terminal: {e}")),
-                None => break Ok(()),
-            },
-            _ = term.recv() => break Ok(()),
-            _ = hup.recv() => break Ok(()),
-            _ = int.recv() => break Ok(()),
-            result = listing => {
-                next = (next + args.interval).max(tokio::time::Instant::now());
-                let now = Utc::now();
-                match result {
-                    Ok(l) => {
-                        seen.update(&l, now);
-                        locks = l;
-                        header.error = None;
-                    }
-                    Err(e) => {
-                        header.error = Some(format!(
-                            "refresh failed at {}: {}; showing the last listing",
-                            now.format("%H:%M:%S"),
-                            db::describe_failure("", Some(&db), &e)
-                        ));
-                    }
-                }
-            }
-        }
-    };
-    drop(screen);
-    match outcome {
-        Ok(()) => 0,
-        Err(message) => {
-            report!("{message}");
-            exit::IO_ERROR
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,22 +300,5 @@ mod tests {
         assert!(!lines
             .iter()
             .any(|l| l.contains("q quits") || l.contains("FENCE") || l.starts_with("<=")));
-    }
-
-    #[test]
-    fn q_esc_and_ctrl_c_quit() {
-        assert!(quits(&KeyEvent::new(
-            KeyCode::Char('q'),
-            KeyModifiers::NONE
-        )));
-        assert!(quits(&KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
-        assert!(quits(&KeyEvent::new(
-            KeyCode::Char('c'),
-            KeyModifiers::CONTROL
-        )));
-        assert!(!quits(&KeyEvent::new(
-            KeyCode::Char('c'),
-            KeyModifiers::NONE
-        )));
     }
 }
