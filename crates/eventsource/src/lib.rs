@@ -100,12 +100,12 @@ pub mod ports;
 
 pub use ports::dyn_lock::DynLockManager;
 pub use ports::error::{
-    AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, LockLostError,
-    LockNotHeldError, ReadModelError, Result,
+    AcquireFailure, BackendError, BackendErrorKind, Error, FencedError, LockAcquisitionError,
+    LockLostError, LockNotHeldError, ReadModelError, Result,
 };
 pub use ports::lock_id::{lock_id_for_key, MAX_KEY_LEN};
 pub use ports::locks::{
-    migration_lock_key, DistributedLock, LockGuard, LockInfo, LockRegistry, LossSignal,
+    migration_lock_key, DistributedLock, LeaseClock, LockGuard, LockInfo, LockRegistry, LossSignal,
     DEFAULT_MIGRATION_OPERATION,
 };
 pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};

@@ -13,10 +13,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::error::{Error, LockLostError, Result};
+pub use super::loss::{LeaseClock, LossSignal};
 
 /// A boxed, sendable future, as adapters hand them to [`LockGuard`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -32,6 +32,11 @@ pub struct LockInfo {
     pub acquired_at: DateTime<Utc>,
     /// The manager's holder label, if it has one.
     pub holder_id: Option<String>,
+    /// The fencing token of this acquisition, when the manager fences:
+    /// strictly greater than the token of every earlier acquisition of the
+    /// same key. Pass it to the protected resource, which refuses writes
+    /// carrying an older one (see `docs/fencing.md`).
+    pub fence: Option<u64>,
 }
 
 /// Builds the conventional key for a per-tenant operation: `"{operation}:{tenant_id}"`.
@@ -53,50 +58,6 @@ pub fn migration_lock_key(tenant_id: Uuid, operation: &str) -> String {
 
 /// The default operation name for [`migration_lock_key`].
 pub const DEFAULT_MIGRATION_OPERATION: &str = "migration";
-
-/// Tells whether a held lock has been lost.
-///
-/// Cheap to clone; every clone observes the same event. A lock is lost when
-/// the database session holding it ends (backend terminated, server
-/// restarted, network cut) or fails its liveness check.
-#[derive(Clone, Default)]
-pub struct LossSignal {
-    token: CancellationToken,
-}
-
-impl LossSignal {
-    /// A signal that fires when `token` is cancelled. For adapters.
-    pub fn from_token(token: CancellationToken) -> Self {
-        Self { token }
-    }
-
-    /// A signal that never fires.
-    pub fn never() -> Self {
-        Self::default()
-    }
-
-    /// True once the lock has been lost.
-    pub fn is_lost(&self) -> bool {
-        self.token.is_cancelled()
-    }
-
-    /// Resolves when the lock is lost; pending forever otherwise.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
-    pub async fn lost(&self) {
-        self.token.cancelled().await
-    }
-}
-
-impl fmt::Debug for LossSignal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LossSignal")
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
 
 /// The adapter half of a [`LockGuard`]: how to give the lock back.
 ///
@@ -146,6 +107,11 @@ impl LockGuard {
     /// The advisory-lock id of the lock.
     pub fn lock_id(&self) -> i64 {
         self.info.lock_id
+    }
+
+    /// The fencing token of this acquisition (see [`LockInfo::fence`]).
+    pub fn fence(&self) -> Option<u64> {
+        self.info.fence
     }
 
     /// True once the lock has been lost.

@@ -286,7 +286,8 @@ impl Acquirer {
 /// it is not yet known, the guard's loss signal fires as soon as it is (the
 /// window that only fencing closes; see docs/reliability.md).
 fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
-    if granted.loss.is_cancelled() {
+    let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
+    if granted.loss.is_cancelled() || lease_over {
         drop(granted);
         return Err(AcquireFailure::Backend(BackendError::new(
             BackendErrorKind::Closed,

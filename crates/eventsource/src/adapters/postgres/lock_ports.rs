@@ -30,6 +30,9 @@ fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) ->
         AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::Standby => {
             AcquireFailure::Standby
         }
+        AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::FencingNotInstalled => {
+            AcquireFailure::FencingNotInstalled
+        }
         other => other,
     };
     Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
@@ -86,11 +89,11 @@ impl DistributedLock for PostgresLockManager {
             {
                 Ok(g) => {
                     let info = self.info(key, lock_id, &g);
-                    Ok(LockGuard::new(
-                        info,
-                        LossSignal::from_token(g.loss),
-                        Box::new(g.lock),
-                    ))
+                    let loss = match g.lease {
+                        Some(lease) => LossSignal::with_lease(g.loss, lease),
+                        None => LossSignal::from_token(g.loss),
+                    };
+                    Ok(LockGuard::new(info, loss, Box::new(g.lock)))
                 }
                 Err(failure) => Err(acquisition(key, failure, timeout)),
             };

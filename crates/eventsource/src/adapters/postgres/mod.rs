@@ -6,6 +6,7 @@
 mod acquirer;
 mod config;
 mod connect;
+pub mod fencing;
 mod held_lock;
 mod holders;
 mod lock_ports;

@@ -21,6 +21,7 @@ use super::state::SessionState;
 use super::statements::prepare;
 use super::wait::run_wait;
 use crate::ports::error::{BackendError, BackendErrorKind};
+use crate::ports::loss::LeaseClock;
 
 struct Actor {
     kind: Kind,
@@ -61,7 +62,9 @@ async fn open(
             _ = dead.cancelled() => {}
         }
     });
-    let (statements, identity) = prepare(&client).await?;
+    let sent = std::time::Instant::now();
+    let fencing = ctx.settings.fencing;
+    let (statements, identity) = prepare(&client, fencing, ctx.extra_setup.as_deref()).await?;
     if identity.in_recovery && !ctx.settings.allow_standby {
         return Err(BackendError::new(
             BackendErrorKind::Standby,
@@ -77,6 +80,10 @@ async fn open(
         client,
         statements,
         held: HashMap::new(),
+        lease: ctx
+            .settings
+            .lease_confirmed_for()
+            .map(|d| LeaseClock::new(sent + d)),
     })
 }
 
@@ -93,7 +100,7 @@ impl Actor {
             }
         };
         ctx.session_opened();
-        let mut tick = tokio::time::interval(ctx.settings.liveness_interval);
+        let mut tick = tokio::time::interval(ctx.settings.ping_interval());
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick.reset();
         let (dead, closed) = (mailbox.dead.clone(), ctx.closed.clone());
@@ -118,8 +125,13 @@ impl Actor {
                         }
                     }
                 }
+                _ = lease_expiry(&state) => {
+                    tracing::warn!(pid = state.mailbox.pid(), "lock session's lease ran out unconfirmed; its locks count as lost");
+                    dead.cancel();
+                    break;
+                }
                 _ = tick.tick() => {
-                    if !ping(&state).await {
+                    if !state.ping().await {
                         tracing::warn!(pid = state.mailbox.pid(), "lock session failed its liveness check");
                         dead.cancel();
                         break;
@@ -228,11 +240,16 @@ impl Actor {
     }
 }
 
-/// One liveness check, bounded by the liveness timeout.
-async fn ping(state: &SessionState) -> bool {
-    let check = state.client.query_one(&state.statements.ping, &[]);
-    matches!(
-        tokio::time::timeout(state.ctx.settings.liveness_timeout, check).await,
-        Ok(Ok(_))
-    )
+/// Resolves when the session's lease has run out (never without a lease).
+async fn lease_expiry(state: &SessionState) {
+    let Some(clock) = &state.lease else {
+        return std::future::pending().await;
+    };
+    loop {
+        let deadline = clock.deadline();
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+    }
 }

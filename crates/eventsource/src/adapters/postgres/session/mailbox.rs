@@ -82,6 +82,10 @@ pub(crate) enum WaitOutcome {
 pub(crate) struct Granted {
     pub(crate) lock: HeldLock,
     pub(crate) loss: CancellationToken,
+    /// Lease mode: the session's lease, which the loss signal also watches.
+    pub(crate) lease: Option<Arc<crate::ports::loss::LeaseClock>>,
+    /// The fencing token, when the manager fences.
+    pub(crate) fence: Option<u64>,
     pub(crate) acquired_at: DateTime<Utc>,
 }
 
