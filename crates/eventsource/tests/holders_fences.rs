@@ -3,7 +3,8 @@
 //! missing or unreadable tables are left out.
 #![cfg(feature = "postgres")]
 
-use eventsource::adapters::postgres::{query_holders, FenceTable, HoldersQuery, FENCE_TABLE};
+use eventsource::adapters::postgres::fencing::FENCE_TABLE;
+use eventsource::adapters::postgres::{query_holders, FenceTable, HoldersQuery};
 use eventsource::lock_id_for_key;
 use eventsource_testkit::pg::TestDatabase;
 use tokio_postgres::{Client, NoTls};

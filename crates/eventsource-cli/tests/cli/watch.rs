@@ -262,52 +262,75 @@ async fn the_fence_token_shows_in_holders_watch_and_top() {
     let admin = db.connect().await.unwrap();
     let key = "fenced:invoice-run";
     let id = lock_id_for_key(key);
-    admin
-        .batch_execute(
-            "CREATE TABLE eventsource_lock_fences \
-             (lock_id bigint PRIMARY KEY, key text, fence bigint NOT NULL)",
-        )
-        .await
-        .unwrap();
-    admin
-        .execute(
-            "INSERT INTO eventsource_lock_fences VALUES ($1, $2, 41)",
-            &[&id, &key],
-        )
-        .await
-        .unwrap();
-    let holder = session(&db, "eventsource/fenced-holder").await;
-    holder
-        .execute("SELECT pg_advisory_lock($1)", &[&id])
-        .await
-        .unwrap();
+    let install = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(install.code, 0, "{install:?}");
+    // Two fenced runs: the second holds token 2, and tells its command so.
+    for expected in ["1", "2"] {
+        let mut run = Running::start(eventsource(Some(&db)).args([
+            "lock",
+            "run",
+            "--fence",
+            "--holder-id",
+            "fenced-holder",
+            key,
+            "--",
+            "sh",
+            "-c",
+            "echo \"fence $EVENTSOURCE_LOCK_FENCE\"; read x",
+        ]));
+        run.expect_line(&format!("fence {expected}")).await;
+        if expected == "2" {
+            check_views(&db, key, id).await;
+        }
+        run.send_line("").await;
+        assert_eq!(run.finish().await.code, 0);
+    }
 
-    // Not named on the command line: the table names the key.
+    // Without the table, no FENCE column at all.
+    admin
+        .batch_execute("DROP TABLE eventsource_lock_fences CASCADE")
+        .await
+        .unwrap();
+    let raw = session(&db, "unfenced").await;
+    raw.execute("SELECT pg_advisory_lock($1)", &[&id])
+        .await
+        .unwrap();
+    let out = output(eventsource(Some(&db)).args(["lock", "holders"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stdout.contains("FENCE"), "{}", out.stdout);
     let out = output(eventsource(Some(&db)).args(["lock", "holders", "--json"])).await;
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(json[0].get("fence").is_none(), "{json}");
+}
+
+/// `lock holders` (text and JSON), `--watch` and `lock top` show token 2
+/// for `key`, named by the fencing table (no key is given).
+async fn check_views(db: &TestDatabase, key: &str, id: i64) {
+    let out = output(eventsource(Some(db)).args(["lock", "holders", "--json"])).await;
     assert_eq!(out.code, 0, "{out:?}");
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(json[0]["fence"], 41, "{json}");
+    assert_eq!(json[0]["fence"], 2, "{json}");
     assert_eq!(json[0]["key"], key, "{json}");
-    let out = output(eventsource(Some(&db)).args(["lock", "holders"])).await;
+    let out = output(eventsource(Some(db)).args(["lock", "holders"])).await;
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(lines[0].contains(" FENCE "), "{}", out.stdout);
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
         cells[..4],
-        [id.to_string().as_str(), key, "41", "held"],
+        [id.to_string().as_str(), key, "2", "held"],
         "{}",
         out.stdout
     );
 
-    let mut watch = Watch::start(&db, &[]);
+    let mut watch = Watch::start(db, &[]);
     let (event, f) = parse(&watch.next().await);
     assert_eq!(event, "held");
-    assert_eq!(get(&f, "fence"), Some("41"));
+    assert_eq!(get(&f, "fence"), Some("2"));
     assert_eq!(get(&f, "key"), Some(key));
     let (code, _) = watch.stop(Signal::SIGTERM).await;
     assert_eq!(code, 0);
 
-    let out = output(eventsource(Some(&db)).args(["lock", "top"])).await;
+    let out = output(eventsource(Some(db)).args(["lock", "top"])).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stdout
@@ -323,16 +346,8 @@ async fn the_fence_token_shows_in_holders_watch_and_top() {
         .find(|l| l.contains("fenced-holder"))
         .unwrap();
     assert!(
-        row.starts_with(key) && row.trim_end().ends_with(" 41"),
+        row.starts_with(key) && row.trim_end().ends_with(" 2"),
         "{}",
         out.stdout
     );
-
-    // Without the table, no FENCE column at all.
-    admin
-        .batch_execute("DROP TABLE eventsource_lock_fences")
-        .await
-        .unwrap();
-    let out = output(eventsource(Some(&db)).args(["lock", "holders"])).await;
-    assert!(!out.stdout.contains("FENCE"), "{}", out.stdout);
 }

@@ -14,6 +14,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 use super::connect::pg_error;
+use super::fencing::FENCE_TABLE;
 use crate::ports::error::{BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 
@@ -86,11 +87,6 @@ pub struct LockSession {
     /// a holder.
     pub blocked_by: Vec<i32>,
 }
-
-/// The table whose fencing tokens the views show, looked up by name in the
-/// session's `search_path`: `eventsource_lock_fences(lock_id bigint primary
-/// key, key text, fence bigint not null)`.
-pub const FENCE_TABLE: &str = "eventsource_lock_fences";
 
 /// Whether a [`HoldersQuery`] reads fencing tokens, and from where.
 #[derive(Debug, Clone, PartialEq, Eq)]
