@@ -119,8 +119,10 @@ pub(crate) fn holder_id_from_application_name(name: &str) -> Option<String> {
 /// Advisory locks of the current database: the bigint form (`objsubid =
 /// 1`), and, when no ids are asked for, the two-int form (`objsubid = 2`).
 /// `waitstart` is read through `to_jsonb` so that the query also runs on
-/// servers older than PostgreSQL 14, which lack the column. `{FENCE}` is
-/// replaced by the fence columns and join, or by typed NULLs.
+/// servers older than PostgreSQL 14, which lack the column, and for waiters
+/// only: converting every row took most of the query's time with 10,000
+/// locks held (169 ms against 45 ms). `{FENCE}` is replaced by the fence
+/// columns and join, or by typed NULLs.
 const HOLDERS_SQL: &str = "\
 SELECT ((l.classid::int8 << 32) | l.objid::int8) AS lock_id,
        l.objsubid::int4 AS objsubid,
@@ -129,7 +131,7 @@ SELECT ((l.classid::int8 << 32) | l.objid::int8) AS lock_id,
        l.pid,
        l.mode,
        l.granted,
-       (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart,
+       CASE WHEN l.granted THEN NULL ELSE (to_jsonb(l) ->> 'waitstart')::timestamptz END AS waitstart,
        CASE WHEN l.granted THEN NULL ELSE pg_catalog.pg_blocking_pids(l.pid) END AS blocked_by,
        a.application_name,
        host(a.client_addr) AS client_addr,
