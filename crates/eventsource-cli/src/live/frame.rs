@@ -1,6 +1,7 @@
 //! What `lock top` shows, as lines of text: a header, then a row per
 //! session, longest waits first.
 
+use std::cmp::Reverse;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -96,10 +97,13 @@ pub fn frame(
             .max()
             .unwrap_or_default()
     };
-    order.sort_by(|a, b| {
-        (!b.waiters.is_empty(), longest_wait(b, now), hold_age(b))
-            .cmp(&(!a.waiters.is_empty(), longest_wait(a, now), hold_age(a)))
-            .then(a.lock_id.cmp(&b.lock_id))
+    // Waited for first, longest wait first, then longest held, then by id.
+    order.sort_by_cached_key(|l| {
+        (
+            Reverse((!l.waiters.is_empty(), longest_wait(l, now), hold_age(l))),
+            l.lock_id,
+            l.int_pair,
+        )
     });
     let fences = header.fence_table.is_some();
     let mut rows = vec![[
