@@ -101,7 +101,7 @@ pub enum LockCommand {
     Key(KeyArgs),
 
     /// List the advisory locks of the database: holders and waiters.
-    #[command(long_about = HOLDERS_LONG_ABOUT, after_long_help = crate::live::args::WATCH_HELP)]
+    #[command(long_about = HOLDERS_LONG_ABOUT, after_long_help = crate::live::args::HOLDERS_AFTER_HELP)]
     Holders(HoldersArgs),
 
     /// A live view of the advisory locks, refreshed every second: who

@@ -81,8 +81,13 @@ exits 0. Exit codes: 0 quit, 2 bad usage (a bad --interval, an unreadable
 --key-file), 69 the database cannot be reached, 74 the terminal cannot be
 written.";
 
-/// The help `lock holders --help` adds about `--watch`.
-pub const WATCH_HELP: &str = "\
+/// The help `lock holders --help` adds: fence tokens and `--watch`.
+pub const HOLDERS_AFTER_HELP: &str = "\
+Fencing: when the table eventsource_lock_fences (`eventsource lock install`)
+is in the connection's search_path, a FENCE column (`fence` in JSON) shows
+each lock's current fencing token, and the table names keys that were not
+given. In JSON, each waiter's `blocked_by` lists the pids it waits behind.
+
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
 (exit 0, silently). Each line: the time it was seen, the event, then

@@ -337,3 +337,34 @@ async fn an_unreachable_database_exits_69_before_touching_the_terminal() {
         assert!(out.stdout.is_empty(), "{}", out.stdout);
     }
 }
+
+#[tokio::test]
+async fn help_and_completions_know_the_live_views() {
+    let out = output(eventsource(None).args(["lock", "top", "--help"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for word in [
+        "--interval",
+        "--key-file",
+        "--key <KEY>",
+        "BLOCKED BY",
+        "FENCE",
+        "q, Esc",
+    ] {
+        assert!(out.stdout.contains(word), "{word}: {}", out.stdout);
+    }
+    let out = output(eventsource(None).args(["lock", "holders", "--help"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for word in ["--watch", "--interval", "abandoned", "granted", "FENCE"] {
+        assert!(out.stdout.contains(word), "{word}: {}", out.stdout);
+    }
+    let out = output(eventsource(None).args(["completions", "bash"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("eventsource__subcmd__lock__subcmd__top") && out.stdout.contains("--key-file"),
+        "{}",
+        out.stdout
+    );
+    let out = output(eventsource(None).args(["man"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.starts_with(".ie"), "roff: {}", &out.stdout[..40]);
+}
