@@ -5,8 +5,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-use eventsource::adapters::postgres::{query_holders, AdvisoryLock, HoldersQuery};
+use eventsource::adapters::postgres::{
+    connect_for_inspection, query_holders, AdvisoryLock, ConnectOptions, HoldersQuery, SslMode,
+};
 use eventsource::lock_id_for_key;
+use eventsource::BackendErrorKind;
 use eventsource_testkit::pg::TestDatabase;
 use tokio_postgres::{Client, NoTls};
 
@@ -359,4 +362,82 @@ async fn a_dropped_run_leaves_the_session_usable() {
     assert_eq!(locks.len(), 1, "{locks:?}");
     assert_eq!(locks[0].lock_id, 5);
     assert_eq!(query.run(&client).await.unwrap(), locks);
+}
+
+/// `connect_for_inspection`: a session with the URL's TLS settings that
+/// lists locks; its end shows as `is_closed`; a server that is not there is
+/// a connect error; dropped while connecting, it leaves no session.
+#[tokio::test]
+async fn an_inspection_session_lists_locks_and_shows_its_end() {
+    let db = TestDatabase::create().await.unwrap();
+    let admin = db.connect().await.unwrap();
+    let mut config = db.config();
+    config.application_name("inspection-test");
+    let options = ConnectOptions::from_config(config.clone()).with_ssl_mode(SslMode::Disable);
+    let client = connect_for_inspection(options.clone(), Duration::from_secs(30))
+        .await
+        .expect("connects");
+    admin
+        .execute("SELECT pg_advisory_lock(99)", &[])
+        .await
+        .unwrap();
+    let locks = HoldersQuery::all().run(&client).await.unwrap();
+    assert_eq!(locks.len(), 1);
+    assert_eq!(locks[0].lock_id, 99);
+
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity \
+             WHERE application_name = 'inspection-test'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !client.is_closed() {
+        assert!(tokio::time::Instant::now() < deadline, "never saw the end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(HoldersQuery::all().run(&client).await.is_err());
+
+    // Dropped while connecting: no session stays behind.
+    {
+        let connecting = connect_for_inspection(options.clone(), Duration::from_secs(30));
+        tokio::pin!(connecting);
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(connecting.as_mut().poll(cx))).await;
+        assert!(polled.is_pending());
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'inspection-test'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{n} sessions left");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Nothing listening: a connect error.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    config.port(port);
+    let err = connect_for_inspection(ConnectOptions::from_config(config), Duration::from_secs(30))
+        .await
+        .expect_err("nothing there");
+    assert_eq!(
+        err.as_backend().map(|b| b.kind()),
+        Some(BackendErrorKind::Connect),
+        "{err:?}"
+    );
 }

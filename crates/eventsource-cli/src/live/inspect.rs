@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 
 use eventsource::adapters::postgres::{
-    AdvisoryLock, ConnectOptions, FenceTable, HoldersQuery, PostgresDatabase,
+    connect_for_inspection, AdvisoryLock, ConnectOptions, FenceTable, HoldersQuery,
 };
+use tokio_postgres::Client;
 
 use super::args::KeyNameArgs;
 use crate::db::{self, Database};
@@ -72,7 +73,8 @@ impl KeyNames {
 /// and the query it runs, with the fencing table looked up once.
 #[derive(Debug)]
 pub struct Inspector {
-    pool: PostgresDatabase,
+    options: ConnectOptions,
+    session: tokio::sync::Mutex<Option<Client>>,
     query: HoldersQuery,
 }
 
@@ -82,7 +84,6 @@ impl Inspector {
     pub async fn open(db: &Database, query: HoldersQuery) -> Result<Self, i32> {
         let mut config = db.config.clone();
         config.application_name("eventsource-cli");
-        config.connect_timeout(db::CONNECT_TIMEOUT);
         let mut options = ConnectOptions::from_config(config);
         if let Some(mode) = db.ssl.mode {
             options = options.with_ssl_mode(mode);
@@ -91,12 +92,9 @@ impl Inspector {
             options = options.with_ssl_root_cert(root);
         }
         let fail = |e: &eventsource::Error| db::fail("cannot list lock holders", Some(db), e);
-        let pool = PostgresDatabase::builder(options)
-            .max_size(1)
-            .create_timeout(db::CONNECT_TIMEOUT)
-            .build()
+        let client = connect_for_inspection(options.clone(), db::CONNECT_TIMEOUT)
+            .await
             .map_err(|e| fail(&e))?;
-        let client = pool.get().await.map_err(|e| fail(&e))?;
         let query = query.with_fences(&client).await.map_err(|e| fail(&e))?;
         if let FenceTable::Unreadable { table } = query.fences() {
             report!(
@@ -104,8 +102,11 @@ impl Inspector {
                  (no SELECT privilege): fence tokens are not shown"
             );
         }
-        drop(client);
-        Ok(Self { pool, query })
+        Ok(Self {
+            options,
+            session: tokio::sync::Mutex::new(Some(client)),
+            query,
+        })
     }
 
     /// The fencing table joined, if any.
@@ -125,11 +126,17 @@ impl Inspector {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: it only reads; a dropped call gives its session back
-    /// to the pool (or closes it).
+    /// Cancel safe: it only reads; a session being opened when the call is
+    /// dropped is closed, and the next call opens another.
     pub async fn snapshot(&self, names: &KeyNames) -> eventsource::Result<Vec<AdvisoryLock>> {
-        let client = self.pool.get().await?;
-        let mut locks = self.query.run(&client).await?;
+        let mut slot = self.session.lock().await;
+        let client = match slot.take().filter(|c| !c.is_closed()) {
+            Some(c) => slot.insert(c),
+            // The last one ended (a restart, a network failure): a new one.
+            None => slot
+                .insert(connect_for_inspection(self.options.clone(), db::CONNECT_TIMEOUT).await?),
+        };
+        let mut locks = self.query.run(client).await?;
         names.apply(&mut locks);
         Ok(locks)
     }

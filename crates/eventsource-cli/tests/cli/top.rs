@@ -149,7 +149,7 @@ async fn top_shows_holder_and_waiter_by_key_name_and_q_gives_the_terminal_back()
         &db,
         &format!(
             "echo before-top; {BIN} lock top --interval 200ms --key-file {}; \
-             echo \"top exited $?\"; stty -a; sleep 600",
+             echo \"top exited $?\"; stty -a; echo stty-done; sleep 600",
             keys.display()
         ),
     )
@@ -206,7 +206,9 @@ async fn top_shows_holder_and_waiter_by_key_name_and_q_gives_the_terminal_back()
     assert!(screen.contains("0 waiting"), "{screen}");
 
     tmux.press("q").await;
-    let screen = tmux.until("top's exit", |s| s.contains("top exited")).await;
+    let screen = tmux
+        .until("top's exit and stty", |s| s.contains("stty-done"))
+        .await;
     assert!(screen.contains("top exited 0"), "{screen}");
     assert!(
         screen.contains("before-top"),
@@ -360,7 +362,9 @@ async fn help_and_completions_know_the_live_views() {
     let out = output(eventsource(None).args(["completions", "bash"])).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
-        out.stdout.contains("eventsource__subcmd__lock__subcmd__top") && out.stdout.contains("--key-file"),
+        out.stdout
+            .contains("eventsource__subcmd__lock__subcmd__top")
+            && out.stdout.contains("--key-file"),
         "{}",
         out.stdout
     );

@@ -11,10 +11,12 @@ use tokio::process::{Child, ChildStdout};
 
 use crate::common::*;
 
-/// A running watch, its stdout read line by line.
+/// A running watch, its stdout read line by line, its stderr collected.
 struct Watch {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
+    errors: tokio::sync::mpsc::UnboundedReceiver<String>,
+    stderr: tokio::task::JoinHandle<String>,
 }
 
 impl Watch {
@@ -25,7 +27,23 @@ impl Watch {
             .spawn()
             .expect("eventsource starts");
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self { child, lines }
+        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (tx, errors) = tokio::sync::mpsc::unbounded_channel();
+        let stderr = tokio::spawn(async move {
+            let mut all = String::new();
+            while let Ok(Some(line)) = err.next_line().await {
+                all.push_str(&line);
+                all.push('\n');
+                let _ = tx.send(line);
+            }
+            all
+        });
+        Self {
+            child,
+            lines,
+            errors,
+            stderr,
+        }
     }
 
     async fn next(&mut self) -> String {
@@ -36,17 +54,25 @@ impl Watch {
             .expect("stdout still open")
     }
 
-    /// Ends it with `sig`; the exit code and stderr.
-    async fn stop(self, sig: Signal) -> (i32, String) {
+    async fn next_error(&mut self) -> String {
+        tokio::time::timeout(BOUND, self.errors.recv())
+            .await
+            .expect("a stderr line in time")
+            .expect("stderr still open")
+    }
+
+    /// Ends it with `sig`; the exit code and the whole of stderr.
+    async fn stop(mut self, sig: Signal) -> (i32, String) {
         kill(Pid::from_raw(self.child.id().unwrap() as i32), sig).unwrap();
-        let out = tokio::time::timeout(BOUND, self.child.wait_with_output())
+        let status = tokio::time::timeout(BOUND, self.child.wait())
             .await
             .expect("the watch exits")
             .unwrap();
-        (
-            exit_code(out.status),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let stderr = tokio::time::timeout(BOUND, self.stderr)
+            .await
+            .expect("stderr closes")
+            .unwrap();
+        (exit_code(status), stderr)
     }
 }
 
@@ -231,6 +257,64 @@ async fn json_lines_parse_and_a_waiter_that_gives_up_is_abandoned() {
     let (code, stderr) = watch.stop(Signal::SIGINT).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_server_restart_is_reported_once_and_the_watch_goes_on() {
+    use eventsource_testkit::pg::StopMode;
+    let (cluster, db) = private_db(&[]).await;
+    let before = session(&db, "before-restart").await;
+    before
+        .execute("SELECT pg_advisory_lock(31)", &[])
+        .await
+        .unwrap();
+    let mut watch = Watch::start(&db, &[]);
+    let (event, f) = parse(&watch.next().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("held", Some("before-restart"))
+    );
+
+    let stopping = cluster.clone();
+    tokio::task::spawn_blocking(move || stopping.stop(StopMode::Fast))
+        .await
+        .unwrap()
+        .unwrap();
+    let error = watch.next_error().await;
+    assert!(
+        error.starts_with("eventsource: cannot list lock holders: ")
+            && error.ends_with("; trying again every 100ms"),
+        "{error}"
+    );
+    let starting = cluster.clone();
+    tokio::task::spawn_blocking(move || starting.start_again())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        watch.next_error().await,
+        "eventsource: listing lock holders again",
+        "one line for the whole outage"
+    );
+    // The restart ended the holder's session, and with it its lock.
+    let (event, f) = parse(&watch.next().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("released", Some("before-restart"))
+    );
+    let after = session(&db, "after-restart").await;
+    after
+        .execute("SELECT pg_advisory_lock(32)", &[])
+        .await
+        .unwrap();
+    let (event, f) = parse(&watch.next().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("acquired", Some("after-restart"))
+    );
+    let (code, stderr) = watch.stop(Signal::SIGHUP).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr.lines().count(), 2, "{stderr}");
 }
 
 #[tokio::test]

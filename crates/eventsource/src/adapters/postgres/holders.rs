@@ -8,14 +8,18 @@
 //! current database: other processes, other hosts, other languages (the
 //! Python reference derives the same lock ids).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
-use super::connect::pg_error;
+use super::connect::{connect_error, pg_error};
 use super::fencing::FENCE_TABLE;
-use crate::ports::error::{BackendErrorKind, Error, Result};
+use super::options::ConnectOptions;
+use super::tls::MakeRustls;
+use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 
 /// The prefix the lock managers put before their holder id in
@@ -96,8 +100,7 @@ pub enum FenceTable {
     NotAsked,
     /// No [`FENCE_TABLE`] in the session's `search_path`.
     Missing,
-    /// The table exists but this role may not read it (no `SELECT`
-    /// privilege): tokens are not shown.
+    /// This role may not read the table (no `SELECT`): no tokens shown.
     Unreadable {
         /// The schema-qualified table name.
         table: String,
@@ -260,8 +263,7 @@ impl HoldersQuery {
         Ok(self.group(rows))
     }
 
-    /// Rows (ordered by form, id, holders first, waiters in queue order)
-    /// to locks.
+    /// Rows (by form, id, holders first, waiters in queue order) to locks.
     fn group(&self, rows: Vec<tokio_postgres::Row>) -> Vec<AdvisoryLock> {
         let mut locks: Vec<AdvisoryLock> = Vec::new();
         for row in rows {
@@ -322,6 +324,40 @@ fn session_from(row: &tokio_postgres::Row) -> LockSession {
             .get::<_, Option<Vec<i32>>>("blocked_by")
             .unwrap_or_default(),
     }
+}
+
+/// Opens a session to inspect the locks on (it takes none), with the TLS of
+/// `options` (`sslmode`, `sslrootcert`, as the lock managers' sessions),
+/// within `timeout`. Its connection runs in a background task; when that
+/// ends (the server restarted, the network failed, the session was
+/// terminated), [`Client::is_closed`] turns true and a new one is needed.
+/// The end is logged at debug level only, so a live view on a terminal is
+/// not written over. Fails with [`BackendErrorKind::Connect`] when no
+/// session could be opened in time.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropped before it returns, the half-open connection is
+/// closed and nothing is left behind.
+pub async fn connect_for_inspection(options: ConnectOptions, timeout: Duration) -> Result<Client> {
+    let (mut config, tls) = options.into_parts();
+    config.connect_timeout(timeout);
+    let tls = MakeRustls::new(tls);
+    tls.ready().map_err(Error::Backend)?;
+    let (client, connection) = match tokio::time::timeout(timeout, config.connect(tls)).await {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => return Err(Error::Backend(connect_error(e))),
+        Err(_) => {
+            let why = format!("no answer within {timeout:?}");
+            return Err(BackendError::new(BackendErrorKind::Connect, why).into());
+        }
+    };
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "inspection session ended with an error");
+        }
+    });
+    Ok(client)
 }
 
 /// Lists the advisory locks of the current database that are held or

@@ -20,7 +20,9 @@ mod verify;
 mod wait_line;
 
 pub use config::PostgresLockManagerBuilder;
-pub use holders::{query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession};
+pub use holders::{
+    connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
+};
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
 pub use tls::{split_ssl_params, SslMode, SslParams};
