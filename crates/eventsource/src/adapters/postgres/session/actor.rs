@@ -13,12 +13,14 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::MissedTickBehavior;
 
 use super::super::holders::query_holders;
+use super::super::metrics::{self, LossCause};
 use super::batch::{closed_error, run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
 use super::pool::WaitPool;
 use super::state::SessionState;
 use super::statements::prepare;
+use super::try_any::run_try_any;
 use super::wait::run_wait;
 use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::loss::LeaseClock;
@@ -99,7 +101,7 @@ impl Actor {
                 return;
             }
         };
-        ctx.session_opened();
+        ctx.session_opened(self.kind);
         let mut tick = tokio::time::interval(ctx.settings.ping_interval());
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick.reset();
@@ -127,13 +129,13 @@ impl Actor {
                 }
                 _ = lease_expiry(&state) => {
                     tracing::warn!(pid = state.mailbox.pid(), "lock session's lease ran out unconfirmed; its locks count as lost");
-                    dead.cancel();
+                    mailbox.end(LossCause::LeaseExpired);
                     break;
                 }
                 _ = tick.tick() => {
                     if !state.ping().await {
                         tracing::warn!(pid = state.mailbox.pid(), "lock session failed its liveness check");
-                        dead.cancel();
+                        mailbox.end(LossCause::LivenessFailed);
                         break;
                     }
                 }
@@ -156,6 +158,10 @@ impl Actor {
                     self.permit = req.permit.take();
                     ok = run_wait(state, req).await;
                 }
+                Op::TryAny { candidates, reply } => {
+                    run_try_any(state, candidates, reply).await;
+                    ok = !state.dead().is_cancelled();
+                }
                 Op::Holders { keys, reply } => {
                     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                     let _ = reply.send(query_holders(&state.client, &keys).await);
@@ -166,7 +172,7 @@ impl Actor {
                     // query (single-session mode) runs right after it.
                     while buffers.ops.len() < state.ctx.settings.max_batch {
                         match self.rx.try_recv() {
-                            Ok(op @ (Op::Wait(_) | Op::Holders { .. })) => {
+                            Ok(op @ (Op::Wait(_) | Op::Holders { .. } | Op::TryAny { .. })) => {
                                 next = Some(op);
                                 break;
                             }
@@ -210,6 +216,10 @@ impl Actor {
                 Op::Wait(w) => {
                     let _ = w.reply.send(WaitOutcome::Failed(err.clone_shallow()));
                 }
+                Op::TryAny { reply, candidates } => {
+                    drop(candidates);
+                    let _ = reply.send(Err(err.clone_shallow()));
+                }
                 Op::Holders { reply, .. } => {
                     let _ = reply.send(Err(crate::Error::Backend(err.clone_shallow())));
                 }
@@ -229,13 +239,16 @@ impl Actor {
 
     fn shutdown(mut self, mut state: SessionState) {
         state.dead().cancel();
+        let lost = state.held.len();
         for (lock_id, token) in state.held.drain() {
             state.ctx.registry.finish(lock_id, token);
         }
+        metrics::held(-(lost as f64));
+        metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
         self.fail_queued(&ctx, closed_error());
         drop(state);
-        ctx.session_closed();
+        ctx.session_closed(self.kind);
         tracing::debug!(kind = ?self.kind, "lock session closed");
     }
 }
