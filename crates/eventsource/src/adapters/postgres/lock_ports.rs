@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::manager::PostgresLockManager;
 use super::metrics::{self, Outcome};
+use super::session::Granted;
 use crate::ports::error::{
     AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockLostError, LockNotHeldError,
     Result,
@@ -54,6 +55,17 @@ fn error_type(e: &Error) -> &'static str {
 }
 
 impl PostgresLockManager {
+    /// The guard of a grant: its info, and a loss signal that also watches
+    /// the session's lease in lease mode.
+    fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
+        let info = self.info(key, lock_id, &g);
+        let loss = match g.lease {
+            Some(lease) => LossSignal::with_lease(g.loss, lease),
+            None => LossSignal::from_token(g.loss),
+        };
+        LockGuard::new(info, loss, Box::new(g.lock))
+    }
+
     /// Records an acquisition's metrics (with the opt-in key prefix).
     fn record(&self, operation: &'static str, outcome: Outcome, elapsed: Duration, key: &str) {
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
@@ -130,14 +142,7 @@ impl DistributedLock for PostgresLockManager {
                 Err(_) => Outcome::Error,
             };
             let result = match granted {
-                Ok(g) => {
-                    let info = self.info(key, lock_id, &g);
-                    let loss = match g.lease {
-                        Some(lease) => LossSignal::with_lease(g.loss, lease),
-                        None => LossSignal::from_token(g.loss),
-                    };
-                    Ok(LockGuard::new(info, loss, Box::new(g.lock)))
-                }
+                Ok(g) => Ok(self.guard(key, lock_id, g)),
                 Err(failure) => Err(acquisition(key, failure, timeout)),
             };
             let elapsed = started.elapsed();
@@ -306,14 +311,7 @@ impl DistributedLock for PostgresLockManager {
             let first = keys.first().copied().unwrap_or_default();
             self.record("try_acquire", outcome, started.elapsed(), first);
             match taken {
-                Ok(Some((i, g))) => {
-                    let info = self.info(keys[i], ids[i].0, &g);
-                    let loss = match g.lease {
-                        Some(lease) => LossSignal::with_lease(g.loss, lease),
-                        None => LossSignal::from_token(g.loss),
-                    };
-                    Ok(Some((i, LockGuard::new(info, loss, Box::new(g.lock)))))
-                }
+                Ok(Some((i, g))) => Ok(Some((i, self.guard(keys[i], ids[i].0, g)))),
                 Ok(None) => Ok(None),
                 Err(failure) => Err(acquisition(first, failure, zero)),
             }
