@@ -4,27 +4,26 @@
 //! prints one listing. Bad input is a usage error.
 
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::process::Command;
 
 use crate::common::*;
 
-/// A tmux server of its own (its own socket), with one detached session
-/// running `command` through `sh`; killed on drop.
+/// A tmux server of its own (its socket in a scratch directory), with one
+/// detached session running `command` through `sh`; killed, and its socket
+/// removed, on drop.
 struct Tmux {
-    socket: String,
+    socket: std::path::PathBuf,
+    _dir: Scratch,
 }
 
 impl Tmux {
     async fn start(db: &eventsource_testkit::pg::TestDatabase, command: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let socket = format!(
-            "eventsource-top-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let tmux = Self { socket };
+        let dir = scratch_dir();
+        let tmux = Self {
+            socket: dir.join("tmux.sock"),
+            _dir: dir,
+        };
         let out = tmux
             .command()
             .args(["new-session", "-d", "-x", "160", "-y", "40", command])
@@ -39,7 +38,9 @@ impl Tmux {
 
     fn command(&self) -> Command {
         let mut c = Command::new("tmux");
-        c.args(["-L", &self.socket, "-f", "/dev/null"])
+        c.arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
             .stdin(Stdio::null())
             .kill_on_drop(true);
         c
@@ -87,7 +88,9 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = std::process::Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
             .stderr(Stdio::null())
             .status();
     }
