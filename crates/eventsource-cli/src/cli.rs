@@ -264,21 +264,8 @@ pub struct HoldersArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Keep watching: print a line for each change (acquired, released,
-    /// waiting, granted, abandoned) until interrupted.
-    #[arg(long)]
-    pub watch: bool,
-
-    /// With --watch, how often to look (at least 100ms).
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "1s",
-        value_parser = crate::live::args::parse_interval,
-        allow_hyphen_values = true,
-        requires = "watch"
-    )]
-    pub interval: Duration,
+    #[command(flatten)]
+    pub watch: crate::live::args::WatchArgs,
 
     /// Only the locks of these keys (default: every advisory lock).
     #[arg(value_name = "KEY")]

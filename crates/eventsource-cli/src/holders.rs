@@ -23,8 +23,9 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
         Ok(i) => i,
         Err(code) => return code,
     };
-    if args.watch {
-        return crate::live::watch::watch(&db, &inspector, &names, args.json, args.interval).await;
+    if args.watch.watch {
+        return crate::live::watch::watch(&db, &inspector, &names, args.json, args.watch.interval)
+            .await;
     }
     let locks = match inspector.snapshot(&names).await {
         Ok(l) => l,

@@ -22,6 +22,26 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `lock holders --watch [--interval DURATION]`
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Keep watching: print a line for each change (acquired, released,
+    /// waiting, granted, abandoned) until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// With --watch, how often to look (at least 100ms).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        value_parser = parse_interval,
+        allow_hyphen_values = true,
+        requires = "watch"
+    )]
+    pub interval: Duration,
+}
+
 /// `--key NAME` and `--key-file FILE`: names for lock ids in the views.
 #[derive(Debug, Args)]
 pub struct KeyNameArgs {
