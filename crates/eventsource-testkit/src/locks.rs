@@ -32,6 +32,9 @@ use tokio::sync::Notify;
 
 use eventsource::{lock_id_for_key, DistributedLock, Error, LockRegistry};
 
+mod fence_cases;
+pub use fence_cases::*;
+
 /// What a conformance case needs of an implementation.
 pub trait Conformant: DistributedLock + LockRegistry + Clone + Send + Sync + 'static {}
 impl<T: DistributedLock + LockRegistry + Clone + Send + Sync + 'static> Conformant for T {}
@@ -65,6 +68,8 @@ macro_rules! lock_conformance_tests {
             cancel_release_at_every_poll,
             cancel_contended_acquire_at_every_poll,
             timeouts_racing_handovers_leave_the_key_free,
+            fences_increase_on_every_path,
+            fences_are_per_key_and_never_repeat,
         );
     };
 }

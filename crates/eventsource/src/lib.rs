@@ -89,7 +89,10 @@
 //!
 //! `acquire`, `try_acquire` and `release` run in `tracing` spans
 //! (`eventsource.lock.*`, with key, lock id, outcome and wait time) and emit
-//! DEBUG events. Without a subscriber they cost next to nothing.
+//! DEBUG events; every read-model repository call runs in a span
+//! `eventsource.readmodel.<operation>` with OpenTelemetry's database field
+//! names. Without a subscriber they cost next to nothing. Names, fields and
+//! exporting to an OpenTelemetry collector: `docs/observability.md`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -101,12 +104,12 @@ pub mod ports;
 
 pub use ports::dyn_lock::DynLockManager;
 pub use ports::error::{
-    AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, LockLostError,
-    LockNotHeldError, ReadModelError, Result,
+    AcquireFailure, BackendError, BackendErrorKind, Error, FencedError, LockAcquisitionError,
+    LockLostError, LockNotHeldError, ReadModelError, Result,
 };
 pub use ports::lock_id::{lock_id_for_key, MAX_KEY_LEN};
 pub use ports::locks::{
-    migration_lock_key, DistributedLock, LockGuard, LockInfo, LockRegistry, LossSignal,
+    migration_lock_key, DistributedLock, LeaseClock, LockGuard, LockInfo, LockRegistry, LossSignal,
     DEFAULT_MIGRATION_OPERATION,
 };
 pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};

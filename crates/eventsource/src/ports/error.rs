@@ -8,6 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use super::fenced::FencedError;
 pub use super::readmodels::ReadModelError;
 
 /// Shorthand for `std::result::Result<T, eventsource::Error>`.
@@ -26,6 +27,9 @@ pub enum Error {
     /// A held lock was lost (its session died) while the caller relied on it.
     #[error(transparent)]
     LockLost(#[from] LockLostError),
+    /// A protected write carried a stale fencing token.
+    #[error(transparent)]
+    Fenced(#[from] FencedError),
     /// A read-model repository failure.
     #[error(transparent)]
     ReadModel(#[from] ReadModelError),
@@ -48,6 +52,11 @@ impl Error {
         matches!(self, Error::LockLost(_))
     }
 
+    /// True when a protected write was refused for a stale fencing token.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced(_))
+    }
+
     /// True when a release named a key this manager does not hold.
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::LockNotHeld(_))
@@ -59,6 +68,7 @@ impl Error {
             Error::LockAcquisition(e) => Some(&e.key),
             Error::LockNotHeld(e) => Some(&e.key),
             Error::LockLost(e) => Some(&e.key),
+            Error::Fenced(e) => Some(&e.key),
             _ => None,
         }
     }
@@ -159,6 +169,11 @@ pub enum AcquireFailure {
     /// Allowed only when the manager is built with `allow_standby(true)`.
     #[error("the server is a standby (in recovery): its advisory locks do not exclude holders on the primary")]
     Standby,
+    /// The manager fences its locks, but the fencing table is missing:
+    /// run the install step once (`PostgresLockManager::install_fencing`,
+    /// or `eventsource lock install`).
+    #[error("fencing is on but its table is not installed in this database: run PostgresLockManager::install_fencing() or `eventsource lock install` once")]
+    FencingNotInstalled,
     /// The key is longer than [`MAX_KEY_LEN`](crate::ports::lock_id::MAX_KEY_LEN).
     #[error("key is {len} bytes long; the limit is {limit}")]
     KeyTooLong {
@@ -229,6 +244,9 @@ pub enum BackendErrorKind {
     /// The server is a hot standby (in recovery), where advisory locks
     /// exclude only that standby's own sessions.
     Standby,
+    /// The fencing table (or function) the manager needs is missing
+    /// (SQLSTATE 42P01/42883 on a fenced statement).
+    FencingNotInstalled,
     /// Anything else.
     Other,
 }
@@ -326,6 +344,7 @@ impl fmt::Display for BackendError {
             BackendErrorKind::Closed => "database session ended",
             BackendErrorKind::Timeout => "database did not answer in time",
             BackendErrorKind::Standby => "the server is a standby",
+            BackendErrorKind::FencingNotInstalled => "fencing is not installed",
             BackendErrorKind::Other => "database failure",
         };
         write!(f, "{what}: {}", self.message)?;

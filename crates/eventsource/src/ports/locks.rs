@@ -13,10 +13,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::error::{Error, LockLostError, Result};
+pub use super::loss::{LeaseClock, LossSignal};
 
 /// A boxed, sendable future, as adapters hand them to [`LockGuard`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -32,6 +32,11 @@ pub struct LockInfo {
     pub acquired_at: DateTime<Utc>,
     /// The manager's holder label, if it has one.
     pub holder_id: Option<String>,
+    /// The fencing token of this acquisition, when the manager fences:
+    /// strictly greater than the token of every earlier acquisition of the
+    /// same key. Pass it to the protected resource, which refuses writes
+    /// carrying an older one (see `docs/fencing.md`).
+    pub fence: Option<u64>,
 }
 
 /// Builds the conventional key for a per-tenant operation: `"{operation}:{tenant_id}"`.
@@ -53,95 +58,6 @@ pub fn migration_lock_key(tenant_id: Uuid, operation: &str) -> String {
 
 /// The default operation name for [`migration_lock_key`].
 pub const DEFAULT_MIGRATION_OPERATION: &str = "migration";
-
-/// Tells whether a held lock has been lost.
-///
-/// Cheap to clone; every clone observes the same event. A lock is lost when
-/// the database session holding it ends (backend terminated, server
-/// restarted, network cut) or fails its liveness check.
-///
-/// [`LossSignal::any`] combines several (a set of locks held together is
-/// lost when any member is).
-#[derive(Clone)]
-pub struct LossSignal {
-    tokens: Tokens,
-}
-
-#[derive(Clone)]
-enum Tokens {
-    One(CancellationToken),
-    Any(std::sync::Arc<[CancellationToken]>),
-}
-
-impl Default for LossSignal {
-    fn default() -> Self {
-        Self::from_token(CancellationToken::new())
-    }
-}
-
-impl LossSignal {
-    /// A signal that fires when `token` is cancelled. For adapters.
-    pub fn from_token(token: CancellationToken) -> Self {
-        Self {
-            tokens: Tokens::One(token),
-        }
-    }
-
-    /// A signal that never fires.
-    pub fn never() -> Self {
-        Self::default()
-    }
-
-    /// A signal that fires as soon as any of `signals` fires (never, for
-    /// none). No task is spawned: waiting on it waits on all of them.
-    pub fn any(signals: impl IntoIterator<Item = LossSignal>) -> Self {
-        let mut tokens = Vec::new();
-        for s in signals {
-            match s.tokens {
-                Tokens::One(t) => tokens.push(t),
-                Tokens::Any(ts) => tokens.extend(ts.iter().cloned()),
-            }
-        }
-        match tokens.len() {
-            0 => Self::never(),
-            1 => Self::from_token(tokens.remove(0)),
-            _ => Self {
-                tokens: Tokens::Any(tokens.into()),
-            },
-        }
-    }
-
-    /// True once the lock has been lost.
-    pub fn is_lost(&self) -> bool {
-        match &self.tokens {
-            Tokens::One(t) => t.is_cancelled(),
-            Tokens::Any(ts) => ts.iter().any(CancellationToken::is_cancelled),
-        }
-    }
-
-    /// Resolves when the lock is lost; pending forever otherwise.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
-    pub async fn lost(&self) {
-        match &self.tokens {
-            Tokens::One(t) => t.cancelled().await,
-            Tokens::Any(ts) => {
-                let waits = ts.iter().map(|t| Box::pin(t.cancelled()));
-                futures_util::future::select_all(waits).await;
-            }
-        }
-    }
-}
-
-impl fmt::Debug for LossSignal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LossSignal")
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
 
 /// The adapter half of a [`LockGuard`]: how to give the lock back.
 ///
@@ -191,6 +107,11 @@ impl LockGuard {
     /// The advisory-lock id of the lock.
     pub fn lock_id(&self) -> i64 {
         self.info.lock_id
+    }
+
+    /// The fencing token of this acquisition (see [`LockInfo::fence`]).
+    pub fn fence(&self) -> Option<u64> {
+        self.info.fence
     }
 
     /// True once the lock has been lost.

@@ -6,6 +6,8 @@
 
 pub mod dyn_lock;
 pub mod error;
+pub mod fenced;
 pub mod lock_id;
 pub mod locks;
+pub mod loss;
 pub mod readmodels;

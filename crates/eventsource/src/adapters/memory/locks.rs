@@ -9,6 +9,8 @@ use chrono::Utc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+mod testing;
+
 use crate::ports::error::{
     AcquireFailure, LockAcquisitionError, LockLostError, LockNotHeldError, Result,
 };
@@ -51,6 +53,8 @@ struct State {
     manual: HashMap<i64, Held>,
     held: usize,
     next_token: u64,
+    /// The last fencing token handed out per lock id (never forgotten).
+    fences: HashMap<i64, u64>,
 }
 
 struct Slot {
@@ -134,7 +138,7 @@ impl Inner {
                 _ => return,
             }
             let key = slot.holder.take().map(|h| h.key).unwrap_or_default();
-            let next = self.next_holder(slot, lock_id, &key);
+            let next = self.next_holder(slot, &mut state.fences, lock_id, &key);
             if slot.holder.is_none() {
                 state.held -= 1;
                 if slot.waiters.is_empty() {
@@ -155,6 +159,7 @@ impl Inner {
     fn next_holder(
         self: &Arc<Self>,
         slot: &mut Slot,
+        fences: &mut HashMap<i64, u64>,
         lock_id: i64,
         key: &str,
     ) -> Option<(oneshot::Sender<Held>, Held)> {
@@ -162,19 +167,29 @@ impl Inner {
             if w.tx.is_closed() {
                 continue;
             }
-            let (held, holder) = self.grant(lock_id, key, w.token);
+            let (held, holder) = self.grant(fences, lock_id, key, w.token);
             slot.holder = Some(holder);
             return Some((w.tx, held));
         }
         None
     }
 
-    fn grant(self: &Arc<Self>, lock_id: i64, key: &str, token: u64) -> (Held, Holder) {
+    /// Builds the holder of a grant; its fence is one more than the key's last.
+    fn grant(
+        self: &Arc<Self>,
+        fences: &mut HashMap<i64, u64>,
+        lock_id: i64,
+        key: &str,
+        token: u64,
+    ) -> (Held, Holder) {
+        let fence = fences.entry(lock_id).or_default();
+        *fence += 1;
         let info = LockInfo {
             key: key.to_owned(),
             lock_id,
             acquired_at: Utc::now(),
             holder_id: self.holder_id.clone(),
+            fence: Some(*fence),
         };
         let holder = Holder {
             token,
@@ -226,7 +241,8 @@ impl InMemoryLockManager {
         key: &str,
         queue: bool,
     ) -> std::result::Result<Held, Option<(u64, oneshot::Receiver<Held>)>> {
-        let mut state = self.inner.lock();
+        let mut guard = self.inner.lock();
+        let state = &mut *guard;
         state.next_token += 1;
         let token = state.next_token;
         let slot = state.slots.entry(lock_id).or_insert_with(|| Slot {
@@ -234,7 +250,7 @@ impl InMemoryLockManager {
             waiters: VecDeque::new(),
         });
         if slot.holder.is_none() {
-            let (held, holder) = self.inner.grant(lock_id, key, token);
+            let (held, holder) = self.inner.grant(&mut state.fences, lock_id, key, token);
             slot.holder = Some(holder);
             state.held += 1;
             return Ok(held);
@@ -252,28 +268,6 @@ impl InMemoryLockManager {
         if let Some(slot) = state.slots.get_mut(&lock_id) {
             slot.waiters.retain(|w| w.token != token);
         }
-    }
-
-    /// Makes the holder of `key` lose its lock as a dead session would (the
-    /// next waiter gets it, the holder's [`LossSignal`] fires); for testing
-    /// code that reacts to lock loss. Returns whether the key was held.
-    pub fn simulate_loss(&self, key: &str) -> bool {
-        let lock_id = crate::lock_id_for_key(key);
-        let (token, manual) = {
-            let mut state = self.inner.lock();
-            let manual = state.manual.remove(&lock_id);
-            let Some(holder) = state.slots.get(&lock_id).and_then(|s| s.holder.as_ref()) else {
-                return false;
-            };
-            holder.loss.cancel();
-            (holder.token, manual)
-        };
-        if let Some(m) = manual {
-            drop(m);
-        } else {
-            self.inner.release_token(lock_id, token);
-        }
-        true
     }
 }
 

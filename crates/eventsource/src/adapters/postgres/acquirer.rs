@@ -208,6 +208,7 @@ impl Acquirer {
             let limit = self.ctx.registry.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         };
+        let _waiting = super::metrics::WaitingTask::start();
         let abandon = CancellationToken::new();
         // Dropped with this future: the wait is abandoned on the session.
         let _abandon_on_drop = abandon.clone().drop_guard();
@@ -286,7 +287,8 @@ impl Acquirer {
 /// it is not yet known, the guard's loss signal fires as soon as it is (the
 /// window that only fencing closes; see docs/reliability.md).
 fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
-    if granted.loss.is_cancelled() {
+    let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
+    if granted.loss.is_cancelled() || lease_over {
         drop(granted);
         return Err(AcquireFailure::Backend(BackendError::new(
             BackendErrorKind::Closed,

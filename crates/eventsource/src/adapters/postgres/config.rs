@@ -156,6 +156,53 @@ impl PostgresLockManagerBuilder {
         self
     }
 
+    /// Fencing tokens: every acquisition bumps the key's counter in the
+    /// `eventsource_lock_fences` table, in the same statement as the grant,
+    /// and carries the new value in [`LockInfo::fence`](crate::LockInfo::fence).
+    /// A protected write checks it inside its own transaction with
+    /// [`fencing::check`](super::fencing::check), which refuses a holder
+    /// that a later one has replaced. The table is created once by
+    /// [`PostgresLockManager::install_fencing`] (or `eventsource lock
+    /// install`), never implicitly; without it, fenced acquisitions fail
+    /// with [`AcquireFailure::FencingNotInstalled`](crate::AcquireFailure::FencingNotInstalled).
+    /// Default: off. See `docs/fencing.md`.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.settings.fencing = on;
+        self
+    }
+
+    /// Lease mode: a holder that stops talking to the server (frozen by
+    /// SIGSTOP, a VM pause or a long GC, or cut off) loses its locks about
+    /// `lease` after its last statement, instead of keeping them until the
+    /// kernel gives up on the connection (hours, or never for a frozen
+    /// process whose kernel still answers keepalives).
+    ///
+    /// Every session sets `idle_session_timeout` (PostgreSQL 14 or later;
+    /// older servers are refused with a clear error), `tcp_user_timeout`
+    /// and the server's TCP keepalives from `lease`, and pings at least four
+    /// times per lease while idle. A guard's loss signal fires when its
+    /// session has not been confirmed for nine tenths of the lease (at
+    /// least 50 ms less than the lease), so the holder knows before the
+    /// server can release the lock; the check is made on every
+    /// [`is_lost`](crate::LockGuard::is_lost), so a holder that resumes
+    /// from a freeze sees it first. Leases under one second are raised to
+    /// one second. Default: off. See `docs/fencing.md`.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = Some(lease.max(Duration::from_secs(1)));
+        self
+    }
+
+    /// Adds the `eventsource.lock.key_prefix` attribute to the acquisition
+    /// metrics: each key's part before `separator`, for at most `limit`
+    /// distinct prefixes (every later one counts as `other`), so the number
+    /// of series stays bounded however many keys there are. Default: no key
+    /// attribute at all. See `docs/observability.md`.
+    pub fn metrics_key_prefix(mut self, separator: char, limit: usize) -> Self {
+        let prefixes = super::metrics::KeyPrefixes::new(separator, limit);
+        self.settings.key_prefixes = Some(Arc::new(prefixes));
+        self
+    }
+
     /// How long opening a session may take. Default: 10 s. An acquisition's
     /// own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {

@@ -77,6 +77,7 @@ pub struct PostgresLockManager {
 
 impl PostgresLockManager {
     pub(crate) fn from_parts(connector: Arc<Connector>, settings: Settings) -> Self {
+        super::metrics::describe();
         let ctx = SessionContext::new(connector, settings);
         Self {
             state: Arc::new(ManagerState {
@@ -117,7 +118,29 @@ impl PostgresLockManager {
             lock_id,
             acquired_at: g.acquired_at,
             holder_id: self.ctx().settings.holder_id.clone(),
+            fence: g.fence,
         }
+    }
+
+    /// Creates the fencing table and its SQL check functions in this
+    /// database if they are missing (see [`fencing::install`](super::fencing::install)),
+    /// on a short-lived session of its own. Run once per database before
+    /// the first acquisition of a manager built with
+    /// [`fencing(true)`](super::PostgresLockManagerBuilder::fencing);
+    /// idempotent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the install is one transaction; a dropped call commits
+    /// nothing, and its session closes.
+    pub async fn install_fencing(&self) -> Result<()> {
+        let mut connected = self
+            .ctx()
+            .connector
+            .connect()
+            .await
+            .map_err(Error::Backend)?;
+        super::fencing::install(&mut connected.client).await
     }
 
     /// Every advisory lock in the database (or those of `keys`): who holds

@@ -21,6 +21,43 @@ pub(crate) struct Settings {
     /// One session for everything: waits and `holders()` run on the one
     /// shared session, which then holds at most one lock.
     pub(crate) single_session: bool,
+    /// Every grant bumps the key's row in the fencing table and carries
+    /// the new token.
+    pub(crate) fencing: bool,
+    /// Lease mode: the server ends a session silent for this long, and a
+    /// holder treats its locks as lost shortly before it could have.
+    pub(crate) lease: Option<Duration>,
+    /// Opt-in metrics attribute: a bounded key prefix.
+    pub(crate) key_prefixes: Option<std::sync::Arc<super::metrics::KeyPrefixes>>,
+}
+
+impl Settings {
+    /// How often an idle session checks that it is alive: the liveness
+    /// interval, and in lease mode at least four times per lease.
+    pub(crate) fn ping_interval(&self) -> Duration {
+        match self.lease {
+            Some(lease) => self.liveness_interval.min(lease / 4),
+            None => self.liveness_interval,
+        }
+    }
+
+    /// How long a liveness check may take: in lease mode at most half a lease.
+    pub(crate) fn ping_timeout(&self) -> Duration {
+        match self.lease {
+            Some(lease) => self.liveness_timeout.min(lease / 2),
+            None => self.liveness_timeout,
+        }
+    }
+
+    /// How long after a statement was *sent* and answered a session counts
+    /// as alive on the server in lease mode: the server's idle timer starts
+    /// no earlier than that statement arrived, so it cannot end the session
+    /// before `sent + lease`; the holder gives up a tenth earlier (at
+    /// least 50 ms) so that it always knows first.
+    pub(crate) fn lease_confirmed_for(&self) -> Option<Duration> {
+        self.lease
+            .map(|lease| lease.saturating_sub((lease / 10).max(Duration::from_millis(50))))
+    }
 }
 
 impl Default for Settings {
@@ -36,6 +73,9 @@ impl Default for Settings {
             max_batch: 4096,
             allow_standby: false,
             single_session: false,
+            fencing: false,
+            lease: None,
+            key_prefixes: None,
         }
     }
 }

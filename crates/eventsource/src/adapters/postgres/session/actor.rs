@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::MissedTickBehavior;
 
 use super::super::holders::query_holders;
+use super::super::metrics::{self, LossCause};
 use super::batch::{closed_error, run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
@@ -21,6 +22,7 @@ use super::state::SessionState;
 use super::statements::prepare;
 use super::wait::run_wait;
 use crate::ports::error::{BackendError, BackendErrorKind};
+use crate::ports::loss::LeaseClock;
 
 struct Actor {
     kind: Kind,
@@ -61,7 +63,9 @@ async fn open(
             _ = dead.cancelled() => {}
         }
     });
-    let (statements, identity) = prepare(&client).await?;
+    let sent = std::time::Instant::now();
+    let fencing = ctx.settings.fencing;
+    let (statements, identity) = prepare(&client, fencing, ctx.extra_setup.as_deref()).await?;
     if identity.in_recovery && !ctx.settings.allow_standby {
         return Err(BackendError::new(
             BackendErrorKind::Standby,
@@ -77,6 +81,10 @@ async fn open(
         client,
         statements,
         held: HashMap::new(),
+        lease: ctx
+            .settings
+            .lease_confirmed_for()
+            .map(|d| LeaseClock::new(sent + d)),
     })
 }
 
@@ -92,8 +100,8 @@ impl Actor {
                 return;
             }
         };
-        ctx.session_opened();
-        let mut tick = tokio::time::interval(ctx.settings.liveness_interval);
+        ctx.session_opened(self.kind);
+        let mut tick = tokio::time::interval(ctx.settings.ping_interval());
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick.reset();
         let (dead, closed) = (mailbox.dead.clone(), ctx.closed.clone());
@@ -118,10 +126,15 @@ impl Actor {
                         }
                     }
                 }
+                _ = lease_expiry(&state) => {
+                    tracing::warn!(pid = state.mailbox.pid(), "lock session's lease ran out unconfirmed; its locks count as lost");
+                    mailbox.end(LossCause::LeaseExpired);
+                    break;
+                }
                 _ = tick.tick() => {
-                    if !ping(&state).await {
+                    if !state.ping().await {
                         tracing::warn!(pid = state.mailbox.pid(), "lock session failed its liveness check");
-                        dead.cancel();
+                        mailbox.end(LossCause::LivenessFailed);
                         break;
                     }
                 }
@@ -217,22 +230,30 @@ impl Actor {
 
     fn shutdown(mut self, mut state: SessionState) {
         state.dead().cancel();
+        let lost = state.held.len();
         for (lock_id, token) in state.held.drain() {
             state.ctx.registry.finish(lock_id, token);
         }
+        metrics::held(-(lost as f64));
+        metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
         self.fail_queued(&ctx, closed_error());
         drop(state);
-        ctx.session_closed();
+        ctx.session_closed(self.kind);
         tracing::debug!(kind = ?self.kind, "lock session closed");
     }
 }
 
-/// One liveness check, bounded by the liveness timeout.
-async fn ping(state: &SessionState) -> bool {
-    let check = state.client.query_one(&state.statements.ping, &[]);
-    matches!(
-        tokio::time::timeout(state.ctx.settings.liveness_timeout, check).await,
-        Ok(Ok(_))
-    )
+/// Resolves when the session's lease has run out (never without a lease).
+async fn lease_expiry(state: &SessionState) {
+    let Some(clock) = &state.lease else {
+        return std::future::pending().await;
+    };
+    loop {
+        let deadline = clock.deadline();
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+    }
 }

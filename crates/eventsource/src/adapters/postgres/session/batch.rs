@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::super::connect::{ends_session, pg_error};
+use super::super::fencing::fence_query_error;
 use super::super::held_lock::UnlockReply;
 use super::super::registry::Reservation;
 use super::mailbox::{Granted, Op, Reply};
@@ -107,38 +108,27 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         ids.push(u.lock_id);
         is_lock.push(false);
     }
+    super::super::metrics::batch(ids.len());
+    let sent = std::time::Instant::now();
     let outcome = {
-        let (client, st) = (&s.client, &s.statements);
-        let query = async {
-            if ids.len() == 1 {
-                let stmt = if is_lock[0] {
-                    &st.try_one
-                } else {
-                    &st.unlock_one
-                };
-                client
-                    .query_one(stmt, &[&ids[0]])
-                    .await
-                    .map(|row| vec![row.get::<_, bool>(0)])
-            } else {
-                client
-                    .query(&st.batch, &[&*ids, &*is_lock])
-                    .await
-                    .map(|rows| rows.iter().map(|r| r.get::<_, bool>(0)).collect::<Vec<_>>())
-            }
-        };
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
-        tokio::time::timeout(limit, query).await
+        tokio::time::timeout(limit, query(s, locks, ids, is_lock)).await
     };
     let results = match outcome {
         // A session already known to be over grants nothing: its locks are
         // going with it.
         Ok(Ok(_)) if s.dead().is_cancelled() => None,
-        Ok(Ok(results)) if results.len() == ids.len() => Some(results),
+        Ok(Ok(results)) if results.len() == ids.len() => {
+            s.confirmed(sent);
+            Some(results)
+        }
         Ok(Ok(_)) => None,
         Ok(Err(e)) if ends_session(&e) => None,
         Ok(Err(e)) => {
-            let err = pg_error(e, BackendErrorKind::Query);
+            let err = match s.statements.fenced {
+                Some(_) => fence_query_error(e),
+                None => pg_error(e, BackendErrorKind::Query),
+            };
             tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling");
             if let Some(done) = reconcile(s, ids, is_lock).await {
                 // Failed try-locks report the error; unlocks what the server says.
@@ -176,8 +166,8 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
     };
     let mut results = results.into_iter();
     for l in locks.drain(..) {
-        if results.next().unwrap_or(false) {
-            let g = s.grant(l.res.lock_id(), l.key, Some(l.res));
+        if let Some((true, fence)) = results.next() {
+            let g = s.grant(l.res.lock_id(), l.key, Some(l.res), fence);
             if let Err(Ok(Some(g))) = l.reply.send(Ok(Some(g))) {
                 drop(g); // the caller left while we worked: dropping releases it
             }
@@ -187,9 +177,45 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         }
     }
     for u in unlocks.drain(..) {
-        let ok = results.next().unwrap_or(false);
+        let ok = results.next().is_some_and(|(ok, _)| ok);
         s.settle_unlock(u.lock_id, u.token, ok, u.reply);
     }
+}
+
+/// The batch's one statement: per item, whether it succeeded and (fenced
+/// grants) the new fencing token.
+async fn query(
+    s: &SessionState,
+    locks: &[PendingLock],
+    ids: &[i64],
+    is_lock: &[bool],
+) -> Result<Vec<(bool, Option<u64>)>, tokio_postgres::Error> {
+    let (client, st) = (&s.client, &s.statements);
+    if let Some(fenced) = &st.fenced {
+        let keys: Vec<&str> = locks
+            .iter()
+            .map(|l| &*l.key)
+            .chain(std::iter::repeat_n("", ids.len() - locks.len()))
+            .collect();
+        let rows = client
+            .query(&fenced.batch, &[&ids, &is_lock, &keys])
+            .await?;
+        return Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, Option<i64>>(1).map(|f| f as u64)))
+            .collect());
+    }
+    if ids.len() == 1 {
+        let stmt = if is_lock[0] {
+            &st.try_one
+        } else {
+            &st.unlock_one
+        };
+        let row = client.query_one(stmt, &[&ids[0]]).await?;
+        return Ok(vec![(row.get(0), None)]);
+    }
+    let rows = client.query(&st.batch, &[&ids, &is_lock]).await?;
+    Ok(rows.iter().map(|r| (r.get(0), None)).collect())
 }
 
 /// After a failed batch: session locks survive a statement error, so ask

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::Utc;
 use tokio_postgres::Client;
@@ -13,6 +14,7 @@ use super::super::registry::Reservation;
 use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
 use super::statements::Statements;
+use crate::ports::loss::LeaseClock;
 
 pub(super) struct SessionState {
     pub(super) ctx: Arc<SessionContext>,
@@ -21,6 +23,8 @@ pub(super) struct SessionState {
     pub(super) statements: Statements,
     /// lock id -> token of the owner, for every lock this session holds.
     pub(super) held: HashMap<i64, u64>,
+    /// Lease mode: until when the server is known to keep this session.
+    pub(super) lease: Option<Arc<LeaseClock>>,
 }
 
 impl SessionState {
@@ -29,13 +33,38 @@ impl SessionState {
         &self.mailbox.dead
     }
 
+    /// Lease mode: the server answered a statement sent at `sent`, so it
+    /// keeps the session at least until `sent + lease`.
+    pub(super) fn confirmed(&self, sent: Instant) {
+        if let (Some(clock), Some(d)) = (&self.lease, self.ctx.settings.lease_confirmed_for()) {
+            clock.extend_to(sent + d);
+        }
+    }
+
+    /// One liveness check, bounded by the ping timeout; in lease mode a
+    /// success moves the lease on.
+    pub(super) async fn ping(&self) -> bool {
+        let sent = Instant::now();
+        let check = self.client.query_one(&self.statements.ping, &[]);
+        let ok = matches!(
+            tokio::time::timeout(self.ctx.settings.ping_timeout(), check).await,
+            Ok(Ok(_))
+        );
+        if ok {
+            self.confirmed(sent);
+        }
+        ok
+    }
+
     /// Records a grant in the registry and builds its owner.
     pub(super) fn grant(
         &mut self,
         lock_id: i64,
         key: Arc<str>,
         reservation: Option<Reservation>,
+        fence: Option<u64>,
     ) -> Granted {
+        let reservation_was_none = reservation.is_none();
         let session: SessionRef = self.mailbox.clone();
         let loss = self.mailbox.dead.child_token();
         let registry = &self.ctx.registry;
@@ -44,9 +73,14 @@ impl SessionState {
             None => registry.grant_direct(lock_id, &key, &session, &loss),
         };
         self.held.insert(lock_id, token);
+        super::super::metrics::held(1.0);
+        let waited = reservation_was_none;
         Granted {
             lock: HeldLock::new(lock_id, token, key, session, registry.clone()),
             loss,
+            waited,
+            lease: self.lease.clone(),
+            fence,
             acquired_at: Utc::now(),
         }
     }
@@ -63,7 +97,9 @@ impl SessionState {
         if !ok {
             tracing::warn!(lock_id, "unlock found the lock not held by its session");
         }
-        self.held.remove(&lock_id);
+        if self.held.remove(&lock_id).is_some() {
+            super::super::metrics::held(-1.0);
+        }
         self.ctx.registry.finish(lock_id, token);
         if let Some(r) = reply {
             let _ = r.send(Ok(ok));

@@ -6,7 +6,10 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
 
+use tokio_postgres::error::SqlState;
+
 use super::super::connect::{pg_error, SESSION_SETUP, SESSION_SETUP_PG14};
+use super::super::fencing::fence_query_error;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";
@@ -17,6 +20,37 @@ const BATCH: &str = "SELECT CASE WHEN t.op THEN pg_catalog.pg_try_advisory_lock(
      FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[])) \
      WITH ORDINALITY AS t(id, op, n) ORDER BY t.n";
 const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
+/// [`BATCH`] with fencing: each lock granted also increments its key's
+/// fence row in the same statement, and the new token comes back. A row
+/// that an older holder's protected write still has locked `FOR SHARE` is
+/// skipped, not waited for (a shared session never blocks): that grant is
+/// given back at once and reported as not granted, and the caller's wait
+/// (on a dedicated session) then waits for the write to end.
+const BATCH_FENCED: &str = "WITH t AS (\
+       SELECT t.n, t.id, t.op, t.key, CASE WHEN t.op THEN pg_catalog.pg_try_advisory_lock(t.id) \
+              ELSE pg_catalog.pg_advisory_unlock(t.id) END AS ok \
+       FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[]), \
+                       pg_catalog.unnest($3::text[])) WITH ORDINALITY AS t(id, op, key, n) \
+       ORDER BY t.n), \
+     taken AS (SELECT id, key FROM t WHERE op AND ok), \
+     free AS (SELECT f.lock_id FROM eventsource_lock_fences f \
+              WHERE f.lock_id IN (SELECT id FROM taken) FOR UPDATE SKIP LOCKED), \
+     busy AS (SELECT f.lock_id, pg_catalog.pg_advisory_unlock(f.lock_id) AS given_back \
+              FROM eventsource_lock_fences f WHERE f.lock_id IN (SELECT id FROM taken) \
+              AND f.lock_id NOT IN (SELECT lock_id FROM free)), \
+     bumped AS (INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
+              SELECT id, key, 1 FROM taken WHERE id NOT IN (SELECT lock_id FROM busy) \
+              ON CONFLICT (lock_id) DO UPDATE SET fence = f.fence + 1 \
+              RETURNING f.lock_id, f.fence) \
+     SELECT CASE WHEN t.op THEN t.ok AND b.fence IS NOT NULL ELSE t.ok END, b.fence, u.given_back \
+     FROM t LEFT JOIN bumped b ON t.op AND b.lock_id = t.id \
+            LEFT JOIN busy u ON t.op AND u.lock_id = t.id ORDER BY t.n";
+/// [`LOCK`] with fencing: the wait, then the key's fence increment, in
+/// one statement; the increment waits (within `lock_timeout`) for an older
+/// holder's protected writes to end.
+const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1)) \
+     INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) SELECT $1, $2, 1 FROM l \
+     ON CONFLICT (lock_id) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence";
 const SET_LOCK_TIMEOUT: &str = "SELECT pg_catalog.set_config('lock_timeout', $1, false)";
 /// After a wait that did not end in a grant: the dedicated session holds
 /// nothing else, so this establishes that it holds nothing at all (a grant
@@ -37,6 +71,13 @@ pub(super) struct Statements {
     pub(super) unlock_all: Statement,
     pub(super) ping: Statement,
     pub(super) held_ids: Statement,
+    /// The fenced forms, prepared when the manager fences.
+    pub(super) fenced: Option<FencedStatements>,
+}
+
+pub(super) struct FencedStatements {
+    pub(super) batch: Statement,
+    pub(super) lock: Statement,
 }
 
 /// What a session learns about its server when it opens.
@@ -46,12 +87,35 @@ pub(super) struct Identity {
 }
 
 /// Applies the session settings and prepares every statement, all in one
-/// pipelined round trip.
-pub(super) async fn prepare(client: &Client) -> Result<(Statements, Identity), BackendError> {
+/// pipelined round trip. `extra` sets what fencing and lease mode need.
+pub(super) async fn prepare(
+    client: &Client,
+    fencing: bool,
+    extra: Option<&str>,
+) -> Result<(Statements, Identity), BackendError> {
     let prep = |sql: &'static str, types: &'static [Type]| client.prepare_typed(sql, types);
-    let (setup, pg14, prepared) = tokio::join!(
+    let (setup, pg14, extra, fenced, prepared) = tokio::join!(
         client.batch_execute(SESSION_SETUP),
         client.batch_execute(SESSION_SETUP_PG14),
+        async {
+            match extra {
+                Some(sql) => client.batch_execute(sql).await.map(Some),
+                None => Ok(None),
+            }
+        },
+        async {
+            if !fencing {
+                return Ok(None);
+            }
+            let (batch, lock) = tokio::try_join!(
+                prep(
+                    BATCH_FENCED,
+                    &[Type::INT8_ARRAY, Type::BOOL_ARRAY, Type::TEXT_ARRAY]
+                ),
+                prep(LOCK_FENCED, &[Type::INT8, Type::TEXT]),
+            )?;
+            Ok(Some(FencedStatements { batch, lock }))
+        },
         async {
             tokio::try_join!(
                 prep(TRY_ONE, &[Type::INT8]),
@@ -69,6 +133,18 @@ pub(super) async fn prepare(client: &Client) -> Result<(Statements, Identity), B
     setup.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
     // Servers before 14 do not know the setting; that is fine.
     drop(pg14);
+    extra.map_err(|e| {
+        let mut err = pg_error(e, BackendErrorKind::NotPostgres);
+        if err.code() == Some(SqlState::UNDEFINED_OBJECT.code()) {
+            err = BackendError::new(
+                BackendErrorKind::NotPostgres,
+                "lease mode needs PostgreSQL 14 or later (idle_session_timeout): without it a \
+                 frozen holder keeps its locks",
+            );
+        }
+        err
+    })?;
+    let fenced = fenced.map_err(fence_query_error)?;
     let (try_one, unlock_one, batch, lock, set_lock_timeout, unlock_all, ping, held_ids, row) =
         prepared.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
     let statements = Statements {
@@ -80,6 +156,7 @@ pub(super) async fn prepare(client: &Client) -> Result<(Statements, Identity), B
         unlock_all,
         ping,
         held_ids,
+        fenced,
     };
     let identity = Identity {
         pid: row.get(0),

@@ -19,6 +19,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::connect::{ends_session, pg_error};
+use super::super::fencing::fence_query_error;
 use super::batch::closed_error;
 use super::mailbox::{WaitOutcome, WaitRequest};
 use super::state::SessionState;
@@ -49,23 +50,29 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             // the lock, answer, and die on its next statement, releasing the
             // lock as it exits; its grant is then never reported.
             let zero = "0";
-            let id: [&(dyn ToSql + Sync); 1] = [&lock_id];
             let reset: [&(dyn ToSql + Sync); 1] = [&zero];
+            // Fenced: the wait and the key's fence increment, one statement.
+            let lock = async {
+                match &st.fenced {
+                    Some(f) => client
+                        .query_one(&f.lock, &[&lock_id, &&*key])
+                        .await
+                        .map(|row| Some(row.get::<_, i64>(0) as u64)),
+                    None => client.execute(&st.lock, &[&lock_id]).await.map(|_| None),
+                }
+            };
             match &ms {
                 Some(ms) => {
                     let set: [&(dyn ToSql + Sync); 1] = [ms];
                     let (set, lock, tail) = tokio::join!(
                         client.query_one(&st.set_lock_timeout, &set),
-                        client.execute(&st.lock, &id),
+                        lock,
                         client.query_one(&st.set_lock_timeout, &reset),
                     );
                     (set.is_err(), lock, tail.map(drop))
                 }
                 None => {
-                    let (lock, tail) = tokio::join!(
-                        client.execute(&st.lock, &id),
-                        client.query_one(&st.ping, &[]),
-                    );
+                    let (lock, tail) = tokio::join!(lock, client.query_one(&st.ping, &[]));
                     (false, lock, tail.map(drop))
                 }
             }
@@ -126,8 +133,15 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             let _ = reply.send(WaitOutcome::Failed(closed_error()));
             false
         }
-        Ok(_) => {
-            let g = s.grant(lock_id, key, None);
+        Ok(_) if s.lease.is_some() && !s.ping().await => {
+            // Lease mode: the wait may have begun long ago; a grant counts
+            // only with a confirmation sent after it.
+            s.dead().cancel();
+            let _ = reply.send(WaitOutcome::Failed(closed_error()));
+            false
+        }
+        Ok(fence) => {
+            let g = s.grant(lock_id, key, None, fence);
             if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
                 drop(g); // the line left after all: the unlock is queued to us
             }
@@ -151,7 +165,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
                         .unwrap_or_else(|| "canceling statement".into());
                     WaitOutcome::Cancelled(reason)
                 }
-                _ => WaitOutcome::Failed(pg_error(e, BackendErrorKind::Query)),
+                _ => WaitOutcome::Failed(fence_query_error(e)),
             };
             let _ = reply.send(outcome);
             settled && !config_failed

@@ -1,0 +1,195 @@
+//! [`LossSignal`]: how a holder learns that its lock is gone, and
+//! [`LeaseClock`]: the deadline after which it must assume so.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+/// The instant all lease clocks count from (process-wide).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Until when a session is known to be alive on the server, on the
+/// monotonic clock.
+///
+/// An adapter in lease mode moves it forward each time the server
+/// answers; a holder that stops being confirmed (frozen, cut off) passes
+/// its deadline and treats its locks as lost *before* the server can have
+/// released them. Cheap to share; every loss signal of one session holds
+/// the same clock.
+#[derive(Debug)]
+pub struct LeaseClock {
+    /// Nanoseconds after [`epoch`] until which the lease holds.
+    until: AtomicU64,
+}
+
+impl LeaseClock {
+    /// A clock whose lease holds until `until`.
+    pub fn new(until: Instant) -> Arc<Self> {
+        let clock = Arc::new(Self {
+            until: AtomicU64::new(0),
+        });
+        clock.extend_to(until);
+        clock
+    }
+
+    /// Moves the deadline to `until` if that is later than the current one.
+    pub fn extend_to(&self, until: Instant) {
+        let nanos = until.saturating_duration_since(epoch()).as_nanos();
+        self.until
+            .fetch_max(nanos.min(u64::MAX as u128) as u64, Ordering::AcqRel);
+    }
+
+    /// The current deadline.
+    pub fn deadline(&self) -> Instant {
+        epoch() + Duration::from_nanos(self.until.load(Ordering::Acquire))
+    }
+
+    /// True once the deadline has passed.
+    pub fn expired(&self) -> bool {
+        Instant::now() >= self.deadline()
+    }
+}
+
+/// Tells whether a held lock has been lost.
+///
+/// Cheap to clone; every clone observes the same event. A lock is lost when
+/// the database session holding it ends (backend terminated, server
+/// restarted, network cut), fails its liveness check, or (in lease mode)
+/// was not confirmed by the server before its lease deadline. The lease
+/// check is made whenever the signal is read, so a holder that resumes
+/// after being frozen sees the loss on its first look, before any timer
+/// of its runtime has run.
+///
+/// [`LossSignal::any`] combines several: a set of locks held together is
+/// lost as soon as any member is.
+#[derive(Clone, Default)]
+pub struct LossSignal {
+    token: CancellationToken,
+    lease: Option<Arc<LeaseClock>>,
+    /// For a combined signal: its members (none of them combined).
+    any: Option<Arc<[LossSignal]>>,
+}
+
+impl LossSignal {
+    /// A signal that fires when `token` is cancelled. For adapters.
+    pub fn from_token(token: CancellationToken) -> Self {
+        Self {
+            token,
+            lease: None,
+            any: None,
+        }
+    }
+
+    /// A signal that fires when `token` is cancelled or `lease` expires.
+    /// For adapters.
+    pub fn with_lease(token: CancellationToken, lease: Arc<LeaseClock>) -> Self {
+        Self {
+            token,
+            lease: Some(lease),
+            any: None,
+        }
+    }
+
+    /// A signal that never fires.
+    pub fn never() -> Self {
+        Self::default()
+    }
+
+    /// A signal that fires as soon as any of `signals` fires (never, for
+    /// none). No task is spawned: waiting on it waits on all of them.
+    pub fn any(signals: impl IntoIterator<Item = LossSignal>) -> Self {
+        let mut members = Vec::new();
+        for s in signals {
+            match &s.any {
+                Some(inner) => members.extend(inner.iter().cloned()),
+                None => members.push(s),
+            }
+        }
+        match members.len() {
+            0 => Self::never(),
+            1 => members.remove(0),
+            _ => Self {
+                any: Some(members.into()),
+                ..Self::default()
+            },
+        }
+    }
+
+    /// True once the lock has been lost.
+    pub fn is_lost(&self) -> bool {
+        if let Some(members) = &self.any {
+            return members.iter().any(LossSignal::is_lost);
+        }
+        self.token.is_cancelled() || self.lease.as_ref().is_some_and(|l| l.expired())
+    }
+
+    /// Resolves when the lock is lost; pending forever otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
+    pub async fn lost(&self) {
+        match &self.any {
+            Some(members) => {
+                let waits = members.iter().map(|m| Box::pin(m.member_lost()));
+                futures_util::future::select_all(waits).await;
+            }
+            None => self.member_lost().await,
+        }
+    }
+
+    /// [`lost`](Self::lost) of a signal that is not combined.
+    async fn member_lost(&self) {
+        let Some(lease) = &self.lease else {
+            return self.token.cancelled().await;
+        };
+        loop {
+            let deadline = lease.deadline();
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::select! {
+                _ = self.token.cancelled() => return,
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+        }
+    }
+}
+
+impl fmt::Debug for LossSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LossSignal")
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_in_the_past_is_lost_without_any_timer() {
+        let clock = LeaseClock::new(Instant::now() + Duration::from_secs(3600));
+        let signal = LossSignal::with_lease(CancellationToken::new(), clock.clone());
+        assert!(!signal.is_lost());
+        let past = LeaseClock::new(Instant::now());
+        let signal = LossSignal::with_lease(CancellationToken::new(), past);
+        assert!(signal.is_lost());
+    }
+
+    #[test]
+    fn a_lease_only_moves_forward() {
+        let later = Instant::now() + Duration::from_secs(60);
+        let clock = LeaseClock::new(later);
+        clock.extend_to(Instant::now());
+        assert!(clock.deadline() >= later - Duration::from_micros(1));
+        assert!(!clock.expired());
+    }
+}
