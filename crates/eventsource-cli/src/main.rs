@@ -26,6 +26,7 @@ mod key;
 mod leader;
 mod logging;
 mod messages;
+mod permits;
 mod redact;
 mod run;
 mod signals;
