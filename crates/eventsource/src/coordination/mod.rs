@@ -1,20 +1,19 @@
 //! Coordination primitives built on the lock ports.
 //!
-//! - [`acquire_many`]: every key of a set or none, in canonical order, with
-//!   one [`MultiLockGuard`] for the set.
-//! - [`Semaphore`]: at most N holders of a name across processes
-//!   ([`SemaphorePermit`]), on advisory locks alone.
+//! - [`acquire_many`]: several keys at once, all or none, in a canonical
+//!   order ([`MultiLockGuard`]).
+//! - [`Semaphore`]: at most N holders of a name ([`SemaphorePermit`]).
 //! - [`Election`]: leader election with terms (fencing tokens), a loss
 //!   signal, resign, and who leads now ([`LeaderObserver`], a stream of
-//!   changes). Generic over [`DistributedLock`](crate::DistributedLock);
-//!   observing is implemented for the in-memory and PostgreSQL managers
-//!   (`election_watch.rs`, `election_pg.rs`: the only files here that
-//!   import an adapter).
+//!   changes).
 //!
-//! `acquire_many` and `Semaphore` are generic over
-//! [`DistributedLock`](crate::DistributedLock) and import only the ports.
-//! How each primitive maps to advisory-lock ids (for services in other
-//! languages) is in `docs/primitives.md`.
+//! Everything here is generic over [`DistributedLock`](crate::DistributedLock),
+//! so it works with `PostgresLockManager`, `InMemoryLockManager` and any
+//! third-party implementation of the port. Only observing who leads needs
+//! an adapter's own view (`election_watch.rs`, `election_pg.rs`: the only
+//! files here that import an adapter). How each primitive maps to
+//! advisory-lock ids (for services in other languages) is in
+//! `docs/primitives.md`.
 
 mod election;
 #[cfg(feature = "postgres")]

@@ -66,13 +66,13 @@ impl LeaseClock {
 /// after being frozen sees the loss on its first look, before any timer
 /// of its runtime has run.
 ///
-/// [`LossSignal::any`] combines several: a set of locks held together is
-/// lost as soon as any member is.
+/// [`LossSignal::any`] combines several (a set of locks held together is
+/// lost when any member is).
 #[derive(Clone, Default)]
 pub struct LossSignal {
     token: CancellationToken,
     lease: Option<Arc<LeaseClock>>,
-    /// For a combined signal: its members (none of them combined).
+    /// Set by [`LossSignal::any`]: lost when any of these is.
     any: Option<Arc<[LossSignal]>>,
 }
 
@@ -96,15 +96,10 @@ impl LossSignal {
         }
     }
 
-    /// A signal that never fires.
-    pub fn never() -> Self {
-        Self::default()
-    }
-
     /// A signal that fires as soon as any of `signals` fires (never, for
     /// none). No task is spawned: waiting on it waits on all of them.
     pub fn any(signals: impl IntoIterator<Item = LossSignal>) -> Self {
-        let mut members = Vec::new();
+        let mut members: Vec<LossSignal> = Vec::new();
         for s in signals {
             match &s.any {
                 Some(inner) => members.extend(inner.iter().cloned()),
@@ -121,6 +116,11 @@ impl LossSignal {
         }
     }
 
+    /// A signal that never fires.
+    pub fn never() -> Self {
+        Self::default()
+    }
+
     /// True once the lock has been lost.
     pub fn is_lost(&self) -> bool {
         if let Some(members) = &self.any {
@@ -135,17 +135,11 @@ impl LossSignal {
     ///
     /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
     pub async fn lost(&self) {
-        match &self.any {
-            Some(members) => {
-                let waits = members.iter().map(|m| Box::pin(m.member_lost()));
-                futures_util::future::select_all(waits).await;
-            }
-            None => self.member_lost().await,
+        if let Some(members) = &self.any {
+            let waits = members.iter().map(|m| Box::pin(m.lost()));
+            futures_util::future::select_all(waits).await;
+            return;
         }
-    }
-
-    /// [`lost`](Self::lost) of a signal that is not combined.
-    async fn member_lost(&self) {
         let Some(lease) = &self.lease else {
             return self.token.cancelled().await;
         };
