@@ -225,6 +225,17 @@ pub struct RunArgs {
     )]
     pub lease: Option<Duration>,
 
+    /// KEY names a semaphore of N permits: run COMMAND holding one of
+    /// them (EVENTSOURCE_LOCK_PERMIT says which, 0 to N-1), so that at most
+    /// N such commands run at once. Every user of KEY must pass the same N.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=eventsource::coordination::MAX_PERMITS as i64),
+        conflicts_with = "fence"
+    )]
+    pub permits: Option<u32>,
+
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]
     pub key: String,

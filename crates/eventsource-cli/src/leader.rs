@@ -133,6 +133,7 @@ fn run_args(a: LeaderRunArgs) -> RunArgs {
         watchdog: a.watchdog,
         fence: true,
         lease: a.lease,
+        permits: None,
         key: election_key(&a.name),
         command: a.command,
         extra_env: vec![("EVENTSOURCE_LEADER_NAME", a.name)],

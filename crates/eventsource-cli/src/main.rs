@@ -27,6 +27,7 @@ mod leader;
 mod live;
 mod logging;
 mod messages;
+mod permits;
 mod redact;
 mod run;
 mod signals;
