@@ -161,8 +161,9 @@ async fn many_task(
             _ => match acquire_many(m, &asked, Some(Duration::from_secs(30))).await {
                 Ok(g) => Some(g),
                 // A cancel request the engine sent for an earlier, dropped
-                // wait of this manager can reach this one (see
-                // /work/notes/REQUEST-prims.md): counted apart.
+                // wait of this manager once reached the next one (fixed:
+                // a session sent a cancel is closed): counted apart, and
+                // asserted to be none.
                 Err(e)
                     if matches!(
                         e.as_lock_acquisition().map(|a| &a.reason),
@@ -328,6 +329,10 @@ async fn run(mode: &str) -> Verdict {
     assert!(v.violations.is_empty(), "{:#?}", v.violations);
     assert!(v.sections > 0, "no section ran: the check proves nothing");
     assert_eq!(v.errors, 0, "a wait with a long timeout failed (deadlock?)");
+    assert_eq!(
+        v.cancelled, 0,
+        "a cancel meant for a dropped wait hit another"
+    );
     assert_eq!(v.partial, 0, "a failed or dropped call left keys held");
     v
 }
