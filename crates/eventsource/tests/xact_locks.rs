@@ -5,7 +5,6 @@
 #![cfg(feature = "postgres")]
 
 mod common;
-#[allow(dead_code)]
 mod fault_support;
 
 use std::future::Future;
