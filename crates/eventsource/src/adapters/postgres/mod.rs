@@ -11,6 +11,7 @@ mod held_lock;
 mod holders;
 mod lock_ports;
 mod manager;
+mod metrics;
 mod options;
 mod registry;
 mod session;
