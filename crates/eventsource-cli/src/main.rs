@@ -24,6 +24,7 @@ mod install;
 mod job;
 mod key;
 mod leader;
+mod leader_args;
 mod logging;
 mod messages;
 mod redact;
