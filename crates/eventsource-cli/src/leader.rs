@@ -21,6 +21,14 @@ use crate::{exit, report};
 
 /// Runs `leader run` or `leader show`; returns the exit code.
 pub async fn leader(command: LeaderCommand, db: Database) -> i32 {
+    let name = match &command {
+        LeaderCommand::Run(a) => &a.name,
+        LeaderCommand::Show(a) => &a.name,
+    };
+    if name.is_empty() {
+        report!("an election needs a name (NAME is empty)");
+        return exit::USAGE;
+    }
     match command {
         LeaderCommand::Run(args) => crate::run::run(run_args(args), db).await,
         LeaderCommand::Show(args) => show(args, db).await,
