@@ -267,6 +267,59 @@ impl DistributedLock for PostgresLockManager {
         .instrument(span)
     }
 
+    /// The first free key of `keys`, in order, tried in **one statement**
+    /// on one shared session (`LIMIT 1` stops at the first successful
+    /// try-lock, so no later key is taken). Keys this manager holds or is
+    /// taking are skipped. A fencing or single-session manager tries the
+    /// keys one by one instead (each fenced grant needs its increment).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (it never queues): a lock taken for a dropped call is
+    /// released at once, so calling again finds the keys as they were.
+    fn try_lock_any(
+        &self,
+        keys: &[&str],
+    ) -> impl std::future::Future<Output = Result<Option<(usize, LockGuard)>>> + Send {
+        async move {
+            let zero = Some(Duration::ZERO);
+            let mut ids = Vec::with_capacity(keys.len());
+            for key in keys {
+                ids.push((checked_lock_id(key, zero)?, Arc::<str>::from(*key)));
+            }
+            let settings = &self.ctx().settings;
+            if settings.fencing || settings.single_session {
+                for (i, key) in keys.iter().enumerate() {
+                    if let Some(guard) = self.try_lock(key).await? {
+                        return Ok(Some((i, guard)));
+                    }
+                }
+                return Ok(None);
+            }
+            let started = Instant::now();
+            let taken = self.state.acquirer.try_any(&ids).await;
+            let outcome = match &taken {
+                Ok(Some(_)) => Outcome::Granted,
+                Ok(None) => Outcome::Contended,
+                Err(_) => Outcome::Error,
+            };
+            let first = keys.first().copied().unwrap_or_default();
+            self.record("try_acquire", outcome, started.elapsed(), first);
+            match taken {
+                Ok(Some((i, g))) => {
+                    let info = self.info(keys[i], ids[i].0, &g);
+                    let loss = match g.lease {
+                        Some(lease) => LossSignal::with_lease(g.loss, lease),
+                        None => LossSignal::from_token(g.loss),
+                    };
+                    Ok(Some((i, LockGuard::new(info, loss, Box::new(g.lock)))))
+                }
+                Ok(None) => Ok(None),
+                Err(failure) => Err(acquisition(first, failure, zero)),
+            }
+        }
+    }
+
     fn is_held(&self, key: &str) -> bool {
         self.ctx().registry.is_held(crate::lock_id_for_key(key))
     }
