@@ -69,7 +69,7 @@ pub enum Command {
 
     /// Leader election: run a command while leading, show who leads.
     #[command(subcommand)]
-    Leader(crate::leader::LeaderCommand),
+    Leader(crate::leader_args::LeaderCommand),
 }
 
 /// `eventsource completions`

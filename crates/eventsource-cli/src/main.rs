@@ -24,6 +24,7 @@ mod install;
 mod job;
 mod key;
 mod leader;
+mod leader_args;
 mod live;
 mod logging;
 mod messages;
