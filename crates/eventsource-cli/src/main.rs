@@ -31,6 +31,7 @@ mod messages;
 mod permits;
 mod redact;
 mod run;
+mod run_args;
 mod signals;
 mod supervise;
 mod tools;
