@@ -115,6 +115,11 @@ async fn a_sigkilled_leader_is_followed_by_the_waiting_candidate() {
     let election = Election::new(fencing_manager(db.config(), "parent"), name.clone());
     let seen = election.leader().await.unwrap().expect("the child leads");
     assert_eq!(seen.holder_id.as_deref(), Some("child"));
+    assert_eq!(
+        seen.term,
+        Some(child_term),
+        "the observer reads the term too"
+    );
     assert!(election.try_campaign().await.unwrap().is_none());
     let e2 = election.clone();
     let waiting = tokio::spawn(async move { e2.campaign(None).await });
@@ -126,6 +131,7 @@ async fn a_sigkilled_leader_is_followed_by_the_waiting_candidate() {
     assert!(leading.term() > child_term);
     let seen = election.leader().await.unwrap().expect("the parent leads");
     assert_eq!(seen.holder_id.as_deref(), Some("parent"));
+    assert_eq!(seen.term, Some(leading.term()));
     leading.resign().await.unwrap();
 }
 

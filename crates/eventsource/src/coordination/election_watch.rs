@@ -13,7 +13,6 @@ use chrono::{DateTime, Utc};
 use futures_util::Stream;
 
 use super::election::Election;
-use crate::adapters::memory::InMemoryLockManager;
 use crate::ports::error::Result;
 use crate::ports::locks::DistributedLock;
 
@@ -48,20 +47,6 @@ pub trait LeaderObserver: Send + Sync {
     ///
     /// Implementations must be cancel safe (a read).
     fn leader_of(&self, key: &str) -> impl Future<Output = Result<Option<Leader>>> + Send;
-}
-
-/// One manager is the whole world of the in-memory adapter: the holder is
-/// "this manager" (no holder id or pid to tell candidates apart), with the
-/// key's current term.
-impl LeaderObserver for InMemoryLockManager {
-    async fn leader_of(&self, key: &str) -> Result<Option<Leader>> {
-        Ok(self.is_held(key).then(|| Leader {
-            holder_id: None,
-            pid: None,
-            since: None,
-            term: self.current_fence(key),
-        }))
-    }
 }
 
 impl<L: DistributedLock + LeaderObserver> Election<L> {

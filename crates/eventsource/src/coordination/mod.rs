@@ -9,15 +9,13 @@
 //!
 //! Everything here is generic over [`DistributedLock`](crate::DistributedLock),
 //! so it works with `PostgresLockManager`, `InMemoryLockManager` and any
-//! third-party implementation of the port. Only observing who leads needs
-//! an adapter's own view (`election_watch.rs`, `election_pg.rs`: the only
-//! files here that import an adapter). How each primitive maps to
+//! third-party implementation of the port, and imports only the ports.
+//! Observing who leads needs an adapter's own view: the adapters implement
+//! [`LeaderObserver`] (in their `leader_observer.rs`). How each primitive maps to
 //! advisory-lock ids (for services in other languages) is in
 //! `docs/primitives.md`.
 
 mod election;
-#[cfg(feature = "postgres")]
-mod election_pg;
 mod election_watch;
 mod multi;
 mod multi_guard;

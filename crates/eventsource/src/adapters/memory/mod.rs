@@ -1,5 +1,6 @@
 //! In-process adapters, for tests of code that needs a port.
 
+mod leader_observer;
 mod locks;
 
 pub use locks::InMemoryLockManager;

@@ -163,7 +163,13 @@ impl PostgresLockManager {
             .connect()
             .await
             .map_err(Error::Backend)?;
-        super::holders::query_holders(&connected.client, keys).await
+        let client = &connected.client;
+        if self.ctx().settings.fencing {
+            // A fencing manager shows each lock's current token.
+            let query = super::HoldersQuery::keys(keys).with_fences(client).await?;
+            return query.run(client).await;
+        }
+        super::holders::query_holders(client, keys).await
     }
 
     /// Checks once, on two short-lived sessions of its own, that the server

@@ -9,6 +9,7 @@ mod connect;
 pub mod fencing;
 mod held_lock;
 mod holders;
+mod leader_observer;
 mod lock_ports;
 mod manager;
 mod metrics;
