@@ -1,0 +1,82 @@
+//! Fencing tokens (issue 11, section 4): what a fenced acquisition costs
+//! (`ours_seq_fenced`, against `ours_seq`; `ours_conc64_fenced`, in
+//! `ours_load`, against `ours_conc64`), and what a protected write costs
+//! (`write_fenced`: `fencing::check` + `UPDATE` in one transaction, against
+//! `write_plain`: the same transaction without the check).
+
+use eventsource::adapters::postgres::fencing;
+use eventsource::DistributedLock;
+
+use crate::ctx::{Ctx, RunOut};
+use crate::ours::{app, manager_with};
+use crate::probe::connect;
+use crate::{timed_loop, Res};
+
+/// The table the protected writes update (one row per round).
+const TABLE: &str = "CREATE TABLE IF NOT EXISTS bench_fenced_write \
+                     (id int PRIMARY KEY, v bigint NOT NULL DEFAULT 0)";
+
+/// `acquire` + `release`, uncontended, one task, on a manager built with
+/// `fencing(true)` (each grant also bumps the key's fence row).
+pub async fn ours_seq_fenced(ctx: &Ctx, round: usize) -> Res<RunOut> {
+    let holder = "bench-ours_seq_fenced";
+    let mgr = manager_with(ctx, holder, true);
+    mgr.install_fencing().await?;
+    let key = format!("bench/ours_seq_fenced/{round}/0");
+    let (w, probe) = ctx.start_window(&app(holder));
+    let out = timed_loop!(w, 1, {
+        let guard = mgr.acquire(&key, None).await?;
+        if guard.fence().is_none() {
+            return Err("ours_seq_fenced: a fenced acquisition without a token".into());
+        }
+        guard.release().await?;
+    });
+    let run = RunOut::finish(w, vec![out], probe).await;
+    mgr.close().await?;
+    run
+}
+
+/// One task holds a lock (taken once, before the window) and loops write
+/// transactions on one row: `BEGIN; [fencing::check(&tx, guard.info());]
+/// UPDATE ...; COMMIT`. `fenced` adds the check (a `FOR SHARE` read of the
+/// key's fence row); both use the same fenced lock and the same
+/// prepared `UPDATE`, so the only difference is the check.
+pub async fn write(ctx: &Ctx, round: usize, fenced: bool) -> Res<RunOut> {
+    let name = if fenced {
+        "write_fenced"
+    } else {
+        "write_plain"
+    };
+    let app_name = format!("bench/{name}");
+    let mgr = manager_with(ctx, &format!("bench-{name}"), true);
+    mgr.install_fencing().await?;
+    let mut client = connect(&ctx.config, &app_name).await?;
+    client.batch_execute(TABLE).await?;
+    let row = round as i32;
+    client
+        .execute(
+            "INSERT INTO bench_fenced_write (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
+            &[&row],
+        )
+        .await?;
+    let update = client
+        .prepare("UPDATE bench_fenced_write SET v = v + 1 WHERE id = $1")
+        .await?;
+    let guard = mgr.acquire(&format!("bench/{name}/{round}"), None).await?;
+    let (w, probe) = ctx.start_window(&app_name);
+    let out = timed_loop!(w, 1, {
+        let tx = client.transaction().await?;
+        if fenced {
+            fencing::check(&tx, guard.info()).await?;
+        }
+        let n = tx.execute(&update, &[&row]).await?;
+        if n != 1 {
+            return Err(format!("{name}: updated {n} rows, 1 expected").into());
+        }
+        tx.commit().await?;
+    });
+    let run = RunOut::finish(w, vec![out], probe).await;
+    guard.release().await?;
+    mgr.close().await?;
+    run
+}
