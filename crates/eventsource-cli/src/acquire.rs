@@ -114,10 +114,15 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
     // The last connection failure retried, reported if time runs out.
     let mut retried: Option<Error> = None;
     loop {
-        let manager = db
+        let mut builder = db
             .manager_builder()
             .holder_id(holder_id.clone())
             .allow_standby(args.allow_standby)
+            .fencing(args.fence);
+        if let Some(lease) = args.lease {
+            builder = builder.lease(lease);
+        }
+        let manager = builder
             // One lock per run: one session for the try, the wait and the
             // "who holds it" query.
             .single_session(true)
@@ -234,6 +239,16 @@ async fn not_acquired(
             exit::CANCELLED
         );
         return exit::CANCELLED;
+    }
+    if let Some(AcquireFailure::FencingNotInstalled) = reason {
+        report!(
+            "lock {:?} not acquired: --fence needs the fencing table, which database {} does \
+             not have yet; run `eventsource lock install` once (it creates \
+             eventsource_lock_fences and its check functions); the command was not run",
+            args.key,
+            db.shown()
+        );
+        return exit::CONFIG;
     }
     if let Some(AcquireFailure::Standby) = reason {
         report!(

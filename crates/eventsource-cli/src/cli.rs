@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::duration::{parse_duration, parse_timeout, parse_watchdog};
+use crate::duration::{parse_duration, parse_lease, parse_timeout, parse_watchdog};
 use crate::help::{
     ABOUT, AFTER_HELP, COMPLETIONS_LONG_ABOUT, DEMO_LONG_ABOUT, DOCTOR_LONG_ABOUT,
     HOLDERS_LONG_ABOUT, KEY_LONG_ABOUT, LONG_ABOUT, MAN_LONG_ABOUT, RUN_AFTER_HELP, RUN_LONG_ABOUT,
@@ -107,7 +107,17 @@ pub enum LockCommand {
     /// Check that the database really gives session advisory locks.
     #[command(long_about = DOCTOR_LONG_ABOUT)]
     Doctor,
+
+    /// Create the fencing table and its SQL check functions (for --fence); idempotent.
+    #[command(long_about = INSTALL_LONG_ABOUT)]
+    Install,
 }
+
+const INSTALL_LONG_ABOUT: &str = "Create, once per database, what `lock run --fence` needs: the \
+table eventsource_lock_fences (the last fencing token per lock id) and the SQL functions \
+eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token) and \
+eventsource_lock_fence_check_key(key, token), in the connection's current schema. Safe to run \
+again and concurrently; nothing else ever creates tables in your database.";
 
 /// `--watchdog`'s default: the lock manager's liveness timeout, the
 /// longest the tool itself waits on a liveness ping.
@@ -186,6 +196,25 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub watchdog: Duration,
+
+    /// Fencing: take a fencing token with the lock (strictly greater than
+    /// every earlier holder's) and give it to COMMAND as
+    /// EVENTSOURCE_LOCK_FENCE, for its writes to be checked against (needs
+    /// `eventsource lock install` once).
+    #[arg(long)]
+    pub fence: bool,
+
+    /// Lease mode: if this tool stops talking to the server (frozen,
+    /// cut off), the server frees the lock about DURATION after its last
+    /// statement (at least 1s; PostgreSQL 14+), and the tool counts the
+    /// lock lost before that. Also bounds --watchdog to half of DURATION.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_lease,
+        allow_hyphen_values = true
+    )]
+    pub lease: Option<Duration>,
 
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]

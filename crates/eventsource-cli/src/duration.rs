@@ -145,6 +145,22 @@ pub fn parse_watchdog(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The shortest `--lease` (the server's TCP keepalive settings count in
+/// whole seconds).
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// Parses `--lease`: at least [`MIN_LEASE`].
+pub fn parse_lease(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < MIN_LEASE {
+        return Err(format!(
+            "{text:?} is too short for a lease: at least {}",
+            format_duration(MIN_LEASE)
+        ));
+    }
+    Ok(d)
+}
+
 /// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();

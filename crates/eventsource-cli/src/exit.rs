@@ -24,6 +24,9 @@ pub const IO_ERROR: i32 = 74;
 /// server-side `statement_timeout`): not a conflict, nobody said the key
 /// is held elsewhere.
 pub const CANCELLED: i32 = 77;
+/// The database lacks something the options need (`--fence` before
+/// `lock install`): EX_CONFIG.
+pub const CONFIG: i32 = 78;
 /// The command was found but could not be executed (as in shells).
 pub const CANNOT_EXECUTE: i32 = 126;
 /// The command was not found (as in shells).

@@ -90,19 +90,21 @@ fn take_terminal(fd: BorrowedFd<'_>, pgid: Pid) -> nix::Result<()> {
 }
 
 /// Starts COMMAND in a process group of its own, with the lock's key and id
-/// in its environment. `watchdog_fd` is the write end of the watchdog's pipe:
+/// and `env` (e.g. the fencing token) in its environment. `watchdog_fd` is the write end of the watchdog's pipe:
 /// the child announces its pid there before it executes COMMAND, so the
 /// watchdog knows the group before any of its processes runs COMMAND's code.
 pub fn spawn(
     command: &[OsString],
     key: &str,
     lock_id: i64,
+    env: &[(&str, String)],
     watchdog_fd: Option<RawFd>,
 ) -> io::Result<Job> {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
         .env("EVENTSOURCE_LOCK_KEY", key)
         .env("EVENTSOURCE_LOCK_ID", lock_id.to_string())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(false);
     let has_terminal = owns_terminal();
     let parent = getpid();

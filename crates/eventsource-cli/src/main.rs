@@ -20,6 +20,7 @@ mod duration;
 mod exit;
 mod help;
 mod holders;
+mod install;
 mod job;
 mod key;
 mod logging;
@@ -164,6 +165,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Lock(LockCommand::Doctor) => match db::require_url(url) {
             Ok(db) => doctor::doctor(db).await,
+            Err(code) => code,
+        },
+        Command::Lock(LockCommand::Install) => match db::require_url(url) {
+            Ok(db) => install::install(db).await,
             Err(code) => code,
         },
         Command::Demo(args) => demo::demo(args, url).await,

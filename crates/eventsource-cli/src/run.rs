@@ -52,7 +52,13 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         return args.lost_exit_code;
     }
 
-    let mut watchdog = match Watchdog::spawn(args.watchdog) {
+    // In lease mode the server may free the lock a lease after the tool
+    // froze: the watchdog must have killed the job well before that.
+    let bound = match args.lease {
+        Some(lease) => args.watchdog.min(lease / 2),
+        None => args.watchdog,
+    };
+    let mut watchdog = match Watchdog::spawn(bound) {
         Ok(w) => w,
         Err(e) => {
             report!("cannot start the watchdog process: {e}; the command was not run");
@@ -60,7 +66,19 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
             return exit::SOFTWARE;
         }
     };
-    let mut job = match job::spawn(&args.command, &args.key, guard.lock_id(), watchdog.fd()) {
+    let env: Vec<(&str, String)> = guard
+        .fence()
+        .map(|f| ("EVENTSOURCE_LOCK_FENCE", f.to_string()))
+        .into_iter()
+        .collect();
+    let spawned = job::spawn(
+        &args.command,
+        &args.key,
+        guard.lock_id(),
+        &env,
+        watchdog.fd(),
+    );
+    let mut job = match spawned {
         Ok(job) => job,
         Err(e) => {
             let program = args.command[0].to_string_lossy().into_owned();

@@ -12,36 +12,18 @@
 //! `EVENTSOURCE_STRESS_WORKERS` tune it).
 #![cfg(feature = "postgres")]
 
+mod checker_support;
 mod common;
 mod fault_support;
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use checker_support::*;
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::DistributedLock;
 use fault_support::*;
-
-/// Nanoseconds since the epoch: one clock for every process of the machine.
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-/// A small PRNG (xorshift), seeded per worker.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// One worker process (run by the tests below as a child): `ES_MX_TASKS`
 /// tasks on one manager, each looping acquire -> record enter -> 0.2-0.5 ms
@@ -114,76 +96,6 @@ async fn exclusion_worker() {
     m.close().await.unwrap();
 }
 
-#[derive(Debug, Clone)]
-struct Section {
-    worker: String,
-    enter: u128,
-    exit: u128,
-    loss: Option<u128>,
-}
-
-#[derive(Debug, Default)]
-struct Verdict {
-    sections: usize,
-    keys: usize,
-    losses: usize,
-    /// Overlaps where the earlier holder had been told before the later entered.
-    told_before: usize,
-    /// Overlaps where one holder was told, but only after both were in:
-    /// the earlier one after the later entered, or the later one within its
-    /// own section (the window no lock without fencing closes).
-    told_after: Vec<String>,
-    /// Overlaps where neither holder was told in time: broken exclusion.
-    violations: Vec<String>,
-    errors: u64,
-}
-
-fn check(log: &str) -> Verdict {
-    let mut by_key: HashMap<String, Vec<Section>> = HashMap::new();
-    let mut v = Verdict::default();
-    for line in log.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        if f[0] == "#" {
-            v.errors += f[3].parse::<u64>().unwrap();
-            continue;
-        }
-        let s = Section {
-            worker: f[0].to_owned(),
-            enter: f[2].parse().unwrap(),
-            exit: f[3].parse().unwrap(),
-            loss: (f[4] != "-").then(|| f[4].parse().unwrap()),
-        };
-        assert!(s.enter <= s.exit, "{line}");
-        v.sections += 1;
-        v.losses += usize::from(s.loss.is_some());
-        by_key.entry(f[1].to_owned()).or_default().push(s);
-    }
-    v.keys = by_key.len();
-    for (key, mut list) in by_key {
-        list.sort_by_key(|s| s.enter);
-        for (i, a) in list.iter().enumerate() {
-            for b in &list[i + 1..] {
-                if b.enter >= a.exit {
-                    break; // sorted by enter: no later one overlaps a either
-                }
-                let what = format!("{key}: {} {a:?} overlaps {} {b:?}", a.worker, b.worker);
-                match (a.loss, b.loss) {
-                    (Some(t), _) if t <= b.enter => v.told_before += 1,
-                    (Some(_), _) => v.told_after.push(what),
-                    // The later one entered with a lock already lost, and
-                    // was told within its section: its session was granted
-                    // the lock and terminated a moment later, and the
-                    // client saw the grant only after the server had
-                    // released it. The same no-fencing window, mirrored.
-                    (None, Some(t)) if t <= b.exit => v.told_after.push(what),
-                    (None, _) => v.violations.push(what),
-                }
-            }
-        }
-    }
-    v
-}
-
 #[test]
 fn the_checker_finds_overlaps_and_accepts_told_losses() {
     let v = check("a k 10 20 -\nb k 20 30 -\nc j 0 5 -\n");
@@ -208,17 +120,6 @@ fn the_checker_finds_overlaps_and_accepts_told_losses() {
     let v = check("a k 0 100 -\nb k 10 20 -\nc k 30 40 -\n# a errors 2\n");
     assert_eq!(v.violations.len(), 2);
     assert_eq!(v.errors, 2);
-}
-
-fn stress() -> bool {
-    std::env::var("EVENTSOURCE_STRESS").is_ok_and(|v| v == "1")
-}
-
-fn env_or(name: &str, small: u64, large: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if stress() { large } else { small })
 }
 
 async fn run(faults: bool) -> Verdict {

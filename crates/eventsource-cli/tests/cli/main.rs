@@ -8,6 +8,7 @@ mod demo;
 mod doctor;
 mod exclusion;
 mod exit_codes;
+mod fence;
 mod holders;
 mod job;
 mod key_and_help;

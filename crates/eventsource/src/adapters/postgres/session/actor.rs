@@ -64,7 +64,7 @@ async fn open(
     });
     let sent = std::time::Instant::now();
     let fencing = ctx.settings.fencing;
-    let (statements, identity) = prepare(&client, fencing, ctx.lease_setup.as_deref()).await?;
+    let (statements, identity) = prepare(&client, fencing, ctx.extra_setup.as_deref()).await?;
     if identity.in_recovery && !ctx.settings.allow_standby {
         return Err(BackendError::new(
             BackendErrorKind::Standby,

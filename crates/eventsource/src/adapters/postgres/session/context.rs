@@ -16,16 +16,17 @@ pub(crate) struct SessionContext {
     pub(crate) settings: Settings,
     /// Cancelled when the manager is closed or dropped.
     pub(crate) closed: CancellationToken,
-    /// Lease mode: the settings every session applies when it opens.
-    pub(crate) lease_setup: Option<String>,
+    /// Settings every session applies when it opens, for fencing and
+    /// lease mode.
+    pub(crate) extra_setup: Option<String>,
     open_sessions: AtomicUsize,
 }
 
 impl SessionContext {
     pub(crate) fn new(connector: Arc<Connector>, settings: Settings) -> Arc<Self> {
-        let lease_setup = settings.lease.map(lease_setup);
+        let extra_setup = extra_setup(&settings);
         Arc::new(Self {
-            lease_setup,
+            extra_setup,
             connector,
             registry: Registry::new(settings.max_held_locks),
             settings,
@@ -45,6 +46,20 @@ impl SessionContext {
 
     pub(super) fn session_closed(&self) {
         self.open_sessions.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Fencing: a fence increment must be durable before its grant is
+/// reported, whatever the server's default (`synchronous_commit = off`
+/// could lose it in a crash and hand the same token out twice).
+fn extra_setup(settings: &super::super::settings::Settings) -> Option<String> {
+    let fencing = settings.fencing.then_some("SET synchronous_commit = on");
+    let lease = settings.lease.map(lease_setup);
+    match (fencing, lease) {
+        (None, None) => None,
+        (Some(f), None) => Some(f.to_owned()),
+        (None, Some(l)) => Some(l),
+        (Some(f), Some(l)) => Some(format!("{f}; {l}")),
     }
 }
 

@@ -87,18 +87,18 @@ pub(super) struct Identity {
 }
 
 /// Applies the session settings and prepares every statement, all in one
-/// pipelined round trip. `lease` is the lease-mode setup, if any.
+/// pipelined round trip. `extra` sets what fencing and lease mode need.
 pub(super) async fn prepare(
     client: &Client,
     fencing: bool,
-    lease: Option<&str>,
+    extra: Option<&str>,
 ) -> Result<(Statements, Identity), BackendError> {
     let prep = |sql: &'static str, types: &'static [Type]| client.prepare_typed(sql, types);
-    let (setup, pg14, lease, fenced, prepared) = tokio::join!(
+    let (setup, pg14, extra, fenced, prepared) = tokio::join!(
         client.batch_execute(SESSION_SETUP),
         client.batch_execute(SESSION_SETUP_PG14),
         async {
-            match lease {
+            match extra {
                 Some(sql) => client.batch_execute(sql).await.map(Some),
                 None => Ok(None),
             }
@@ -133,7 +133,7 @@ pub(super) async fn prepare(
     setup.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
     // Servers before 14 do not know the setting; that is fine.
     drop(pg14);
-    lease.map_err(|e| {
+    extra.map_err(|e| {
         let mut err = pg_error(e, BackendErrorKind::NotPostgres);
         if err.code() == Some(SqlState::UNDEFINED_OBJECT.code()) {
             err = BackendError::new(

@@ -1,0 +1,24 @@
+//! `eventsource lock install`: creates what `lock run --fence` needs (see
+//! `PostgresLockManager::install_fencing`), once per database.
+
+use crate::db::{self, Database};
+
+/// Runs `lock install`; returns the exit code.
+pub async fn install(db: Database) -> i32 {
+    let manager = db.manager_builder().holder_id("install").build();
+    match manager.install_fencing().await {
+        Ok(()) => {
+            let text = format!(
+                "fencing installed in database {}: table eventsource_lock_fences, functions \
+                 eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token) and \
+                 eventsource_lock_fence_check_key(key, token)\n",
+                db.shown()
+            );
+            match crate::print_stdout(&text) {
+                Ok(()) => 0,
+                Err(code) => code,
+            }
+        }
+        Err(e) => db::fail("cannot install fencing", Some(&db), &e),
+    }
+}
