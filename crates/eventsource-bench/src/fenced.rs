@@ -63,6 +63,20 @@ pub async fn write(ctx: &Ctx, round: usize, fenced: bool) -> Res<RunOut> {
         .prepare("UPDATE bench_fenced_write SET v = v + 1 WHERE id = $1")
         .await?;
     let guard = mgr.acquire(&format!("bench/{name}/{round}"), None).await?;
+    // How big the fence table has grown (dead row versions of the fenced
+    // scenarios before this one): its size and the server's tuple counts.
+    let fence_table: (i64, i64, i64) = {
+        let r = client
+            .query_one(
+                "SELECT pg_relation_size('eventsource_lock_fences')::int8, \
+                        coalesce(s.n_live_tup, 0)::int8, coalesce(s.n_dead_tup, 0)::int8 \
+                 FROM (SELECT 1) AS one \
+                 LEFT JOIN pg_stat_user_tables s ON s.relname = 'eventsource_lock_fences'",
+                &[],
+            )
+            .await?;
+        (r.get(0), r.get(1), r.get(2))
+    };
     let (w, probe) = ctx.start_window(&app_name);
     let out = timed_loop!(w, 1, {
         let tx = client.transaction().await?;
@@ -75,8 +89,12 @@ pub async fn write(ctx: &Ctx, round: usize, fenced: bool) -> Res<RunOut> {
         }
         tx.commit().await?;
     });
-    let run = RunOut::finish(w, vec![out], probe).await;
+    let run = RunOut::finish(w, vec![out], probe)
+        .await?
+        .with("fence_table_bytes", fence_table.0.into())
+        .with("fence_table_live_rows", fence_table.1.into())
+        .with("fence_table_dead_rows", fence_table.2.into());
     guard.release().await?;
     mgr.close().await?;
-    run
+    Ok(run)
 }
