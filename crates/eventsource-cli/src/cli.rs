@@ -66,6 +66,10 @@ pub enum Command {
     /// Print the manual page (roff) on standard output.
     #[command(long_about = MAN_LONG_ABOUT)]
     Man,
+
+    /// Leader election: run a command while leading, show who leads.
+    #[command(subcommand)]
+    Leader(crate::leader::LeaderCommand),
 }
 
 /// `eventsource completions`
@@ -229,6 +233,14 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub command: Vec<OsString>,
+
+    /// More environment for COMMAND, set by subcommands built on `lock
+    /// run` (`leader run`): fixed values, and names that also receive the
+    /// fencing token.
+    #[arg(skip)]
+    pub extra_env: Vec<(&'static str, String)>,
+    #[arg(skip)]
+    pub fence_env: Vec<&'static str>,
 }
 
 /// `eventsource lock key`

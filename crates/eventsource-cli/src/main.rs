@@ -23,6 +23,7 @@ mod holders;
 mod install;
 mod job;
 mod key;
+mod leader;
 mod logging;
 mod messages;
 mod redact;
@@ -169,6 +170,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Lock(LockCommand::Install) => match db::require_url(url) {
             Ok(db) => install::install(db).await,
+            Err(code) => code,
+        },
+        Command::Leader(command) => match db::require_url(url) {
+            Ok(db) => leader::leader(command, db).await,
             Err(code) => code,
         },
         Command::Demo(args) => demo::demo(args, url).await,

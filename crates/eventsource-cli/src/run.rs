@@ -66,11 +66,13 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
             return exit::SOFTWARE;
         }
     };
-    let env: Vec<(&str, String)> = guard
-        .fence()
-        .map(|f| ("EVENTSOURCE_LOCK_FENCE", f.to_string()))
-        .into_iter()
-        .collect();
+    let mut env: Vec<(&str, String)> = args.extra_env.clone();
+    if let Some(f) = guard.fence() {
+        for name in std::iter::once("EVENTSOURCE_LOCK_FENCE").chain(args.fence_env.iter().copied())
+        {
+            env.push((name, f.to_string()));
+        }
+    }
     let spawned = job::spawn(
         &args.command,
         &args.key,

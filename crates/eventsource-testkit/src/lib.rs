@@ -7,6 +7,9 @@
 //!   against any [`DistributedLock`](eventsource::DistributedLock) +
 //!   [`LockRegistry`](eventsource::LockRegistry) with one macro call,
 //!   [`lock_conformance_tests!`].
+//! - [`coordination`] (feature `suites`): the suite of the coordination
+//!   primitives (`try_lock_any`, `acquire_many`, `Semaphore`),
+//!   [`coordination_conformance_tests!`].
 //! - [`readmodels`] (feature `suites`): the read-model conformance suite.
 //! - [`pg`] (feature `cluster`): a throwaway PostgreSQL cluster booted from
 //!   the installed server binaries, and a fresh database per test.
@@ -16,6 +19,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+#[cfg(feature = "suites")]
+pub mod coordination;
 #[cfg(feature = "suites")]
 pub mod locks;
 #[cfg(feature = "suites")]

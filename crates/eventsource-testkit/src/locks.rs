@@ -129,10 +129,10 @@ where
     }
 }
 
-const SETTLE: Duration = Duration::from_secs(10);
+pub(crate) const SETTLE: Duration = Duration::from_secs(10);
 
 /// True when `observer` can take `key` right now (and gives it back).
-async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
+pub(crate) async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
     match observer
         .try_acquire(key)
         .await
@@ -146,7 +146,7 @@ async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
     }
 }
 
-async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
+pub(crate) async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         if free_for(observer, key).await {

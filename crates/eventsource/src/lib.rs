@@ -89,13 +89,17 @@
 //!
 //! `acquire`, `try_acquire` and `release` run in `tracing` spans
 //! (`eventsource.lock.*`, with key, lock id, outcome and wait time) and emit
-//! DEBUG events. Without a subscriber they cost next to nothing.
+//! DEBUG events; every read-model repository call runs in a span
+//! `eventsource.readmodel.<operation>` with OpenTelemetry's database field
+//! names. Without a subscriber they cost next to nothing. Names, fields and
+//! exporting to an OpenTelemetry collector: `docs/observability.md`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adapters;
+pub mod coordination;
 pub mod ports;
 
 pub use ports::dyn_lock::DynLockManager;

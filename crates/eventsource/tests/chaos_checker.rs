@@ -5,7 +5,9 @@
 //! own TCP proxy) take a few hot keys; in each critical section a task
 //! does a read-modify-write of the key's counter row on a separate data
 //! connection, guarded by `fencing::check` in the same transaction, and
-//! logs a row `(key, fence, counter_after)` with it. Meanwhile the parent
+//! logs a row `(key, fence, counter_after)` with it. Half the tasks stop
+//! writing when their loss signal fires; the other half never look at it,
+//! so that only the fence stands between their late writes and the data. Meanwhile the parent
 //! terminates lock backends, restarts the server (fast and immediate),
 //! black-holes a worker's network, SIGKILLs a worker (and starts a new
 //! one) and SIGSTOPs one past its lease.
@@ -133,6 +135,9 @@ async fn chaos_worker() {
         handles.push(tokio::spawn(async move {
             let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((std::process::id() as u64) << 8 | t) | 1);
             let mut errors = 0u64;
+            // Odd tasks never look at the loss signal while they write: only
+            // the fence stands between their late writes and the data.
+            let careless = t % 2 == 1;
             let mut data = data_client(&data_url, until).await;
             while now_ns() < until {
                 let Some(client) = data.as_mut() else { break };
@@ -144,9 +149,16 @@ async fn chaos_worker() {
                 };
                 let enter = now_ns();
                 let work = Duration::from_micros(200 + rng.next() % 300);
-                let (outcome, lost_at) = tokio::select! {
-                    o = protected_write(client, &guard, work) => (o, None),
-                    _ = guard.lost() => ("lost", Some(now_ns())),
+                let (outcome, lost_at) = if careless {
+                    // Works a while before it writes, as a holder computing
+                    // its update would: a loss in that time goes unseen.
+                    tokio::time::sleep(work * 4).await;
+                    (protected_write(client, &guard, work).await, None)
+                } else {
+                    tokio::select! {
+                        o = protected_write(client, &guard, work) => (o, None),
+                        _ = guard.lost() => ("lost", Some(now_ns())),
+                    }
                 };
                 let exit = now_ns();
                 let lost_at = match (lost_at, guard.release().await) {

@@ -18,8 +18,23 @@ use fault_support::*;
 
 const LEASE: Duration = Duration::from_secs(2);
 
+/// Trials: one in the suite, ten with `EVENTSOURCE_STRESS=1`.
+fn trials() -> usize {
+    if std::env::var("EVENTSOURCE_STRESS").is_ok_and(|v| v == "1") {
+        10
+    } else {
+        1
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_holder_loses_its_locks_to_a_waiter_and_knows_first() {
+    for trial in 0..trials() {
+        silent_holder_trial(trial).await;
+    }
+}
+
+async fn silent_holder_trial(trial: usize) {
     let (_cluster, db) = private_db(&[]).await;
     let proxy = Proxy::start(db.config().get_ports()[0]).await;
     let config: tokio_postgres::Config =
@@ -68,7 +83,7 @@ async fn a_silent_holder_loses_its_locks_to_a_waiter_and_knows_first() {
             "the silent holder must count its lock lost before anyone else gets it"
         );
         println!(
-            "lease {LEASE:?}: lock {k} taken over {:?} after the holder went silent",
+            "trial {trial}: lease {LEASE:?}: lock {k} taken over {:?} after the holder went silent",
             silent_since.elapsed()
         );
         taken.release().await.unwrap();

@@ -59,3 +59,21 @@ async fn simulated_loss_fires_the_signal_and_with_lock_stops() {
     let g = locks.acquire("lost", Some(Duration::ZERO)).await.unwrap();
     g.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn current_fence_follows_each_grant_and_a_stale_token_is_visible() {
+    let locks = InMemoryLockManager::new(None);
+    assert_eq!(locks.current_fence("fenced"), None);
+    let first = locks.acquire("fenced", None).await.unwrap();
+    assert_eq!(locks.current_fence("fenced"), first.fence());
+    let old = first.fence().unwrap();
+    first.release().await.unwrap();
+    let second = locks.acquire("fenced", None).await.unwrap();
+    let current = locks.current_fence("fenced").unwrap();
+    // What a protected resource under test would check: the old holder's
+    // token is no longer the current one.
+    assert!(current > old && Some(current) == second.fence());
+    // Another key has its own sequence.
+    let other = locks.acquire("other", None).await.unwrap();
+    assert_eq!(other.fence(), Some(1));
+}

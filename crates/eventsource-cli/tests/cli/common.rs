@@ -119,6 +119,15 @@ impl Running {
         kill(self.pid(), sig).expect("signal sent");
     }
 
+    /// Waits for the next stdout line and returns it.
+    pub async fn next_line(&mut self) -> String {
+        tokio::time::timeout(BOUND, self.lines.next_line())
+            .await
+            .expect("a stdout line in time")
+            .expect("read stdout")
+            .expect("stdout still open")
+    }
+
     /// Waits for the next stdout line and checks it.
     pub async fn expect_line(&mut self, want: &str) {
         let line = tokio::time::timeout(BOUND, self.lines.next_line())

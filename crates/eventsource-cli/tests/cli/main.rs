@@ -12,6 +12,7 @@ mod fence;
 mod holders;
 mod job;
 mod key_and_help;
+mod leader;
 mod lock_loss;
 mod output;
 mod server_faults;

@@ -57,6 +57,11 @@ pub trait DynLockManager: Send + Sync {
     fn try_acquire<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<LockInfo>>>;
     /// [`DistributedLock::try_lock`].
     fn try_lock<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<LockGuard>>>;
+    /// [`DistributedLock::try_lock_any`].
+    fn try_lock_any<'a>(
+        &'a self,
+        keys: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<(usize, LockGuard)>>>;
     /// [`DistributedLock::release`].
     fn release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>>;
     /// [`DistributedLock::is_held`].
@@ -84,6 +89,13 @@ impl<T: DistributedLock + LockRegistry> DynLockManager for T {
         Box::pin(DistributedLock::try_lock(self, key))
     }
 
+    fn try_lock_any<'a>(
+        &'a self,
+        keys: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<(usize, LockGuard)>>> {
+        Box::pin(DistributedLock::try_lock_any(self, keys))
+    }
+
     fn release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(DistributedLock::release(self, key))
     }
@@ -108,6 +120,14 @@ impl DistributedLock for Arc<dyn DynLockManager> {
 
     async fn try_acquire(&self, key: &str) -> Result<Option<LockInfo>> {
         DynLockManager::try_acquire(&**self, key).await
+    }
+
+    async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>> {
+        DynLockManager::try_lock(&**self, key).await
+    }
+
+    async fn try_lock_any(&self, keys: &[&str]) -> Result<Option<(usize, LockGuard)>> {
+        DynLockManager::try_lock_any(&**self, keys).await
     }
 
     async fn release(&self, key: &str) -> Result<()> {

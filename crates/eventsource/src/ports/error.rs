@@ -192,6 +192,16 @@ pub enum AcquireFailure {
     /// The manager was shut down.
     #[error("the lock manager is closed")]
     Closed,
+    /// A semaphore participant holds a slot beyond this one's permit
+    /// count: the participants disagree on the number of permits.
+    #[error(
+        "another participant holds permit slot {permits} of this semaphore, so it was \
+         created with more than {permits} permits: every participant must use the same count"
+    )]
+    PermitCountMismatch {
+        /// The permit count of the participant that noticed.
+        permits: u32,
+    },
     /// The database failed or could not be reached.
     #[error(transparent)]
     Backend(BackendError),

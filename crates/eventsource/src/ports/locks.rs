@@ -233,6 +233,37 @@ pub trait DistributedLock: Send + Sync {
         }
     }
 
+    /// Tries `keys` in order without waiting; returns the index and guard of
+    /// the first one taken, or `Ok(None)` when every key is held elsewhere
+    /// (or by this manager) or the list is empty.
+    ///
+    /// The contract, for implementations that override it (e.g. in one
+    /// statement): on return, the caller holds exactly the returned key and
+    /// no other key of the list (any other taken on the way is released
+    /// first); the key returned is the first of the list that was free
+    /// when it was tried, in list order; a key that is too long is an error
+    /// (if the call gets that far), and then nothing is held. The default tries the keys one by one (one
+    /// round trip each on a database); the semaphore's slots and the
+    /// conformance suite in `eventsource_testkit::coordination` rely on it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (it never queues): a lock taken for a dropped call is
+    /// released, so calling again finds the keys as they were.
+    fn try_lock_any(
+        &self,
+        keys: &[&str],
+    ) -> impl Future<Output = Result<Option<(usize, LockGuard)>>> + Send {
+        async move {
+            for (i, key) in keys.iter().enumerate() {
+                if let Some(guard) = self.try_lock(key).await? {
+                    return Ok(Some((i, guard)));
+                }
+            }
+            Ok(None)
+        }
+    }
+
     /// Runs `f` while holding `key`, then releases it.
     ///
     /// If the lock is lost while `f` runs, `f` is dropped (stopped at its

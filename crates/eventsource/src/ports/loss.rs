@@ -65,16 +65,25 @@ impl LeaseClock {
 /// check is made whenever the signal is read, so a holder that resumes
 /// after being frozen sees the loss on its first look, before any timer
 /// of its runtime has run.
+///
+/// [`LossSignal::any`] combines several (a set of locks held together is
+/// lost when any member is).
 #[derive(Clone, Default)]
 pub struct LossSignal {
     token: CancellationToken,
     lease: Option<Arc<LeaseClock>>,
+    /// Set by [`LossSignal::any`]: lost when any of these is.
+    any: Option<Arc<[LossSignal]>>,
 }
 
 impl LossSignal {
     /// A signal that fires when `token` is cancelled. For adapters.
     pub fn from_token(token: CancellationToken) -> Self {
-        Self { token, lease: None }
+        Self {
+            token,
+            lease: None,
+            any: None,
+        }
     }
 
     /// A signal that fires when `token` is cancelled or `lease` expires.
@@ -83,6 +92,27 @@ impl LossSignal {
         Self {
             token,
             lease: Some(lease),
+            any: None,
+        }
+    }
+
+    /// A signal that fires as soon as any of `signals` fires (never, for
+    /// none). No task is spawned: waiting on it waits on all of them.
+    pub fn any(signals: impl IntoIterator<Item = LossSignal>) -> Self {
+        let mut members: Vec<LossSignal> = Vec::new();
+        for s in signals {
+            match &s.any {
+                Some(inner) => members.extend(inner.iter().cloned()),
+                None => members.push(s),
+            }
+        }
+        match members.len() {
+            0 => Self::never(),
+            1 => members.remove(0),
+            _ => Self {
+                any: Some(members.into()),
+                ..Self::default()
+            },
         }
     }
 
@@ -93,6 +123,9 @@ impl LossSignal {
 
     /// True once the lock has been lost.
     pub fn is_lost(&self) -> bool {
+        if let Some(members) = &self.any {
+            return members.iter().any(LossSignal::is_lost);
+        }
         self.token.is_cancelled() || self.lease.as_ref().is_some_and(|l| l.expired())
     }
 
@@ -102,6 +135,11 @@ impl LossSignal {
     ///
     /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
     pub async fn lost(&self) {
+        if let Some(members) = &self.any {
+            let waits = members.iter().map(|m| Box::pin(m.lost()));
+            futures_util::future::select_all(waits).await;
+            return;
+        }
         let Some(lease) = &self.lease else {
             return self.token.cancelled().await;
         };

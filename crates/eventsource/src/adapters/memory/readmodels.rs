@@ -15,6 +15,8 @@ use crate::ports::readmodels::{
     ReadModelRepository, TransactionalReadModels, Value,
 };
 
+mod repository;
+
 type Rows = BTreeMap<Uuid, Record>;
 
 /// A read-model repository kept in memory: the reference implementation of
@@ -184,137 +186,6 @@ impl<M> fmt::Debug for InMemoryReadModelRepository<M> {
             .field("table", &self.table)
             .field("rows", &rows)
             .finish()
-    }
-}
-
-impl<M: ReadModel> ReadModelRepository<M> for InMemoryReadModelRepository<M> {
-    async fn get(&self, id: Uuid) -> Result<Option<M>> {
-        let record = self
-            .lock()
-            .get(&id)
-            .filter(|r| r.meta.deleted_at.is_none())
-            .cloned();
-        record.map(|r| self.decode(&r)).transpose()
-    }
-
-    async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<M>> {
-        let records: Vec<Record> = {
-            let rows = self.lock();
-            ids.iter()
-                .filter_map(|id| rows.get(id))
-                .filter(|r| r.meta.deleted_at.is_none())
-                .cloned()
-                .collect()
-        };
-        records.iter().map(|r| self.decode(r)).collect()
-    }
-
-    async fn save(&self, model: &M) -> Result<M> {
-        let record = Record::from_model(model, &self.fields)?;
-        let stored = Self::upsert(&mut self.lock(), record);
-        self.decode(&stored)
-    }
-
-    async fn save_many(&self, models: &[M]) -> Result<Vec<M>> {
-        let records = models
-            .iter()
-            .map(|m| Record::from_model(m, &self.fields))
-            .collect::<Result<Vec<_>, _>>()?;
-        let stored: Vec<Record> = {
-            let mut rows = self.lock();
-            records
-                .into_iter()
-                .map(|r| Self::upsert(&mut rows, r))
-                .collect()
-        };
-        stored.iter().map(|r| self.decode(r)).collect()
-    }
-
-    async fn delete(&self, id: Uuid) -> Result<bool> {
-        Ok(self.lock().remove(&id).is_some())
-    }
-
-    async fn soft_delete(&self, id: Uuid) -> Result<bool> {
-        Ok(self.set_deleted(id, true))
-    }
-
-    async fn restore(&self, id: Uuid) -> Result<bool> {
-        Ok(self.set_deleted(id, false))
-    }
-
-    async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
-        let record = self
-            .lock()
-            .get(&id)
-            .filter(|r| r.meta.deleted_at.is_some())
-            .cloned();
-        record.map(|r| self.decode(&r)).transpose()
-    }
-
-    async fn find_deleted(&self, query: &Query) -> Result<Vec<M>> {
-        let mut checked = query.check(&self.fields)?;
-        checked.deleted = DeletedRows::Only;
-        self.find_checked(&checked)
-    }
-
-    async fn exists(&self, id: Uuid) -> Result<bool> {
-        Ok(self
-            .lock()
-            .get(&id)
-            .is_some_and(|r| r.meta.deleted_at.is_none()))
-    }
-
-    async fn find(&self, query: &Query) -> Result<Vec<M>> {
-        let checked = query.check(&self.fields)?;
-        self.find_checked(&checked)
-    }
-
-    async fn find_one(&self, query: &Query) -> Result<Option<M>> {
-        let mut checked = query.check(&self.fields)?;
-        checked.limit = Some(1);
-        Ok(self.find_checked(&checked)?.into_iter().next())
-    }
-
-    async fn count(&self, query: &Query) -> Result<u64> {
-        let mut checked = query.check(&self.fields)?;
-        checked.limit = None;
-        checked.offset = 0;
-        checked.order = None;
-        Ok(self.select(&self.lock(), &checked).len() as u64)
-    }
-
-    async fn truncate(&self) -> Result<u64> {
-        let mut rows = self.lock();
-        let n = rows.len() as u64;
-        rows.clear();
-        Ok(n)
-    }
-
-    async fn save_with_version_check(&self, model: &M) -> Result<M> {
-        let record = Record::from_model(model, &self.fields)?;
-        let stored = {
-            let mut rows = self.lock();
-            match rows.get(&record.meta.id) {
-                None => {
-                    return Err(ReadModelError::NotFound {
-                        table: self.table.to_string(),
-                        id: record.meta.id,
-                    }
-                    .into())
-                }
-                Some(s) if s.meta.version != record.meta.version => {
-                    return Err(ReadModelError::VersionConflict {
-                        table: self.table.to_string(),
-                        id: record.meta.id,
-                        expected: record.meta.version,
-                        actual: Some(s.meta.version),
-                    }
-                    .into())
-                }
-                Some(_) => Self::upsert(&mut rows, record),
-            }
-        };
-        self.decode(&stored)
     }
 }
 

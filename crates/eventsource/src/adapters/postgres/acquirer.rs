@@ -208,6 +208,7 @@ impl Acquirer {
             let limit = self.ctx.registry.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         };
+        let _waiting = super::metrics::WaitingTask::start();
         let abandon = CancellationToken::new();
         // Dropped with this future: the wait is abandoned on the session.
         let _abandon_on_drop = abandon.clone().drop_guard();

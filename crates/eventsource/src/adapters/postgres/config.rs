@@ -192,6 +192,17 @@ impl PostgresLockManagerBuilder {
         self
     }
 
+    /// Adds the `eventsource.lock.key_prefix` attribute to the acquisition
+    /// metrics: each key's part before `separator`, for at most `limit`
+    /// distinct prefixes (every later one counts as `other`), so the number
+    /// of series stays bounded however many keys there are. Default: no key
+    /// attribute at all. See `docs/observability.md`.
+    pub fn metrics_key_prefix(mut self, separator: char, limit: usize) -> Self {
+        let prefixes = super::metrics::KeyPrefixes::new(separator, limit);
+        self.settings.key_prefixes = Some(Arc::new(prefixes));
+        self
+    }
+
     /// How long opening a session may take. Default: 10 s. An acquisition's
     /// own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {

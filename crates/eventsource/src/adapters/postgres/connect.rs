@@ -67,6 +67,20 @@ impl Connector {
         }
     }
 
+    /// The server's address and port, for spans (`server.address`,
+    /// `server.port`): the first host of the config.
+    pub(crate) fn server(&self) -> (String, u16) {
+        use tokio_postgres::config::Host;
+        let host = match self.config.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            #[cfg(unix)]
+            Some(Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        (host, port)
+    }
+
     /// Opens a session; its connection task runs in the background.
     pub(crate) async fn connect(&self) -> Result<Connected, BackendError> {
         self.tls.ready()?;

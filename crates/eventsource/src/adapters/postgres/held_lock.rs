@@ -48,6 +48,7 @@ pub(crate) struct HeldLock {
     session: SessionRef,
     book: Arc<dyn ReleaseBook>,
     armed: bool,
+    granted_at: std::time::Instant,
 }
 
 impl HeldLock {
@@ -65,6 +66,7 @@ impl HeldLock {
             session,
             book,
             armed: true,
+            granted_at: std::time::Instant::now(),
         }
     }
 
@@ -79,6 +81,7 @@ impl HeldLock {
     /// Sends the unlock; false if the session is gone (and with it the lock).
     fn send_unlock(&mut self, reply: Option<UnlockReply>) -> bool {
         self.armed = false;
+        super::metrics::held_for(self.granted_at.elapsed());
         self.book.begin_release(self.lock_id, self.token);
         let sent = self.session.send_unlock(self.lock_id, self.token, reply);
         if !sent {

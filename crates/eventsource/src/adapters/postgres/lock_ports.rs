@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::manager::PostgresLockManager;
+use super::metrics::{self, Outcome};
 use crate::ports::error::{
     AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockLostError, LockNotHeldError,
     Result,
@@ -36,6 +37,28 @@ fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) ->
         other => other,
     };
     Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
+}
+
+/// The `error.type` of a failed acquisition's span.
+fn error_type(e: &Error) -> &'static str {
+    match e.as_lock_acquisition().map(|a| &a.reason) {
+        Some(AcquireFailure::Timeout) => "timeout",
+        Some(AcquireFailure::Cancelled { .. }) => "cancelled",
+        Some(AcquireFailure::Standby) => "standby",
+        Some(AcquireFailure::FencingNotInstalled) => "fencing_not_installed",
+        Some(AcquireFailure::BudgetExceeded { .. }) => "budget_exceeded",
+        Some(AcquireFailure::Closed) => "closed",
+        Some(AcquireFailure::KeyTooLong { .. }) => "key_too_long",
+        _ => "backend",
+    }
+}
+
+impl PostgresLockManager {
+    /// Records an acquisition's metrics (with the opt-in key prefix).
+    fn record(&self, operation: &'static str, outcome: Outcome, elapsed: Duration, key: &str) {
+        let prefixes = self.ctx().settings.key_prefixes.as_deref();
+        metrics::acquisition(operation, outcome, elapsed, prefixes.map(|p| (p, key)));
+    }
 }
 
 fn outcome_name(r: &Result<LockGuard>) -> &'static str {
@@ -69,24 +92,44 @@ impl DistributedLock for PostgresLockManager {
         key: &str,
         timeout: Option<Duration>,
     ) -> impl std::future::Future<Output = Result<LockGuard>> + Send {
+        let (address, port) = &self.ctx().server;
         let span = tracing::debug_span!(
             "eventsource.lock.acquire",
-            key,
-            lock_id = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            wait_us = tracing::field::Empty
+            "db.system" = "postgresql",
+            "db.system.name" = "postgresql",
+            "db.operation.name" = "acquire",
+            "otel.name" = "lock acquire",
+            "otel.kind" = "client",
+            "server.address" = %address,
+            "server.port" = port,
+            "eventsource.lock.key" = key,
+            "eventsource.lock.id" = tracing::field::Empty,
+            "eventsource.lock.outcome" = tracing::field::Empty,
+            "eventsource.lock.fence" = tracing::field::Empty,
+            "eventsource.lock.wait_us" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
         );
         async move {
             let started = Instant::now();
             let lock_id = checked_lock_id(key, timeout)?;
-            tracing::Span::current().record("lock_id", lock_id);
+            tracing::Span::current().record("eventsource.lock.id", lock_id);
             let key_arc: Arc<str> = Arc::from(key);
-            let result = match self
+            let granted = self
                 .state
                 .acquirer
                 .acquire(lock_id, &key_arc, timeout)
-                .await
-            {
+                .await;
+            let outcome = match &granted {
+                Ok(g) if g.waited => Outcome::GrantedAfterWait,
+                Ok(_) => Outcome::Granted,
+                Err(AcquireFailure::Timeout) if timeout == Some(Duration::ZERO) => {
+                    Outcome::Contended
+                }
+                Err(AcquireFailure::Timeout) => Outcome::Timeout,
+                Err(_) => Outcome::Error,
+            };
+            let result = match granted {
                 Ok(g) => {
                     let info = self.info(key, lock_id, &g);
                     let loss = match g.lease {
@@ -97,9 +140,22 @@ impl DistributedLock for PostgresLockManager {
                 }
                 Err(failure) => Err(acquisition(key, failure, timeout)),
             };
+            let elapsed = started.elapsed();
+            self.record("acquire", outcome, elapsed, key);
             let span = tracing::Span::current();
-            span.record("outcome", outcome_name(&result));
-            span.record("wait_us", started.elapsed().as_micros() as u64);
+            span.record("eventsource.lock.outcome", outcome_name(&result));
+            span.record("eventsource.lock.wait_us", elapsed.as_micros() as u64);
+            match &result {
+                Ok(g) => {
+                    if let Some(f) = g.fence() {
+                        span.record("eventsource.lock.fence", f);
+                    }
+                }
+                Err(e) => {
+                    span.record("error.type", error_type(e));
+                    span.record("otel.status_code", "ERROR");
+                }
+            }
             tracing::debug!(outcome = outcome_name(&result), "acquire finished");
             result
         }
@@ -117,16 +173,25 @@ impl DistributedLock for PostgresLockManager {
         &self,
         key: &str,
     ) -> impl std::future::Future<Output = Result<Option<LockInfo>>> + Send {
+        let (address, port) = &self.ctx().server;
         let span = tracing::debug_span!(
             "eventsource.lock.try_acquire",
-            key,
-            lock_id = tracing::field::Empty,
-            outcome = tracing::field::Empty
+            "db.system" = "postgresql",
+            "db.system.name" = "postgresql",
+            "db.operation.name" = "try_acquire",
+            "otel.name" = "lock try_acquire",
+            "otel.kind" = "client",
+            "server.address" = %address,
+            "server.port" = port,
+            "eventsource.lock.key" = key,
+            "eventsource.lock.id" = tracing::field::Empty,
+            "eventsource.lock.outcome" = tracing::field::Empty,
         );
         async move {
+            let started = Instant::now();
             let zero = Some(Duration::ZERO);
             let lock_id = checked_lock_id(key, zero)?;
-            tracing::Span::current().record("lock_id", lock_id);
+            tracing::Span::current().record("eventsource.lock.id", lock_id);
             let key_arc: Arc<str> = Arc::from(key);
             let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
                 Ok(Some(g)) => {
@@ -150,7 +215,17 @@ impl DistributedLock for PostgresLockManager {
                 Ok(None) => "held_elsewhere",
                 Err(_) => "error",
             };
-            tracing::Span::current().record("outcome", outcome);
+            self.record(
+                "try_acquire",
+                match &r {
+                    Ok(Some(_)) => Outcome::Granted,
+                    Ok(None) => Outcome::Contended,
+                    Err(_) => Outcome::Error,
+                },
+                started.elapsed(),
+                key,
+            );
+            tracing::Span::current().record("eventsource.lock.outcome", outcome);
             tracing::debug!(outcome, "try_acquire finished");
             r
         }
@@ -167,9 +242,14 @@ impl DistributedLock for PostgresLockManager {
         let lock_id = crate::lock_id_for_key(key);
         let span = tracing::debug_span!(
             "eventsource.lock.release",
-            key,
-            lock_id,
-            outcome = tracing::field::Empty
+            "db.system" = "postgresql",
+            "db.system.name" = "postgresql",
+            "db.operation.name" = "release",
+            "otel.name" = "lock release",
+            "otel.kind" = "client",
+            "eventsource.lock.key" = key,
+            "eventsource.lock.id" = lock_id,
+            "eventsource.lock.outcome" = tracing::field::Empty,
         );
         let held = self.ctx().registry.take_manual(lock_id, key);
         async move {
@@ -180,7 +260,7 @@ impl DistributedLock for PostgresLockManager {
                 })),
             };
             let outcome = if r.is_ok() { "released" } else { "error" };
-            tracing::Span::current().record("outcome", outcome);
+            tracing::Span::current().record("eventsource.lock.outcome", outcome);
             tracing::debug!(outcome, "release finished");
             r
         }

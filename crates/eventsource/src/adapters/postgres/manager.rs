@@ -77,6 +77,7 @@ pub struct PostgresLockManager {
 
 impl PostgresLockManager {
     pub(crate) fn from_parts(connector: Arc<Connector>, settings: Settings) -> Self {
+        super::metrics::describe();
         let ctx = SessionContext::new(connector, settings);
         Self {
             state: Arc::new(ManagerState {

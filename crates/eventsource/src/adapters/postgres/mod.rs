@@ -11,6 +11,7 @@ mod held_lock;
 mod holders;
 mod lock_ports;
 mod manager;
+mod metrics;
 mod options;
 mod registry;
 mod session;
@@ -18,6 +19,7 @@ mod settings;
 mod tls;
 mod verify;
 mod wait_line;
+mod xact_lock;
 
 pub use config::PostgresLockManagerBuilder;
 pub use holders::{query_holders, AdvisoryLock, LockSession};
@@ -25,6 +27,7 @@ pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
 pub use tls::{split_ssl_params, SslMode, SslParams};
 pub use verify::{VerifyProblem, VerifyReport};
+pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
 
 mod readmodels;
 pub use readmodels::{

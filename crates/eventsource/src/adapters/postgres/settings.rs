@@ -27,6 +27,8 @@ pub(crate) struct Settings {
     /// Lease mode: the server ends a session silent for this long, and a
     /// holder treats its locks as lost shortly before it could have.
     pub(crate) lease: Option<Duration>,
+    /// Opt-in metrics attribute: a bounded key prefix.
+    pub(crate) key_prefixes: Option<std::sync::Arc<super::metrics::KeyPrefixes>>,
 }
 
 impl Settings {
@@ -73,6 +75,7 @@ impl Default for Settings {
             single_session: false,
             fencing: false,
             lease: None,
+            key_prefixes: None,
         }
     }
 }

@@ -17,6 +17,7 @@ mod checkpoints;
 mod connection;
 mod projection;
 mod statements;
+pub(crate) mod telemetry;
 
 pub use checkpoints::{CheckpointSql, CHECKPOINT_TABLE};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -24,6 +25,7 @@ pub use checkpoints::{CheckpointSql, CHECKPOINT_TABLE};
 pub use connection::{connect, AnyReadModelRepository, Database, DatabaseUrl};
 pub use projection::{is_transient, CatchUp, ReadModelProjection, RetryPolicy};
 pub use statements::{Param, SqlTable, Statement};
+pub use telemetry::DbEndpoint;
 
 /// The SQL dialect a statement is written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

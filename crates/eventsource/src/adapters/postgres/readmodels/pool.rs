@@ -15,6 +15,7 @@ use super::PostgresReadModelRepository;
 use crate::adapters::postgres::connect::connect_error;
 use crate::adapters::postgres::tls::MakeRustls;
 use crate::adapters::postgres::ConnectOptions;
+use crate::adapters::sql::DbEndpoint;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::readmodels::ReadModel;
 
@@ -52,6 +53,7 @@ pub struct PostgresDatabase {
     pool: Pool,
     tls: MakeRustls,
     settings: PoolSettings,
+    endpoint: std::sync::Arc<DbEndpoint>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +109,7 @@ impl PostgresDatabaseBuilder {
             ));
         }
         let (config, tls_settings) = self.options.into_parts();
+        let endpoint = std::sync::Arc::new(DbEndpoint::of_config(&config));
         let tls = MakeRustls::new(tls_settings);
         let manager = Manager::from_config(
             config,
@@ -127,6 +130,7 @@ impl PostgresDatabaseBuilder {
             pool,
             tls,
             settings: s,
+            endpoint,
         })
     }
 }
@@ -282,6 +286,10 @@ impl PgClientSource for PostgresDatabase {
 
     async fn exclusive(&self) -> Result<Option<ExclusiveClient<'_>>> {
         Ok(Some(ExclusiveClient::new(self.get().await?)))
+    }
+
+    fn endpoint(&self) -> Option<&DbEndpoint> {
+        Some(&self.endpoint)
     }
 }
 

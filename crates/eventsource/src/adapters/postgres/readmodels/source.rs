@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_postgres::{Client, GenericClient, Statement, Transaction};
 
 use crate::adapters::postgres::connect::pg_error;
+use crate::adapters::sql::DbEndpoint;
 use crate::ports::error::{BackendErrorKind, Error, Result};
 
 /// A client lent exclusively: nobody else uses it until this is dropped.
@@ -85,6 +86,13 @@ pub trait PgClientSource: Send + Sync {
     fn in_caller_transaction(&self) -> bool {
         false
     }
+
+    /// The server the clients talk to, for the repository's spans
+    /// (`server.address`, `server.port`, `db.namespace`); `None` when the
+    /// source cannot tell (a bare client or a transaction).
+    fn endpoint(&self) -> Option<&DbEndpoint> {
+        None
+    }
 }
 
 /// What a [`PgClientSource`] lends, beyond the client itself.
@@ -160,6 +168,10 @@ impl<S: PgClientSource + ?Sized> PgClientSource for &S {
     fn in_caller_transaction(&self) -> bool {
         (**self).in_caller_transaction()
     }
+
+    fn endpoint(&self) -> Option<&DbEndpoint> {
+        (**self).endpoint()
+    }
 }
 
 impl<S: PgClientSource + ?Sized> PgClientSource for Arc<S> {
@@ -179,6 +191,10 @@ impl<S: PgClientSource + ?Sized> PgClientSource for Arc<S> {
 
     fn in_caller_transaction(&self) -> bool {
         (**self).in_caller_transaction()
+    }
+
+    fn endpoint(&self) -> Option<&DbEndpoint> {
+        (**self).endpoint()
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::MissedTickBehavior;
 
 use super::super::holders::query_holders;
+use super::super::metrics::{self, LossCause};
 use super::batch::{closed_error, run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
@@ -99,7 +100,7 @@ impl Actor {
                 return;
             }
         };
-        ctx.session_opened();
+        ctx.session_opened(self.kind);
         let mut tick = tokio::time::interval(ctx.settings.ping_interval());
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick.reset();
@@ -127,13 +128,13 @@ impl Actor {
                 }
                 _ = lease_expiry(&state) => {
                     tracing::warn!(pid = state.mailbox.pid(), "lock session's lease ran out unconfirmed; its locks count as lost");
-                    dead.cancel();
+                    mailbox.end(LossCause::LeaseExpired);
                     break;
                 }
                 _ = tick.tick() => {
                     if !state.ping().await {
                         tracing::warn!(pid = state.mailbox.pid(), "lock session failed its liveness check");
-                        dead.cancel();
+                        mailbox.end(LossCause::LivenessFailed);
                         break;
                     }
                 }
@@ -229,13 +230,16 @@ impl Actor {
 
     fn shutdown(mut self, mut state: SessionState) {
         state.dead().cancel();
+        let lost = state.held.len();
         for (lock_id, token) in state.held.drain() {
             state.ctx.registry.finish(lock_id, token);
         }
+        metrics::held(-(lost as f64));
+        metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
         self.fail_queued(&ctx, closed_error());
         drop(state);
-        ctx.session_closed();
+        ctx.session_closed(self.kind);
         tracing::debug!(kind = ?self.kind, "lock session closed");
     }
 }

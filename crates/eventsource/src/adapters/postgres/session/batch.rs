@@ -108,6 +108,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         ids.push(u.lock_id);
         is_lock.push(false);
     }
+    super::super::metrics::batch(ids.len());
     let sent = std::time::Instant::now();
     let outcome = {
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));

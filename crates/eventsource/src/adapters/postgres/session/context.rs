@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::connect::Connector;
 use super::super::registry::Registry;
 use super::super::settings::Settings;
+use super::mailbox::Kind;
 
 /// Shared by a manager and all of its session actors (and nothing else).
 pub(crate) struct SessionContext {
@@ -16,6 +17,8 @@ pub(crate) struct SessionContext {
     pub(crate) settings: Settings,
     /// Cancelled when the manager is closed or dropped.
     pub(crate) closed: CancellationToken,
+    /// `server.address` and `server.port` of the spans.
+    pub(crate) server: (String, u16),
     /// Settings every session applies when it opens, for fencing and
     /// lease mode.
     pub(crate) extra_setup: Option<String>,
@@ -26,6 +29,7 @@ impl SessionContext {
     pub(crate) fn new(connector: Arc<Connector>, settings: Settings) -> Arc<Self> {
         let extra_setup = extra_setup(&settings);
         Arc::new(Self {
+            server: connector.server(),
             extra_setup,
             connector,
             registry: Registry::new(settings.max_held_locks),
@@ -40,12 +44,14 @@ impl SessionContext {
         self.open_sessions.load(Ordering::Relaxed)
     }
 
-    pub(super) fn session_opened(&self) {
+    pub(super) fn session_opened(&self, kind: Kind) {
         self.open_sessions.fetch_add(1, Ordering::Relaxed);
+        super::super::metrics::sessions(kind.as_str(), 1.0);
     }
 
-    pub(super) fn session_closed(&self) {
+    pub(super) fn session_closed(&self, kind: Kind) {
         self.open_sessions.fetch_sub(1, Ordering::Relaxed);
+        super::super::metrics::sessions(kind.as_str(), -1.0);
     }
 }
 

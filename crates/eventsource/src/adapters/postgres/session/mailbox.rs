@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::held_lock::{HeldLock, UnlockReply, UnlockSink};
 use super::super::holders::AdvisoryLock as HoldersRow;
+use super::super::metrics::LossCause;
 use super::super::registry::Reservation;
 use crate::ports::error::BackendError;
 
@@ -23,6 +24,16 @@ pub(crate) enum Kind {
     Shared,
     /// Runs one blocking wait, then holds that one lock.
     Dedicated,
+}
+
+impl Kind {
+    /// The `eventsource.lock.session.kind` attribute.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Shared => "shared",
+            Kind::Dedicated => "dedicated",
+        }
+    }
 }
 
 /// A request to a session actor.
@@ -82,6 +93,8 @@ pub(crate) enum WaitOutcome {
 pub(crate) struct Granted {
     pub(crate) lock: HeldLock,
     pub(crate) loss: CancellationToken,
+    /// Granted after a wait in the server's queue (not by a try).
+    pub(crate) waited: bool,
     /// Lease mode: the session's lease, which the loss signal also watches.
     pub(crate) lease: Option<Arc<crate::ports::loss::LeaseClock>>,
     /// The fencing token, when the manager fences.
@@ -94,6 +107,8 @@ pub(crate) struct Mailbox {
     tx: mpsc::UnboundedSender<Op>,
     pub(super) dead: CancellationToken,
     pid: AtomicI32,
+    /// Why the session ended, for the loss metric (a `LossCause`).
+    loss_cause: std::sync::atomic::AtomicU8,
     /// Why the session could not be opened, kept for callers whose request
     /// arrived after the actor had already given up.
     open_error: Mutex<Option<BackendError>>,
@@ -106,6 +121,7 @@ impl Mailbox {
             tx,
             dead: CancellationToken::new(),
             pid: AtomicI32::new(0),
+            loss_cause: std::sync::atomic::AtomicU8::new(0),
             open_error: Mutex::new(None),
         });
         (mailbox, rx)
@@ -113,6 +129,16 @@ impl Mailbox {
 
     pub(super) fn pid(&self) -> i32 {
         self.pid.load(Ordering::Relaxed)
+    }
+
+    /// Ends the session for `cause` (its locks are lost).
+    pub(super) fn end(&self, cause: LossCause) {
+        self.loss_cause.store(cause as u8, Ordering::Relaxed);
+        self.dead.cancel();
+    }
+
+    pub(super) fn loss_cause(&self) -> LossCause {
+        LossCause::from_u8(self.loss_cause.load(Ordering::Relaxed))
     }
 
     pub(super) fn set_pid(&self, pid: i32) {

@@ -64,6 +64,7 @@ impl SessionState {
         reservation: Option<Reservation>,
         fence: Option<u64>,
     ) -> Granted {
+        let reservation_was_none = reservation.is_none();
         let session: SessionRef = self.mailbox.clone();
         let loss = self.mailbox.dead.child_token();
         let registry = &self.ctx.registry;
@@ -72,9 +73,12 @@ impl SessionState {
             None => registry.grant_direct(lock_id, &key, &session, &loss),
         };
         self.held.insert(lock_id, token);
+        super::super::metrics::held(1.0);
+        let waited = reservation_was_none;
         Granted {
             lock: HeldLock::new(lock_id, token, key, session, registry.clone()),
             loss,
+            waited,
             lease: self.lease.clone(),
             fence,
             acquired_at: Utc::now(),
@@ -93,7 +97,9 @@ impl SessionState {
         if !ok {
             tracing::warn!(lock_id, "unlock found the lock not held by its session");
         }
-        self.held.remove(&lock_id);
+        if self.held.remove(&lock_id).is_some() {
+            super::super::metrics::held(-1.0);
+        }
         self.ctx.registry.finish(lock_id, token);
         if let Some(r) = reply {
             let _ = r.send(Ok(ok));

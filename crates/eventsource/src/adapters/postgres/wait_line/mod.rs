@@ -18,6 +18,7 @@
 
 mod driver;
 
+use super::metrics::WaitingTask;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -52,6 +53,7 @@ pub(crate) struct WaitLines {
 pub(crate) struct Ticket {
     pub(crate) rx: oneshot::Receiver<LineResult>,
     changed: Arc<Notify>,
+    _waiting: WaitingTask,
 }
 
 impl Drop for Ticket {
@@ -101,6 +103,7 @@ impl WaitLines {
         let ticket = Ticket {
             rx,
             changed: line.changed.clone(),
+            _waiting: WaitingTask::start(),
         };
         if start {
             let changed = line.changed.clone();

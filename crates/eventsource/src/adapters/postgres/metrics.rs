@@ -1,0 +1,288 @@
+//! The lock manager's metrics, through the `metrics` facade (feature
+//! `metrics`, on by default). The application installs a recorder (for
+//! example `metrics-exporter-prometheus`); without one every call here is a
+//! load of the global recorder and a no-op. Without the feature these
+//! functions are empty.
+//!
+//! Names follow OpenTelemetry's style (dotted, unit in the description,
+//! seconds for durations), modelled on `db.client.operation.duration` and
+//! the `db.client.connection.*` pool metrics; `docs/observability.md` lists
+//! them with their attributes. No attribute carries a key (keys are
+//! unbounded) unless the manager opts in to a bounded key prefix.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How an acquisition ended, as the `eventsource.lock.outcome` attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Granted at once.
+    Granted,
+    /// Granted after waiting in the key's queue.
+    GrantedAfterWait,
+    /// A try found the key held elsewhere.
+    Contended,
+    /// The timeout ran out in the queue.
+    Timeout,
+    /// Anything else (database, budget, closed manager).
+    Error,
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Granted | Outcome::GrantedAfterWait => "granted",
+            Outcome::Contended => "contended",
+            Outcome::Timeout => "timeout",
+            Outcome::Error => "error",
+        }
+    }
+
+    fn waited(self) -> &'static str {
+        if self == Outcome::GrantedAfterWait {
+            "true"
+        } else {
+            "false"
+        }
+    }
+}
+
+/// Why a session's locks were lost (`eventsource.lock.loss.cause`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LossCause {
+    /// The connection ended or a statement on it failed.
+    SessionEnded = 0,
+    /// The liveness check got no answer in time.
+    LivenessFailed = 1,
+    /// Lease mode: the session was not confirmed within its lease.
+    LeaseExpired = 2,
+}
+
+impl LossCause {
+    pub(crate) fn from_u8(v: u8) -> Self {
+        match v {
+            1 => LossCause::LivenessFailed,
+            2 => LossCause::LeaseExpired,
+            _ => LossCause::SessionEnded,
+        }
+    }
+
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            LossCause::SessionEnded => "session_ended",
+            LossCause::LivenessFailed => "liveness_failed",
+            LossCause::LeaseExpired => "lease_expired",
+        }
+    }
+}
+
+/// The opt-in key attribute: the part of each key before `separator`,
+/// for at most `limit` distinct prefixes (later ones are `other`).
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) struct KeyPrefixes {
+    separator: char,
+    limit: usize,
+    seen: Mutex<HashSet<Box<str>>>,
+}
+
+impl std::fmt::Debug for KeyPrefixes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPrefixes")
+            .field("separator", &self.separator)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+impl KeyPrefixes {
+    pub(crate) fn new(separator: char, limit: usize) -> Self {
+        Self {
+            separator,
+            limit,
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The attribute value for `key`.
+    pub(crate) fn label(&self, key: &str) -> String {
+        let prefix = key.split(self.separator).next().unwrap_or_default();
+        let mut cut = prefix.len().min(64);
+        while !prefix.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let prefix = &prefix[..cut];
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.contains(prefix) {
+            return prefix.to_owned();
+        }
+        if seen.len() < self.limit {
+            seen.insert(prefix.into());
+            return prefix.to_owned();
+        }
+        "other".to_owned()
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod names {
+    pub(super) const ACQUISITIONS: &str = "eventsource.lock.acquisitions";
+    pub(super) const ACQUIRE_DURATION: &str = "eventsource.lock.acquire.duration";
+    pub(super) const HOLD_DURATION: &str = "eventsource.lock.hold.duration";
+    pub(super) const LOSSES: &str = "eventsource.lock.losses";
+    pub(super) const HELD: &str = "eventsource.lock.held";
+    pub(super) const WAITING: &str = "eventsource.lock.waiting";
+    pub(super) const SESSIONS: &str = "eventsource.lock.session.count";
+    pub(super) const BATCH_SIZE: &str = "eventsource.lock.batch.size";
+}
+
+/// Registers the descriptions (units included) with the installed recorder.
+#[cfg(feature = "metrics")]
+pub(crate) fn describe() {
+    use metrics::Unit;
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        metrics::describe_counter!(
+            names::ACQUISITIONS,
+            "Lock acquisitions, by operation and outcome"
+        );
+        metrics::describe_histogram!(
+            names::ACQUIRE_DURATION,
+            Unit::Seconds,
+            "Time from an acquisition's call to its outcome"
+        );
+        metrics::describe_histogram!(
+            names::HOLD_DURATION,
+            Unit::Seconds,
+            "Time from a grant to its release (or the end of a lost lock's guard)"
+        );
+        metrics::describe_counter!(names::LOSSES, "Locks lost while held, by cause");
+        metrics::describe_gauge!(names::HELD, "Locks held now");
+        metrics::describe_gauge!(names::WAITING, "Tasks waiting for a contended key now");
+        metrics::describe_gauge!(names::SESSIONS, "Open lock sessions, by kind");
+        metrics::describe_histogram!(
+            names::BATCH_SIZE,
+            Unit::Count,
+            "Try-locks and unlocks per shared-session statement"
+        );
+    });
+}
+
+#[cfg(not(feature = "metrics"))]
+pub(crate) fn describe() {}
+
+/// An acquisition ended.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn acquisition(
+    operation: &'static str,
+    outcome: Outcome,
+    elapsed: Duration,
+    key: Option<(&KeyPrefixes, &str)>,
+) {
+    #[cfg(feature = "metrics")]
+    {
+        let Some((prefixes, key)) = key else {
+            // Static labels: no allocation, whatever the recorder.
+            macro_rules! emit {
+                ($op:literal, $o:literal, $w:literal) => {{
+                    let counter = metrics::counter!(names::ACQUISITIONS,
+                        "eventsource.lock.operation" => $op, "eventsource.lock.outcome" => $o,
+                        "eventsource.lock.waited" => $w);
+                    counter.increment(1);
+                    metrics::histogram!(names::ACQUIRE_DURATION,
+                        "eventsource.lock.operation" => $op, "eventsource.lock.outcome" => $o,
+                        "eventsource.lock.waited" => $w).record(elapsed);
+                }};
+            }
+            macro_rules! per_outcome {
+                ($op:literal) => {
+                    match outcome {
+                        Outcome::Granted => emit!($op, "granted", "false"),
+                        Outcome::GrantedAfterWait => emit!($op, "granted", "true"),
+                        Outcome::Contended => emit!($op, "contended", "false"),
+                        Outcome::Timeout => emit!($op, "timeout", "false"),
+                        Outcome::Error => emit!($op, "error", "false"),
+                    }
+                };
+            }
+            if operation == "try_acquire" {
+                per_outcome!("try_acquire");
+            } else {
+                per_outcome!("acquire");
+            }
+            return;
+        };
+        let labels = [
+            ("eventsource.lock.operation", operation.to_owned()),
+            ("eventsource.lock.outcome", outcome.as_str().to_owned()),
+            ("eventsource.lock.waited", outcome.waited().to_owned()),
+            ("eventsource.lock.key_prefix", prefixes.label(key)),
+        ];
+        metrics::counter!(names::ACQUISITIONS, &labels).increment(1);
+        metrics::histogram!(names::ACQUIRE_DURATION, &labels).record(elapsed);
+    }
+}
+
+/// A held lock ended (released, or its guard dropped after a loss).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn held_for(d: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!(names::HOLD_DURATION).record(d);
+}
+
+/// `n` held locks were lost with their session.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn lost(n: usize, cause: LossCause) {
+    #[cfg(feature = "metrics")]
+    if n > 0 {
+        metrics::counter!(names::LOSSES, "eventsource.lock.loss.cause" => cause.as_str())
+            .increment(n as u64);
+    }
+}
+
+/// The number of held locks changed by `delta`.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn held(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(names::HELD).increment(delta);
+}
+
+/// The number of waiting tasks changed by `delta`.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn waiting(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(names::WAITING).increment(delta);
+}
+
+/// A session of `kind` (`shared` or `dedicated`) opened (`1.0`) or closed (`-1.0`).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn sessions(kind: &'static str, delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(names::SESSIONS, "eventsource.lock.session.kind" => kind).increment(delta);
+}
+
+/// A shared-session statement carried `n` items.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn batch(n: usize) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!(names::BATCH_SIZE).record(n as f64);
+}
+
+/// Counts one waiting task in `eventsource.lock.waiting` while it lives.
+pub(crate) struct WaitingTask(());
+
+impl WaitingTask {
+    pub(crate) fn start() -> Self {
+        waiting(1.0);
+        Self(())
+    }
+}
+
+impl Drop for WaitingTask {
+    fn drop(&mut self) {
+        waiting(-1.0);
+    }
+}

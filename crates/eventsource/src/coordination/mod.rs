@@ -1,0 +1,32 @@
+//! Coordination primitives built on the lock ports.
+//!
+//! - [`acquire_many`]: several keys at once, all or none, in a canonical
+//!   order ([`MultiLockGuard`]).
+//! - [`Semaphore`]: at most N holders of a name ([`SemaphorePermit`]).
+//! - [`Election`]: leader election with terms (fencing tokens), a loss
+//!   signal, resign, and who leads now ([`LeaderObserver`], a stream of
+//!   changes).
+//!
+//! Everything here is generic over [`DistributedLock`](crate::DistributedLock),
+//! so it works with `PostgresLockManager`, `InMemoryLockManager` and any
+//! third-party implementation of the port. Only observing who leads needs
+//! an adapter's own view (`election_watch.rs`, `election_pg.rs`: the only
+//! files here that import an adapter). How each primitive maps to
+//! advisory-lock ids (for services in other languages) is in
+//! `docs/primitives.md`.
+
+mod election;
+#[cfg(feature = "postgres")]
+mod election_pg;
+mod election_watch;
+mod multi;
+mod multi_guard;
+mod semaphore;
+mod semaphore_permit;
+
+pub use election::{election_key, Election, Leadership, ELECTION_KEY_PREFIX};
+pub use election_watch::{Leader, LeaderObserver};
+pub use multi::acquire_many;
+pub use multi_guard::MultiLockGuard;
+pub use semaphore::{Semaphore, MAX_PERMITS};
+pub use semaphore_permit::SemaphorePermit;

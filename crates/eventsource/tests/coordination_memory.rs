@@ -1,0 +1,30 @@
+//! The coordination suite and in-memory specifics for `InMemoryLockManager`.
+
+use std::time::Duration;
+
+use eventsource::coordination::acquire_many;
+use eventsource::InMemoryLockManager;
+
+eventsource_testkit::coordination_conformance_tests!(|| async {
+    let primary = InMemoryLockManager::new(Some("memory-test".into()));
+    let observer = primary.clone();
+    (primary, observer, ())
+});
+
+#[tokio::test]
+async fn a_set_is_lost_when_any_member_is() {
+    let locks = InMemoryLockManager::new(None);
+    let set = acquire_many(&locks, &["a", "b", "c"], Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let signal = set.loss_signal();
+    assert!(!set.is_lost() && !signal.is_lost());
+    assert!(locks.simulate_loss("b"));
+    assert!(set.is_lost());
+    // Resolves without a task of its own: the members' tokens are waited on.
+    signal.lost().await;
+    set.lost().await;
+    let err = set.release().await.unwrap_err();
+    assert!(err.is_lock_lost() && err.key() == Some("b"), "{err:?}");
+    assert!(!eventsource::DistributedLock::is_held(&locks, "a"));
+}
