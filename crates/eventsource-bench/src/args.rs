@@ -47,6 +47,16 @@ pub struct Args {
     /// default: the manager's own default.
     #[arg(long)]
     pub shared_sessions: Option<usize>,
+    /// The bench binary built with `--features metrics`: runs the
+    /// metrics-overhead scenarios (acquire + release with the library's
+    /// `metrics` feature off, on without a recorder, on with a Prometheus
+    /// recorder), each round in fresh processes.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_bin: Option<PathBuf>,
+    /// Install a Prometheus recorder (no HTTP listener) before running
+    /// (needs a binary built with `--features metrics`).
+    #[arg(long)]
+    pub metrics_recorder: bool,
     /// Internal: run as one worker process of the `contention` scenario
     /// (its spec as JSON); prints its results as one JSON line.
     #[arg(long, hide = true)]

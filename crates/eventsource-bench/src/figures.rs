@@ -42,8 +42,26 @@ pub const RATIO_PLOTS: [RatioPlot; 2] = [
         "metrics_overhead.svg",
         "Metrics on / feature off, acquire+release per round (dots), median (bar), goal (dashed)",
         &[
-            ("ours_seq_metrics/ours_seq", "no recorder", 0.98),
-            ("ours_seq_metrics_recorder/ours_seq", "with a recorder", 0.9),
+            (
+                "metrics_on_seq/metrics_off_seq",
+                "sequential, no recorder",
+                0.98,
+            ),
+            (
+                "metrics_recorder_seq/metrics_off_seq",
+                "sequential, recorder",
+                0.9,
+            ),
+            (
+                "metrics_on_conc64/metrics_off_conc64",
+                "64 tasks, no recorder",
+                0.98,
+            ),
+            (
+                "metrics_recorder_conc64/metrics_off_conc64",
+                "64 tasks, recorder",
+                0.9,
+            ),
         ],
     ),
 ];

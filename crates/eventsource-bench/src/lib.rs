@@ -31,6 +31,7 @@ mod errors;
 mod fenced;
 mod figures;
 mod holders;
+mod metrics_overhead;
 mod ours;
 mod ours_load;
 mod plots;

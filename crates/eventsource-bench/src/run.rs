@@ -13,7 +13,8 @@ use crate::probe::Monitor;
 use crate::scenarios::{OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
 use crate::{
-    ctx, errors, figures, holders, plots, readmodels, report, scenarios, sweep, targets, Res,
+    ctx, errors, figures, holders, metrics_overhead, plots, readmodels, report, scenarios, sweep,
+    targets, Res,
 };
 
 /// Runs `f`, prefixing any error with the scenario's name and the server's own words.
@@ -22,6 +23,7 @@ fn named(name: &str, e: Box<dyn std::error::Error + Send + Sync>) -> String {
 }
 
 pub async fn bench(args: &Args) -> Res<()> {
+    metrics_overhead::install_recorder(args.metrics_recorder)?;
     let began = Instant::now();
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 6 }).max(1);
     let warmup = Duration::from_millis(300);
@@ -145,6 +147,34 @@ pub async fn bench(args: &Args) -> Res<()> {
         }
     }
 
+    if selected("metrics") {
+        let bin = args.metrics_bin.as_deref();
+        match (metrics_overhead::skip_reason(bin), bin) {
+            (Some(why), _) => {
+                eprintln!("skipping metrics: {why}");
+                skipped.insert("metrics".into(), why);
+            }
+            (None, None) => {}
+            (None, Some(bin)) => {
+                let t = Instant::now();
+                match metrics_overhead::run(&ctx, bin, rounds).await {
+                    Ok(reports) => {
+                        eprintln!(
+                            "  {:<20} done in {:.1} s",
+                            "metrics",
+                            t.elapsed().as_secs_f64()
+                        );
+                        scenarios.extend(reports);
+                    }
+                    Err(e) => {
+                        let why = named("metrics", e);
+                        eprintln!("  FAILED {why}");
+                        failed.insert("metrics".into(), why);
+                    }
+                }
+            }
+        }
+    }
     let sweep_rounds = args.sweep_rounds.unwrap_or(if args.quick { 1 } else { 3 });
     let sweeps = if sweep_rounds > 0 && selected("sweep") {
         let sweep_ctx = Ctx {
@@ -175,7 +205,12 @@ pub async fn bench(args: &Args) -> Res<()> {
     let (ratios, round_ratios) = ratios(&scenarios);
     let targets = targets::targets(&scenarios, &ratios, &round_ratios);
 
-    let order: Vec<&str> = THROUGHPUT.iter().chain(OTHERS.iter()).copied().collect();
+    let order: Vec<&str> = THROUGHPUT
+        .iter()
+        .chain(OTHERS.iter())
+        .chain(scenarios::METRICS.iter())
+        .copied()
+        .collect();
     report::print_table(&order, &scenarios);
     println!();
     println!(

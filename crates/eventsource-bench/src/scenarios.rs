@@ -40,8 +40,18 @@ pub const OTHERS: [&str; 5] = [
     "holders10k",
 ];
 
+/// The metrics-overhead scenarios (`metrics_overhead`, with `--metrics-bin`).
+pub const METRICS: [&str; 6] = [
+    "metrics_off_seq",
+    "metrics_on_seq",
+    "metrics_recorder_seq",
+    "metrics_off_conc64",
+    "metrics_on_conc64",
+    "metrics_recorder_conc64",
+];
+
 /// Ratios of ops/s reported (numerator, denominator); the first ones carry targets.
-pub const RATIOS: [(&str, &str); 15] = [
+pub const RATIOS: [(&str, &str); 19] = [
     ("ours_seq", "sqlx_seq"),
     ("ours_seq", "raw_seq_inline"),
     ("ours_conc64", "raw_pipelined64"),
@@ -52,6 +62,10 @@ pub const RATIOS: [(&str, &str); 15] = [
     ("ours_seq_fenced", "ours_seq"),
     ("ours_conc64_fenced", "ours_conc64"),
     ("write_fenced", "write_plain"),
+    ("metrics_on_seq", "metrics_off_seq"),
+    ("metrics_recorder_seq", "metrics_off_seq"),
+    ("metrics_on_conc64", "metrics_off_conc64"),
+    ("metrics_recorder_conc64", "metrics_off_conc64"),
     // Informative.
     ("ours_seq", "raw_seq"),
     ("ours_conc64", "sqlx_pool64"),
