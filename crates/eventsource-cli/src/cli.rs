@@ -105,8 +105,13 @@ pub enum LockCommand {
     Key(KeyArgs),
 
     /// List the advisory locks of the database: holders and waiters.
-    #[command(long_about = HOLDERS_LONG_ABOUT)]
+    #[command(long_about = HOLDERS_LONG_ABOUT, after_long_help = crate::live::args::HOLDERS_AFTER_HELP)]
     Holders(HoldersArgs),
+
+    /// A live view of the advisory locks, refreshed every second: who
+    /// holds which key, who waits and for how long (q quits).
+    #[command(long_about = crate::live::args::TOP_LONG_ABOUT)]
+    Top(crate::live::args::TopArgs),
 
     /// Check that the database really gives session advisory locks.
     #[command(long_about = DOCTOR_LONG_ABOUT)]
@@ -254,9 +259,13 @@ pub struct KeyArgs {
 /// `eventsource lock holders`
 #[derive(Debug, Args)]
 pub struct HoldersArgs {
-    /// Print JSON (an array of locks with `holders` and `waiters`) instead of a table.
+    /// Print JSON (an array of locks with `holders` and `waiters`) instead of a table;
+    /// with --watch, one JSON object per line and event.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub watch: crate::live::args::WatchArgs,
 
     /// Only the locks of these keys (default: every advisory lock).
     #[arg(value_name = "KEY")]

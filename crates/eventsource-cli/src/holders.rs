@@ -1,32 +1,33 @@
-//! `eventsource lock holders`: who holds which lock, who waits.
+//! `eventsource lock holders`: who holds which lock, who waits (`--watch`
+//! hands over to [`crate::live::watch`]).
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
+use eventsource::adapters::postgres::{AdvisoryLock, HoldersQuery, LockSession};
 
 use crate::cli::HoldersArgs;
 use crate::db::{self, Database};
 use crate::key::printable_key;
+use crate::live::inspect::{columns, Inspector, KeyNames};
 use crate::messages::session_name;
 use crate::{exit, report};
 
-/// Runs `lock holders`; returns the exit code.
+/// Runs `lock holders` (and `--watch`); returns the exit code.
 pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
-    if let Some(long) = args
-        .keys
-        .iter()
-        .find(|k| k.len() > eventsource::MAX_KEY_LEN)
-    {
-        report!(
-            "a key is {} bytes long; lock keys are at most {} bytes",
-            long.len(),
-            eventsource::MAX_KEY_LEN
-        );
-        return exit::USAGE;
+    let names = match KeyNames::from_keys(args.keys.iter().cloned()) {
+        Ok(n) => n,
+        Err(code) => return code,
+    };
+    let inspector = match Inspector::open(&db, HoldersQuery::keys(&args.keys)).await {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
+    if args.watch.watch {
+        return crate::live::watch::watch(&db, &inspector, &names, args.json, args.watch.interval)
+            .await;
     }
-    // Through a manager: its session has the URL's TLS settings.
-    let manager = db.manager_builder().build();
-    let keys: Vec<&str> = args.keys.iter().map(String::as_str).collect();
-    let locks = match manager.holders(&keys).await {
+    let locks = match inspector.snapshot(&names).await {
         Ok(l) => l,
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };
@@ -42,7 +43,7 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
             }
         }
     } else {
-        render_table(&locks, &args.keys, Utc::now())
+        render_table(&locks, &args.keys, inspector.fences_joined(), Utc::now())
     };
     match crate::print_stdout(&out) {
         Ok(()) => 0,
@@ -58,79 +59,68 @@ fn since_text(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
             format!(
                 "{} ({} ago)",
                 t.format("%Y-%m-%dT%H:%M:%SZ"),
-                crate::duration::format_duration(std::time::Duration::from_secs(age.as_secs()))
+                crate::duration::format_duration(Duration::from_secs(age.as_secs()))
             )
         }
     }
 }
 
-fn row(lock_cells: [String; 2], s: &LockSession, now: DateTime<Utc>) -> [String; 8] {
-    let [id, key] = lock_cells;
-    [
-        id,
-        key,
+fn row(lock_cells: Vec<String>, s: &LockSession, now: DateTime<Utc>) -> Vec<String> {
+    let mut cells = lock_cells;
+    cells.extend([
         if s.granted { "held" } else { "waiting" }.to_owned(),
         s.mode.clone(),
         s.pid.to_string(),
         session_name(s),
         s.client_addr.clone().unwrap_or_else(|| "-".to_owned()),
         since_text(s.since, now),
-    ]
+    ]);
+    cells
 }
 
 /// The text table: one row per session, holders first, then waiters in
-/// queue order; the lock id and key only on a lock's first row.
-pub fn render_table(locks: &[AdvisoryLock], asked: &[String], now: DateTime<Utc>) -> String {
+/// queue order; the lock id, key (and fence token, with `fences`) only on a
+/// lock's first row.
+pub fn render_table(
+    locks: &[AdvisoryLock],
+    asked: &[String],
+    fences: bool,
+    now: DateTime<Utc>,
+) -> String {
     let mut out = String::new();
     if locks.is_empty() {
         if asked.is_empty() {
             out.push_str("no advisory locks are held or awaited in this database\n");
         }
     } else {
-        let header = [
-            "LOCK ID", "KEY", "STATE", "MODE", "PID", "HOLDER", "CLIENT", "SINCE",
-        ]
-        .map(str::to_owned);
+        let mut header: Vec<String> = ["LOCK ID", "KEY"].map(str::to_owned).to_vec();
+        if fences {
+            header.push("FENCE".into());
+        }
+        header.extend(["STATE", "MODE", "PID", "HOLDER", "CLIENT", "SINCE"].map(str::to_owned));
         let mut rows = vec![header];
         for lock in locks {
             let mut first = true;
             for s in lock.holders.iter().chain(lock.waiters.iter()) {
-                let cells = if first {
-                    [
-                        match lock.int_pair {
-                            Some((k1, k2)) => format!("({k1},{k2})"),
-                            None => lock.lock_id.to_string(),
-                        },
-                        lock.key
-                            .as_deref()
-                            .map(printable_key)
-                            .unwrap_or_else(|| "-".into()),
-                    ]
+                let mut cells = Vec::new();
+                if first {
+                    cells.push(match lock.int_pair {
+                        Some((k1, k2)) => format!("({k1},{k2})"),
+                        None => lock.lock_id.to_string(),
+                    });
+                    cells.push(lock.key.as_deref().map_or("-".into(), printable_key));
+                    if fences {
+                        cells.push(lock.fence.map_or("-".into(), |f| f.to_string()));
+                    }
                 } else {
-                    [String::new(), String::new()]
-                };
+                    cells.resize(if fences { 3 } else { 2 }, String::new());
+                }
                 first = false;
                 rows.push(row(cells, s, now));
             }
         }
-        let mut widths = [0usize; 8];
-        for r in &rows {
-            for (w, cell) in widths.iter_mut().zip(r.iter()) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        for r in &rows {
-            let mut line = String::new();
-            for (i, cell) in r.iter().enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(cell);
-                } else {
-                    line.push_str(cell);
-                    let pad = widths[i] - cell.chars().count() + 2;
-                    line.push_str(&" ".repeat(pad));
-                }
-            }
-            out.push_str(line.trim_end());
+        for line in columns(&rows) {
+            out.push_str(&line);
             out.push('\n');
         }
         if locks.iter().any(|l| l.int_pair.is_some()) {
@@ -174,20 +164,25 @@ mod tests {
             },
             backend_start: None,
             since: Some(Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, secs).unwrap()),
+            blocked_by: if granted { vec![] } else { vec![10] },
         }
+    }
+
+    fn alpha(fence: Option<i64>) -> Vec<AdvisoryLock> {
+        vec![AdvisoryLock {
+            lock_id: 1068468761257547166,
+            int_pair: None,
+            key: Some("alpha".into()),
+            fence,
+            holders: vec![session(10, "eventsource/host-a:1", true, 0)],
+            waiters: vec![session(11, "psql", false, 30)],
+        }]
     }
 
     #[test]
     fn table_lists_holders_then_waiters() {
         let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
-        let locks = vec![AdvisoryLock {
-            lock_id: 1068468761257547166,
-            int_pair: None,
-            key: Some("alpha".into()),
-            holders: vec![session(10, "eventsource/host-a:1", true, 0)],
-            waiters: vec![session(11, "psql", false, 30)],
-        }];
-        let text = render_table(&locks, &["alpha".into(), "beta".into()], now);
+        let text = render_table(&alpha(None), &["alpha".into(), "beta".into()], false, now);
         let expected = "\
 LOCK ID              KEY    STATE    MODE           PID  HOLDER              CLIENT     SINCE
 1068468761257547166  alpha  held     ExclusiveLock  10   host-a:1            127.0.0.1  2026-11-30T09:00:00Z (3m ago)
@@ -198,10 +193,22 @@ beta (id 8380746901480884457): not held, no one waiting
     }
 
     #[test]
+    fn table_shows_the_fence_token_when_the_fencing_table_is_joined() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
+        let text = render_table(&alpha(Some(42)), &[], true, now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("LOCK ID              KEY    FENCE  STATE"));
+        assert!(lines[1].starts_with("1068468761257547166  alpha  42     held"));
+        assert!(lines[2].starts_with("                                   waiting"));
+        let none = render_table(&alpha(None), &[], true, now);
+        assert!(none.lines().nth(1).unwrap().contains("alpha  -      held"));
+    }
+
+    #[test]
     fn empty_listing_says_so() {
         let now = Utc::now();
         assert_eq!(
-            render_table(&[], &[], now),
+            render_table(&[], &[], false, now),
             "no advisory locks are held or awaited in this database\n"
         );
     }

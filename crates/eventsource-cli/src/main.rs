@@ -24,6 +24,7 @@ mod install;
 mod job;
 mod key;
 mod leader;
+mod live;
 mod logging;
 mod messages;
 mod redact;
@@ -162,6 +163,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Lock(LockCommand::Holders(args)) => match db::require_url(url) {
             Ok(db) => holders::holders(args, db).await,
+            Err(code) => code,
+        },
+        Command::Lock(LockCommand::Top(args)) => match db::require_url(url) {
+            Ok(db) => live::top::top(args, db).await,
             Err(code) => code,
         },
         Command::Lock(LockCommand::Doctor) => match db::require_url(url) {

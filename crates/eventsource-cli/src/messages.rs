@@ -104,6 +104,7 @@ mod tests {
             client_addr: Some("10.1.2.3".into()),
             backend_start: None,
             since: Some(Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap()),
+            blocked_by: Vec::new(),
         }
     }
 
@@ -130,6 +131,7 @@ mod tests {
             lock_id: id,
             int_pair: None,
             key: Some("nightly".into()),
+            fence: None,
             holders: vec![session(4242, Some("eventsource/host-a:17"), true)],
             waiters: vec![session(4343, Some("psql"), false)],
         }];

@@ -280,3 +280,47 @@ async fn many_concurrent_fenced_grants_each_get_their_own_row() {
         .get(0);
     assert_eq!(rows, 500);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_with_pipelines_the_write_and_a_stale_token_leaves_nothing_written() {
+    let db = TestDatabase::create().await.unwrap();
+    let (a, b) = (installed(&db, "a").await, fenced(&db, "b"));
+    let mut client = db.connect().await.unwrap();
+    client
+        .batch_execute("CREATE TABLE protected (id int PRIMARY KEY, v int NOT NULL); INSERT INTO protected VALUES (1, 0)")
+        .await
+        .unwrap();
+    let k = key("check-with");
+    let update = "UPDATE protected SET v = v + 1 WHERE id = 1";
+    let ga = a.acquire(&k, Some(SECS)).await.unwrap();
+    let old = ga.info().clone();
+    {
+        let tx = client.transaction().await.unwrap();
+        let rows = fencing::check_with(&tx, &old, tx.execute_typed(update, &[]))
+            .await
+            .unwrap();
+        assert_eq!(rows, 1);
+        tx.commit().await.unwrap();
+    }
+    ga.release().await.unwrap();
+    let gb = b.acquire(&k, Some(SECS)).await.unwrap();
+    {
+        let tx = client.transaction().await.unwrap();
+        let err = fencing::check_with(&tx, &old, tx.execute_typed(update, &[]))
+            .await
+            .unwrap_err();
+        match &err {
+            Error::Fenced(e) => assert_eq!((e.token, e.current), (old.fence.unwrap(), gb.fence())),
+            other => panic!("expected Fenced, got {other}"),
+        }
+        // The server aborted the transaction: even a commit now keeps
+        // nothing of the pipelined write.
+        tx.commit().await.ok();
+    }
+    let v: i32 = client
+        .query_one("SELECT v FROM protected WHERE id = 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 1, "only the write under the current token landed");
+}

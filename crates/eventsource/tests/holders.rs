@@ -2,10 +2,14 @@
 //! against a real PostgreSQL with raw sessions holding and waiting.
 #![cfg(feature = "postgres")]
 
+use std::future::Future;
 use std::time::Duration;
 
-use eventsource::adapters::postgres::{query_holders, AdvisoryLock};
+use eventsource::adapters::postgres::{
+    connect_for_inspection, query_holders, AdvisoryLock, ConnectOptions, HoldersQuery, SslMode,
+};
 use eventsource::lock_id_for_key;
+use eventsource::BackendErrorKind;
 use eventsource_testkit::pg::TestDatabase;
 use tokio_postgres::{Client, NoTls};
 
@@ -263,4 +267,177 @@ async fn two_int_locks_are_listed_apart_from_bigint_locks_with_the_same_bits() {
         .await
         .unwrap();
     assert!(by_key.is_empty(), "{by_key:?}");
+}
+
+#[tokio::test]
+async fn waiters_name_the_sessions_they_wait_behind() {
+    let db = TestDatabase::create().await.unwrap();
+    let inspector = db.connect().await.unwrap();
+    let key = "holders:blocked";
+    let id = lock_id_for_key(key);
+    let pid = |c: Client| async move {
+        let p: i32 = c
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        (c, p)
+    };
+    let (holder, holder_pid) = pid(session(&db, "holder").await).await;
+    let (first, first_pid) = pid(session(&db, "first").await).await;
+    let (second, _) = pid(session(&db, "second").await).await;
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&id])
+        .await
+        .unwrap();
+    let first_wait = tokio::spawn(async move {
+        first
+            .execute("SELECT pg_advisory_lock($1)", &[&id])
+            .await
+            .unwrap();
+        first
+    });
+    wait_for_waiters(&inspector, key, 1).await;
+    let second_wait = tokio::spawn(async move {
+        second
+            .execute("SELECT pg_advisory_lock($1)", &[&id])
+            .await
+            .unwrap();
+        second
+    });
+    let locks = wait_for_waiters(&inspector, key, 2).await;
+    let lock = &locks[0];
+    assert!(lock.holders[0].blocked_by.is_empty(), "{lock:?}");
+    assert_eq!(lock.waiters[0].blocked_by, vec![holder_pid]);
+    let mut behind = lock.waiters[1].blocked_by.clone();
+    behind.sort();
+    let mut expected = vec![holder_pid, first_pid];
+    expected.sort();
+    assert_eq!(behind, expected, "the holder and the waiter ahead");
+    let json = serde_json::to_value(lock).unwrap();
+    assert_eq!(
+        json["waiters"][0]["blocked_by"],
+        serde_json::json!([holder_pid])
+    );
+    assert!(json.get("fence").is_none(), "no fencing table: {json}");
+
+    holder
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+    let first = first_wait.await.unwrap();
+    first
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+    let second = second_wait.await.unwrap();
+    second
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+}
+
+/// `run` is cancel safe: a call dropped after its statement went out leaves
+/// the session as it was, and the next call answers in full.
+#[tokio::test]
+async fn a_dropped_run_leaves_the_session_usable() {
+    let db = TestDatabase::create().await.unwrap();
+    let client = db.connect().await.unwrap();
+    let holder = session(&db, "dropped-run").await;
+    holder
+        .execute("SELECT pg_advisory_lock(5)", &[])
+        .await
+        .unwrap();
+    let query = HoldersQuery::all().with_fences(&client).await.unwrap();
+    {
+        let run = query.run(&client);
+        tokio::pin!(run);
+        let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(run.as_mut().poll(cx))).await;
+        assert!(
+            polled.is_pending(),
+            "a round trip cannot be done in one poll"
+        );
+    }
+    let locks = query.run(&client).await.unwrap();
+    assert_eq!(locks.len(), 1, "{locks:?}");
+    assert_eq!(locks[0].lock_id, 5);
+    assert_eq!(query.run(&client).await.unwrap(), locks);
+}
+
+/// `connect_for_inspection`: a session with the URL's TLS settings that
+/// lists locks; its end shows as `is_closed`; a server that is not there is
+/// a connect error; dropped while connecting, it leaves no session.
+#[tokio::test]
+async fn an_inspection_session_lists_locks_and_shows_its_end() {
+    let db = TestDatabase::create().await.unwrap();
+    let admin = db.connect().await.unwrap();
+    let mut config = db.config();
+    config.application_name("inspection-test");
+    let options = ConnectOptions::from_config(config.clone()).with_ssl_mode(SslMode::Disable);
+    let client = connect_for_inspection(options.clone(), Duration::from_secs(30))
+        .await
+        .expect("connects");
+    admin
+        .execute("SELECT pg_advisory_lock(99)", &[])
+        .await
+        .unwrap();
+    let locks = HoldersQuery::all().run(&client).await.unwrap();
+    assert_eq!(locks.len(), 1);
+    assert_eq!(locks[0].lock_id, 99);
+
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity \
+             WHERE application_name = 'inspection-test'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !client.is_closed() {
+        assert!(tokio::time::Instant::now() < deadline, "never saw the end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(HoldersQuery::all().run(&client).await.is_err());
+
+    // Dropped while connecting: no session stays behind.
+    {
+        let connecting = connect_for_inspection(options.clone(), Duration::from_secs(30));
+        tokio::pin!(connecting);
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(connecting.as_mut().poll(cx))).await;
+        assert!(polled.is_pending());
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'inspection-test'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{n} sessions left");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Nothing listening: a connect error.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    config.port(port);
+    let err = connect_for_inspection(ConnectOptions::from_config(config), Duration::from_secs(30))
+        .await
+        .expect_err("nothing there");
+    assert_eq!(
+        err.as_backend().map(|b| b.kind()),
+        Some(BackendErrorKind::Connect),
+        "{err:?}"
+    );
 }

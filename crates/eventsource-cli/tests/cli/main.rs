@@ -20,4 +20,6 @@ mod signals;
 mod standby;
 mod terminal;
 mod tls;
+mod top;
+mod watch;
 mod watchdog;

@@ -5,9 +5,9 @@
 //! [`Error::key`], ...) or by matching the `#[non_exhaustive]` enum, never on
 //! message strings.
 
-use std::fmt;
 use std::time::Duration;
 
+pub use super::backend_error::{BackendError, BackendErrorKind};
 pub use super::fenced::FencedError;
 pub use super::readmodels::ReadModelError;
 
@@ -223,144 +223,6 @@ pub struct LockLostError {
     pub key: String,
     /// What is known about the cause.
     pub reason: String,
-}
-
-/// What went wrong underneath, in database terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BackendErrorKind {
-    /// The server could not be reached or refused the connection
-    /// (unreachable host, wrong password, TLS failure).
-    Connect,
-    /// The peer does not speak the PostgreSQL protocol, or lacks the
-    /// functions the crate needs.
-    NotPostgres,
-    /// A statement failed on a live session.
-    Query,
-    /// The session ended (terminated backend, server restart, network loss).
-    Closed,
-    /// The client gave up waiting for the server: it did not answer in time.
-    Timeout,
-    /// The server is a hot standby (in recovery), where advisory locks
-    /// exclude only that standby's own sessions.
-    Standby,
-    /// The fencing table (or function) the manager needs is missing
-    /// (SQLSTATE 42P01/42883 on a fenced statement).
-    FencingNotInstalled,
-    /// Anything else.
-    Other,
-}
-
-/// A database failure, independent of the driver that reported it.
-pub struct BackendError {
-    kind: BackendErrorKind,
-    message: String,
-    code: Option<String>,
-    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
-}
-
-impl BackendError {
-    /// Builds a backend error of `kind` with a message.
-    pub fn new(kind: BackendErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            code: None,
-            source: None,
-        }
-    }
-
-    /// Attaches the SQLSTATE code reported by the server.
-    pub fn with_code(mut self, code: impl Into<String>) -> Self {
-        self.code = Some(code.into());
-        self
-    }
-
-    /// Attaches the underlying driver error.
-    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
-        self
-    }
-
-    /// A copy with the same kind, message and code, whose source is the
-    /// original source's text (driver errors cannot be cloned; their text,
-    /// with the server's DETAIL and HINT, is kept). For adapters that report
-    /// one failure to several callers.
-    pub fn clone_shallow(&self) -> Self {
-        Self {
-            kind: self.kind,
-            message: self.message.clone(),
-            code: self.code.clone(),
-            source: self.source.as_ref().map(|s| {
-                Box::new(SourceText(s.to_string())) as Box<dyn std::error::Error + Send + Sync>
-            }),
-        }
-    }
-
-    /// The kind of failure.
-    pub fn kind(&self) -> BackendErrorKind {
-        self.kind
-    }
-
-    /// The SQLSTATE code, when the server sent one.
-    pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
-    }
-
-    /// The human-readable message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-/// The text of an error that could not be cloned.
-#[derive(Debug)]
-struct SourceText(String);
-
-impl fmt::Display for SourceText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SourceText {}
-
-impl fmt::Debug for BackendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BackendError")
-            .field("kind", &self.kind)
-            .field("message", &self.message)
-            .field("code", &self.code)
-            .finish()
-    }
-}
-
-impl fmt::Display for BackendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
-            BackendErrorKind::Connect => "cannot connect to the database",
-            BackendErrorKind::NotPostgres => "the server is not a usable PostgreSQL",
-            BackendErrorKind::Query => "database error",
-            BackendErrorKind::Closed => "database session ended",
-            BackendErrorKind::Timeout => "database did not answer in time",
-            BackendErrorKind::Standby => "the server is a standby",
-            BackendErrorKind::FencingNotInstalled => "fencing is not installed",
-            BackendErrorKind::Other => "database failure",
-        };
-        write!(f, "{what}: {}", self.message)?;
-        if let Some(code) = &self.code {
-            write!(f, " (SQLSTATE {code})")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for BackendError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
 }
 
 #[cfg(test)]

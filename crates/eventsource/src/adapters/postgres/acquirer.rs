@@ -141,6 +141,52 @@ impl Acquirer {
         ))
     }
 
+    /// The first free lock of `keys` (in order), tried in one statement on
+    /// one shared session. Keys this manager holds or is taking are left
+    /// out. Returns the index into `keys` of the lock taken.
+    pub(crate) async fn try_any(
+        &self,
+        keys: &[(i64, Arc<str>)],
+    ) -> Result<Option<(usize, Granted)>, AcquireFailure> {
+        if self.ctx.closed.is_cancelled() {
+            return Err(AcquireFailure::Closed);
+        }
+        let mut candidates = Vec::with_capacity(keys.len());
+        let mut positions = Vec::with_capacity(keys.len());
+        for (i, (lock_id, key)) in keys.iter().enumerate() {
+            match self.ctx.registry.reserve(*lock_id, key) {
+                Ok(res) => {
+                    candidates.push((res, key.clone()));
+                    positions.push(i);
+                }
+                Err(ReserveError::Busy) => {}
+                // Out of budget: try those reserved so far, if any.
+                Err(ReserveError::Budget(limit)) if candidates.is_empty() => {
+                    return Err(AcquireFailure::BudgetExceeded { limit })
+                }
+                Err(ReserveError::Budget(_)) => break,
+            }
+        }
+        let Some((first, _)) = candidates.first() else {
+            return Ok(None);
+        };
+        let session = self.shared_session(first.lock_id());
+        let (tx, rx) = oneshot::channel();
+        if let Err(op) = session.send(Op::TryAny {
+            candidates,
+            reply: tx,
+        }) {
+            drop(op);
+            let e = session.open_error().unwrap_or_else(closed_session);
+            return Err(AcquireFailure::Backend(e));
+        }
+        match rx.await.unwrap_or_else(|_| Err(closed_session())) {
+            Ok(Some((index, granted))) => Ok(Some((positions[index], alive(granted)?))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(AcquireFailure::Backend(e)),
+        }
+    }
+
     /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt). A
     /// grant whose session is already known to have ended by the time it
     /// reaches the caller is not returned (see [`alive`]).

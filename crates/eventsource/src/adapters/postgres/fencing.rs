@@ -37,6 +37,7 @@
 //! exports `EVENTSOURCE_LOCK_FENCE`) and must compare it themselves.
 
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Transaction};
 
 use super::connect::pg_error;
@@ -54,6 +55,8 @@ pub const FENCED_SQLSTATE: &str = "ESF01";
 const INSTALL_LOCK: i64 = 0x6576_656e_7466_656e; // "eventfen"
 
 const CHECK: &str = "SELECT fence FROM eventsource_lock_fences WHERE lock_id = $1 FOR SHARE";
+
+const CHECK_FUNCTION: &str = "SELECT eventsource_lock_fence_check($1, $2)";
 
 const CURRENT_SCHEMA: &str = "SELECT pg_catalog.quote_ident(pg_catalog.current_schema())";
 
@@ -158,12 +161,16 @@ pub async fn install(client: &mut Client) -> Result<()> {
 /// the row lock, which the transaction's end releases.
 pub async fn check(tx: &Transaction<'_>, info: &LockInfo) -> Result<u64> {
     let Some(token) = info.fence else {
-        return Err(Error::InvalidArgument(format!(
-            "lock {:?} carries no fencing token: build the manager with fencing(true)",
-            info.key
-        )));
+        return Err(no_token(info));
     };
     check_token(tx, &info.key, token).await
+}
+
+fn no_token(info: &LockInfo) -> Error {
+    Error::InvalidArgument(format!(
+        "lock {:?} carries no fencing token: build the manager with fencing(true)",
+        info.key
+    ))
 }
 
 /// [`check`] for a token that arrived some other way (for example
@@ -174,8 +181,9 @@ pub async fn check(tx: &Transaction<'_>, info: &LockInfo) -> Result<u64> {
 /// Cancel safe, as [`check`].
 pub async fn check_token(tx: &Transaction<'_>, key: &str, token: u64) -> Result<u64> {
     let lock_id = lock_id_for_key(key);
+    // Typed, unnamed: parse, bind and execute in one round trip.
     let row = tx
-        .query_opt(CHECK, &[&lock_id])
+        .query_typed_opt(CHECK, &[(&lock_id, Type::INT8)])
         .await
         .map_err(|e| Error::Backend(fence_query_error(e)))?;
     let current = row.map(|r| r.get::<_, i64>(0) as u64);
@@ -187,6 +195,62 @@ pub async fn check_token(tx: &Transaction<'_>, key: &str, token: u64) -> Result<
         token,
         current,
     }))
+}
+
+/// [`check`] and the transaction's first protected write in **one round
+/// trip**: the check is sent first and `write` right behind it (pipelined
+/// on the transaction's connection), so the server runs them in that
+/// order. The check is the install step's SQL function, which raises for a
+/// stale token (SQLSTATE `ESF01`); that aborts the transaction on the
+/// server, so `write` cannot take effect either. Returns `write`'s output.
+///
+/// `write` must be a statement future of the same transaction, e.g.
+/// `tx.execute(&prepared_update, &[..])` (a prepared statement, or
+/// `execute_typed`/`query_typed`, keeps it to one round trip).
+///
+/// ```no_run
+/// # async fn run(tx: &tokio_postgres::Transaction<'_>, guard: &eventsource::LockGuard) -> eventsource::Result<()> {
+/// use eventsource::adapters::postgres::fencing;
+/// let update = "UPDATE tenants SET store = 'new' WHERE id = 7";
+/// let rows = fencing::check_with(tx, guard.info(), tx.execute_typed(update, &[])).await?;
+/// # let _ = rows; Ok(()) }
+/// ```
+///
+/// # Cancel safety
+///
+/// Cancel safe as [`check`]: dropped, it leaves at most the row lock and
+/// whatever `write` did inside the caller's transaction, which is not
+/// committed (roll it back).
+pub async fn check_with<F, T>(tx: &Transaction<'_>, info: &LockInfo, write: F) -> Result<T>
+where
+    F: std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+{
+    let Some(token) = info.fence else {
+        return Err(no_token(info));
+    };
+    let lock_id = info.lock_id;
+    let fence = token as i64;
+    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+        [(&lock_id, Type::INT8), (&fence, Type::INT8)];
+    let checked = tx.query_typed_one(CHECK_FUNCTION, &params);
+    // Polled in order: the check's messages go out before the write's.
+    let (checked, written) = tokio::join!(checked, write);
+    match checked {
+        Ok(_) => written.map_err(|e| Error::Backend(pg_error(e, BackendErrorKind::Query))),
+        Err(e) if e.code().map(|c| c.code()) == Some(FENCED_SQLSTATE) => {
+            let current = e
+                .as_db_error()
+                .and_then(|d| d.detail())
+                .and_then(|d| d.strip_prefix("current="))
+                .and_then(|c| c.parse::<u64>().ok());
+            Err(Error::Fenced(FencedError {
+                key: info.key.clone(),
+                token,
+                current,
+            }))
+        }
+        Err(e) => Err(Error::Backend(fence_query_error(e))),
+    }
 }
 
 /// Maps the error of a statement on the fencing table: a missing table

@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::manager::PostgresLockManager;
 use super::metrics::{self, Outcome};
+use super::session::Granted;
 use crate::ports::error::{
     AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockLostError, LockNotHeldError,
     Result,
@@ -54,6 +55,17 @@ fn error_type(e: &Error) -> &'static str {
 }
 
 impl PostgresLockManager {
+    /// The guard of a grant: its info, and a loss signal that also watches
+    /// the session's lease in lease mode.
+    fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
+        let info = self.info(key, lock_id, &g);
+        let loss = match g.lease {
+            Some(lease) => LossSignal::with_lease(g.loss, lease),
+            None => LossSignal::from_token(g.loss),
+        };
+        LockGuard::new(info, loss, Box::new(g.lock))
+    }
+
     /// Records an acquisition's metrics (with the opt-in key prefix).
     fn record(&self, operation: &'static str, outcome: Outcome, elapsed: Duration, key: &str) {
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
@@ -130,14 +142,7 @@ impl DistributedLock for PostgresLockManager {
                 Err(_) => Outcome::Error,
             };
             let result = match granted {
-                Ok(g) => {
-                    let info = self.info(key, lock_id, &g);
-                    let loss = match g.lease {
-                        Some(lease) => LossSignal::with_lease(g.loss, lease),
-                        None => LossSignal::from_token(g.loss),
-                    };
-                    Ok(LockGuard::new(info, loss, Box::new(g.lock)))
-                }
+                Ok(g) => Ok(self.guard(key, lock_id, g)),
                 Err(failure) => Err(acquisition(key, failure, timeout)),
             };
             let elapsed = started.elapsed();
@@ -265,6 +270,47 @@ impl DistributedLock for PostgresLockManager {
             r
         }
         .instrument(span)
+    }
+
+    /// The first free key of `keys`, in order, tried in **one statement**
+    /// on one shared session (`LIMIT 1` stops at the first successful
+    /// try-lock, so no later key is taken). Keys this manager holds or is
+    /// taking are skipped. A fencing or single-session manager tries the
+    /// keys one by one instead (each fenced grant needs its increment).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (it never queues): a lock taken for a dropped call is
+    /// released at once, so calling again finds the keys as they were.
+    async fn try_lock_any(&self, keys: &[&str]) -> Result<Option<(usize, LockGuard)>> {
+        let zero = Some(Duration::ZERO);
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            ids.push((checked_lock_id(key, zero)?, Arc::<str>::from(*key)));
+        }
+        let settings = &self.ctx().settings;
+        if settings.fencing || settings.single_session {
+            for (i, key) in keys.iter().enumerate() {
+                if let Some(guard) = self.try_lock(key).await? {
+                    return Ok(Some((i, guard)));
+                }
+            }
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let taken = self.state.acquirer.try_any(&ids).await;
+        let outcome = match &taken {
+            Ok(Some(_)) => Outcome::Granted,
+            Ok(None) => Outcome::Contended,
+            Err(_) => Outcome::Error,
+        };
+        let first = keys.first().copied().unwrap_or_default();
+        self.record("try_acquire", outcome, started.elapsed(), first);
+        match taken {
+            Ok(Some((i, g))) => Ok(Some((i, self.guard(keys[i], ids[i].0, g)))),
+            Ok(None) => Ok(None),
+            Err(failure) => Err(acquisition(first, failure, zero)),
+        }
     }
 
     fn is_held(&self, key: &str) -> bool {

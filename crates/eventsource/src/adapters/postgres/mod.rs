@@ -22,7 +22,9 @@ mod wait_line;
 mod xact_lock;
 
 pub use config::PostgresLockManagerBuilder;
-pub use holders::{query_holders, AdvisoryLock, LockSession};
+pub use holders::{
+    connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
+};
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
 pub use tls::{split_ssl_params, SslMode, SslParams};

@@ -20,6 +20,7 @@ use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
 use super::pool::WaitPool;
 use super::state::SessionState;
 use super::statements::prepare;
+use super::try_any::run_try_any;
 use super::wait::run_wait;
 use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::loss::LeaseClock;
@@ -157,6 +158,10 @@ impl Actor {
                     self.permit = req.permit.take();
                     ok = run_wait(state, req).await;
                 }
+                Op::TryAny { candidates, reply } => {
+                    run_try_any(state, candidates, reply).await;
+                    ok = !state.dead().is_cancelled();
+                }
                 Op::Holders { keys, reply } => {
                     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                     let _ = reply.send(query_holders(&state.client, &keys).await);
@@ -167,7 +172,7 @@ impl Actor {
                     // query (single-session mode) runs right after it.
                     while buffers.ops.len() < state.ctx.settings.max_batch {
                         match self.rx.try_recv() {
-                            Ok(op @ (Op::Wait(_) | Op::Holders { .. })) => {
+                            Ok(op @ (Op::Wait(_) | Op::Holders { .. } | Op::TryAny { .. })) => {
                                 next = Some(op);
                                 break;
                             }
@@ -210,6 +215,10 @@ impl Actor {
                 }
                 Op::Wait(w) => {
                     let _ = w.reply.send(WaitOutcome::Failed(err.clone_shallow()));
+                }
+                Op::TryAny { reply, candidates } => {
+                    drop(candidates);
+                    let _ = reply.send(Err(err.clone_shallow()));
                 }
                 Op::Holders { reply, .. } => {
                     let _ = reply.send(Err(crate::Error::Backend(err.clone_shallow())));

@@ -92,7 +92,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                     reply,
                 });
             }
-            Op::Wait(_) | Op::Holders { .. } => {
+            Op::Wait(_) | Op::Holders { .. } | Op::TryAny { .. } => {
                 unreachable!("the actor runs waits and queries outside batches")
             }
         }

@@ -44,6 +44,11 @@ pub(crate) enum Op {
         key: Arc<str>,
         reply: Reply<Option<Granted>>,
     },
+    /// Take the first free id of the list (shared sessions; never fenced).
+    TryAny {
+        candidates: Vec<(Reservation, Arc<str>)>,
+        reply: Reply<Option<(usize, Granted)>>,
+    },
     /// Wait for a lock id inside PostgreSQL (dedicated sessions).
     Wait(WaitRequest),
     /// Who holds and waits for these keys (all advisory locks if none),

@@ -22,6 +22,7 @@ mod mailbox;
 mod pool;
 mod state;
 mod statements;
+mod try_any;
 mod wait;
 
 pub(crate) use actor::spawn;

@@ -20,6 +20,10 @@ const BATCH: &str = "SELECT CASE WHEN t.op THEN pg_catalog.pg_try_advisory_lock(
      FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[])) \
      WITH ORDINALITY AS t(id, op, n) ORDER BY t.n";
 const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
+/// The first id of `$1` whose try-lock succeeds (its 1-based position):
+/// `LIMIT 1` stops the scan there, so no later id is tried.
+const TRY_FIRST: &str = "SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1::int8[])) \
+     WITH ORDINALITY AS t(id, n) WHERE pg_catalog.pg_try_advisory_lock(t.id) LIMIT 1";
 /// [`BATCH`] with fencing: each lock granted also increments its key's
 /// fence row in the same statement, and the new token comes back. A row
 /// that an older holder's protected write still has locked `FOR SHARE` is
@@ -66,6 +70,7 @@ pub(super) struct Statements {
     pub(super) try_one: Statement,
     pub(super) unlock_one: Statement,
     pub(super) batch: Statement,
+    pub(super) try_first: Statement,
     pub(super) lock: Statement,
     pub(super) set_lock_timeout: Statement,
     pub(super) unlock_all: Statement,
@@ -121,6 +126,7 @@ pub(super) async fn prepare(
                 prep(TRY_ONE, &[Type::INT8]),
                 prep(UNLOCK_ONE, &[Type::INT8]),
                 prep(BATCH, &[Type::INT8_ARRAY, Type::BOOL_ARRAY]),
+                prep(TRY_FIRST, &[Type::INT8_ARRAY]),
                 prep(LOCK, &[Type::INT8]),
                 prep(SET_LOCK_TIMEOUT, &[Type::TEXT]),
                 prep(UNLOCK_ALL, &[]),
@@ -145,12 +151,23 @@ pub(super) async fn prepare(
         err
     })?;
     let fenced = fenced.map_err(fence_query_error)?;
-    let (try_one, unlock_one, batch, lock, set_lock_timeout, unlock_all, ping, held_ids, row) =
-        prepared.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
+    let (
+        try_one,
+        unlock_one,
+        batch,
+        try_first,
+        lock,
+        set_lock_timeout,
+        unlock_all,
+        ping,
+        held_ids,
+        row,
+    ) = prepared.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
     let statements = Statements {
         try_one,
         unlock_one,
         batch,
+        try_first,
         lock,
         set_lock_timeout,
         unlock_all,

@@ -1,0 +1,143 @@
+//! The arguments and help texts of the live views (`lock top`, `lock
+//! holders --watch`): what `cli.rs` takes from here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// The shortest `--interval`: the views run one query per refresh, which
+/// reads the server's whole lock table.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Parses `--interval`: a DURATION of at least [`MIN_INTERVAL`].
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse_duration(text)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "{text:?} is too short a refresh interval: at least {}",
+            crate::duration::format_duration(MIN_INTERVAL)
+        ));
+    }
+    Ok(d)
+}
+
+/// `lock holders --watch [--interval DURATION]`
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Keep watching: print a line for each change (acquired, released,
+    /// waiting, granted, abandoned) until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// With --watch, how often to look (at least 100ms).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        value_parser = parse_interval,
+        allow_hyphen_values = true,
+        requires = "watch"
+    )]
+    pub interval: Duration,
+}
+
+/// `--key NAME` and `--key-file FILE`: names for lock ids in the views.
+#[derive(Debug, Args)]
+pub struct KeyNameArgs {
+    /// Show the lock of KEY by its name (repeatable); other locks show by
+    /// id. Keys the fencing table records are named too.
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
+
+    /// Like --key, for every line of FILE (one key per line; empty lines
+    /// are skipped).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Vec<PathBuf>,
+}
+
+/// `eventsource lock top`
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// How often to refresh (at least 100ms).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        value_parser = parse_interval,
+        allow_hyphen_values = true
+    )]
+    pub interval: Duration,
+
+    #[command(flatten)]
+    pub names: KeyNameArgs,
+}
+
+/// `lock top --help`.
+pub const TOP_LONG_ABOUT: &str = "\
+A live view of the database's advisory locks, like top: one row per session
+that holds or waits for a lock, refreshed every --interval. Locks with
+waiters come first, the longest wait first; then held locks, the longest
+held first. q, Esc or Ctrl-C quits and gives the terminal back as it was.
+
+Columns: KEY (the key, when named with --key / --key-file or recorded by
+the fencing table, else the lock id; (K1,K2) for a two-int lock), STATE
+(held / waiting), PID (the backend; SELECT pg_terminate_backend(PID) frees
+its locks), HOLDER (the holder id of an eventsource session, else its
+application_name), CLIENT (its address), FOR (how long it has held or
+waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
+table eventsource_lock_fences is in the search_path, FENCE (the lock's
+current fencing token).
+
+FOR for a waiter counts from when it started waiting (PostgreSQL 14 and
+later). PostgreSQL does not record when a lock was granted: for a grant
+this view saw, FOR counts from the refresh that first showed it; for a lock
+already held when the view started, FOR shows `<=` and the age of the
+holder's session, the longest it can have been held.
+
+Each refresh is one query (pg_locks joined with pg_stat_activity). When
+standard output is not a terminal, one listing is printed and the command
+exits 0. Exit codes: 0 quit, 2 bad usage (a bad --interval, an unreadable
+--key-file), 69 the database cannot be reached, 74 the terminal cannot be
+written.";
+
+/// The help `lock holders --help` adds: fence tokens and `--watch`.
+pub const HOLDERS_AFTER_HELP: &str = "\
+Fencing: when the table eventsource_lock_fences (`eventsource lock install`)
+is in the connection's search_path, a FENCE column (`fence` in JSON) shows
+each lock's current fencing token, and the table names keys that were not
+given. In JSON, each waiter's `blocked_by` lists the pids it waits behind.
+
+With --watch: a line for each change, flushed as it is seen, until SIGINT,
+SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
+(exit 0, silently). Each line: the time it was seen, the event, then
+name=value fields (key, id, pid, holder or app, client, mode; blocked_by for
+a waiter, waited or held when known, fence when the fencing table is read):
+
+  held      held when the watch started
+  waiting   started waiting (or was waiting when the watch started)
+  acquired  taken without waiting (as far as the watch saw)
+  granted   a waiter got the lock; waited= since it started waiting
+  released  the holder let go or its session ended; held= when the watch
+            saw the grant
+  abandoned a waiter stopped waiting without the lock (timeout, cancel,
+            its session ended)
+
+With --json each line is one JSON object: time, event, lock_id, key,
+fence, the session's fields as in `lock holders --json`, and waited_seconds
+or held_seconds. The locks are listed every --interval: a lock taken and
+released in between is not seen.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_below_the_minimum_or_malformed_are_refused() {
+        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["0s", "50ms", "-1s", "1", "soon", ""] {
+            assert!(parse_interval(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! `eventsource lock holders --watch`: one line per change in who holds
+//! and who waits, flushed as it is seen ([`Tracker`] finds the changes
+//! between one listing and the next, every `--interval`).
+
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::inspect::{Inspector, KeyNames};
+use super::track::Tracker;
+use crate::db::{self, Database};
+use crate::{exit, report};
+
+/// Writes `text`; `Err` carries the exit code: 0 when the reader went away
+/// (EPIPE), [`exit::IO_ERROR`] for other failures (reported).
+fn emit(text: &str) -> Result<(), i32> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(0),
+        Err(e) => {
+            report!("cannot write to standard output: {e}");
+            Err(exit::IO_ERROR)
+        }
+    }
+}
+
+/// Runs the watch until a signal or a closed stdout; returns the exit code.
+pub async fn watch(
+    db: &Database,
+    inspector: &Inspector,
+    names: &KeyNames,
+    json: bool,
+    interval: Duration,
+) -> i32 {
+    let (mut int, mut term, mut hup) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
+        _ => {
+            report!("cannot catch signals");
+            return exit::SOFTWARE;
+        }
+    };
+    let mut tracker = Tracker::default();
+    let mut failing = false;
+    let mut next = tokio::time::Instant::now();
+    loop {
+        let listing = async {
+            tokio::time::sleep_until(next).await;
+            inspector.snapshot(names).await
+        };
+        let result = tokio::select! {
+            _ = int.recv() => return 0,
+            _ = term.recv() => return 0,
+            _ = hup.recv() => return 0,
+            r = listing => r,
+        };
+        next = (next + interval).max(tokio::time::Instant::now());
+        let locks = match result {
+            Ok(locks) => locks,
+            Err(e) => {
+                if !failing {
+                    report!(
+                        "{}; trying again every {}",
+                        db::describe_failure("cannot list lock holders", Some(db), &e),
+                        crate::duration::format_duration(interval)
+                    );
+                    failing = true;
+                }
+                continue;
+            }
+        };
+        if failing {
+            report!("listing lock holders again");
+            failing = false;
+        }
+        let mut text = String::new();
+        for event in tracker.update(&locks, Utc::now()) {
+            if json {
+                match serde_json::to_string(&event) {
+                    Ok(line) => text.push_str(&line),
+                    Err(e) => {
+                        report!("cannot encode JSON: {e}");
+                        return exit::SOFTWARE;
+                    }
+                }
+            } else {
+                text.push_str(&event.line());
+            }
+            text.push('\n');
+        }
+        if !text.is_empty() {
+            if let Err(code) = emit(&text) {
+                return code;
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Shared sessions: the first free lock of a list, in one statement (the
+//! fast path of `try_lock_any`, used by semaphores for their slots).
+//!
+//! `LIMIT 1` over the ordinality scan stops at the first id whose try-lock
+//! succeeds, so at most one lock is taken, and it is the first free one in
+//! list order. Each candidate was reserved in the registry first (ids this
+//! manager holds or is taking are left out by the caller).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::super::connect::{ends_session, pg_error};
+use super::super::registry::Reservation;
+use super::batch::closed_error;
+use super::mailbox::{Granted, Reply};
+use super::state::SessionState;
+use crate::ports::error::BackendErrorKind;
+
+/// Tries the candidates in order; replies with the index of the one taken.
+pub(super) async fn run_try_any(
+    s: &mut SessionState,
+    candidates: Vec<(Reservation, Arc<str>)>,
+    reply: Reply<Option<(usize, Granted)>>,
+) {
+    if reply.is_closed() {
+        return; // the caller left before we started: nothing to undo
+    }
+    let ids: Vec<i64> = candidates.iter().map(|(r, _)| r.lock_id()).collect();
+    let sent = Instant::now();
+    let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ids];
+    let query = s.client.query_opt(&s.statements.try_first, &params);
+    let outcome = tokio::time::timeout(limit, query).await;
+    let taken = match outcome {
+        Ok(Ok(row)) if !s.dead().is_cancelled() => {
+            s.confirmed(sent);
+            row.map(|r| (r.get::<_, i64>(0) - 1) as usize)
+        }
+        Ok(Err(e)) if !ends_session(&e) => {
+            // Session locks survive a statement error: give back whatever
+            // this statement took, then report the error.
+            if !give_back(s, &ids).await {
+                s.dead().cancel();
+            }
+            let _ = reply.send(Err(pg_error(e, BackendErrorKind::Query)));
+            return;
+        }
+        _ => {
+            // No answer, or the session is over: its locks go with it.
+            s.dead().cancel();
+            let _ = reply.send(Err(closed_error()));
+            return;
+        }
+    };
+    let Some(index) = taken.filter(|i| *i < candidates.len()) else {
+        let _ = reply.send(Ok(None));
+        return;
+    };
+    let (res, key) = candidates.into_iter().nth(index).expect("index checked");
+    let granted = s.grant(res.lock_id(), key, Some(res), None);
+    if let Err(Ok(Some((_, g)))) = reply.send(Ok(Some((index, granted)))) {
+        drop(g); // the caller left while we worked: dropping releases it
+    }
+}
+
+/// Unlocks the candidates the server says this session holds but the
+/// session's own book does not; false if that could not be established.
+async fn give_back(s: &SessionState, ids: &[i64]) -> bool {
+    let Ok(rows) = s.client.query(&s.statements.held_ids, &[]).await else {
+        return false;
+    };
+    let on_server: HashSet<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
+    for id in ids {
+        let ours_already = s.held.contains_key(id);
+        if on_server.contains(id)
+            && !ours_already
+            && s.client
+                .query_one(&s.statements.unlock_one, &[id])
+                .await
+                .is_err()
+        {
+            return false;
+        }
+    }
+    true
+}
