@@ -36,16 +36,28 @@ pub async fn ours_seq_fenced(ctx: &Ctx, round: usize) -> Res<RunOut> {
     run
 }
 
+/// How a write transaction of [`write`] is protected.
+#[derive(Debug, Clone, Copy)]
+pub enum Write {
+    /// No check (`write_plain`).
+    Plain,
+    /// `fencing::check`, then the `UPDATE` (`write_fenced`).
+    Checked,
+    /// `fencing::check_with`: the check and the `UPDATE` pipelined in one
+    /// round trip (`write_fenced_pipelined`).
+    Pipelined,
+}
+
 /// One task holds a lock (taken once, before the window) and loops write
-/// transactions on one row: `BEGIN; [fencing::check(&tx, guard.info());]
-/// UPDATE ...; COMMIT`. `fenced` adds the check (a `FOR SHARE` read of the
-/// key's fence row); both use the same fenced lock and the same
-/// prepared `UPDATE`, so the only difference is the check.
-pub async fn write(ctx: &Ctx, round: usize, fenced: bool) -> Res<RunOut> {
-    let name = if fenced {
-        "write_fenced"
-    } else {
-        "write_plain"
+/// transactions on one row: `BEGIN; [check;] UPDATE ...; COMMIT`. The
+/// check (a `FOR SHARE` read of the key's fence row) comes as `mode` says;
+/// all modes use the same fenced lock and the same prepared `UPDATE`, so
+/// the only difference is the check.
+pub async fn write(ctx: &Ctx, round: usize, mode: Write) -> Res<RunOut> {
+    let name = match mode {
+        Write::Plain => "write_plain",
+        Write::Checked => "write_fenced",
+        Write::Pipelined => "write_fenced_pipelined",
     };
     let app_name = format!("bench/{name}");
     let mgr = manager_with(ctx, &format!("bench-{name}"), true);
@@ -80,10 +92,16 @@ pub async fn write(ctx: &Ctx, round: usize, fenced: bool) -> Res<RunOut> {
     let (w, probe) = ctx.start_window(&app_name);
     let out = timed_loop!(w, 1, {
         let tx = client.transaction().await?;
-        if fenced {
-            fencing::check(&tx, guard.info()).await?;
-        }
-        let n = tx.execute(&update, &[&row]).await?;
+        let n = match mode {
+            Write::Plain => tx.execute(&update, &[&row]).await?,
+            Write::Checked => {
+                fencing::check(&tx, guard.info()).await?;
+                tx.execute(&update, &[&row]).await?
+            }
+            Write::Pipelined => {
+                fencing::check_with(&tx, guard.info(), tx.execute(&update, &[&row])).await?
+            }
+        };
         if n != 1 {
             return Err(format!("{name}: updated {n} rows, 1 expected").into());
         }

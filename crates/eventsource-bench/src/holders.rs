@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use eventsource::adapters::postgres::PostgresLockManager;
+use eventsource::adapters::postgres::{HoldersQuery, PostgresLockManager};
 use eventsource::lock_id_for_key;
 use serde_json::{json, Map};
 
@@ -23,11 +23,13 @@ fn key(i: usize) -> String {
     format!("bench/holders10k/{i}")
 }
 
-/// Three ways of asking, each timed over `calls` calls after 2 warm-up calls:
+/// Five ways of asking, each timed over `calls` calls after 2 warm-up calls:
 /// every lock (`holders(&[])`, 10,000 entries back) on the manager's default
 /// path (a short-lived session per call, so the connect is in the time);
 /// the same on a single-session manager (the query on an open session:
-/// what a refreshing view pays per refresh); and one named key.
+/// what a refreshing view pays per refresh); one named key; and
+/// `HoldersQuery::all()` on an open plain session, as `lock top` runs it,
+/// without and with the fencing-table join (`with_fences`).
 pub async fn holders10k(ctx: &Ctx) -> Res<ScenarioReport> {
     let calls = if ctx.quick { 5 } else { 30 };
     let mut holding = Vec::with_capacity(HOLDING_SESSIONS);
@@ -92,6 +94,29 @@ pub async fn holders10k(ctx: &Ctx) -> Res<ScenarioReport> {
         }
         extra.insert(label.into(), summary(&times, seen));
     }
+    // What `eventsource lock top` and `lock holders --watch` run per refresh:
+    // one `HoldersQuery` on an open session, with and without the fence join.
+    let viewer = connect(&ctx.config, "bench/holders10k-view").await?;
+    let plain = HoldersQuery::all();
+    let fenced = HoldersQuery::all().with_fences(&viewer).await?;
+    for (label, query) in [("view_query", &plain), ("view_query_fences", &fenced)] {
+        let mut times = Vec::with_capacity(calls);
+        let mut seen = 0usize;
+        for call in 0..calls + 2 {
+            let t = Instant::now();
+            let locks = query.run(&viewer).await?;
+            let took = t.elapsed();
+            let held: usize = locks.iter().map(|l| l.holders.len()).sum();
+            if held < HELD_LOCKS {
+                return Err(format!("holders10k {label}: saw {held} held locks").into());
+            }
+            seen = locks.len();
+            if call >= 2 {
+                times.push(took);
+            }
+        }
+        extra.insert(label.into(), summary(&times, seen));
+    }
     default_mgr.close().await?;
     single_mgr.close().await?;
     drop(holding);
@@ -127,7 +152,13 @@ fn summary(times: &[Duration], locks_returned: usize) -> serde_json::Value {
 
 /// Prints the three timings.
 pub fn print(r: &ScenarioReport) {
-    for label in ["all", "all_single_session", "one_key"] {
+    for label in [
+        "all",
+        "all_single_session",
+        "one_key",
+        "view_query",
+        "view_query_fences",
+    ] {
         let Some(v) = r.extra.get(label) else {
             continue;
         };

@@ -7,7 +7,7 @@ use crate::{abandoned, contention, fenced, holders, ours, ours_load, raw, Res};
 /// Throughput scenarios, run for a fixed time each, interleaved over rounds.
 /// Ordered so that the scenarios compared in a ratio run next to each other:
 /// load from elsewhere on the machine then hits both alike.
-pub const THROUGHPUT: [&str; 21] = [
+pub const THROUGHPUT: [&str; 22] = [
     "raw_seq",
     "raw_seq_inline",
     "ours_seq",
@@ -29,6 +29,7 @@ pub const THROUGHPUT: [&str; 21] = [
     "contention_sqlx",
     "write_plain",
     "write_fenced",
+    "write_fenced_pipelined",
 ];
 
 /// Latency / correctness scenarios on the lock manager, run once after the throughput rounds.
@@ -51,7 +52,7 @@ pub const METRICS: [&str; 6] = [
 ];
 
 /// Ratios of ops/s reported (numerator, denominator); the first ones carry targets.
-pub const RATIOS: [(&str, &str); 19] = [
+pub const RATIOS: [(&str, &str); 20] = [
     ("ours_seq", "sqlx_seq"),
     ("ours_seq", "raw_seq_inline"),
     ("ours_conc64", "raw_pipelined64"),
@@ -62,6 +63,7 @@ pub const RATIOS: [(&str, &str); 19] = [
     ("ours_seq_fenced", "ours_seq"),
     ("ours_conc64_fenced", "ours_conc64"),
     ("write_fenced", "write_plain"),
+    ("write_fenced_pipelined", "write_plain"),
     ("metrics_on_seq", "metrics_off_seq"),
     ("metrics_recorder_seq", "metrics_off_seq"),
     ("metrics_on_conc64", "metrics_off_conc64"),
@@ -99,8 +101,9 @@ pub async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> 
         "ours_try_seq" => ours::ours_try_seq(ctx, round).await,
         "ours_seq_fenced" => fenced::ours_seq_fenced(ctx, round).await,
         "ours_conc64_fenced" => ours_load::ours_conc_with(ctx, round, 64, 0, true).await,
-        "write_plain" => fenced::write(ctx, round, false).await,
-        "write_fenced" => fenced::write(ctx, round, true).await,
+        "write_plain" => fenced::write(ctx, round, fenced::Write::Plain).await,
+        "write_fenced" => fenced::write(ctx, round, fenced::Write::Checked).await,
+        "write_fenced_pipelined" => fenced::write(ctx, round, fenced::Write::Pipelined).await,
         "held10k" => ours_load::ours_conc(ctx, round, 64, crate::ctx::HELD_LOCKS).await,
         "abandoned_alone" => abandoned::abandoned(ctx, round, false).await,
         "abandoned" => abandoned::abandoned(ctx, round, true).await,
