@@ -72,6 +72,7 @@ enum Attempt {
 async fn attempt(
     manager: &PostgresLockManager,
     key: &str,
+    permits: Option<u32>,
     timeout: Option<Duration>,
     signals: &mut Signals,
 ) -> Attempt {
@@ -80,7 +81,12 @@ async fn attempt(
         Some(t) => Some(t + ANSWER_GRACE),
         None => None,
     };
-    let acquiring = manager.acquire(key, timeout);
+    let acquiring = async {
+        match permits {
+            Some(n) => crate::permits::acquire(manager, key, n, timeout).await,
+            None => manager.acquire(key, timeout).await,
+        }
+    };
     let bounded = async {
         match backstop {
             Some(b) => tokio::time::timeout(b, acquiring).await.ok(),
@@ -124,8 +130,9 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         }
         let manager = builder
             // One lock per run: one session for the try, the wait and the
-            // "who holds it" query.
-            .single_session(true)
+            // "who holds it" query. A permit's wait holds the semaphore's
+            // turnstile while it looks at the slots: two locks.
+            .single_session(args.permits.is_none())
             .build();
         let this_try = match (timeout, left()) {
             (Some(t), _) if t.is_zero() => Some(Duration::ZERO),
@@ -133,7 +140,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             (t, None) => t,
         };
         tracing::info!(key = %args.key, timeout = ?this_try, %holder_id, "acquiring");
-        let e = match attempt(&manager, &args.key, this_try, signals).await {
+        let e = match attempt(&manager, &args.key, args.permits, this_try, signals).await {
             Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
             Attempt::Done(Err(e)) => e,
             Attempt::Silent if retried.is_none() => {
@@ -219,6 +226,15 @@ async fn not_acquired(
     e: &Error,
 ) -> i32 {
     let reason = e.as_lock_acquisition().map(|a| &a.reason);
+    if let Some(n) = args.permits {
+        if let Some(line) = crate::permits::not_acquired(&args.key, n, timeout, e) {
+            report!("{line}");
+            return match reason {
+                Some(AcquireFailure::PermitCountMismatch { .. }) => exit::CONFIG,
+                _ => args.conflict_exit_code,
+            };
+        }
+    }
     if e.as_lock_acquisition().is_some_and(|a| a.is_conflict()) {
         // The server answered a moment ago; still, bound the extra query.
         let holders = tokio::time::timeout(HOLDERS_TIMEOUT, manager.holders(&[&args.key]))

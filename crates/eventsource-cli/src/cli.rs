@@ -69,7 +69,7 @@ pub enum Command {
 
     /// Leader election: run a command while leading, show who leads.
     #[command(subcommand)]
-    Leader(crate::leader::LeaderCommand),
+    Leader(crate::leader_args::LeaderCommand),
 }
 
 /// `eventsource completions`
@@ -224,6 +224,17 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub lease: Option<Duration>,
+
+    /// KEY names a semaphore of N permits: run COMMAND holding one of
+    /// them (EVENTSOURCE_LOCK_PERMIT says which, 0 to N-1), so that at most
+    /// N such commands run at once. Every user of KEY must pass the same N.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=eventsource::coordination::MAX_PERMITS as i64),
+        conflicts_with = "fence"
+    )]
+    pub permits: Option<u32>,
 
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]

@@ -52,6 +52,13 @@ COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
 and EVENTSOURCE_LOCK_ID (the decimal advisory-lock id).
 
+Semaphores: with --permits N, KEY names a semaphore of N permits and
+COMMAND runs holding one of them, so at most N such commands run at once
+across hosts. COMMAND also gets EVENTSOURCE_LOCK_PERMIT (which permit, 0 to
+N-1); EVENTSOURCE_LOCK_ID is then the id of that permit's lock, the key
+`KEY#permit/I`. Waiters are served in arrival order. Every user of KEY must
+pass the same N: a waiter that sees a holder with a larger N exits with 78.
+
 The job: COMMAND starts in a process group of its own, which the processes
 it starts join unless they leave it (setsid, setpgid). The lock is released
 only after every process of the group has ended, so work that COMMAND leaves

@@ -6,114 +6,29 @@
 //! handling and exit codes, no code of its own. `leader show` asks the
 //! library's `Election` who leads, and reads the term from the fence table.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::coordination::{election_key, Election, Leader};
 use eventsource::lock_id_for_key;
 use futures_util::StreamExt;
 
-use crate::cli::{RunArgs, DEFAULT_WATCHDOG};
+use crate::cli::{RunArgs, DEFAULT_WATCHDOG_MS};
 use crate::db::{self, Database};
-use crate::duration::{parse_duration, parse_lease, parse_timeout, parse_watchdog};
+pub use crate::leader_args::{LeaderCommand, LeaderRunArgs, LeaderShowArgs};
 use crate::signals::Signals;
 use crate::{exit, report};
 
-/// `eventsource leader ...`
-#[derive(Debug, Subcommand)]
-pub enum LeaderCommand {
-    /// Run COMMAND while leading election NAME; stop it if leadership is lost.
-    #[command(
-        long_about = RUN_LONG_ABOUT,
-        override_usage = "eventsource leader run [OPTIONS] <NAME> -- <COMMAND> [ARGS]..."
-    )]
-    Run(LeaderRunArgs),
-
-    /// Show who leads election NAME (with --watch: every change, vacancies included).
-    Show(LeaderShowArgs),
-}
-
-const RUN_LONG_ABOUT: &str = "Campaign in election NAME and run COMMAND while leading it. \
-Candidates wait in arrival order; when the leader resigns (its COMMAND exits) or dies, the next \
-one leads within milliseconds. COMMAND gets EVENTSOURCE_LEADER_NAME and EVENTSOURCE_LEADER_TERM \
-(the term: a fencing token strictly greater than every earlier leader's, also exported as \
-EVENTSOURCE_LOCK_FENCE). If leadership is lost while COMMAND runs, COMMAND's process group is \
-stopped as in `lock run` and the tool exits with the lock-lost code (76). Needs `eventsource \
-lock install` once per database (the fence table). The election is the advisory lock of key \
-`election:NAME`; see docs/primitives.md for taking part from other languages.";
-
-/// `eventsource leader run`
-#[derive(Debug, Args)]
-pub struct LeaderRunArgs {
-    /// Give up after waiting DURATION to lead; without it, wait as long as it takes.
-    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, conflicts_with = "no_wait")]
-    pub timeout: Option<Duration>,
-
-    /// One attempt: if someone else leads, exit at once with the conflict code.
-    #[arg(long)]
-    pub no_wait: bool,
-
-    /// A label for this candidate, shown by `leader show` [default: HOSTNAME:PID].
-    #[arg(long, value_name = "ID")]
-    pub holder_id: Option<String>,
-
-    /// Exit code when leadership is not won.
-    #[arg(long, value_name = "N", default_value_t = exit::CONFLICT,
-          value_parser = clap::value_parser!(i32).range(0..=255))]
-    pub conflict_exit_code: i32,
-
-    /// Exit code when leadership is lost while COMMAND runs.
-    #[arg(long, value_name = "N", default_value_t = exit::LOCK_LOST,
-          value_parser = clap::value_parser!(i32).range(0..=255))]
-    pub lost_exit_code: i32,
-
-    /// After a loss, how long COMMAND's process group has between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
-    pub kill_grace: Duration,
-
-    /// As `lock run --watchdog`.
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_WATCHDOG, value_parser = parse_watchdog)]
-    pub watchdog: Duration,
-
-    /// As `lock run --lease`: a frozen or cut-off leader loses leadership
-    /// about DURATION after its last word with the server.
-    #[arg(long, value_name = "DURATION", value_parser = parse_lease)]
-    pub lease: Option<Duration>,
-
-    /// The election's name.
-    #[arg(value_name = "NAME")]
-    pub name: String,
-
-    /// The command to run while leading, and its arguments (after `--`).
-    #[arg(value_name = "COMMAND", required = true, num_args = 1.., trailing_var_arg = true,
-          allow_hyphen_values = true)]
-    pub command: Vec<OsString>,
-}
-
-/// `eventsource leader show`
-#[derive(Debug, Args)]
-pub struct LeaderShowArgs {
-    /// Keep looking, and print a line at every change (a new leader, or vacant).
-    #[arg(long)]
-    pub watch: bool,
-
-    /// How often --watch looks.
-    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
-    pub every: Duration,
-
-    /// Print JSON objects (one per line with --watch).
-    #[arg(long)]
-    pub json: bool,
-
-    /// The election's name.
-    #[arg(value_name = "NAME")]
-    pub name: String,
-}
-
 /// Runs `leader run` or `leader show`; returns the exit code.
 pub async fn leader(command: LeaderCommand, db: Database) -> i32 {
+    let name = match &command {
+        LeaderCommand::Run(a) => &a.name,
+        LeaderCommand::Show(a) => &a.name,
+    };
+    if name.is_empty() {
+        report!("an election needs a name (NAME is empty)");
+        return exit::USAGE;
+    }
     match command {
         LeaderCommand::Run(args) => crate::run::run(run_args(args), db).await,
         LeaderCommand::Show(args) => show(args, db).await,
@@ -130,9 +45,12 @@ fn run_args(a: LeaderRunArgs) -> RunArgs {
         lost_exit_code: a.lost_exit_code,
         kill_grace: a.kill_grace,
         allow_standby: false,
-        watchdog: a.watchdog,
+        watchdog: a
+            .watchdog
+            .unwrap_or(Duration::from_millis(DEFAULT_WATCHDOG_MS)),
         fence: true,
         lease: a.lease,
+        permits: None,
         key: election_key(&a.name),
         command: a.command,
         extra_env: vec![("EVENTSOURCE_LEADER_NAME", a.name)],

@@ -67,6 +67,13 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         }
     };
     let mut env: Vec<(&str, String)> = args.extra_env.clone();
+    if args.permits.is_some() {
+        let slot = crate::permits::slot_of(&args.key, guard.key());
+        env.push((
+            crate::permits::PERMIT_ENV,
+            slot.unwrap_or_default().to_string(),
+        ));
+    }
     if let Some(f) = guard.fence() {
         for name in std::iter::once("EVENTSOURCE_LOCK_FENCE").chain(args.fence_env.iter().copied())
         {

@@ -11,6 +11,20 @@ eventsource_testkit::coordination_conformance_tests!(|| async {
     (primary, observer, ())
 });
 
+/// The same suite through the trait object, whose `try_lock_any` forwards
+/// to the manager's own.
+mod through_dyn_lock_manager {
+    use std::sync::Arc;
+
+    use eventsource::{DynLockManager, InMemoryLockManager};
+
+    eventsource_testkit::coordination_conformance_tests!(|| async {
+        let primary: Arc<dyn DynLockManager> = Arc::new(InMemoryLockManager::new(None));
+        let observer = primary.clone();
+        (primary, observer, ())
+    });
+}
+
 #[tokio::test]
 async fn a_set_is_lost_when_any_member_is() {
     let locks = InMemoryLockManager::new(None);

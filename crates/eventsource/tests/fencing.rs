@@ -4,6 +4,7 @@
 #![cfg(feature = "postgres")]
 
 mod common;
+mod counting_proxy;
 mod fault_support;
 
 use std::time::Duration;
@@ -323,4 +324,47 @@ async fn check_with_pipelines_the_write_and_a_stale_token_leaves_nothing_written
         .unwrap()
         .get(0);
     assert_eq!(v, 1, "only the write under the current token landed");
+}
+
+/// Fenced grants taken together cost one statement per batch, not one
+/// each: counted as the server's ReadyForQuery messages on the one shared
+/// session, through a proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_fenced_grants_take_a_handful_of_statements() {
+    let db = TestDatabase::create().await.unwrap();
+    installed(&db, "installer").await;
+    let port = db.config().get_ports()[0];
+    let proxy = counting_proxy::CountingProxy::start(port).await;
+    let url = db
+        .url()
+        .replacen(&format!(":{port}/"), &format!(":{}/", proxy.port), 1);
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    let m = PostgresLockManager::builder(config)
+        .holder_id("batched")
+        .fencing(true)
+        .shared_sessions(1)
+        .liveness_interval(Duration::from_secs(3600))
+        .build();
+    // Open the session and prepare its statements first.
+    m.acquire(&key("warm"), Some(SECS))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let before: u64 = proxy.counts().iter().sum();
+    let keys: Vec<String> = (0..1000).map(|i| key(&format!("batched-{i}"))).collect();
+    let guards: Vec<_> = futures_util::future::join_all(keys.iter().map(|k| m.try_lock(k)))
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().expect("free key"))
+        .collect();
+    let statements = proxy.counts().iter().sum::<u64>() - before;
+    assert!(guards.iter().all(|g| g.fence() == Some(1)));
+    println!("1000 fenced grants: {statements} statements");
+    assert!(
+        statements <= 50,
+        "{statements} statements for 1000 fenced grants"
+    );
 }

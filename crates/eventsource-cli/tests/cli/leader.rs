@@ -120,6 +120,19 @@ async fn no_wait_while_someone_leads_exits_with_the_conflict_code() {
 }
 
 #[tokio::test]
+async fn an_empty_name_is_a_usage_error() {
+    let db = database().await;
+    for args in [
+        &["leader", "run", "", "--", "true"][..],
+        &["leader", "show", ""],
+    ] {
+        let out = output(eventsource(Some(&db)).args(args)).await;
+        assert_eq!(out.code, 2, "{out:?}");
+        assert!(out.stderr.contains("needs a name"), "{}", out.stderr);
+    }
+}
+
+#[tokio::test]
 async fn show_watch_reports_the_leader_and_the_vacancy() {
     let db = installed().await;
     let mut watch = Running::start(

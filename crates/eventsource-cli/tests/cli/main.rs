@@ -15,6 +15,7 @@ mod key_and_help;
 mod leader;
 mod lock_loss;
 mod output;
+mod permits;
 mod server_faults;
 mod signals;
 mod standby;

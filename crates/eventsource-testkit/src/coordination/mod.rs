@@ -40,6 +40,7 @@ macro_rules! coordination_conformance_tests {
             overlapping_sets_finish_and_exclude,
             cancel_acquire_many_at_every_poll,
             cancel_contended_acquire_many_at_every_poll,
+            cancel_multi_release_at_every_poll,
         );
         $crate::__coordination_cases!($make; semaphore:
             semaphore_grants_at_most_n_permits,

@@ -331,3 +331,25 @@ pub async fn cancel_contended_acquire_many_at_every_poll<L: Conformant>(lock: &L
         eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
     }
 }
+
+/// `MultiLockGuard::release` dropped after every possible number of polls
+/// still releases every key of the set.
+#[doc(hidden)]
+pub async fn cancel_multi_release_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
+    let keys = canonical_keys("many-cancel-release", 3);
+    for n in 0..MAX_POLLS {
+        let set = acquire_many(lock, &keys, LONG).await.unwrap();
+        let out = poll_n_then_drop(set.release(), n, IDLE).await;
+        if let Some(r) = &out {
+            assert!(r.is_ok(), "{r:?}");
+        }
+        for k in &keys {
+            assert_becomes_free(observer, k).await;
+        }
+        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+        if out.is_some() {
+            return;
+        }
+    }
+    panic!("release did not complete within {MAX_POLLS} polls");
+}

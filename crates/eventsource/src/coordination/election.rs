@@ -10,7 +10,7 @@
 //! leader cut off from the server sees its loss signal fire.
 //!
 //! Who leads now, and a stream of changes that reports vacancies, are in
-//! [`election_watch`](super::election_watch).
+//! `election_watch.rs` (`Election::leader`, `Election::watch`).
 
 use std::time::Duration;
 

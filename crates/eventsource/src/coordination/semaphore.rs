@@ -187,7 +187,8 @@ impl<L: DistributedLock> Semaphore<L> {
         let with_sentinel = self.slot_refs(true);
         let mut pause = FIRST_PAUSE;
         let mut next_wait = 0usize;
-        let mut sentinel_held = false;
+        // Since when slot `permits` has been seen held by someone else.
+        let mut sentinel_held: Option<Instant> = None;
         loop {
             match self.locks.try_lock_any(&with_sentinel).await? {
                 Some((i, guard)) if i < self.permits as usize => {
@@ -197,23 +198,27 @@ impl<L: DistributedLock> Semaphore<L> {
                 // participants of this count. Give it back (confirmed, so
                 // that the next look does not find this very probe) and wait.
                 Some((_, sentinel)) => {
-                    sentinel_held = false;
+                    sentinel_held = None;
                     let _ = sentinel.release().await;
                 }
-                // Slot `permits` held on two looks in a row, across a pause
-                // (so not a probe of a dropped head waiter still being
-                // released): a participant with a larger count holds it.
-                None if sentinel_held => {
-                    return Err(LockAcquisitionError::new(
-                        self.name.clone(),
-                        AcquireFailure::PermitCountMismatch {
-                            permits: self.permits,
-                        },
-                        timeout,
-                    )
-                    .into())
-                }
-                None => sentinel_held = true,
+                // Held on every look for at least `max_pause` (so not the
+                // probe of a dropped head waiter, of this process or another,
+                // still being given back): a participant with a larger
+                // count holds it.
+                None => match sentinel_held {
+                    Some(since) if since.elapsed() >= self.max_pause => {
+                        return Err(LockAcquisitionError::new(
+                            self.name.clone(),
+                            AcquireFailure::PermitCountMismatch {
+                                permits: self.permits,
+                            },
+                            timeout,
+                        )
+                        .into())
+                    }
+                    Some(_) => {}
+                    None => sentinel_held = Some(Instant::now()),
+                },
             }
             let this_pause = match left() {
                 Some(l) if l.is_zero() => return Err(self.timed_out(timeout)),

@@ -192,11 +192,10 @@ pub enum AcquireFailure {
     /// The manager was shut down.
     #[error("the lock manager is closed")]
     Closed,
-    /// A semaphore participant holds a slot beyond this one's permit
-    /// count: the participants disagree on the number of permits.
+    /// Another semaphore participant holds slot `permits`: it was created
+    /// with more permits than this one (all must use the same count).
     #[error(
-        "another participant holds permit slot {permits} of this semaphore, so it was \
-         created with more than {permits} permits: every participant must use the same count"
+        "another participant holds semaphore slot {permits}: it has more than {permits} permits"
     )]
     PermitCountMismatch {
         /// The permit count of the participant that noticed.

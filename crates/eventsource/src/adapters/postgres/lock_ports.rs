@@ -95,9 +95,11 @@ impl DistributedLock for PostgresLockManager {
     /// # Cancel safety
     ///
     /// Leaks nothing when dropped at any await point: no lock stays held and
-    /// no session is left waiting (a server-side wait nobody wants is
-    /// cancelled, and a grant that raced the drop is released within about a
-    /// round trip). Not cancel safe in tokio's sense: a dropped wait loses
+    /// no session is left waiting. A server-side wait nobody wants is
+    /// cancelled, or, when its own `lock_timeout` ends within 50 ms, left to
+    /// end by itself (a cancel costs a connection); a grant that raced the
+    /// drop, or came in those 50 ms, is released within about a round trip,
+    /// so another process may see the key held for that moment. Not cancel safe in tokio's sense: a dropped wait loses
     /// its place in the queue, as `tokio::sync::Semaphore::acquire` does.
     fn acquire(
         &self,

@@ -36,10 +36,9 @@
 //! # One thing at a time on the transaction
 //!
 //! While a call runs, send nothing else on the transaction's connection
-//! (no statement polled concurrently with it, no second lock call joined
-//! with it): a statement pipelined behind the lock's would run inside its
-//! savepoint, and be rolled back with it when the lock is not granted.
-//! Await the call, then go on.
+//! (nothing polled concurrently, no second lock call joined with it): a
+//! statement pipelined behind the lock's would run inside its savepoint,
+//! and be rolled back with it when the lock is not granted.
 
 use std::future::Future;
 use std::pin::pin;
@@ -98,10 +97,6 @@ pub struct XactLock {
 ///   (for example by lock id) to avoid it.
 /// - Other backend errors: `tx` was already aborted, or the connection ended.
 ///
-/// A waiting call shows in `pg_locks` as a not-granted advisory lock of the
-/// transaction's backend; a granted one as `ExclusiveLock` with
-/// `virtualtransaction` set, like any transaction-scoped lock.
-///
 /// ```no_run
 /// # async fn run(client: &mut tokio_postgres::Client) -> eventsource::Result<()> {
 /// use std::time::Duration;
@@ -132,13 +127,20 @@ pub async fn acquire_xact(
 ) -> Result<XactLock> {
     let span = tracing::debug_span!(
         "eventsource.lock.acquire_xact",
-        key,
-        lock_id = tracing::field::Empty,
-        outcome = tracing::field::Empty
+        "db.system" = "postgresql",
+        "db.system.name" = "postgresql",
+        "db.operation.name" = "acquire_xact",
+        "otel.name" = "lock acquire_xact",
+        "otel.kind" = "client",
+        "eventsource.lock.key" = key,
+        "eventsource.lock.id" = tracing::field::Empty,
+        "eventsource.lock.outcome" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        "otel.status_code" = tracing::field::Empty,
     );
     async move {
         let lock_id = checked_lock_id(key, timeout)?;
-        tracing::Span::current().record("lock_id", lock_id);
+        tracing::Span::current().record("eventsource.lock.id", lock_id);
         let result = if timeout == Some(Duration::ZERO) {
             match attempt(tx, lock_id).await {
                 Ok(true) => Ok(()),
@@ -153,7 +155,7 @@ pub async fn acquire_xact(
             Err(AcquireFailure::Timeout) => "timeout",
             Err(_) => "error",
         };
-        tracing::Span::current().record("outcome", outcome);
+        record_outcome(outcome, &result);
         result
             .map(|()| granted(key, lock_id))
             .map_err(|f| Error::LockAcquisition(LockAcquisitionError::new(key, f, timeout)))
@@ -190,21 +192,28 @@ pub async fn acquire_xact(
 pub async fn try_acquire_xact(tx: &Transaction<'_>, key: &str) -> Result<Option<XactLock>> {
     let span = tracing::debug_span!(
         "eventsource.lock.try_acquire_xact",
-        key,
-        lock_id = tracing::field::Empty,
-        outcome = tracing::field::Empty
+        "db.system" = "postgresql",
+        "db.system.name" = "postgresql",
+        "db.operation.name" = "try_acquire_xact",
+        "otel.name" = "lock try_acquire_xact",
+        "otel.kind" = "client",
+        "eventsource.lock.key" = key,
+        "eventsource.lock.id" = tracing::field::Empty,
+        "eventsource.lock.outcome" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        "otel.status_code" = tracing::field::Empty,
     );
     async move {
         let zero = Some(Duration::ZERO);
         let lock_id = checked_lock_id(key, zero)?;
-        tracing::Span::current().record("lock_id", lock_id);
+        tracing::Span::current().record("eventsource.lock.id", lock_id);
         let result = attempt(tx, lock_id).await;
         let outcome = match &result {
             Ok(true) => "acquired",
             Ok(false) => "held_elsewhere",
             Err(_) => "error",
         };
-        tracing::Span::current().record("outcome", outcome);
+        record_outcome(outcome, &result);
         match result {
             Ok(true) => Ok(Some(granted(key, lock_id))),
             Ok(false) => Ok(None),
@@ -213,6 +222,23 @@ pub async fn try_acquire_xact(tx: &Transaction<'_>, key: &str) -> Result<Option<
     }
     .instrument(span)
     .await
+}
+
+/// Records the outcome on the current span, and the failure's type.
+fn record_outcome<T>(outcome: &str, result: &Result<T, AcquireFailure>) {
+    let span = tracing::Span::current();
+    span.record("eventsource.lock.outcome", outcome);
+    if let Err(f) = result {
+        let kind = match f {
+            AcquireFailure::Timeout => "timeout",
+            AcquireFailure::Cancelled { .. } => "cancelled",
+            AcquireFailure::KeyTooLong { .. } => "key_too_long",
+            AcquireFailure::Backend(b) if b.kind() == BackendErrorKind::Timeout => "no_answer",
+            _ => "backend",
+        };
+        span.record("error.type", kind);
+        span.record("otel.status_code", "ERROR");
+    }
 }
 
 fn granted(key: &str, lock_id: i64) -> XactLock {
