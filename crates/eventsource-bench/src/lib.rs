@@ -16,9 +16,10 @@
 //! Layout: `args` (command line), `run` (one run: rounds, ratios, output),
 //! `ctx` (what scenarios get and return), `scenarios` (the registry),
 //! `report` / `targets` (output), `sweep` (the series behind the plots),
-//! `plots` (SVG), one file per family of scenarios (`raw`, `ours`,
-//! `ours_load`, `holders`, `abandoned`, `contention` +
-//! `contention_worker`), `probe` / `stats` / `alloc`, and the read-model
+//! `plots` (SVG) and `figures` (which plot from which results), one file
+//! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
+//! `holders`, `abandoned`, `contention` + `contention_worker`,
+//! `metrics_overhead`), `probe` / `stats` / `alloc`, and the read-model
 //! scenarios (`readmodels`, `--readmodels`).
 
 mod abandoned;
