@@ -11,12 +11,29 @@ pub struct Args {
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// A short run: 1 round of 1.5 s per scenario, fewer trials.
-    /// The default run: 8 interleaved rounds of 1.5 s per scenario.
+    /// The default run: 6 interleaved rounds of 1.5 s per scenario, then the
+    /// sweeps (3 rounds of 1 s per point).
     #[arg(long)]
     pub quick: bool,
-    /// Run only these scenarios (comma-separated names).
+    /// Run only these scenarios (comma-separated names; `sweep` for the
+    /// sweeps behind the plots).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Write the plots (SVG) into this directory
+    /// [default: <cargo target dir>/bench-plots].
+    #[arg(long, value_name = "DIR", conflicts_with = "docs_plots")]
+    pub plots: Option<PathBuf>,
+    /// Write the plots into the repository's docs/plots (the ones
+    /// docs/performance.md shows).
+    #[arg(long)]
+    pub docs_plots: bool,
+    /// Rounds of the sweeps (tasks 1 to 1,024; locks held 0 to 10,000)
+    /// [default: 3, 1 with --quick]; 0 skips them.
+    #[arg(long)]
+    pub sweep_rounds: Option<usize>,
+    /// Measured seconds per sweep point and round [default: 1.0].
+    #[arg(long)]
+    pub sweep_seconds: Option<f64>,
     /// Override the measured seconds per scenario and round.
     #[arg(long)]
     pub seconds: Option<f64>,
@@ -30,6 +47,16 @@ pub struct Args {
     /// default: the manager's own default.
     #[arg(long)]
     pub shared_sessions: Option<usize>,
+    /// The bench binary built with `--features metrics`: runs the
+    /// metrics-overhead scenarios (acquire + release with the library's
+    /// `metrics` feature off, on without a recorder, on with a Prometheus
+    /// recorder), each round in fresh processes.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_bin: Option<PathBuf>,
+    /// Install a Prometheus recorder (no HTTP listener) before running
+    /// (needs a binary built with `--features metrics`).
+    #[arg(long)]
+    pub metrics_recorder: bool,
     /// Internal: run as one worker process of the `contention` scenario
     /// (its spec as JSON); prints its results as one JSON line.
     #[arg(long, hide = true)]

@@ -14,6 +14,7 @@ use crate::stats::{Window, WorkerOut};
 use crate::{alloc, Res};
 
 /// What every scenario needs.
+#[derive(Clone)]
 pub struct Ctx {
     pub config: tokio_postgres::Config,
     pub url: String,
@@ -24,6 +25,8 @@ pub struct Ctx {
     pub shared_sessions: Option<usize>,
     /// Why `held10k` / `capacity` cannot run on this server (lock table too small), if so.
     pub lock_table_short: Option<String>,
+    /// Slots in the server's shared lock table (None: unknown).
+    pub lock_table_slots: Option<u64>,
 }
 
 /// What was sampled while a window was open.
@@ -169,8 +172,7 @@ pub const HELD_LOCKS: usize = 10_000;
 /// slots; filling it breaks every session on the server (53200), so ask for
 /// twice the locks held.
 pub fn lock_table_short(per_tx: &str, conns: &str, prepared: &str) -> Option<String> {
-    let n = |s: &str| s.trim().parse::<u64>().ok();
-    let (Some(a), Some(b), Some(c)) = (n(per_tx), n(conns), n(prepared)) else {
+    let (Some(a), Some(b), Some(c)) = (num(per_tx), num(conns), num(prepared)) else {
         return Some(format!(
             "cannot read the lock table size (max_locks_per_transaction={per_tx}, \
              max_connections={conns}, max_prepared_transactions={prepared})"
@@ -185,4 +187,14 @@ pub fn lock_table_short(per_tx: &str, conns: &str, prepared: &str) -> Option<Str
             2 * HELD_LOCKS
         )
     })
+}
+
+fn num(s: &str) -> Option<u64> {
+    s.trim().parse::<u64>().ok()
+}
+
+/// The shared lock table's slots: `max_locks_per_transaction *
+/// (max_connections + max_prepared_transactions)`; None if unreadable.
+pub fn lock_table_slots(per_tx: &str, conns: &str, prepared: &str) -> Option<u64> {
+    Some(num(per_tx)? * (num(conns)? + num(prepared)?))
 }

@@ -9,7 +9,7 @@ use eventsource::{DistributedLock, LockRegistry};
 use serde_json::json;
 
 use crate::ctx::{Ctx, RunOut};
-use crate::ours::{app, manager};
+use crate::ours::{app, manager_with};
 use crate::{timed_loop, Res};
 
 /// How many tasks fill the manager with its held locks.
@@ -19,13 +19,33 @@ const FILL_TASKS: usize = 500;
 /// manager; with `held > 0`, the manager first takes `held` other locks
 /// (`try_acquire`) and keeps them through the window.
 pub async fn ours_conc(ctx: &Ctx, round: usize, tasks: usize, held: usize) -> Res<RunOut> {
-    let name = if held > 0 {
+    ours_conc_with(ctx, round, tasks, held, false).await
+}
+
+/// [`ours_conc`] on a manager with fencing tokens on (`ours_conc64_fenced`)
+/// or off; a fenced run installs the fencing table first and checks that
+/// every guard carries a token.
+pub async fn ours_conc_with(
+    ctx: &Ctx,
+    round: usize,
+    tasks: usize,
+    held: usize,
+    fenced: bool,
+) -> Res<RunOut> {
+    let name = if fenced {
+        format!("ours_conc{tasks}_fenced")
+    } else if held == crate::ctx::HELD_LOCKS && tasks == 64 {
         "held10k".to_owned()
+    } else if held > 0 {
+        format!("ours_conc{tasks}_held{held}")
     } else {
         format!("ours_conc{tasks}")
     };
     let holder = format!("bench-{name}");
-    let mgr = manager(ctx, &holder);
+    let mgr = manager_with(ctx, &holder, fenced);
+    if fenced {
+        mgr.install_fencing().await?;
+    }
     let mut fill_ms = None;
     if held > 0 {
         let t0 = Instant::now();
@@ -44,6 +64,9 @@ pub async fn ours_conc(ctx: &Ctx, round: usize, tasks: usize, held: usize) -> Re
         handles.push(tokio::spawn(async move {
             let out = timed_loop!(w, 1, {
                 let guard = mgr.acquire(&key, None).await?;
+                if fenced && guard.fence().is_none() {
+                    return Err(format!("{key}: a fenced acquisition without a token").into());
+                }
                 guard.release().await?;
             });
             Res::Ok(out)

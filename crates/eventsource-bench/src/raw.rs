@@ -36,30 +36,31 @@ pub async fn raw_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
     RunOut::finish(w, vec![out], probe).await
 }
 
-/// 64 tasks sharing one connection: tokio-postgres pipelines their queries.
-pub async fn raw_pipelined64(ctx: &Ctx, round: usize) -> Res<RunOut> {
-    let app = "bench/raw_pipelined64";
-    let client = Arc::new(connect(&ctx.config, app).await?);
+/// `tasks` tasks sharing one connection: tokio-postgres pipelines their
+/// queries (`raw_pipelined64`, and the tasks sweep).
+pub async fn raw_pipelined(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut> {
+    let app = format!("bench/raw_pipelined{tasks}");
+    let client = Arc::new(connect(&ctx.config, &app).await?);
     let lock = client.prepare(TRY_LOCK).await?;
     let unlock = client.prepare(UNLOCK).await?;
-    let (w, probe) = ctx.start_window(app);
-    let mut tasks = Vec::with_capacity(64);
-    for t in 0..64 {
+    let (w, probe) = ctx.start_window(&app);
+    let mut handles = Vec::with_capacity(tasks);
+    for t in 0..tasks {
         let (client, lock, unlock) = (client.clone(), lock.clone(), unlock.clone());
-        let id = lock_id_for_key(&format!("bench/raw_pipelined64/{round}/{t}"));
-        tasks.push(tokio::spawn(async move {
+        let id = lock_id_for_key(&format!("{app}/{round}/{t}"));
+        handles.push(tokio::spawn(async move {
             let out = timed_loop!(w, 1, {
                 let got: bool = client.query_one(&lock, &[&id]).await?.get(0);
-                assert!(got, "raw_pipelined64: key unexpectedly held");
+                assert!(got, "raw_pipelined: key unexpectedly held");
                 let freed: bool = client.query_one(&unlock, &[&id]).await?.get(0);
                 assert!(freed);
             });
             Res::Ok(out)
         }));
     }
-    let mut outs = Vec::with_capacity(64);
-    for t in tasks {
-        outs.push(t.await??);
+    let mut outs = Vec::with_capacity(tasks);
+    for h in handles {
+        outs.push(h.await??);
     }
     RunOut::finish(w, outs, probe).await
 }
@@ -116,21 +117,26 @@ pub async fn sqlx_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
     RunOut::finish(w, vec![out], probe).await
 }
 
-/// sqlx: 64 tasks over an 8-connection pool (default pool settings otherwise),
-/// each taking a pooled connection per lock, as a service would.
-pub async fn sqlx_pool64(ctx: &Ctx, round: usize) -> Res<RunOut> {
-    let app = "bench/sqlx_pool64";
+/// Connections in the sqlx pool of `sqlx_pool{N}`: one per task up to this many.
+pub const SQLX_POOL: usize = 8;
+
+/// sqlx: `tasks` tasks over a pool of min(tasks, 8) connections (default
+/// pool settings otherwise), each taking a pooled connection per lock, as a
+/// service would (`sqlx_pool64`, and the tasks sweep).
+pub async fn sqlx_pool(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut> {
+    let app = format!("bench/sqlx_pool{tasks}");
+    let size = tasks.clamp(1, SQLX_POOL) as u32;
     let pool = PgPoolOptions::new()
-        .max_connections(8)
-        .min_connections(8)
-        .connect_with(sqlx_options(ctx, app)?)
+        .max_connections(size)
+        .min_connections(size)
+        .connect_with(sqlx_options(ctx, &app)?)
         .await?;
-    let (w, probe) = ctx.start_window(app);
-    let mut tasks = Vec::with_capacity(64);
-    for t in 0..64 {
+    let (w, probe) = ctx.start_window(&app);
+    let mut handles = Vec::with_capacity(tasks);
+    for t in 0..tasks {
         let pool = pool.clone();
-        let id = lock_id_for_key(&format!("bench/sqlx_pool64/{round}/{t}"));
-        tasks.push(tokio::spawn(async move {
+        let id = lock_id_for_key(&format!("{app}/{round}/{t}"));
+        handles.push(tokio::spawn(async move {
             let lock = PgAdvisoryLock::with_key(PgAdvisoryLockKey::BigInt(id));
             let out: WorkerOut = timed_loop!(w, 1, {
                 let conn = pool.acquire().await?;
@@ -138,15 +144,15 @@ pub async fn sqlx_pool64(ctx: &Ctx, round: usize) -> Res<RunOut> {
                     Either::Left(guard) => {
                         guard.release_now().await?;
                     }
-                    Either::Right(_) => panic!("sqlx_pool64: key unexpectedly held"),
+                    Either::Right(_) => panic!("sqlx_pool: key unexpectedly held"),
                 }
             });
             Res::Ok(out)
         }));
     }
-    let mut outs = Vec::with_capacity(64);
-    for t in tasks {
-        outs.push(t.await??);
+    let mut outs = Vec::with_capacity(tasks);
+    for h in handles {
+        outs.push(h.await??);
     }
     let run = RunOut::finish(w, outs, probe).await;
     pool.close().await;

@@ -46,6 +46,9 @@ pub fn throughput_report(name: &str, agg: &Aggregate) -> ScenarioReport {
         }
         "contention" | "contention_sqlx" => "one acquire call (the wait for a hot key)",
         "abandoned" | "abandoned_alone" => "one lock + unlock pair of manager B",
+        "write_plain" | "write_fenced" | "write_fenced_pipelined" => {
+            "one write transaction (BEGIN, [check,] UPDATE, COMMIT)"
+        }
         _ => "one lock + unlock pair",
     };
     extra.insert("latency_of".into(), json!(latency_of));

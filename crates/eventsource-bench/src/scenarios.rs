@@ -2,21 +2,23 @@
 //! compared, and which scenarios a server cannot run.
 
 use crate::ctx::{Ctx, RunOut, ScenarioReport};
-use crate::{abandoned, contention, ours, ours_load, raw, Res};
+use crate::{abandoned, contention, fenced, holders, ours, ours_load, raw, Res};
 
 /// Throughput scenarios, run for a fixed time each, interleaved over rounds.
 /// Ordered so that the scenarios compared in a ratio run next to each other:
 /// load from elsewhere on the machine then hits both alike.
-pub const THROUGHPUT: [&str; 17] = [
+pub const THROUGHPUT: [&str; 22] = [
     "raw_seq",
     "raw_seq_inline",
     "ours_seq",
+    "ours_seq_fenced",
     "sqlx_seq",
     "ours_try_seq",
     "raw_seq_actor",
     "raw_seq_actor_inline",
     "raw_pipelined64",
     "ours_conc64",
+    "ours_conc64_fenced",
     "held10k",
     "sqlx_pool64",
     "ours_conc1024",
@@ -25,13 +27,32 @@ pub const THROUGHPUT: [&str; 17] = [
     "abandoned",
     "contention",
     "contention_sqlx",
+    "write_plain",
+    "write_fenced",
+    "write_fenced_pipelined",
 ];
 
 /// Latency / correctness scenarios on the lock manager, run once after the throughput rounds.
-pub const OTHERS: [&str; 4] = ["handoff", "fifo", "fifo_one_manager", "capacity"];
+pub const OTHERS: [&str; 5] = [
+    "handoff",
+    "fifo",
+    "fifo_one_manager",
+    "capacity",
+    "holders10k",
+];
+
+/// The metrics-overhead scenarios (`metrics_overhead`, with `--metrics-bin`).
+pub const METRICS: [&str; 6] = [
+    "metrics_off_seq",
+    "metrics_on_seq",
+    "metrics_recorder_seq",
+    "metrics_off_conc64",
+    "metrics_on_conc64",
+    "metrics_recorder_conc64",
+];
 
 /// Ratios of ops/s reported (numerator, denominator); the first ones carry targets.
-pub const RATIOS: [(&str, &str); 12] = [
+pub const RATIOS: [(&str, &str); 20] = [
     ("ours_seq", "sqlx_seq"),
     ("ours_seq", "raw_seq_inline"),
     ("ours_conc64", "raw_pipelined64"),
@@ -39,6 +60,14 @@ pub const RATIOS: [(&str, &str); 12] = [
     ("held10k", "ours_conc64"),
     ("abandoned", "abandoned_alone"),
     ("contention", "contention_sqlx"),
+    ("ours_seq_fenced", "ours_seq"),
+    ("ours_conc64_fenced", "ours_conc64"),
+    ("write_fenced", "write_plain"),
+    ("write_fenced_pipelined", "write_plain"),
+    ("metrics_on_seq", "metrics_off_seq"),
+    ("metrics_recorder_seq", "metrics_off_seq"),
+    ("metrics_on_conc64", "metrics_off_conc64"),
+    ("metrics_recorder_conc64", "metrics_off_conc64"),
     // Informative.
     ("ours_seq", "raw_seq"),
     ("ours_conc64", "sqlx_pool64"),
@@ -50,9 +79,14 @@ pub const RATIOS: [(&str, &str); 12] = [
 /// Why `name` cannot run against this server, if it cannot.
 pub fn skip_reason(name: &str, ctx: &Ctx) -> Option<String> {
     match name {
-        "held10k" | "capacity" => ctx.lock_table_short.clone(),
+        "held10k" | "capacity" | "holders10k" => ctx.lock_table_short.clone(),
         _ => None,
     }
+}
+
+/// The number after `prefix` in `name` (`ours_conc256` -> 256).
+fn count_after(name: &str, prefix: &str) -> Option<usize> {
+    name.strip_prefix(prefix)?.parse().ok()
 }
 
 pub async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> {
@@ -61,20 +95,35 @@ pub async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> 
         "raw_seq_inline" => raw::raw_seq_inline(ctx, round).await,
         "raw_seq_actor" => raw::raw_seq_actor(ctx, round, false).await,
         "raw_seq_actor_inline" => raw::raw_seq_actor(ctx, round, true).await,
-        "raw_pipelined64" => raw::raw_pipelined64(ctx, round).await,
         "raw_batched" => raw::raw_batched(ctx, round).await,
         "sqlx_seq" => raw::sqlx_seq(ctx, round).await,
-        "sqlx_pool64" => raw::sqlx_pool64(ctx, round).await,
         "ours_seq" => ours::ours_seq(ctx, round).await,
         "ours_try_seq" => ours::ours_try_seq(ctx, round).await,
-        "ours_conc64" => ours_load::ours_conc(ctx, round, 64, 0).await,
-        "ours_conc1024" => ours_load::ours_conc(ctx, round, 1024, 0).await,
+        "ours_seq_fenced" => fenced::ours_seq_fenced(ctx, round).await,
+        "ours_conc64_fenced" => ours_load::ours_conc_with(ctx, round, 64, 0, true).await,
+        "write_plain" => fenced::write(ctx, round, fenced::Write::Plain).await,
+        "write_fenced" => fenced::write(ctx, round, fenced::Write::Checked).await,
+        "write_fenced_pipelined" => fenced::write(ctx, round, fenced::Write::Pipelined).await,
         "held10k" => ours_load::ours_conc(ctx, round, 64, crate::ctx::HELD_LOCKS).await,
         "abandoned_alone" => abandoned::abandoned(ctx, round, false).await,
         "abandoned" => abandoned::abandoned(ctx, round, true).await,
         "contention" => contention::contention(ctx, round, contention::Impl::Ours).await,
         "contention_sqlx" => contention::contention(ctx, round, contention::Impl::Sqlx).await,
-        other => Err(format!("unknown scenario {other}").into()),
+        // Parameterised (the sweeps use other counts): ours_conc64_held1000,
+        // ours_conc{N}, raw_pipelined{N}, sqlx_pool{N}.
+        other => {
+            if let Some(h) = count_after(other, "ours_conc64_held") {
+                ours_load::ours_conc(ctx, round, 64, h).await
+            } else if let Some(n) = count_after(other, "ours_conc") {
+                ours_load::ours_conc(ctx, round, n, 0).await
+            } else if let Some(n) = count_after(other, "raw_pipelined") {
+                raw::raw_pipelined(ctx, round, n).await
+            } else if let Some(n) = count_after(other, "sqlx_pool") {
+                raw::sqlx_pool(ctx, round, n).await
+            } else {
+                Err(format!("unknown scenario {other}").into())
+            }
+        }
     }
 }
 
@@ -84,6 +133,7 @@ pub async fn run_other(name: &str, ctx: &Ctx) -> Res<ScenarioReport> {
         "fifo" => ours::fifo(ctx, false).await,
         "fifo_one_manager" => ours::fifo(ctx, true).await,
         "capacity" => ours::capacity(ctx).await,
+        "holders10k" => holders::holders10k(ctx).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }

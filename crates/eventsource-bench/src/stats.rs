@@ -45,7 +45,7 @@ impl WorkerOut {
 }
 
 /// Runs `$body` (which may `.await?`) in a loop until the window closes and
-/// returns the [`WorkerOut`]; `$ops` pairs are counted per iteration.
+/// returns the `WorkerOut`; `$ops` pairs are counted per iteration.
 #[macro_export]
 macro_rules! timed_loop {
     ($w:expr, $ops:expr, $body:block) => {{

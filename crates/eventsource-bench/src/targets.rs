@@ -21,7 +21,7 @@ pub struct Target {
 type Check = fn(f64) -> bool;
 
 /// Ratio targets: (ratio, target text, check).
-const RATIO_TARGETS: [(&str, &str, Check); 7] = [
+const RATIO_TARGETS: [(&str, &str, Check); 15] = [
     ("ours_seq/sqlx_seq", ">= 1.0", |v| v >= 1.0),
     ("ours_seq/raw_seq_inline", ">= 0.95", |v| v >= 0.95),
     ("ours_conc64/raw_pipelined64", ">= 3.5", |v| v >= 3.5),
@@ -30,6 +30,24 @@ const RATIO_TARGETS: [(&str, &str, Check); 7] = [
     ("abandoned/abandoned_alone", ">= 0.25", |v| v >= 0.25),
     // "Beat every peer on every scenario".
     ("contention/contention_sqlx", ">= 1.0", |v| v >= 1.0),
+    // Issue 11: at most one extra round trip per acquisition.
+    ("ours_seq_fenced/ours_seq", ">= 0.8", |v| v >= 0.8),
+    ("ours_conc64_fenced/ours_conc64", ">= 0.7", |v| v >= 0.7),
+    ("write_fenced/write_plain", ">= 0.8", |v| v >= 0.8),
+    ("write_fenced_pipelined/write_plain", ">= 0.8", |v| v >= 0.8),
+    // Issue 13: the metrics feature on, without and with a recorder.
+    ("metrics_on_seq/metrics_off_seq", ">= 0.98", |v| v >= 0.98),
+    ("metrics_recorder_seq/metrics_off_seq", ">= 0.9", |v| {
+        v >= 0.9
+    }),
+    ("metrics_on_conc64/metrics_off_conc64", ">= 0.98", |v| {
+        v >= 0.98
+    }),
+    (
+        "metrics_recorder_conc64/metrics_off_conc64",
+        ">= 0.9",
+        |v| v >= 0.9,
+    ),
 ];
 
 pub fn targets(
