@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::lock_span::lock_span;
 use super::manager::PostgresLockManager;
 use super::metrics::{self, Outcome};
 use super::session::Granted;
@@ -107,18 +108,13 @@ impl DistributedLock for PostgresLockManager {
         timeout: Option<Duration>,
     ) -> impl std::future::Future<Output = Result<LockGuard>> + Send {
         let (address, port) = &self.ctx().server;
-        let span = tracing::debug_span!(
+        let span = lock_span!(
             "eventsource.lock.acquire",
-            "db.system" = "postgresql",
-            "db.system.name" = "postgresql",
-            "db.operation.name" = "acquire",
-            "otel.name" = "lock acquire",
-            "otel.kind" = "client",
+            "acquire",
+            key,
             "server.address" = %address,
             "server.port" = port,
-            "eventsource.lock.key" = key,
             "eventsource.lock.id" = tracing::field::Empty,
-            "eventsource.lock.outcome" = tracing::field::Empty,
             "eventsource.lock.fence" = tracing::field::Empty,
             "eventsource.lock.wait_us" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
@@ -181,18 +177,13 @@ impl DistributedLock for PostgresLockManager {
         key: &str,
     ) -> impl std::future::Future<Output = Result<Option<LockInfo>>> + Send {
         let (address, port) = &self.ctx().server;
-        let span = tracing::debug_span!(
+        let span = lock_span!(
             "eventsource.lock.try_acquire",
-            "db.system" = "postgresql",
-            "db.system.name" = "postgresql",
-            "db.operation.name" = "try_acquire",
-            "otel.name" = "lock try_acquire",
-            "otel.kind" = "client",
+            "try_acquire",
+            key,
             "server.address" = %address,
             "server.port" = port,
-            "eventsource.lock.key" = key,
             "eventsource.lock.id" = tracing::field::Empty,
-            "eventsource.lock.outcome" = tracing::field::Empty,
         );
         async move {
             let started = Instant::now();
@@ -247,16 +238,11 @@ impl DistributedLock for PostgresLockManager {
     /// only its outcome is lost (calling again reports the key not held).
     fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
         let lock_id = crate::lock_id_for_key(key);
-        let span = tracing::debug_span!(
+        let span = lock_span!(
             "eventsource.lock.release",
-            "db.system" = "postgresql",
-            "db.system.name" = "postgresql",
-            "db.operation.name" = "release",
-            "otel.name" = "lock release",
-            "otel.kind" = "client",
-            "eventsource.lock.key" = key,
+            "release",
+            key,
             "eventsource.lock.id" = lock_id,
-            "eventsource.lock.outcome" = tracing::field::Empty,
         );
         let held = self.ctx().registry.take_manual(lock_id, key);
         async move {

@@ -11,6 +11,7 @@ mod held_lock;
 mod holders;
 mod leader_observer;
 mod lock_ports;
+mod lock_span;
 mod manager;
 mod metrics;
 mod options;

@@ -51,6 +51,7 @@ use tokio_postgres::{SimpleQueryMessage, Transaction};
 use tracing::Instrument;
 
 use super::connect::pg_error;
+use super::lock_span::lock_span;
 use crate::ports::error::{
     AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, Result,
 };
@@ -125,16 +126,11 @@ pub async fn acquire_xact(
     key: &str,
     timeout: Option<Duration>,
 ) -> Result<XactLock> {
-    let span = tracing::debug_span!(
+    let span = lock_span!(
         "eventsource.lock.acquire_xact",
-        "db.system" = "postgresql",
-        "db.system.name" = "postgresql",
-        "db.operation.name" = "acquire_xact",
-        "otel.name" = "lock acquire_xact",
-        "otel.kind" = "client",
-        "eventsource.lock.key" = key,
+        "acquire_xact",
+        key,
         "eventsource.lock.id" = tracing::field::Empty,
-        "eventsource.lock.outcome" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
         "otel.status_code" = tracing::field::Empty,
     );
@@ -190,16 +186,11 @@ pub async fn acquire_xact(
 /// rollback to its savepoint, so a lock it took is given back before
 /// anything you send next, and calling again finds the key as it was.
 pub async fn try_acquire_xact(tx: &Transaction<'_>, key: &str) -> Result<Option<XactLock>> {
-    let span = tracing::debug_span!(
+    let span = lock_span!(
         "eventsource.lock.try_acquire_xact",
-        "db.system" = "postgresql",
-        "db.system.name" = "postgresql",
-        "db.operation.name" = "try_acquire_xact",
-        "otel.name" = "lock try_acquire_xact",
-        "otel.kind" = "client",
-        "eventsource.lock.key" = key,
+        "try_acquire_xact",
+        key,
         "eventsource.lock.id" = tracing::field::Empty,
-        "eventsource.lock.outcome" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
         "otel.status_code" = tracing::field::Empty,
     );
