@@ -33,7 +33,9 @@ use tokio::sync::Notify;
 use eventsource::{lock_id_for_key, DistributedLock, Error, LockRegistry};
 
 mod fence_cases;
+mod shared_cases;
 pub use fence_cases::*;
+pub use shared_cases::*;
 
 /// What a conformance case needs of an implementation.
 pub trait Conformant: DistributedLock + LockRegistry + Clone + Send + Sync + 'static {}
@@ -523,8 +525,8 @@ pub async fn many_tasks_distinct_keys<L: Conformant>(lock: &L, _o: &L) {
     assert_eq!(lock.held_lock_count(), 0);
 }
 
-const MAX_POLLS: usize = 64;
-const IDLE: Duration = Duration::from_millis(50);
+pub(crate) const MAX_POLLS: usize = 64;
+pub(crate) const IDLE: Duration = Duration::from_millis(50);
 
 /// An uncontended `acquire` dropped after every possible number of polls
 /// leaks nothing.

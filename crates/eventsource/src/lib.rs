@@ -113,6 +113,7 @@ pub use ports::locks::{
     DEFAULT_MIGRATION_OPERATION,
 };
 pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};
+pub use ports::shared_locks::{LockMode, SharedLock};
 
 pub use adapters::memory::{InMemoryLockManager, InMemoryReadModelRepository};
 #[cfg(feature = "postgres")]

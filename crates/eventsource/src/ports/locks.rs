@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use super::error::{Error, LockLostError, Result};
 pub use super::loss::{LeaseClock, LossSignal};
+pub use super::shared_locks::LockMode;
 
 /// A boxed, sendable future, as adapters hand them to [`LockGuard`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -35,8 +36,12 @@ pub struct LockInfo {
     /// The fencing token of this acquisition, when the manager fences:
     /// strictly greater than the token of every earlier acquisition of the
     /// same key. Pass it to the protected resource, which refuses writes
-    /// carrying an older one (see `docs/fencing.md`).
+    /// carrying an older one (see `docs/fencing.md`). Shared holds take
+    /// none.
     pub fence: Option<u64>,
+    /// Exclusive, or shared with other shared holders (see
+    /// [`SharedLock`](super::shared_locks::SharedLock)).
+    pub mode: LockMode,
 }
 
 /// Builds the conventional key for a per-tenant operation: `"{operation}:{tenant_id}"`.
@@ -70,6 +75,16 @@ pub trait GuardBackend: Send + Sync + 'static {
     /// Hands the lock to the manager's registry, to be released later with
     /// `release(key)`.
     fn into_manual(self: Box<Self>);
+    /// Turns an exclusive hold into a shared one with no moment in which
+    /// the key is free, and returns the backend of the shared hold. On an
+    /// error the lock is released (the backend is dropped). The default,
+    /// for adapters without shared locks, refuses.
+    fn downgrade(self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
+        drop(self);
+        Box::pin(std::future::ready(Err(Error::InvalidArgument(
+            "this lock manager has no shared locks to downgrade to".into(),
+        ))))
+    }
 }
 
 /// A held lock. Dropping it releases the lock in the background.
@@ -148,6 +163,43 @@ impl LockGuard {
             .take()
             .expect("guard backend present until consumed");
         backend.release().await
+    }
+
+    /// How the lock is held (see [`LockInfo::mode`]).
+    pub fn mode(&self) -> LockMode {
+        self.info.mode
+    }
+
+    /// Turns an exclusive guard into a shared one **without a gap**: the
+    /// shared hold is taken before the exclusive one is given up, so no
+    /// writer can come in between, and shared requests can join at once
+    /// (an exclusive request queued meanwhile waits for every shared
+    /// holder). The guard keeps its fencing token and its loss signal. A
+    /// shared guard is returned as it is.
+    ///
+    /// There is no upgrade: release the shared guard and acquire the key
+    /// exclusively, and expect that another writer may get it in between.
+    ///
+    /// Fails with [`Error::LockLost`] if the lock had been lost; on any
+    /// error the lock is released.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the guard is consumed when this is called, and a
+    /// dropped future releases the lock (whether or not the downgrade had
+    /// happened). Nothing leaks.
+    pub async fn downgrade(mut self) -> Result<LockGuard> {
+        if self.info.mode == LockMode::Shared {
+            return Ok(self);
+        }
+        let backend = self
+            .backend
+            .take()
+            .expect("guard backend present until consumed");
+        let backend = backend.downgrade().await?;
+        let mut info = self.info.clone();
+        info.mode = LockMode::Shared;
+        Ok(LockGuard::new(info, self.loss.clone(), backend))
     }
 
     /// Turns the guard into a manual lock, released later by the manager's

@@ -12,3 +12,4 @@ pub mod lock_id;
 pub mod locks;
 pub mod loss;
 pub mod readmodels;
+pub mod shared_locks;

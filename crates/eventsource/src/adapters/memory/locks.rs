@@ -1,6 +1,6 @@
 //! [`InMemoryLockManager`]: the lock ports for one process, without a database.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -9,21 +9,24 @@ use chrono::Utc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+mod lock_ports;
+mod slot;
 mod testing;
 
-use crate::ports::error::{
-    AcquireFailure, LockAcquisitionError, LockLostError, LockNotHeldError, Result,
-};
+use slot::{Holder, Slot, Waiter};
+
+use crate::ports::error::{AcquireFailure, LockAcquisitionError, LockLostError, Result};
 use crate::ports::lock_id::checked_lock_id;
-use crate::ports::locks::{
-    BoxFuture, DistributedLock, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal,
-};
+use crate::ports::locks::{BoxFuture, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal};
+use crate::ports::shared_locks::LockMode;
 
 /// A lock manager for tests: excludes tasks of **one process** only.
 ///
 /// No exclusion between processes, no release when a process dies: it is
-/// for testing code written against [`DistributedLock`]. It shares with
-/// `PostgresLockManager` the lock ids, timeout semantics, errors and FIFO.
+/// for testing code written against [`DistributedLock`] and [`SharedLock`].
+/// It shares with `PostgresLockManager` the lock ids, timeout semantics,
+/// errors, and the queue order of both modes (first come, first served; a
+/// reader never passes a queued writer).
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -48,29 +51,14 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    slots: HashMap<i64, Slot>,
-    /// Manual locks (from `try_acquire` or `into_manual`), owned by the manager.
-    manual: HashMap<i64, Held>,
+    slots: HashMap<i64, Slot<Held>>,
+    /// Manual locks (from `try_acquire` or `into_manual`) by token, owned
+    /// by the manager.
+    manual: HashMap<u64, Held>,
     held: usize,
     next_token: u64,
     /// The last fencing token handed out per lock id (never forgotten).
     fences: HashMap<i64, u64>,
-}
-
-struct Slot {
-    holder: Option<Holder>,
-    waiters: VecDeque<Waiter>,
-}
-
-struct Holder {
-    token: u64,
-    key: String,
-    loss: CancellationToken,
-}
-
-struct Waiter {
-    token: u64,
-    tx: oneshot::Sender<Held>,
 }
 
 /// Ownership of one granted lock; dropping it releases the lock.
@@ -89,22 +77,12 @@ impl Drop for Held {
 
 impl GuardBackend for Held {
     fn release(self: Box<Self>) -> BoxFuture<'static, Result<()>> {
-        let lost = {
-            let state = self.inner.lock();
-            !matches!(
-                state.slots.get(&self.lock_id).and_then(|s| s.holder.as_ref()),
-                Some(h) if h.token == self.token
-            )
-        };
+        let lost = !self.inner.holds(self.lock_id, self.token);
         let key = self.info.key.clone();
         drop(self);
         Box::pin(async move {
             if lost {
-                Err(LockLostError {
-                    key,
-                    reason: "released by release_all or a simulated loss".into(),
-                }
-                .into())
+                Err(lost_error(key))
             } else {
                 Ok(())
             }
@@ -114,9 +92,31 @@ impl GuardBackend for Held {
     fn into_manual(self: Box<Self>) {
         let inner = self.inner.clone();
         let mut state = inner.lock();
-        state.manual.insert(self.lock_id, *self);
+        state.manual.insert(self.token, *self);
+    }
+
+    fn downgrade(mut self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
+        let outcome = if self.inner.downgrade(self.lock_id, self.token) {
+            self.info.mode = LockMode::Shared;
+            Ok(self as Box<dyn GuardBackend>)
+        } else {
+            Err(lost_error(self.info.key.clone()))
+        };
+        Box::pin(std::future::ready(outcome))
     }
 }
+
+fn lost_error(key: String) -> crate::Error {
+    LockLostError {
+        key,
+        reason: "released by release_all or a simulated loss".into(),
+    }
+    .into()
+}
+
+/// Grants made under the mutex, to be sent to their waiters after it is
+/// unlocked (a waiter that left drops its grant, which re-enters the mutex).
+type Handoffs = Vec<(oneshot::Sender<Held>, Held)>;
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -125,75 +125,92 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Frees `lock_id` if `token` holds it; hands it to the first live waiter.
+    fn holds(&self, lock_id: i64, token: u64) -> bool {
+        let state = self.lock();
+        let slot = state.slots.get(&lock_id);
+        slot.is_some_and(|s| s.holder(token).is_some())
+    }
+
+    /// Frees `token`'s hold of `lock_id`; serves the waiters it unblocks.
     fn release_token(self: &Arc<Self>, lock_id: i64, token: u64) {
-        let handed = {
+        let handoffs = {
             let mut guard = self.lock();
             let state = &mut *guard;
             let Some(slot) = state.slots.get_mut(&lock_id) else {
                 return;
             };
-            match &slot.holder {
-                Some(h) if h.token == token => {}
-                _ => return,
+            if slot.remove_holder(token).is_none() {
+                return;
             }
-            let key = slot.holder.take().map(|h| h.key).unwrap_or_default();
-            let next = self.next_holder(slot, &mut state.fences, lock_id, &key);
-            if slot.holder.is_none() {
-                state.held -= 1;
-                if slot.waiters.is_empty() {
-                    state.slots.remove(&lock_id);
-                }
-            }
-            next
+            state.held -= 1;
+            self.serve(state, lock_id)
         };
-        if let Some((tx, held)) = handed {
-            tracing::debug!(key = %held.info.key, lock_id, "lock handed to next waiter");
-            // A waiter that went away in between drops `held`, which
-            // releases again and serves the next one.
-            let _ = tx.send(held);
-        }
+        send(handoffs);
     }
 
-    /// Makes the first waiter whose future is still alive the holder.
-    fn next_holder(
-        self: &Arc<Self>,
-        slot: &mut Slot,
-        fences: &mut HashMap<i64, u64>,
-        lock_id: i64,
-        key: &str,
-    ) -> Option<(oneshot::Sender<Held>, Held)> {
-        while let Some(w) = slot.waiters.pop_front() {
-            if w.tx.is_closed() {
-                continue;
-            }
-            let (held, holder) = self.grant(fences, lock_id, key, w.token);
-            slot.holder = Some(holder);
-            return Some((w.tx, held));
-        }
-        None
+    /// Turns `token`'s exclusive hold into a shared one and serves the
+    /// readers queued at the head; false if it no longer holds the lock.
+    fn downgrade(self: &Arc<Self>, lock_id: i64, token: u64) -> bool {
+        let handoffs = {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            let Some(slot) = state.slots.get_mut(&lock_id) else {
+                return false;
+            };
+            let Some(h) = slot.holders.iter_mut().find(|h| h.token == token) else {
+                return false;
+            };
+            h.mode = LockMode::Shared;
+            self.serve(state, lock_id)
+        };
+        send(handoffs);
+        true
     }
 
-    /// Builds the holder of a grant; its fence is one more than the key's last.
+    /// Grants the head of `lock_id`'s queue for as long as it is compatible.
+    fn serve(self: &Arc<Self>, state: &mut State, lock_id: i64) -> Handoffs {
+        let mut out = Vec::new();
+        let Some(slot) = state.slots.get_mut(&lock_id) else {
+            return out;
+        };
+        while let Some(w) = slot.next_grantable() {
+            let (held, holder) = self.grant(&mut state.fences, lock_id, &w.key, w.token, w.mode);
+            slot.holders.push(holder);
+            state.held += 1;
+            out.push((w.tx, held));
+        }
+        if slot.is_empty() {
+            state.slots.remove(&lock_id);
+        }
+        out
+    }
+
+    /// Builds the holder of a grant. An exclusive grant's fence is one more
+    /// than the key's last; a shared grant has none.
     fn grant(
         self: &Arc<Self>,
         fences: &mut HashMap<i64, u64>,
         lock_id: i64,
         key: &str,
         token: u64,
+        mode: LockMode,
     ) -> (Held, Holder) {
-        let fence = fences.entry(lock_id).or_default();
-        *fence += 1;
+        let fence = (mode == LockMode::Exclusive).then(|| {
+            let fence = fences.entry(lock_id).or_default();
+            *fence += 1;
+            *fence
+        });
         let info = LockInfo {
             key: key.to_owned(),
             lock_id,
             acquired_at: Utc::now(),
             holder_id: self.holder_id.clone(),
-            fence: Some(*fence),
+            fence,
+            mode,
         };
         let holder = Holder {
             token,
-            key: key.to_owned(),
+            mode,
             loss: CancellationToken::new(),
         };
         let held = Held {
@@ -203,6 +220,15 @@ impl Inner {
             info,
         };
         (held, holder)
+    }
+}
+
+fn send(handoffs: Handoffs) {
+    for (tx, held) in handoffs {
+        tracing::debug!(key = %held.info.key, lock_id = held.lock_id, "lock handed to next waiter");
+        // A waiter that went away in between drops `held`, which releases
+        // again and serves the next one.
+        let _ = tx.send(held);
     }
 }
 
@@ -220,12 +246,9 @@ impl InMemoryLockManager {
     fn guard_for(&self, held: Held) -> LockGuard {
         let loss = {
             let state = self.inner.lock();
-            state
-                .slots
-                .get(&held.lock_id)
-                .and_then(|s| s.holder.as_ref())
-                .map(|h| h.loss.clone())
-                .unwrap_or_default()
+            let slot = state.slots.get(&held.lock_id);
+            let holder = slot.and_then(|s| s.holder(held.token));
+            holder.map(|h| h.loss.clone()).unwrap_or_default()
         };
         LockGuard::new(
             held.info.clone(),
@@ -234,40 +257,100 @@ impl InMemoryLockManager {
         )
     }
 
-    /// Takes the lock now if it is free; otherwise queues a waiter (unless `queue` is false).
+    /// Takes the lock now if the queue admits it; otherwise queues a waiter
+    /// (unless `queue` is false).
     fn take_or_queue(
         &self,
         lock_id: i64,
         key: &str,
+        mode: LockMode,
         queue: bool,
     ) -> std::result::Result<Held, Option<(u64, oneshot::Receiver<Held>)>> {
         let mut guard = self.inner.lock();
         let state = &mut *guard;
         state.next_token += 1;
         let token = state.next_token;
-        let slot = state.slots.entry(lock_id).or_insert_with(|| Slot {
-            holder: None,
-            waiters: VecDeque::new(),
-        });
-        if slot.holder.is_none() {
-            let (held, holder) = self.inner.grant(&mut state.fences, lock_id, key, token);
-            slot.holder = Some(holder);
+        let slot = state.slots.entry(lock_id).or_default();
+        if slot.admits(mode) {
+            let (held, holder) = self
+                .inner
+                .grant(&mut state.fences, lock_id, key, token, mode);
+            slot.holders.push(holder);
             state.held += 1;
             return Ok(held);
         }
         if !queue {
+            if slot.is_empty() {
+                state.slots.remove(&lock_id);
+            }
             return Err(None);
         }
         let (tx, rx) = oneshot::channel();
-        slot.waiters.push_back(Waiter { token, tx });
+        slot.waiters.push_back(Waiter {
+            token,
+            key: key.to_owned(),
+            mode,
+            tx,
+        });
         Err(Some((token, rx)))
     }
 
+    /// A waiter that gave up leaves the queue, and whoever it held back
+    /// (readers behind a departed writer) is served.
     fn forget_waiter(&self, lock_id: i64, token: u64) {
-        let mut state = self.inner.lock();
-        if let Some(slot) = state.slots.get_mut(&lock_id) {
-            slot.waiters.retain(|w| w.token != token);
+        let handoffs = {
+            let mut guard = self.inner.lock();
+            let state = &mut *guard;
+            if let Some(slot) = state.slots.get_mut(&lock_id) {
+                slot.waiters.retain(|w| w.token != token);
+            }
+            self.inner.serve(state, lock_id)
+        };
+        send(handoffs);
+    }
+
+    async fn acquire_mode(
+        &self,
+        key: &str,
+        timeout: Option<Duration>,
+        mode: LockMode,
+    ) -> Result<LockGuard> {
+        let lock_id = checked_lock_id(key, timeout)?;
+        let queue = timeout != Some(Duration::ZERO);
+        let (token, rx) = match self.take_or_queue(lock_id, key, mode, queue) {
+            Ok(held) => return Ok(self.guard_for(held)),
+            Err(None) => {
+                return Err(LockAcquisitionError::new(key, AcquireFailure::Timeout, timeout).into())
+            }
+            Err(Some(w)) => w,
+        };
+        // Dropped with this future: the waiter leaves the queue.
+        let leave = LeaveOnDrop {
+            manager: self,
+            lock_id,
+            token,
+        };
+        let outcome = match timeout {
+            None => rx.await.ok(),
+            Some(t) => tokio::time::timeout(t, rx).await.ok().and_then(|r| r.ok()),
+        };
+        drop(leave);
+        match outcome {
+            Some(held) => Ok(self.guard_for(held)),
+            None => Err(LockAcquisitionError::new(key, AcquireFailure::Timeout, timeout).into()),
         }
+    }
+}
+
+struct LeaveOnDrop<'a> {
+    manager: &'a InMemoryLockManager,
+    lock_id: i64,
+    token: u64,
+}
+
+impl Drop for LeaveOnDrop<'_> {
+    fn drop(&mut self) {
+        self.manager.forget_waiter(self.lock_id, self.token);
     }
 }
 
@@ -277,119 +360,5 @@ impl fmt::Debug for InMemoryLockManager {
             .field("holder_id", &self.inner.holder_id)
             .field("held", &self.held_lock_count())
             .finish()
-    }
-}
-
-impl DistributedLock for InMemoryLockManager {
-    /// Acquires `key`, queueing behind earlier waiters (first come, first served).
-    ///
-    /// # Cancel safety
-    ///
-    /// Leaks nothing when dropped (a lock handed to a dropped waiter goes to
-    /// the next one); not cancel safe: the dropped wait loses its place.
-    async fn acquire(&self, key: &str, timeout: Option<Duration>) -> Result<LockGuard> {
-        let lock_id = checked_lock_id(key, timeout)?;
-        let queue = timeout != Some(Duration::ZERO);
-        let (token, rx) = match self.take_or_queue(lock_id, key, queue) {
-            Ok(held) => return Ok(self.guard_for(held)),
-            Err(None) => {
-                return Err(LockAcquisitionError::new(key, AcquireFailure::Timeout, timeout).into())
-            }
-            Err(Some(w)) => w,
-        };
-        let outcome = match timeout {
-            None => rx.await.ok(),
-            Some(t) => tokio::time::timeout(t, rx).await.ok().and_then(|r| r.ok()),
-        };
-        match outcome {
-            Some(held) => Ok(self.guard_for(held)),
-            None => {
-                self.forget_waiter(lock_id, token);
-                Err(LockAcquisitionError::new(key, AcquireFailure::Timeout, timeout).into())
-            }
-        }
-    }
-
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the call completes without awaiting.
-    async fn try_acquire(&self, key: &str) -> Result<Option<LockInfo>> {
-        let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
-        match self.take_or_queue(lock_id, key, false) {
-            Ok(held) => {
-                let info = held.info.clone();
-                Box::new(held).into_manual();
-                Ok(Some(info))
-            }
-            Err(_) => Ok(None),
-        }
-    }
-
-    /// # Cancel safety
-    ///
-    /// The release happens when this is called; a dropped future loses only the outcome.
-    fn release(&self, key: &str) -> impl std::future::Future<Output = Result<()>> + Send {
-        let lock_id = crate::lock_id_for_key(key);
-        let held = self.inner.lock().manual.remove(&lock_id);
-        let outcome = match held {
-            Some(h) => {
-                drop(h);
-                Ok(())
-            }
-            None => Err(LockNotHeldError {
-                key: key.to_owned(),
-            }
-            .into()),
-        };
-        std::future::ready(outcome)
-    }
-
-    fn is_held(&self, key: &str) -> bool {
-        let lock_id = crate::lock_id_for_key(key);
-        let state = self.inner.lock();
-        state
-            .slots
-            .get(&lock_id)
-            .is_some_and(|s| s.holder.is_some())
-    }
-}
-
-impl LockRegistry for InMemoryLockManager {
-    /// Releases every held lock; guards still alive observe a loss.
-    ///
-    /// # Cancel safety
-    ///
-    /// The locks are released when this is called.
-    fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
-        std::future::ready(self.release_all_now())
-    }
-
-    fn held_lock_count(&self) -> usize {
-        self.inner.lock().held
-    }
-}
-
-impl InMemoryLockManager {
-    fn release_all_now(&self) -> Result<usize> {
-        let (holders, manual) = {
-            let mut state = self.inner.lock();
-            let manual: Vec<Held> = state.manual.drain().map(|(_, h)| h).collect();
-            let holders: Vec<(i64, u64, CancellationToken)> = state
-                .slots
-                .iter()
-                .filter_map(|(id, s)| s.holder.as_ref().map(|h| (*id, h.token, h.loss.clone())))
-                .collect();
-            (holders, manual)
-        };
-        let manual_tokens: Vec<u64> = manual.iter().map(|h| h.token).collect();
-        let count = holders.len();
-        drop(manual);
-        for (lock_id, token, loss) in holders {
-            if !manual_tokens.contains(&token) {
-                loss.cancel();
-            }
-            self.inner.release_token(lock_id, token);
-        }
-        Ok(count)
     }
 }

@@ -21,9 +21,11 @@ use super::session::{
 };
 use super::wait_line::WaitLines;
 
+mod shared;
+
 /// How long past its deadline a caller waits for its line to answer (the
 /// line ends waits at their deadlines itself; this is a backstop).
-const LINE_BACKSTOP: Duration = Duration::from_secs(1);
+pub(super) const LINE_BACKSTOP: Duration = Duration::from_secs(1);
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) struct Acquirer {
@@ -33,7 +35,7 @@ pub(crate) struct Acquirer {
     lines: Arc<WaitLines>,
 }
 
-fn closed_session() -> BackendError {
+pub(super) fn closed_session() -> BackendError {
     BackendError::new(BackendErrorKind::Closed, "the lock session ended")
 }
 
@@ -74,7 +76,7 @@ impl Acquirer {
             .collect()
     }
 
-    fn shared_session(&self, lock_id: i64) -> SessionHandle {
+    pub(super) fn shared_session(&self, lock_id: i64) -> SessionHandle {
         let n = self.shared.len() as u64;
         let slot = &self.shared[(lock_id as u64 % n) as usize];
         let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -262,6 +264,7 @@ impl Acquirer {
         let request = WaitRequest {
             lock_id,
             key: key.clone(),
+            mode: session::WaitMode::Exclusive,
             lock_timeout: deadline.map(|d| {
                 d.saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1))
@@ -332,7 +335,7 @@ impl Acquirer {
 /// the grant is dropped and the acquisition fails as a closed session; when
 /// it is not yet known, the guard's loss signal fires as soon as it is (the
 /// window that only fencing closes; see docs/reliability.md).
-fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
+pub(super) fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
     let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
     if granted.loss.is_cancelled() || lease_over {
         drop(granted);

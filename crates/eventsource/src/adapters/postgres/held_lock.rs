@@ -20,11 +20,15 @@ use crate::ports::locks::{BoxFuture, GuardBackend};
 /// Where a session's answer to an unlock goes: whether the lock was still held.
 pub(crate) type UnlockReply = oneshot::Sender<std::result::Result<bool, BackendError>>;
 
-/// A session that can be asked to unlock a lock it holds.
+/// A session that can be asked to unlock (or downgrade) a lock it holds.
 pub(crate) trait UnlockSink: Send + Sync + 'static {
     /// Queues the unlock of `lock_id` owned by `token`; false if the session
     /// is gone (and the lock with it).
     fn send_unlock(&self, lock_id: i64, token: u64, reply: Option<UnlockReply>) -> bool;
+    /// Queues turning the exclusive hold of `lock_id` owned by `token` into
+    /// a shared one on the same session; the reply says whether it was
+    /// still held. False if the session is gone.
+    fn send_downgrade(&self, lock_id: i64, token: u64, reply: UnlockReply) -> bool;
 }
 
 /// The session a lock lives on, as the bookkeeping sees it.
@@ -123,6 +127,33 @@ impl GuardBackend for HeldLock {
                 Ok(Ok(false)) => Err(lost("it was released by release_all or its session ended")),
                 Ok(Err(e)) => Err(Error::Backend(e)),
                 Err(_) => Err(lost(GONE)),
+            }
+        })
+    }
+
+    /// The session takes the shared hold and then gives up the exclusive
+    /// one, in one statement; the lock keeps its token and its place in
+    /// the bookkeeping, and its release then unlocks the shared hold.
+    fn downgrade(self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.session.send_downgrade(self.lock_id, self.token, tx);
+        let key = self.key.clone();
+        Box::pin(async move {
+            let lost = |reason: &str| {
+                Error::LockLost(LockLostError {
+                    key: key.to_string(),
+                    reason: reason.to_owned(),
+                })
+            };
+            // On every error path `self` is dropped here, which releases
+            // whatever the session still holds.
+            match (sent, rx.await) {
+                (true, Ok(Ok(true))) => Ok(self as Box<dyn GuardBackend>),
+                (true, Ok(Ok(false))) => {
+                    Err(lost("it was released by release_all or its session ended"))
+                }
+                (true, Ok(Err(e))) => Err(Error::Backend(e)),
+                _ => Err(lost("its database session had ended")),
             }
         })
     }

@@ -28,7 +28,7 @@ use crate::ports::locks::{
 
 /// The port's error for a failed acquisition of `key`: the one place where
 /// the key and the timeout are attached.
-fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
+pub(super) fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
     let failure = match failure {
         AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::Standby => {
             AcquireFailure::Standby
@@ -42,7 +42,7 @@ fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) ->
 }
 
 /// The `error.type` of a failed acquisition's span.
-fn error_type(e: &Error) -> &'static str {
+pub(super) fn error_type(e: &Error) -> &'static str {
     match e.as_lock_acquisition().map(|a| &a.reason) {
         Some(AcquireFailure::Timeout) => "timeout",
         Some(AcquireFailure::Cancelled { .. }) => "cancelled",
@@ -58,7 +58,7 @@ fn error_type(e: &Error) -> &'static str {
 impl PostgresLockManager {
     /// The guard of a grant: its info, and a loss signal that also watches
     /// the session's lease in lease mode.
-    fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
+    pub(super) fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
         let info = self.info(key, lock_id, &g);
         let loss = match g.lease {
             Some(lease) => LossSignal::with_lease(g.loss, lease),
@@ -68,7 +68,13 @@ impl PostgresLockManager {
     }
 
     /// Records an acquisition's metrics (with the opt-in key prefix).
-    fn record(&self, operation: &'static str, outcome: Outcome, elapsed: Duration, key: &str) {
+    pub(super) fn record(
+        &self,
+        operation: &'static str,
+        outcome: Outcome,
+        elapsed: Duration,
+        key: &str,
+    ) {
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
         metrics::acquisition(operation, outcome, elapsed, prefixes.map(|p| (p, key)));
     }
@@ -245,6 +251,7 @@ impl DistributedLock for PostgresLockManager {
             "eventsource.lock.id" = lock_id,
         );
         let held = self.ctx().registry.take_manual(lock_id, key);
+        let held = held.or_else(|| self.ctx().shared_holds.take_manual(lock_id, key));
         async move {
             let r = match held {
                 Some(lock) => Box::new(lock).release().await,
@@ -301,21 +308,24 @@ impl DistributedLock for PostgresLockManager {
         }
     }
 
+    /// Whether this manager holds `key` now, in either mode.
     fn is_held(&self, key: &str) -> bool {
-        self.ctx().registry.is_held(crate::lock_id_for_key(key))
+        let lock_id = crate::lock_id_for_key(key);
+        self.ctx().registry.is_held(lock_id) || self.ctx().shared_holds.is_held(lock_id)
     }
 }
 
 impl LockRegistry for PostgresLockManager {
-    /// Releases every lock this manager holds; guards still alive see their
-    /// lock as lost.
+    /// Releases every lock this manager holds, shared holds included;
+    /// guards still alive see their lock as lost.
     ///
     /// # Cancel safety
     ///
     /// The unlocks are sent before the first await; dropping the future
     /// loses only the count.
     fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
-        let items = self.ctx().registry.take_all_held();
+        let mut items = self.ctx().registry.take_all_held();
+        items.extend(self.ctx().shared_holds.take_all_held());
         let count = items.len();
         let mut waits = Vec::with_capacity(count);
         for item in items {
@@ -324,7 +334,7 @@ impl LockRegistry for PostgresLockManager {
                 None => {
                     let (tx, rx) = oneshot::channel();
                     if !item.session.send_unlock(item.lock_id, item.token, Some(tx)) {
-                        self.ctx().registry.finish(item.lock_id, item.token);
+                        self.ctx().finish(item.lock_id, item.token);
                     }
                     waits.push(Box::pin(async move {
                         let _ = rx.await;
@@ -343,7 +353,8 @@ impl LockRegistry for PostgresLockManager {
         }
     }
 
+    /// Locks held in either mode (each shared hold counts once).
     fn held_lock_count(&self) -> usize {
-        self.ctx().registry.held()
+        self.ctx().registry.held() + self.ctx().shared_holds.held()
     }
 }

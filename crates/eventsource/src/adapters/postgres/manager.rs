@@ -21,6 +21,7 @@ impl Drop for ManagerState {
         // Manual locks belong to the manager: give them back. Guards still
         // alive keep their sessions until they are dropped.
         self.acquirer.ctx.registry.drop_manual_locks();
+        self.acquirer.ctx.shared_holds.drop_manual_locks();
         self.acquirer.close();
     }
 }
@@ -119,6 +120,7 @@ impl PostgresLockManager {
             acquired_at: g.acquired_at,
             holder_id: self.ctx().settings.holder_id.clone(),
             fence: g.fence,
+            mode: g.mode,
         }
     }
 
@@ -208,7 +210,7 @@ impl fmt::Debug for PostgresLockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresLockManager")
             .field("holder_id", &self.ctx().settings.holder_id)
-            .field("held", &self.ctx().registry.held())
+            .field("held", &crate::LockRegistry::held_lock_count(self))
             .field("sessions", &self.session_count())
             .finish()
     }

@@ -1,8 +1,8 @@
 //! PostgreSQL adapters (feature `postgres`): [`PostgresLockManager`].
 
 // Layers, top to bottom (each imports only from those below it):
-//   config (builder), lock_ports -> manager -> acquirer -> wait_line -> session/*
-//   -> registry, held_lock, settings, connect, options, tls
+//   config (builder), lock_ports, shared_lock_ports -> manager -> acquirer -> wait_line -> session/*
+//   -> registry, shared_holds, held_lock, settings, connect, options, tls
 mod acquirer;
 mod config;
 mod connect;
@@ -18,6 +18,8 @@ mod options;
 mod registry;
 mod session;
 mod settings;
+mod shared_holds;
+mod shared_lock_ports;
 mod tls;
 mod verify;
 mod wait_line;

@@ -16,6 +16,7 @@ use super::super::holders::query_holders;
 use super::super::metrics::{self, LossCause};
 use super::batch::{closed_error, run_batch, BatchBuffers};
 use super::context::SessionContext;
+use super::downgrade::run_downgrade;
 use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
 use super::pool::WaitPool;
 use super::state::SessionState;
@@ -50,6 +51,32 @@ pub(crate) fn spawn(ctx: Arc<SessionContext>, kind: Kind, pool: Weak<WaitPool>) 
     SessionHandle(mailbox)
 }
 
+/// Sends a wait to an idle dedicated session of `pool`, or a new one; a
+/// session found dead on the way is replaced once. Gives back why the
+/// last session tried could not be opened.
+pub(crate) fn send_dedicated(
+    ctx: &Arc<SessionContext>,
+    pool: &Arc<WaitPool>,
+    mut request: super::mailbox::WaitRequest,
+) -> Result<(), BackendError> {
+    let mut failure = None;
+    for _ in 0..2 {
+        let session = pool
+            .take()
+            .unwrap_or_else(|| spawn(ctx.clone(), Kind::Dedicated, Arc::downgrade(pool)));
+        match session.send(Op::Wait(request)) {
+            Ok(()) => return Ok(()),
+            Err(Op::Wait(r)) => {
+                request = r;
+                failure = session.open_error();
+            }
+            Err(_) => unreachable!("send gives back the op it was given"),
+        }
+    }
+    Err(failure
+        .unwrap_or_else(|| BackendError::new(BackendErrorKind::Closed, "the lock session ended")))
+}
+
 /// Connects and prepares; refuses a standby unless allowed.
 async fn open(
     ctx: &Arc<SessionContext>,
@@ -82,6 +109,7 @@ async fn open(
         client,
         statements,
         held: HashMap::new(),
+        shared_mode: Default::default(),
         lease: ctx
             .settings
             .lease_confirmed_for()
@@ -166,13 +194,26 @@ impl Actor {
                     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                     let _ = reply.send(query_holders(&state.client, &keys).await);
                 }
+                Op::Downgrade {
+                    lock_id,
+                    token,
+                    reply,
+                } => {
+                    run_downgrade(state, lock_id, token, reply).await;
+                    ok = !state.dead().is_cancelled();
+                }
                 op => {
                     buffers.ops.push(op);
                     // Whatever queued behind it joins the batch; a wait or a
                     // query (single-session mode) runs right after it.
                     while buffers.ops.len() < state.ctx.settings.max_batch {
                         match self.rx.try_recv() {
-                            Ok(op @ (Op::Wait(_) | Op::Holders { .. } | Op::TryAny { .. })) => {
+                            Ok(
+                                op @ (Op::Wait(_)
+                                | Op::Holders { .. }
+                                | Op::TryAny { .. }
+                                | Op::Downgrade { .. }),
+                            ) => {
                                 next = Some(op);
                                 break;
                             }
@@ -223,12 +264,15 @@ impl Actor {
                 Op::Holders { reply, .. } => {
                     let _ = reply.send(Err(crate::Error::Backend(err.clone_shallow())));
                 }
+                Op::Downgrade { reply, .. } => {
+                    let _ = reply.send(Ok(false));
+                }
                 Op::Unlock {
                     lock_id,
                     token,
                     reply,
                 } => {
-                    ctx.registry.finish(lock_id, token);
+                    ctx.finish(lock_id, token);
                     if let Some(r) = reply {
                         let _ = r.send(Ok(false));
                     }
@@ -240,8 +284,9 @@ impl Actor {
     fn shutdown(mut self, mut state: SessionState) {
         state.dead().cancel();
         let lost = state.held.len();
+        state.shared_mode.clear();
         for (lock_id, token) in state.held.drain() {
-            state.ctx.registry.finish(lock_id, token);
+            state.ctx.finish(lock_id, token);
         }
         metrics::held(-(lost as f64));
         metrics::lost(lost, state.mailbox.loss_cause());

@@ -65,6 +65,9 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         ids,
         is_lock,
     } = buf;
+    // Unlocks of shared-mode holds run on their own (rare: a dedicated
+    // session's one hold, or a downgraded lock).
+    let mut shared_unlocks = Vec::new();
     for op in ops.drain(..) {
         match op {
             Op::TryLock { res, key, reply } => {
@@ -80,23 +83,28 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
             } => {
                 if s.held.get(&lock_id) != Some(&token) {
                     // Already released (release_all) or never ours.
-                    s.ctx.registry.finish(lock_id, token);
+                    s.ctx.finish(lock_id, token);
                     if let Some(r) = reply {
                         let _ = r.send(Ok(false));
                     }
                     continue;
                 }
-                unlocks.push(PendingUnlock {
+                let unlock = PendingUnlock {
                     lock_id,
                     token,
                     reply,
-                });
+                };
+                match s.shared_mode.contains(&lock_id) {
+                    true => shared_unlocks.push(unlock),
+                    false => unlocks.push(unlock),
+                }
             }
-            Op::Wait(_) | Op::Holders { .. } | Op::TryAny { .. } => {
+            Op::Wait(_) | Op::Holders { .. } | Op::TryAny { .. } | Op::Downgrade { .. } => {
                 unreachable!("the actor runs waits and queries outside batches")
             }
         }
     }
+    unlock_shared(s, shared_unlocks).await;
     if locks.is_empty() && unlocks.is_empty() {
         return;
     }
@@ -237,4 +245,26 @@ async fn reconcile(s: &SessionState, ids: &[i64], is_lock: &[bool]) -> Option<Ve
         client.query(&st.batch, &[&unlock, &ops]).await.ok()?;
     }
     Some(is_lock.iter().map(|lock| !*lock).collect())
+}
+
+/// `pg_advisory_unlock_shared` for each shared-mode hold, one at a time. A
+/// failure closes the session (which frees what it held).
+async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
+    for u in unlocks {
+        let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(1));
+        let sent = std::time::Instant::now();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&u.lock_id];
+        let query = s.client.query_one(&s.statements.unlock_shared, &params);
+        let ok = match tokio::time::timeout(limit, query).await {
+            Ok(Ok(row)) if !s.dead().is_cancelled() => {
+                s.confirmed(sent);
+                row.get::<_, bool>(0)
+            }
+            _ => {
+                s.dead().cancel();
+                false
+            }
+        };
+        s.settle_unlock(u.lock_id, u.token, ok, u.reply);
+    }
 }

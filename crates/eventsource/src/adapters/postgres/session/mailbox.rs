@@ -14,6 +14,7 @@ use super::super::holders::AdvisoryLock as HoldersRow;
 use super::super::metrics::LossCause;
 use super::super::registry::Reservation;
 use crate::ports::error::BackendError;
+use crate::ports::shared_locks::LockMode;
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, BackendError>>;
 
@@ -63,12 +64,31 @@ pub(crate) enum Op {
         token: u64,
         reply: Option<UnlockReply>,
     },
+    /// Turn the exclusive lock held by `token` into a shared hold, with no
+    /// gap. Replies whether it was still held.
+    Downgrade {
+        lock_id: i64,
+        token: u64,
+        reply: UnlockReply,
+    },
+}
+
+/// What a [`WaitRequest`] asks the server for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitMode {
+    /// `pg_advisory_lock` (fenced when the manager fences).
+    Exclusive,
+    /// `pg_advisory_lock_shared`, queued like any other request.
+    Shared,
+    /// `pg_try_advisory_lock_shared`: one attempt, never queued.
+    TryShared,
 }
 
 /// One blocking wait for a lock id, on behalf of a key's wait line.
 pub(crate) struct WaitRequest {
     pub(crate) lock_id: i64,
     pub(crate) key: Arc<str>,
+    pub(crate) mode: WaitMode,
     /// Ends the wait on the server; `None` waits until granted or abandoned.
     pub(crate) lock_timeout: Option<Duration>,
     /// Cancelled when nobody wants the lock any more: the wait is cancelled
@@ -102,8 +122,9 @@ pub(crate) struct Granted {
     pub(crate) waited: bool,
     /// Lease mode: the session's lease, which the loss signal also watches.
     pub(crate) lease: Option<Arc<crate::ports::loss::LeaseClock>>,
-    /// The fencing token, when the manager fences.
+    /// The fencing token, when the manager fences (never for shared holds).
     pub(crate) fence: Option<u64>,
+    pub(crate) mode: LockMode,
     pub(crate) acquired_at: DateTime<Utc>,
 }
 
@@ -159,6 +180,16 @@ impl UnlockSink for Mailbox {
     fn send_unlock(&self, lock_id: i64, token: u64, reply: Option<UnlockReply>) -> bool {
         self.tx
             .send(Op::Unlock {
+                lock_id,
+                token,
+                reply,
+            })
+            .is_ok()
+    }
+
+    fn send_downgrade(&self, lock_id: i64, token: u64, reply: UnlockReply) -> bool {
+        self.tx
+            .send(Op::Downgrade {
                 lock_id,
                 token,
                 reply,

@@ -6,8 +6,9 @@
 //! reuses. Inside this folder imports point one way:
 //!
 //! ```text
-//! actor ──> batch ──┐
-//!   │  └──> wait ───┼──> state ──> statements
+//! actor ──> batch ──────┐
+//!   │  ├──> wait ───────┼──> state ──> statements
+//!   │  └──> downgrade ──┤
 //!   └──> pool ──────┴──> mailbox
 //! ```
 //!
@@ -18,6 +19,7 @@
 mod actor;
 mod batch;
 mod context;
+mod downgrade;
 mod mailbox;
 mod pool;
 mod state;
@@ -25,7 +27,7 @@ mod statements;
 mod try_any;
 mod wait;
 
-pub(crate) use actor::spawn;
+pub(crate) use actor::{send_dedicated, spawn};
 pub(crate) use context::SessionContext;
-pub(crate) use mailbox::{Granted, Kind, Op, SessionHandle, WaitOutcome, WaitRequest};
+pub(crate) use mailbox::{Granted, Kind, Op, SessionHandle, WaitMode, WaitOutcome, WaitRequest};
 pub(crate) use pool::WaitPool;

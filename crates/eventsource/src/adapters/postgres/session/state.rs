@@ -1,7 +1,7 @@
 //! [`SessionState`]: what one open session knows, shared by the code that
 //! runs its batches and its waits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
 use super::statements::Statements;
 use crate::ports::loss::LeaseClock;
+use crate::ports::shared_locks::LockMode;
 
 pub(super) struct SessionState {
     pub(super) ctx: Arc<SessionContext>,
@@ -23,6 +24,9 @@ pub(super) struct SessionState {
     pub(super) statements: Statements,
     /// lock id -> token of the owner, for every lock this session holds.
     pub(super) held: HashMap<i64, u64>,
+    /// The lock ids of `held` held in shared mode (a shared hold, or a
+    /// downgraded lock): their unlock is `pg_advisory_unlock_shared`.
+    pub(super) shared_mode: HashSet<i64>,
     /// Lease mode: until when the server is known to keep this session.
     pub(super) lease: Option<Arc<LeaseClock>>,
 }
@@ -81,6 +85,28 @@ impl SessionState {
             waited,
             lease: self.lease.clone(),
             fence,
+            mode: LockMode::Exclusive,
+            acquired_at: Utc::now(),
+        }
+    }
+
+    /// Records a shared hold granted on this (dedicated) session in the
+    /// manager's book of shared holds, and builds its owner.
+    pub(super) fn grant_shared(&mut self, lock_id: i64, key: Arc<str>, waited: bool) -> Granted {
+        let session: SessionRef = self.mailbox.clone();
+        let loss = self.mailbox.dead.child_token();
+        let book = &self.ctx.shared_holds;
+        let token = book.grant(lock_id, &key, &session, &loss);
+        self.held.insert(lock_id, token);
+        self.shared_mode.insert(lock_id);
+        super::super::metrics::held(1.0);
+        Granted {
+            lock: HeldLock::new(lock_id, token, key, session, book.clone()),
+            loss,
+            waited,
+            lease: self.lease.clone(),
+            fence: None,
+            mode: LockMode::Shared,
             acquired_at: Utc::now(),
         }
     }
@@ -97,10 +123,11 @@ impl SessionState {
         if !ok {
             tracing::warn!(lock_id, "unlock found the lock not held by its session");
         }
+        self.shared_mode.remove(&lock_id);
         if self.held.remove(&lock_id).is_some() {
             super::super::metrics::held(-1.0);
         }
-        self.ctx.registry.finish(lock_id, token);
+        self.ctx.finish(lock_id, token);
         if let Some(r) = reply {
             let _ = r.send(Ok(ok));
         }

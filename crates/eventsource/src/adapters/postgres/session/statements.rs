@@ -55,6 +55,16 @@ const BATCH_FENCED: &str = "WITH t AS (\
 const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1)) \
      INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) SELECT $1, $2, 1 FROM l \
      ON CONFLICT (lock_id) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence";
+/// Shared holds (never fenced: fencing protects writes).
+const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1)";
+const TRY_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1)";
+const UNLOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_unlock_shared($1)";
+/// Exclusive to shared on one session with no gap: the materialized CTE
+/// takes the shared hold before the outer query gives up the exclusive
+/// one. Not blocked by queued requests: PostgreSQL grants at once a
+/// request of a backend that already holds a lock conflicting with them.
+const DOWNGRADE: &str = "WITH s AS MATERIALIZED (SELECT pg_catalog.pg_advisory_lock_shared($1)) \
+     SELECT pg_catalog.pg_advisory_unlock($1) FROM s";
 const SET_LOCK_TIMEOUT: &str = "SELECT pg_catalog.set_config('lock_timeout', $1, false)";
 /// After a wait that did not end in a grant: the dedicated session holds
 /// nothing else, so this establishes that it holds nothing at all (a grant
@@ -76,6 +86,10 @@ pub(super) struct Statements {
     pub(super) unlock_all: Statement,
     pub(super) ping: Statement,
     pub(super) held_ids: Statement,
+    pub(super) lock_shared: Statement,
+    pub(super) try_shared: Statement,
+    pub(super) unlock_shared: Statement,
+    pub(super) downgrade: Statement,
     /// The fenced forms, prepared when the manager fences.
     pub(super) fenced: Option<FencedStatements>,
 }
@@ -132,6 +146,10 @@ pub(super) async fn prepare(
                 prep(UNLOCK_ALL, &[]),
                 prep(PING, &[]),
                 prep(HELD_IDS, &[]),
+                prep(LOCK_SHARED, &[Type::INT8]),
+                prep(TRY_SHARED, &[Type::INT8]),
+                prep(UNLOCK_SHARED, &[Type::INT8]),
+                prep(DOWNGRADE, &[Type::INT8]),
                 client.query_one(IDENTIFY, &[]),
             )
         }
@@ -161,6 +179,10 @@ pub(super) async fn prepare(
         unlock_all,
         ping,
         held_ids,
+        lock_shared,
+        try_shared,
+        unlock_shared,
+        downgrade,
         row,
     ) = prepared.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
     let statements = Statements {
@@ -173,6 +195,10 @@ pub(super) async fn prepare(
         unlock_all,
         ping,
         held_ids,
+        lock_shared,
+        try_shared,
+        unlock_shared,
+        downgrade,
         fenced,
     };
     let identity = Identity {

@@ -23,7 +23,7 @@ use tokio_postgres::types::ToSql;
 use super::super::connect::{ends_session, pg_error};
 use super::super::fencing::fence_query_error;
 use super::batch::closed_error;
-use super::mailbox::{WaitOutcome, WaitRequest};
+use super::mailbox::{WaitMode, WaitOutcome, WaitRequest};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;
 
@@ -32,6 +32,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
     let WaitRequest {
         lock_id,
         key,
+        mode,
         lock_timeout,
         abandon,
         reply,
@@ -41,6 +42,10 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         let _ = reply.send(WaitOutcome::Abandoned);
         return true;
     }
+    if mode == WaitMode::TryShared {
+        return super::downgrade::run_try_shared(s, lock_id, key, reply).await;
+    }
+    let shared = mode == WaitMode::Shared;
     let liveness_timeout = s.ctx.settings.liveness_timeout;
     let outcome = {
         let (client, st) = (&s.client, &s.statements);
@@ -54,8 +59,13 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             let zero = "0";
             let reset: [&(dyn ToSql + Sync); 1] = [&zero];
             // Fenced: the wait and the key's fence increment, one statement.
+            // A shared hold takes no fencing token.
             let lock = async {
                 match &st.fenced {
+                    _ if shared => client
+                        .execute(&st.lock_shared, &[&lock_id])
+                        .await
+                        .map(|_| None),
                     Some(f) => client
                         .query_one(&f.lock, &[&lock_id, &&*key])
                         .await
@@ -143,7 +153,10 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             false
         }
         Ok(fence) => {
-            let g = s.grant(lock_id, key, None, fence);
+            let g = match shared {
+                true => s.grant_shared(lock_id, key, true),
+                false => s.grant(lock_id, key, None, fence),
+            };
             if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
                 drop(g); // the line left after all: the unlock is queued to us
             }
@@ -183,7 +196,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
 /// `pg_advisory_unlock_all()` on the session. A cancel of ours that
 /// arrives late can hit it (57014): then it runs once more. False (and the
 /// session closed) if it could not be run.
-async fn unlock_all(s: &mut SessionState) -> bool {
+pub(super) async fn unlock_all(s: &mut SessionState) -> bool {
     let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(1));
     for _ in 0..2 {
         let r = tokio::time::timeout(limit, s.client.execute(&s.statements.unlock_all, &[])).await;

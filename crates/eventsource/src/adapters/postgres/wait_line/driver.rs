@@ -10,7 +10,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::super::session::{self, Kind, Op, WaitOutcome, WaitRequest};
+use super::super::session::{self, WaitMode, WaitOutcome, WaitRequest};
 use super::WaitLines;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
@@ -86,12 +86,13 @@ impl WaitLines {
             let request = WaitRequest {
                 lock_id,
                 key: key.clone(),
+                mode: WaitMode::Exclusive,
                 lock_timeout,
                 abandon: abandon.clone(),
                 permit: Some(permit),
                 reply: tx,
             };
-            if let Err(open_error) = self.send_wait(request) {
+            if let Err(open_error) = session::send_dedicated(&self.ctx, &self.pool, request) {
                 self.fail(lock_id, true, || {
                     AcquireFailure::Backend(open_error.clone_shallow())
                 });
@@ -155,32 +156,6 @@ impl WaitLines {
                 _ = self.ctx.closed.cancelled() => {}
             }
         }
-    }
-
-    /// Sends a wait to an idle dedicated session, or a new one; a session
-    /// found dead on the way is replaced once.
-    fn send_wait(&self, mut request: WaitRequest) -> Result<(), BackendError> {
-        let mut failure = None;
-        for _ in 0..2 {
-            let session = self.pool.take().unwrap_or_else(|| {
-                session::spawn(
-                    self.ctx.clone(),
-                    Kind::Dedicated,
-                    Arc::downgrade(&self.pool),
-                )
-            });
-            match session.send(Op::Wait(request)) {
-                Ok(()) => return Ok(()),
-                Err(Op::Wait(r)) => {
-                    request = r;
-                    failure = session.open_error();
-                }
-                Err(_) => unreachable!("send gives back the op it was given"),
-            }
-        }
-        Err(failure.unwrap_or_else(|| {
-            BackendError::new(BackendErrorKind::Closed, "the lock session ended")
-        }))
     }
 }
 

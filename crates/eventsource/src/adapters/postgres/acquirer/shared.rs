@@ -1,0 +1,120 @@
+//! Shared-mode acquisition: each shared hold on a session of its own.
+//!
+//! Shared holds do not use the shared sessions' batches or the wait lines:
+//! a session that already holds a key shared would be granted it again at
+//! once (re-entrancy), even past a queued writer, so that local readers
+//! could starve writers of other processes. Instead every shared hold (or
+//! wait for one) runs on a dedicated session that holds nothing else, and
+//! PostgreSQL orders every request of both modes, local ones included: a
+//! reader queues behind a writer that came first, and a shared try fails
+//! while a writer waits. The cost is a connection per shared hold, within
+//! `max_wait_sessions`. A single-session manager uses its one session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{alive, closed_session, Acquirer, LINE_BACKSTOP};
+use crate::adapters::postgres::metrics::WaitingTask;
+use crate::adapters::postgres::session::{self, Granted, Op, WaitMode, WaitOutcome, WaitRequest};
+use crate::ports::error::AcquireFailure;
+
+impl Acquirer {
+    /// A shared hold of `lock_id`, waiting up to `timeout` (`Some(ZERO)`:
+    /// one try, never queued).
+    pub(crate) async fn acquire_shared(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+        timeout: Option<Duration>,
+    ) -> Result<Granted, AcquireFailure> {
+        if self.ctx.closed.is_cancelled() {
+            return Err(AcquireFailure::Closed);
+        }
+        let single = self.ctx.settings.single_session;
+        if single && (self.ctx.shared_holds.held() > 0 || self.ctx.registry.held() > 0) {
+            let limit = self.ctx.registry.budget();
+            return Err(AcquireFailure::BudgetExceeded { limit });
+        }
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let try_only = timeout == Some(Duration::ZERO);
+        // A queued shared request takes a place in the server's lock table.
+        let Ok(_slot) = self.ctx.registry.reserve_wait() else {
+            let limit = self.ctx.registry.budget();
+            return Err(AcquireFailure::BudgetExceeded { limit });
+        };
+        let _waiting = (!try_only).then(WaitingTask::start);
+        let abandon = CancellationToken::new();
+        // Dropped with this future: the wait is abandoned on the session.
+        let _abandon_on_drop = abandon.clone().drop_guard();
+        let (tx, rx) = oneshot::channel();
+        let mut request = WaitRequest {
+            lock_id,
+            key: key.clone(),
+            mode: if try_only {
+                WaitMode::TryShared
+            } else {
+                WaitMode::Shared
+            },
+            lock_timeout: deadline.map(|d| {
+                d.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            }),
+            abandon,
+            permit: None,
+            reply: tx,
+        };
+        if single {
+            let session = self.shared_session(lock_id);
+            if session.send(Op::Wait(request)).is_err() {
+                let e = session.open_error().unwrap_or_else(closed_session);
+                return Err(AcquireFailure::Backend(e));
+            }
+        } else {
+            request.permit = Some(self.session_permit(deadline, try_only).await?);
+            session::send_dedicated(&self.ctx, &self.pool, request)
+                .map_err(AcquireFailure::Backend)?;
+        }
+        let outcome = match deadline {
+            None => rx.await,
+            Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, rx).await {
+                Ok(r) => r,
+                Err(_) => return Err(AcquireFailure::Timeout),
+            },
+        };
+        match outcome {
+            Ok(WaitOutcome::Granted(g)) => alive(g),
+            Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
+            Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
+            Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
+            Err(_) => Err(AcquireFailure::Backend(closed_session())),
+        }
+    }
+
+    /// A place among the manager's dedicated sessions, within the deadline
+    /// (a try takes one only if one is free now).
+    async fn session_permit(
+        &self,
+        deadline: Option<Instant>,
+        try_only: bool,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, AcquireFailure> {
+        let permits = self.pool.permits.clone();
+        let full = || AcquireFailure::BudgetExceeded {
+            limit: self.ctx.settings.max_wait_sessions,
+        };
+        if try_only {
+            return permits.try_acquire_owned().map_err(|_| full());
+        }
+        let acquire = permits.acquire_owned();
+        let permit = match deadline {
+            Some(d) => tokio::time::timeout_at(d, acquire)
+                .await
+                .map_err(|_| AcquireFailure::Timeout)?,
+            None => acquire.await,
+        };
+        permit.map_err(|_| AcquireFailure::Closed)
+    }
+}

@@ -1,0 +1,125 @@
+//! Shared-mode work of a session that is not a blocking wait: the
+//! one-attempt shared try (on a dedicated session, or the one session of a
+//! single-session manager) and the downgrade of an exclusive lock the
+//! session holds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::super::connect::{ends_session, pg_error};
+use super::super::held_lock::UnlockReply;
+use super::batch::closed_error;
+use super::mailbox::WaitOutcome;
+use super::state::SessionState;
+use super::wait::unlock_all;
+use crate::ports::error::{BackendError, BackendErrorKind};
+
+/// How long a statement here may take before the session counts as gone.
+fn answer_limit(s: &SessionState) -> Duration {
+    s.ctx.settings.liveness_timeout.max(Duration::from_secs(1))
+}
+
+/// `pg_try_advisory_lock_shared` once; false when the session must not be
+/// reused. Not granted is [`WaitOutcome::TimedOut`], as for a wait.
+pub(super) async fn run_try_shared(
+    s: &mut SessionState,
+    lock_id: i64,
+    key: Arc<str>,
+    reply: oneshot::Sender<WaitOutcome>,
+) -> bool {
+    let sent = Instant::now();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&lock_id];
+    let query = s.client.query_one(&s.statements.try_shared, &params);
+    match tokio::time::timeout(answer_limit(s), query).await {
+        Ok(Ok(row)) => {
+            s.confirmed(sent);
+            if !row.get::<_, bool>(0) {
+                let _ = reply.send(WaitOutcome::TimedOut);
+                return true;
+            }
+            if s.dead().is_cancelled() {
+                let _ = reply.send(WaitOutcome::Failed(closed_error()));
+                return false;
+            }
+            if reply.is_closed() {
+                // Nobody wants it any more: the session holds nothing else.
+                let ok = unlock_all(s).await;
+                let _ = reply.send(WaitOutcome::Abandoned);
+                return ok;
+            }
+            let g = s.grant_shared(lock_id, key, false);
+            if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
+                drop(g); // the caller left after all: the unlock is queued to us
+            }
+            true
+        }
+        Ok(Err(e)) if ends_session(&e) => {
+            s.dead().cancel();
+            let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)));
+            false
+        }
+        Ok(Err(e)) => {
+            let ok = unlock_all(s).await;
+            let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Query)));
+            ok
+        }
+        Err(_) => {
+            s.dead().cancel();
+            let _ = reply.send(WaitOutcome::Failed(no_answer()));
+            false
+        }
+    }
+}
+
+fn no_answer() -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Timeout,
+        "the server did not answer the shared try-lock",
+    )
+}
+
+/// Turns the exclusive lock `token` holds into a shared hold on this
+/// session, in one statement (shared taken, then exclusive given up).
+/// Replies whether the lock was still held. Any failure closes the
+/// session, which frees whatever it held: the guard then reports the loss.
+pub(super) async fn run_downgrade(
+    s: &mut SessionState,
+    lock_id: i64,
+    token: u64,
+    reply: UnlockReply,
+) {
+    if s.held.get(&lock_id) != Some(&token) {
+        let _ = reply.send(Ok(false));
+        return;
+    }
+    if s.shared_mode.contains(&lock_id) {
+        let _ = reply.send(Ok(true));
+        return;
+    }
+    let sent = Instant::now();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&lock_id];
+    let query = s.client.query_one(&s.statements.downgrade, &params);
+    match tokio::time::timeout(answer_limit(s), query).await {
+        Ok(Ok(row)) if row.get::<_, bool>(0) && !s.dead().is_cancelled() => {
+            s.confirmed(sent);
+            s.shared_mode.insert(lock_id);
+            let _ = reply.send(Ok(true));
+        }
+        Ok(Ok(_)) => {
+            // The exclusive hold was not there to give up: the session's
+            // state is not what the bookkeeping says. Close it.
+            s.dead().cancel();
+            let _ = reply.send(Ok(false));
+        }
+        Ok(Err(e)) => {
+            s.dead().cancel();
+            let _ = reply.send(Err(pg_error(e, BackendErrorKind::Closed)));
+        }
+        Err(_) => {
+            s.dead().cancel();
+            let _ = reply.send(Ok(false));
+        }
+    }
+}

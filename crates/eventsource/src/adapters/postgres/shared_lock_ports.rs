@@ -1,0 +1,100 @@
+//! [`PostgresLockManager`] as the [`SharedLock`] port: shared holds on
+//! `pg_advisory_lock_shared`, each on a session of its own (see
+//! `acquirer/shared.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::lock_ports::{acquisition, error_type};
+use super::lock_span::lock_span;
+use super::manager::PostgresLockManager;
+use super::metrics::Outcome;
+use crate::ports::error::{AcquireFailure, Result};
+use crate::ports::lock_id::checked_lock_id;
+use crate::ports::locks::LockGuard;
+use crate::ports::shared_locks::SharedLock;
+
+impl SharedLock for PostgresLockManager {
+    /// Acquires a shared hold of `key` (`pg_advisory_lock_shared` on the
+    /// key's usual advisory id): any number of shared holders at once, in
+    /// this manager and in other processes, and none while an exclusive
+    /// holder has the key. The request queues inside PostgreSQL behind every
+    /// earlier request of either mode, so a writer that came first is served
+    /// first, and a stream of readers never starves it.
+    ///
+    /// Each shared hold (and each wait for one) uses a dedicated session of
+    /// its own, within [`max_wait_sessions`](super::PostgresLockManagerBuilder::max_wait_sessions);
+    /// when they are all in use, the call waits for one within `timeout`
+    /// (a try fails with [`AcquireFailure::BudgetExceeded`]). Shared holds
+    /// take no fencing token. A single-session manager takes the hold on its
+    /// one session (and then holds nothing else).
+    ///
+    /// # Cancel safety
+    ///
+    /// Leaks nothing when dropped at any await point: a wait nobody wants
+    /// is cancelled on the server, and a grant that raced the drop is
+    /// released at once. Not cancel safe in tokio's sense: a dropped wait
+    /// loses its place in PostgreSQL's queue.
+    fn acquire_shared(
+        &self,
+        key: &str,
+        timeout: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<LockGuard>> + Send {
+        let (address, port) = &self.ctx().server;
+        let span = lock_span!(
+            "eventsource.lock.acquire_shared",
+            "acquire_shared",
+            key,
+            "server.address" = %address,
+            "server.port" = port,
+            "eventsource.lock.id" = tracing::field::Empty,
+            "eventsource.lock.wait_us" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
+        );
+        async move {
+            let started = Instant::now();
+            let lock_id = checked_lock_id(key, timeout)?;
+            tracing::Span::current().record("eventsource.lock.id", lock_id);
+            let key_arc: Arc<str> = Arc::from(key);
+            let granted = self
+                .state
+                .acquirer
+                .acquire_shared(lock_id, &key_arc, timeout)
+                .await;
+            let outcome = match &granted {
+                Ok(g) if g.waited => Outcome::GrantedAfterWait,
+                Ok(_) => Outcome::Granted,
+                Err(AcquireFailure::Timeout) if timeout == Some(Duration::ZERO) => {
+                    Outcome::Contended
+                }
+                Err(AcquireFailure::Timeout) => Outcome::Timeout,
+                Err(_) => Outcome::Error,
+            };
+            let result = match granted {
+                Ok(g) => Ok(self.guard(key, lock_id, g)),
+                Err(failure) => Err(acquisition(key, failure, timeout)),
+            };
+            let elapsed = started.elapsed();
+            self.record("acquire_shared", outcome, elapsed, key);
+            let span = tracing::Span::current();
+            let name = match &result {
+                Ok(_) => "acquired",
+                Err(e) if e.is_timeout() => "timeout",
+                Err(_) => "error",
+            };
+            span.record("eventsource.lock.outcome", name);
+            span.record("eventsource.lock.wait_us", elapsed.as_micros() as u64);
+            if let Err(e) = &result {
+                span.record("error.type", error_type(e));
+                span.record("otel.status_code", "ERROR");
+            }
+            tracing::debug!(outcome = name, "acquire_shared finished");
+            result
+        }
+        .instrument(span)
+    }
+}
