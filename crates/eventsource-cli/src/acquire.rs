@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::{AcquireFailure, BackendErrorKind, DistributedLock, Error, LockGuard};
+use eventsource::{
+    AcquireFailure, BackendErrorKind, DistributedLock, Error, LockGuard, SharedLock,
+};
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
@@ -73,6 +75,7 @@ async fn attempt(
     manager: &PostgresLockManager,
     key: &str,
     permits: Option<u32>,
+    shared: bool,
     timeout: Option<Duration>,
     signals: &mut Signals,
 ) -> Attempt {
@@ -84,6 +87,7 @@ async fn attempt(
     let acquiring = async {
         match permits {
             Some(n) => crate::permits::acquire(manager, key, n, timeout).await,
+            None if shared => manager.acquire_shared(key, timeout).await,
             None => manager.acquire(key, timeout).await,
         }
     };
@@ -140,7 +144,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             (t, None) => t,
         };
         tracing::info!(key = %args.key, timeout = ?this_try, %holder_id, "acquiring");
-        let e = match attempt(&manager, &args.key, args.permits, this_try, signals).await {
+        let e = match attempt(&manager, &args.key, args.permits, args.shared, this_try, signals).await {
             Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
             Attempt::Done(Err(e)) => e,
             Attempt::Silent if retried.is_none() => {
@@ -241,10 +245,13 @@ async fn not_acquired(
             .await
             .ok()
             .and_then(Result::ok);
-        report!(
-            "{}",
-            conflict_message(&args.key, timeout, holders.as_deref())
-        );
+        let mut line = conflict_message(&args.key, timeout, holders.as_deref());
+        if args.shared {
+            line.push_str(
+                " (shared mode: an exclusive holder, or an exclusive run queued first, keeps                  shared runs out)",
+            );
+        }
+        report!("{line}");
         return args.conflict_exit_code;
     }
     if let Some(AcquireFailure::Cancelled { reason }) = reason {

@@ -52,6 +52,12 @@ COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
 and EVENTSOURCE_LOCK_ID (the decimal advisory-lock id).
 
+Shared mode: with --shared, KEY is held shared: any number of shared runs
+of KEY at once (on any host), none while an exclusive run holds it. Waits
+stay in arrival order across both modes: shared runs that come after a
+waiting exclusive run wait behind it, so writers are not starved. COMMAND
+also gets EVENTSOURCE_LOCK_MODE=shared.
+
 Semaphores: with --permits N, KEY names a semaphore of N permits and
 COMMAND runs holding one of them, so at most N such commands run at once
 across hosts. COMMAND also gets EVENTSOURCE_LOCK_PERMIT (which permit, 0 to

@@ -67,6 +67,9 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         }
     };
     let mut env: Vec<(&str, String)> = args.extra_env.clone();
+    if args.shared {
+        env.push(("EVENTSOURCE_LOCK_MODE", "shared".to_owned()));
+    }
     if args.permits.is_some() {
         let slot = crate::permits::slot_of(&args.key, guard.key());
         env.push((

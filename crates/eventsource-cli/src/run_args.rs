@@ -116,6 +116,13 @@ pub struct RunArgs {
     )]
     pub permits: Option<u32>,
 
+    /// Hold KEY in shared mode: any number of shared runs of KEY at once,
+    /// none while an exclusive run holds it. Waiting stays first come,
+    /// first served across both modes, so a queued exclusive run is never
+    /// passed by later shared ones. COMMAND gets EVENTSOURCE_LOCK_MODE=shared.
+    #[arg(long, conflicts_with_all = ["permits", "fence"])]
+    pub shared: bool,
+
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]
     pub key: String,

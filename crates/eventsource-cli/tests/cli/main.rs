@@ -17,6 +17,7 @@ mod lock_loss;
 mod output;
 mod permits;
 mod server_faults;
+mod shared;
 mod signals;
 mod standby;
 mod terminal;
