@@ -167,7 +167,8 @@ session that holds it or waits for it, waiters in queue order. Without KEYs
 both forms are listed: bigint locks (as eventsource takes them), then
 two-int locks, pg_advisory_lock(int, int), shown as (K1,K2).
 
-For each session: state (held / waiting), lock mode, backend pid,
+For each session: state (held / waiting), lock mode (exclusive, or shared
+with the number of sessions holding the lock shared), backend pid,
 holder id (from application_name `eventsource/ID`) or application_name,
 client address, and since when: for a waiter when it started waiting; for a
 holder when its session was last active (PostgreSQL does not record when a

@@ -10,6 +10,7 @@ mod exclusion;
 mod exit_codes;
 mod fence;
 mod holders;
+mod holders_shared;
 mod job;
 mod key_and_help;
 mod leader;
