@@ -51,6 +51,7 @@ fn run_args(a: LeaderRunArgs) -> RunArgs {
         fence: true,
         lease: a.lease,
         permits: None,
+        also: Vec::new(),
         key: election_key(&a.name),
         command: a.command,
         extra_env: vec![("EVENTSOURCE_LEADER_NAME", a.name)],

@@ -15,6 +15,7 @@ mod job;
 mod key_and_help;
 mod leader;
 mod lock_loss;
+mod multi_key;
 mod output;
 mod permits;
 mod server_faults;
