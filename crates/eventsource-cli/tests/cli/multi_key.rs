@@ -208,6 +208,32 @@ async fn a_set_is_taken_all_or_none() {
     }
     assert!(!marker.exists(), "the command must not run");
 
+    // --timeout is one deadline for the set, named in the conflict line.
+    let out = output(
+        eventsource(Some(&db))
+            .args([
+                "lock",
+                "run",
+                "--timeout",
+                "200ms",
+                keys[0],
+                "--also",
+                keys[1],
+            ])
+            .args(["--", "sh", "-c", &touch]),
+    )
+    .await;
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "lock {:?} (id {id}) not acquired: still held elsewhere after 200ms",
+            keys[1]
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!marker.exists(), "the command must not run");
+
     // Waiting for the middle key, a run holds only the key below it: it
     // gave back the one above it, and the command has not run.
     let mut waiting = Running::start(
