@@ -1,17 +1,18 @@
-//! Acquiring the lock for `lock run`: the attempt, the retries while
-//! `--timeout` lasts, and the one line that says why it was not acquired.
+//! Acquiring the lock (or, with `--also`, the set of locks) for `lock run`:
+//! the attempt, the retries while `--timeout` lasts, and the one line that
+//! says why it was not acquired.
 
 use std::time::Duration;
 
 use eventsource::adapters::postgres::PostgresLockManager;
-use eventsource::{
-    AcquireFailure, BackendErrorKind, DistributedLock, Error, LockGuard, SharedLock,
-};
+use eventsource::coordination::acquire_many;
+use eventsource::{AcquireFailure, BackendErrorKind, DistributedLock, Error, SharedLock};
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
+use crate::held::Held;
 use crate::messages::conflict_message;
 use crate::signals::Signals;
 use crate::{exit, report};
@@ -42,7 +43,7 @@ pub fn default_holder_id() -> String {
 
 /// What the acquisition came to.
 pub enum Acquired {
-    Held(PostgresLockManager, LockGuard),
+    Held(PostgresLockManager, Held),
     /// The tool's exit code.
     Exit(i32),
 }
@@ -62,20 +63,20 @@ fn worth_retrying(e: &Error) -> bool {
 
 /// One acquisition attempt's outcome.
 enum Attempt {
-    Done(Result<LockGuard, Error>),
+    Done(Result<Held, Error>),
     /// The engine did not return by the backstop.
     Silent,
     /// A signal ended the wait (the manager was shut down).
     Signal(nix::sys::signal::Signal),
 }
 
-/// One acquisition, bounded by a backstop for an engine that would not
-/// return in time, and ended by a caught signal.
+/// One acquisition (of KEY, a permit of semaphore KEY, or the set of
+/// `keys`), bounded by a backstop for an engine that would not return in
+/// time, and ended by a caught signal.
 async fn attempt(
     manager: &PostgresLockManager,
-    key: &str,
-    permits: Option<u32>,
-    shared: bool,
+    args: &RunArgs,
+    keys: &[&str],
     timeout: Option<Duration>,
     signals: &mut Signals,
 ) -> Attempt {
@@ -85,11 +86,15 @@ async fn attempt(
         None => None,
     };
     let acquiring = async {
-        match permits {
-            Some(n) => crate::permits::acquire(manager, key, n, timeout).await,
-            None if shared => manager.acquire_shared(key, timeout).await,
-            None => manager.acquire(key, timeout).await,
+        if crate::multi::is_set(args) {
+            return acquire_many(manager, keys, timeout).await.map(Held::Set);
         }
+        match args.permits {
+            Some(n) => crate::permits::acquire(manager, &args.key, n, timeout).await,
+            None if args.shared => manager.acquire_shared(&args.key, timeout).await,
+            None => manager.acquire(&args.key, timeout).await,
+        }
+        .map(Held::One)
     };
     let bounded = async {
         match backstop {
@@ -113,6 +118,9 @@ async fn attempt(
 /// `--timeout` lasts; reports every failure and returns its exit code.
 pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquired {
     let holder_id = args.holder_id.clone().unwrap_or_else(default_holder_id);
+    let keys = crate::multi::keys(args);
+    let what = crate::multi::describe(&keys);
+    let set = crate::multi::is_set(args);
     let timeout = if args.no_wait {
         Some(Duration::ZERO)
     } else {
@@ -132,37 +140,41 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         if let Some(lease) = args.lease {
             builder = builder.lease(lease);
         }
+        if set {
+            // The set's tries go out together on one shared session; each
+            // key it has to wait for is waited for, and then held, on a
+            // session of its own.
+            builder = builder.shared_sessions(1);
+        }
         let manager = builder
             // One lock per run: one session for the try, the wait and the
             // "who holds it" query. A permit's wait holds the semaphore's
             // turnstile while it looks at the slots: two locks.
-            .single_session(args.permits.is_none())
+            .single_session(args.permits.is_none() && !set)
             .build();
         let this_try = match (timeout, left()) {
             (Some(t), _) if t.is_zero() => Some(Duration::ZERO),
             (_, Some(l)) => Some(l.max(Duration::from_millis(1))),
             (t, None) => t,
         };
-        tracing::info!(key = %args.key, timeout = ?this_try, %holder_id, "acquiring");
-        let e = match attempt(&manager, &args.key, args.permits, args.shared, this_try, signals).await {
+        tracing::info!(keys = ?keys, timeout = ?this_try, %holder_id, "acquiring");
+        let e = match attempt(&manager, args, &keys, this_try, signals).await {
             Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
             Attempt::Done(Err(e)) => e,
             Attempt::Silent if retried.is_none() => {
                 report!(
-                    "lock {:?} not acquired: the server did not answer within {} \
+                    "{what} not acquired: the server did not answer within {} \
                      (database {}); the command was not run",
-                    args.key,
                     format_duration(args.timeout.unwrap_or(db::CONNECT_TIMEOUT)),
                     db.shown()
                 );
                 return Acquired::Exit(exit::UNAVAILABLE);
             }
-            Attempt::Silent => return Acquired::Exit(gave_up(args, db, retried.as_ref())),
+            Attempt::Silent => return Acquired::Exit(gave_up(args, &what, db, retried.as_ref())),
             Attempt::Signal(sig) => {
                 report!(
-                    "{} while waiting for lock {:?}; the command was not run",
-                    sig.as_str(),
-                    args.key
+                    "{} while waiting for {what}; the command was not run",
+                    sig.as_str()
                 );
                 return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
             }
@@ -173,9 +185,9 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                 .is_some_and(|b| b.kind() == BackendErrorKind::Timeout);
             if timed_out && retried.is_some() {
                 // The last try ran out of time; the earlier failures say why.
-                return Acquired::Exit(gave_up(args, db, retried.as_ref()));
+                return Acquired::Exit(gave_up(args, &what, db, retried.as_ref()));
             }
-            return Acquired::Exit(not_acquired(args, db, &manager, timeout, &e).await);
+            return Acquired::Exit(not_acquired(args, &keys, db, &manager, timeout, &e).await);
         }
         let pause = backoff;
         backoff = (backoff * 2).min(RETRY_MAX);
@@ -191,8 +203,11 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                 }
                 retried = Some(e);
             }
-            Some(_) => return Acquired::Exit(gave_up(args, db, Some(&e))),
-            None => return Acquired::Exit(not_acquired(args, db, &manager, timeout, &e).await),
+            Some(_) => return Acquired::Exit(gave_up(args, &what, db, Some(&e))),
+            None => {
+                let code = not_acquired(args, &keys, db, &manager, timeout, &e).await;
+                return Acquired::Exit(code);
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
@@ -208,14 +223,13 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
 }
 
 /// Reports that `--timeout` ran out while the connection kept failing.
-fn gave_up(args: &RunArgs, db: &Database, last: Option<&Error>) -> i32 {
+fn gave_up(args: &RunArgs, what: &str, db: &Database, last: Option<&Error>) -> i32 {
     let why = last
         .map(|e| db::describe_failure("", Some(db), e))
         .unwrap_or_else(|| "the database could not be reached".to_owned());
     report!(
-        "lock {:?} not acquired: --timeout {} ran out while connecting kept failing; the last \
+        "{what} not acquired: --timeout {} ran out while connecting kept failing; the last \
          failure: {why}; the command was not run",
-        args.key,
         format_duration(args.timeout.unwrap_or_default())
     );
     exit::UNAVAILABLE
@@ -224,12 +238,14 @@ fn gave_up(args: &RunArgs, db: &Database, last: Option<&Error>) -> i32 {
 /// Reports a failed acquisition; returns the exit code.
 async fn not_acquired(
     args: &RunArgs,
+    keys: &[&str],
     db: &Database,
     manager: &PostgresLockManager,
     timeout: Option<Duration>,
     e: &Error,
 ) -> i32 {
     let reason = e.as_lock_acquisition().map(|a| &a.reason);
+    let what = crate::multi::describe(keys);
     if let Some(n) = args.permits {
         if let Some(line) = crate::permits::not_acquired(&args.key, n, timeout, e) {
             report!("{line}");
@@ -239,16 +255,22 @@ async fn not_acquired(
             };
         }
     }
-    if e.as_lock_acquisition().is_some_and(|a| a.is_conflict()) {
+    if let Some(conflict) = e.as_lock_acquisition().filter(|a| a.is_conflict()) {
+        // In a set, the key that was not granted.
+        let key = conflict.key.as_str();
         // The server answered a moment ago; still, bound the extra query.
-        let holders = tokio::time::timeout(HOLDERS_TIMEOUT, manager.holders(&[&args.key]))
+        let holders = tokio::time::timeout(HOLDERS_TIMEOUT, manager.holders(&[key]))
             .await
             .ok()
             .and_then(Result::ok);
-        let mut line = conflict_message(&args.key, timeout, holders.as_deref());
+        let mut line = conflict_message(key, timeout, holders.as_deref());
+        if crate::multi::is_set(args) {
+            line.push_str(&format!("; {what} are taken all or none: none is held"));
+        }
         if args.shared {
             line.push_str(
-                " (shared mode: an exclusive holder, or an exclusive run queued first, keeps                  shared runs out)",
+                " (shared mode: an exclusive holder, or an exclusive run queued first, keeps \
+                 shared runs out)",
             );
         }
         report!("{line}");
@@ -256,29 +278,26 @@ async fn not_acquired(
     }
     if let Some(AcquireFailure::Cancelled { reason }) = reason {
         report!(
-            "the wait for lock {:?} was cancelled by the server ({reason}): nobody said the \
+            "the wait for {what} was cancelled by the server ({reason}): nobody said the \
              key is held elsewhere; the command was not run; exiting with {}",
-            args.key,
             exit::CANCELLED
         );
         return exit::CANCELLED;
     }
     if let Some(AcquireFailure::FencingNotInstalled) = reason {
         report!(
-            "lock {:?} not acquired: --fence needs the fencing table, which database {} does \
+            "{what} not acquired: --fence needs the fencing table, which database {} does \
              not have yet; run `eventsource lock install` once (it creates \
              eventsource_lock_fences and its check functions); the command was not run",
-            args.key,
             db.shown()
         );
         return exit::CONFIG;
     }
     if let Some(AcquireFailure::Standby) = reason {
         report!(
-            "lock {:?} not acquired: the server is a hot standby (in recovery), whose advisory \
+            "{what} not acquired: the server is a hot standby (in recovery), whose advisory \
              locks do not exclude holders on the primary (database {}); point the URL at the \
              primary, or pass --allow-standby for a standby-only job; the command was not run",
-            args.key,
             db.shown()
         );
         return exit::UNAVAILABLE;
@@ -291,9 +310,8 @@ async fn not_acquired(
             .map(|t| format!(" within {}", format_duration(t)))
             .unwrap_or_default();
         report!(
-            "lock {:?} not acquired: the server did not answer{within} (database {}); \
+            "{what} not acquired: the server did not answer{within} (database {}); \
              the command was not run",
-            args.key,
             db.shown()
         );
         return exit::UNAVAILABLE;

@@ -65,6 +65,20 @@ N-1); EVENTSOURCE_LOCK_ID is then the id of that permit's lock, the key
 `KEY#permit/I`. Waiters are served in arrival order. Every user of KEY must
 pass the same N: a waiter that sees a holder with a larger N exits with 78.
 
+Several keys: with --also KEY2 (repeatable), COMMAND runs holding KEY and
+every --also key at once. The set is taken all or none: --timeout is one
+deadline for the whole set, --no-wait makes one attempt of the whole set,
+and a run that gives up holds none of its keys. The keys are taken in one
+order (by lock id) whatever order they are given in, so runs whose sets
+overlap never deadlock each other. Losing any key stops the job as for one
+key (exit 76); stderr names the key lost. COMMAND also gets
+EVENTSOURCE_LOCK_KEYS, every key held as a JSON array in the order taken,
+and EVENTSOURCE_LOCK_IDS, their lock ids in that order, space-separated;
+EVENTSOURCE_LOCK_KEY and EVENTSOURCE_LOCK_ID stay KEY's. With --fence each
+key gets a token of its own: EVENTSOURCE_LOCK_FENCES is a JSON object of key
+to token, EVENTSOURCE_LOCK_FENCE is KEY's. --also and --permits do not
+combine (a usage error).
+
 The job: COMMAND starts in a process group of its own, which the processes
 it starts join unless they leave it (setsid, setpgid). The lock is released
 only after every process of the group has ended, so work that COMMAND leaves
@@ -99,9 +113,10 @@ Exit codes:
   69              the database could not be reached, failed, or did not
                   answer within --timeout
   70              internal error
-  75              not acquired: KEY is held elsewhere (--no-wait) or --timeout
-                  elapsed in the server's queue; stderr names the holder when
-                  visible (--conflict-exit-code changes it)
+  75              not acquired: KEY (or a key of the --also set) is held
+                  elsewhere (--no-wait) or --timeout elapsed in the server's
+                  queue; stderr names the key and its holder when visible
+                  (--conflict-exit-code changes it)
   76              the lock was lost while COMMAND ran, or the tool was stopped
                   longer than --watchdog; the job was stopped
                   (--lost-exit-code changes it)
@@ -115,6 +130,8 @@ Examples:
   eventsource lock run --no-wait --conflict-exit-code 0 nightly-report -- /opt/report.sh
   # A deploy step: wait up to 10 minutes for the other deploy to finish:
   eventsource lock run --timeout 10m deploy:shop -- ./migrate.sh --apply
+  # A transfer between two tenants, whichever order another run names them in:
+  eventsource lock run --timeout 1m tenant:7 --also tenant:3 -- ./move.sh 7 3
 
 DURATION: a number and a unit (ns, us, ms, s, m, h, d), e.g. 500ms, 30s,
 1.5s, 2m, 1h30m. Negative values, units left out, nan and inf are refused.";
@@ -173,7 +190,8 @@ session that holds it or waits for it, waiters in queue order. Without KEYs
 both forms are listed: bigint locks (as eventsource takes them), then
 two-int locks, pg_advisory_lock(int, int), shown as (K1,K2).
 
-For each session: state (held / waiting), lock mode, backend pid,
+For each session: state (held / waiting), lock mode (exclusive, or shared
+with the number of sessions holding the lock shared), backend pid,
 holder id (from application_name `eventsource/ID`) or application_name,
 client address, and since when: for a waiter when it started waiting; for a
 holder when its session was last active (PostgreSQL does not record when a

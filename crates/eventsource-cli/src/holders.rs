@@ -10,6 +10,7 @@ use crate::cli::HoldersArgs;
 use crate::db::{self, Database};
 use crate::key::printable_key;
 use crate::live::inspect::{columns, Inspector, KeyNames};
+use crate::live::mode;
 use crate::messages::session_name;
 use crate::{exit, report};
 
@@ -32,7 +33,7 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };
     let out = if args.json {
-        match serde_json::to_string_pretty(&locks) {
+        match mode::to_json(&locks).and_then(|v| serde_json::to_string_pretty(&v)) {
             Ok(mut s) => {
                 s.push('\n');
                 s
@@ -65,11 +66,16 @@ fn since_text(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     }
 }
 
-fn row(lock_cells: Vec<String>, s: &LockSession, now: DateTime<Utc>) -> Vec<String> {
+fn row(
+    lock_cells: Vec<String>,
+    lock: &AdvisoryLock,
+    s: &LockSession,
+    now: DateTime<Utc>,
+) -> Vec<String> {
     let mut cells = lock_cells;
     cells.extend([
         if s.granted { "held" } else { "waiting" }.to_owned(),
-        s.mode.clone(),
+        mode::mode_cell(lock, s),
         s.pid.to_string(),
         session_name(s),
         s.client_addr.clone().unwrap_or_else(|| "-".to_owned()),
@@ -80,7 +86,8 @@ fn row(lock_cells: Vec<String>, s: &LockSession, now: DateTime<Utc>) -> Vec<Stri
 
 /// The text table: one row per session, holders first, then waiters in
 /// queue order; the lock id, key (and fence token, with `fences`) only on a
-/// lock's first row.
+/// lock's first row; MODE `exclusive` or `shared`, with the number of
+/// shared holders on theirs.
 pub fn render_table(
     locks: &[AdvisoryLock],
     asked: &[String],
@@ -116,7 +123,7 @@ pub fn render_table(
                     cells.resize(if fences { 3 } else { 2 }, String::new());
                 }
                 first = false;
-                rows.push(row(cells, s, now));
+                rows.push(row(cells, lock, s, now));
             }
         }
         for line in columns(&rows) {
@@ -184,9 +191,9 @@ mod tests {
         let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
         let text = render_table(&alpha(None), &["alpha".into(), "beta".into()], false, now);
         let expected = "\
-LOCK ID              KEY    STATE    MODE           PID  HOLDER              CLIENT     SINCE
-1068468761257547166  alpha  held     ExclusiveLock  10   host-a:1            127.0.0.1  2026-11-30T09:00:00Z (3m ago)
-                            waiting  ExclusiveLock  11   application \"psql\"  -          2026-11-30T09:00:30Z (2m30s ago)
+LOCK ID              KEY    STATE    MODE       PID  HOLDER              CLIENT     SINCE
+1068468761257547166  alpha  held     exclusive  10   host-a:1            127.0.0.1  2026-11-30T09:00:00Z (3m ago)
+                            waiting  exclusive  11   application \"psql\"  -          2026-11-30T09:00:30Z (2m30s ago)
 beta (id 8380746901480884457): not held, no one waiting
 ";
         assert_eq!(text, expected);
@@ -202,6 +209,35 @@ beta (id 8380746901480884457): not held, no one waiting
         assert!(lines[2].starts_with("                                   waiting"));
         let none = render_table(&alpha(None), &[], true, now);
         assert!(none.lines().nth(1).unwrap().contains("alpha  -      held"));
+    }
+
+    #[test]
+    fn shared_holders_show_their_mode_and_count() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
+        let shared = |pid, app| LockSession {
+            mode: "ShareLock".into(),
+            ..session(pid, app, true, 0)
+        };
+        let mut locks = alpha(None);
+        locks[0].holders = vec![shared(10, "eventsource/host-a:1"), shared(12, "psql")];
+        let text = render_table(&locks, &[], false, now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("STATE    MODE                PID"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("held     shared (2 holders)  10"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("held     shared (2 holders)  12"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("waiting  exclusive           11"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -52,6 +52,7 @@ fn run_args(a: LeaderRunArgs) -> RunArgs {
         lease: a.lease,
         permits: None,
         shared: false,
+        also: Vec::new(),
         key: election_key(&a.name),
         command: a.command,
         extra_env: vec![("EVENTSOURCE_LEADER_NAME", a.name)],

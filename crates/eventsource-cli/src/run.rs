@@ -1,5 +1,5 @@
-//! `eventsource lock run`: acquire, run the command as a job, supervise it,
-//! release.
+//! `eventsource lock run`: acquire (KEY, a permit, or with `--also` a set
+//! of keys), run the command as a job, supervise it, release.
 //!
 //! Supervision rules (the lock logic itself is the library's):
 //! - signals caught while waiting for the lock end the wait (exit 128+N);
@@ -12,12 +12,11 @@
 use std::io;
 use std::time::Duration;
 
-use eventsource::LockGuard;
-
 use crate::acquire::{acquire, Acquired};
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
+use crate::held::Held;
 use crate::job;
 use crate::messages::{describe_status, exit_code};
 use crate::signals::Signals;
@@ -39,15 +38,17 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     };
     // Before any child exists: orphans of the job come back to this process.
     job::become_subreaper();
-    let (_manager, guard) = match acquire(&args, &db, &mut signals).await {
-        Acquired::Held(manager, guard) => (manager, guard),
+    let what = crate::multi::describe(&crate::multi::keys(&args));
+    let (_manager, held) = match acquire(&args, &db, &mut signals).await {
+        Acquired::Held(manager, held) => (manager, held),
         Acquired::Exit(code) => return code,
     };
-    tracing::info!(key = %args.key, lock_id = guard.lock_id(), "acquired");
-    if guard.is_lost() {
+    let guard = held.key_guard(&args.key);
+    tracing::info!(key = %args.key, lock_id = guard.lock_id(), locks = %what, "acquired");
+    if held.is_lost() {
         report!(
-            "lock {:?} was lost right after it was acquired; the command was not run",
-            args.key
+            "{} was lost right after it was acquired; the command was not run",
+            held.lost_name(&what)
         );
         return args.lost_exit_code;
     }
@@ -62,7 +63,7 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         Ok(w) => w,
         Err(e) => {
             report!("cannot start the watchdog process: {e}; the command was not run");
-            release(guard, &args.key).await;
+            release(held, &what).await;
             return exit::SOFTWARE;
         }
     };
@@ -83,13 +84,11 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
             env.push((name, f.to_string()));
         }
     }
-    let spawned = job::spawn(
-        &args.command,
-        &args.key,
-        guard.lock_id(),
-        &env,
-        watchdog.fd(),
-    );
+    if let Held::Set(set) = &held {
+        env.extend(crate::multi::env(set));
+    }
+    let lock_id = guard.lock_id();
+    let spawned = job::spawn(&args.command, &args.key, lock_id, &env, watchdog.fd());
     let mut job = match spawned {
         Ok(job) => job,
         Err(e) => {
@@ -101,7 +100,7 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
             };
             report!("cannot run {program:?}: {e}");
             watchdog.finish().await;
-            release(guard, &args.key).await;
+            release(held, &what).await;
             return code;
         }
     };
@@ -109,8 +108,8 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
 
     let supervised = supervise(
         &mut job,
-        &args.key,
-        guard.loss_signal(),
+        &held,
+        &what,
         &mut signals,
         args.kill_grace,
         &mut watchdog,
@@ -139,41 +138,43 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         );
         return args.lost_exit_code;
     }
-    if ended.lost || guard.is_lost() {
-        drop(guard);
+    if ended.lost || held.is_lost() {
+        let gone = held.lost_name(&what);
+        drop(held);
         report!(
-            "lock {:?} was lost while the command ran; the command {}; exiting with {}",
-            args.key,
+            "{gone} was lost while the command ran; the command {}; exiting with {}",
             describe_status(status),
             args.lost_exit_code
         );
         return args.lost_exit_code;
     }
     let code = exit_code(status);
-    match tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await {
+    let one_of = if crate::multi::is_set(&args) {
+        format!("one of {what}")
+    } else {
+        what.clone()
+    };
+    match tokio::time::timeout(RELEASE_TIMEOUT, held.release()).await {
         Ok(Ok(())) => code,
         Ok(Err(e)) if e.is_lock_lost() => {
             report!(
-                "the command {}, but lock {:?} was lost before it was released: \
+                "the command {}, but {one_of} was lost before it was released: \
                  exclusion is not guaranteed for its last moments; exiting with {}",
                 describe_status(status),
-                args.key,
                 args.lost_exit_code
             );
             args.lost_exit_code
         }
         Ok(Err(e)) => {
             report!(
-                "warning: releasing lock {:?} failed ({}); it is freed when this process exits",
-                args.key,
+                "warning: releasing {what} failed ({}); it is freed when this process exits",
                 db::error_chain(&e)
             );
             code
         }
         Err(_) => {
             report!(
-                "warning: releasing lock {:?} took longer than {}; it is freed when this process exits",
-                args.key,
+                "warning: releasing {what} took longer than {}; it is freed when this process exits",
                 format_duration(RELEASE_TIMEOUT)
             );
             code
@@ -181,14 +182,11 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     }
 }
 
-/// Releases a lock whose command never ran, reporting failures only.
-async fn release(guard: LockGuard, key: &str) {
-    match tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await {
+/// Releases locks whose command never ran, reporting failures only.
+async fn release(held: Held, what: &str) {
+    match tokio::time::timeout(RELEASE_TIMEOUT, held.release()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => report!(
-            "warning: releasing lock {key:?} failed: {}",
-            db::error_chain(&e)
-        ),
-        Err(_) => report!("warning: releasing lock {key:?} timed out"),
+        Ok(Err(e)) => report!("warning: releasing {what} failed: {}", db::error_chain(&e)),
+        Err(_) => report!("warning: releasing {what} timed out"),
     }
 }

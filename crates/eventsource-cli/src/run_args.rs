@@ -120,8 +120,17 @@ pub struct RunArgs {
     /// none while an exclusive run holds it. Waiting stays first come,
     /// first served across both modes, so a queued exclusive run is never
     /// passed by later shared ones. COMMAND gets EVENTSOURCE_LOCK_MODE=shared.
-    #[arg(long, conflicts_with_all = ["permits", "fence"])]
+    #[arg(long, conflicts_with_all = ["permits", "fence", "also"])]
     pub shared: bool,
+
+    /// Hold this key too (repeatable): COMMAND runs holding KEY and every
+    /// --also key at once. The set is taken all or none, under one
+    /// --timeout (--no-wait: one attempt of the whole set), in an order that
+    /// keeps runs with overlapping sets from deadlocking; losing any key
+    /// stops the job. COMMAND also gets EVENTSOURCE_LOCK_KEYS (a JSON array)
+    /// and EVENTSOURCE_LOCK_IDS (space-separated).
+    #[arg(long, value_name = "KEY", conflicts_with = "permits")]
+    pub also: Vec<String>,
 
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]

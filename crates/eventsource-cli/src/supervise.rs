@@ -8,11 +8,11 @@ use std::pin::Pin;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use eventsource::LossSignal;
 use nix::sys::signal::Signal;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::duration::format_duration;
+use crate::held::Held;
 use crate::job::{self, Job};
 use crate::report;
 use crate::signals::Signals;
@@ -28,17 +28,19 @@ pub struct Ended {
 }
 
 /// Waits for COMMAND and then for every other process of its group,
-/// forwarding signals to the group and stopping the group if the lock is
-/// lost (SIGTERM, SIGKILL after `grace`).
+/// forwarding signals to the group and stopping the group if the lock (any
+/// lock of `held`) is lost (SIGTERM, SIGKILL after `grace`). `what` names
+/// the locks in messages ([`crate::multi::describe`]).
 pub async fn supervise(
     job: &mut Job,
-    key: &str,
-    loss: LossSignal,
+    held: &Held,
+    what: &str,
     signals: &mut Signals,
     grace: Duration,
     watchdog: &mut Watchdog,
 ) -> io::Result<Ended> {
     let pgid = job.pgid;
+    let loss = held.loss_signal();
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
     let mut status: Option<ExitStatus> = None;
@@ -59,7 +61,7 @@ pub async fn supervise(
                 if !lost {
                     report!(
                         "the command exited, but processes it started still run in its process \
-                         group (pgid {pgid}); lock {key:?} is held until they have ended"
+                         group (pgid {pgid}); holding {what} until they have ended"
                     );
                 }
                 rest_of_group = Box::pin(job::wait_group(pgid));
@@ -72,15 +74,16 @@ pub async fn supervise(
             }
             _ = loss.lost(), if !lost => {
                 lost = true;
+                let gone = held.lost_name(what);
                 if grace.is_zero() {
                     report!(
-                        "lock {key:?} was lost (its database session ended); \
+                        "{gone} was lost (its database session ended); \
                          sending SIGKILL to the command's process group (pgid {pgid})"
                     );
                     job.signal(Signal::SIGKILL);
                 } else {
                     report!(
-                        "lock {key:?} was lost (its database session ended); \
+                        "{gone} was lost (its database session ended); \
                          sending SIGTERM to the command's process group (pgid {pgid}), SIGKILL in {}",
                         format_duration(grace)
                     );

@@ -108,11 +108,20 @@ is in the connection's search_path, a FENCE column (`fence` in JSON) shows
 each lock's current fencing token, and the table names keys that were not
 given. In JSON, each waiter's `blocked_by` lists the pids it waits behind.
 
+Shared locks (pg_advisory_lock_shared): any number of sessions may hold a
+lock in shared mode at once. MODE says `exclusive` or `shared`, and on a
+shared holder's row how many hold the lock shared, `shared (2 holders)`; in
+JSON each session has `shared` (true or false) next to `mode` (pg_locks'
+name: ExclusiveLock, ShareLock), and a lock held shared has
+`shared_holders`.
+
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
 (exit 0, silently). Each line: the time it was seen, the event, then
-name=value fields (key, id, pid, holder or app, client, mode; blocked_by for
-a waiter, waited or held when known, fence when the fencing table is read):
+name=value fields (key, id, pid, holder or app, client, mode (exclusive or
+shared); shared_holders for a shared holder's held, acquired and granted;
+blocked_by for a waiter, waited or held when known, fence when the fencing
+table is read):
 
   held      held when the watch started
   waiting   started waiting (or was waiting when the watch started)
@@ -124,8 +133,8 @@ a waiter, waited or held when known, fence when the fencing table is read):
             its session ended)
 
 With --json each line is one JSON object: time, event, lock_id, key,
-fence, the session's fields as in `lock holders --json`, and waited_seconds
-or held_seconds. The locks are listed every --interval: a lock taken and
+fence, the session's fields as in `lock holders --json` (shared included),
+shared_holders as in the text, and waited_seconds or held_seconds. The locks are listed every --interval: a lock taken and
 released in between is not seen.";
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 //! statement per refresh through one inspection session.
 //!
 //! Imports point one way: `top` and `watch` use `frame`, `track` and
-//! `inspect`, which use `args`; `args` uses nothing of these.
+//! `inspect`, which use `args`; `track` uses `mode` (exclusive or shared),
+//! which uses nothing of these, nor does `args`.
 
 pub mod args;
 pub mod frame;
 pub mod inspect;
+pub mod mode;
 pub mod top;
 pub mod track;
 pub mod watch;

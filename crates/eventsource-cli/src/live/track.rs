@@ -13,6 +13,8 @@ use chrono::{DateTime, Utc};
 use eventsource::adapters::postgres::{AdvisoryLock, LockSession};
 use serde::Serialize;
 
+use super::mode;
+
 /// Identifies one row of `pg_locks`: a session's request for one lock in
 /// one mode.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,6 +42,8 @@ struct Seen {
     key: Option<String>,
     fence: Option<i64>,
     session: LockSession,
+    /// How many held the lock in shared mode in that listing.
+    shared_holders: usize,
     /// When the watch saw the grant happen (not for locks held at its start).
     granted_seen: Option<DateTime<Utc>>,
 }
@@ -89,6 +93,11 @@ pub struct Event {
     fence: Option<i64>,
     #[serde(flatten)]
     session: LockSession,
+    /// Whether the session holds or wants the lock in shared mode.
+    shared: bool,
+    /// For a grant in shared mode, how many hold the lock so (this one included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_holders: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_secs")]
     waited_seconds: Option<Duration>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_secs")]
@@ -149,7 +158,10 @@ impl Event {
         if let Some(addr) = &s.client_addr {
             parts.push(format!("client={addr}"));
         }
-        parts.push(format!("mode={}", s.mode));
+        parts.push(format!("mode={}", mode::mode_word(s)));
+        if let Some(n) = self.shared_holders {
+            parts.push(format!("shared_holders={n}"));
+        }
         if self.event == Kind::Waiting && !s.blocked_by.is_empty() {
             let pids: Vec<String> = s.blocked_by.iter().map(i32::to_string).collect();
             parts.push(format!("blocked_by={}", pids.join(",")));
@@ -189,16 +201,22 @@ impl Tracker {
     pub fn update(&mut self, locks: &[AdvisoryLock], now: DateTime<Utc>) -> Vec<Event> {
         let mut events = Vec::new();
         let mut next = BTreeMap::new();
-        let event = |kind, lock_id, int_pair, seen: &Seen, waited, held| Event {
-            time: now,
-            event: kind,
-            lock_id,
-            int_pair,
-            key: seen.key.clone(),
-            fence: seen.fence,
-            session: seen.session.clone(),
-            waited_seconds: waited,
-            held_seconds: held,
+        let event = |kind, lock_id, int_pair, seen: &Seen, waited, held| {
+            let shared = mode::is_shared(&seen.session);
+            let granted = matches!(kind, Kind::Held | Kind::Acquired | Kind::Granted);
+            Event {
+                time: now,
+                event: kind,
+                lock_id,
+                int_pair,
+                key: seen.key.clone(),
+                fence: seen.fence,
+                session: seen.session.clone(),
+                shared,
+                shared_holders: (shared && granted).then_some(seen.shared_holders),
+                waited_seconds: waited,
+                held_seconds: held,
+            }
         };
         for lock in locks {
             for s in lock.holders.iter().chain(lock.waiters.iter()) {
@@ -208,6 +226,7 @@ impl Tracker {
                     key: lock.key.clone(),
                     fence: lock.fence,
                     session: s.clone(),
+                    shared_holders: mode::shared_holders(lock),
                     granted_seen: before.as_ref().and_then(|b| b.granted_seen),
                 };
                 let change = match (&before, s.granted) {
@@ -308,7 +327,7 @@ mod tests {
         assert_eq!(
             waiting[0].line(),
             "2026-12-01T09:00:02.000Z waiting key=\"job a\" id=42 pid=2 holder=b \
-             client=10.0.0.1 mode=ExclusiveLock blocked_by=1"
+             client=10.0.0.1 mode=exclusive blocked_by=1"
         );
         let handed = tracker.update(&[lock(vec![session(2, "b", true)], vec![])], t(5));
         assert_eq!(kinds(&handed), [(Kind::Released, 1), (Kind::Granted, 2)]);

@@ -43,6 +43,8 @@ async fn holders_in_text_and_json() {
         "eventsource/cron-host:77"
     );
     assert_eq!(lock["holders"][0]["mode"], "ExclusiveLock");
+    assert_eq!(lock["holders"][0]["shared"], false);
+    assert!(lock.get("shared_holders").is_none(), "{lock}");
     assert_eq!(lock["holders"][0]["granted"], true);
     assert_eq!(lock["holders"][0]["client_addr"], "127.0.0.1");
     assert!(lock["holders"][0]["pid"].is_i64());

@@ -155,7 +155,7 @@ async fn a_hand_over_is_held_waiting_released_granted_released_acquired() {
     assert_eq!(get(&f, "pid"), Some(first_pid.as_str()));
     assert_eq!(get(&f, "holder"), Some("w-first"));
     assert_eq!(get(&f, "client"), Some("127.0.0.1"));
-    assert_eq!(get(&f, "mode"), Some("ExclusiveLock"));
+    assert_eq!(get(&f, "mode"), Some("exclusive"));
 
     let mut second = lock_run(&db, "w-second", key);
     let (event, f) = parse(&watch.next().await);
