@@ -26,8 +26,15 @@ pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
 
     let r1 = readers.acquire_shared(key, wait).await?;
     let r2 = readers.acquire_shared(key, wait).await?;
-    println!("two readers hold {key} at once ({} and {})", r1.mode(), r2.mode());
-    assert!(writer.try_lock(key).await?.is_none(), "no writer while they read");
+    println!(
+        "two readers hold {key} at once ({} and {})",
+        r1.mode(),
+        r2.mode()
+    );
+    assert!(
+        writer.try_lock(key).await?.is_none(),
+        "no writer while they read"
+    );
 
     // The writer queues; from then on no new reader gets past it.
     let w = {
@@ -43,14 +50,20 @@ pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     r1.release().await?;
     r2.release().await?;
     let w = w.await??;
-    println!("the writer has it ({}), the late reader still waits", w.mode());
+    println!(
+        "the writer has it ({}), the late reader still waits",
+        w.mode()
+    );
 
     // Publish, then let readers in while keeping other writers out.
     let w = w.downgrade().await?;
     assert_eq!(w.mode(), LockMode::Shared);
     let lr = late_reader.await??;
     println!("after the downgrade the late reader reads beside the writer");
-    assert!(readers.try_lock(key).await?.is_none(), "still no other writer");
+    assert!(
+        readers.try_lock(key).await?.is_none(),
+        "still no other writer"
+    );
     lr.release().await?;
     w.release().await?;
     Ok(())

@@ -36,7 +36,9 @@ async fn shared_runs_share_and_an_exclusive_run_waits_its_turn() {
     assert_eq!(modes(&seen), ["ShareLock", "ShareLock"], "{seen:?}");
 
     // An exclusive attempt fails while they hold...
-    let out = output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "books", "--", "true"])).await;
+    let out =
+        output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "books", "--", "true"]))
+            .await;
     assert_eq!(out.code, 75, "{out:?}");
 
     // ...an exclusive run queues, and then no shared run gets past it.
@@ -46,10 +48,19 @@ async fn shared_runs_share_and_an_exclusive_run_waits_its_turn() {
     })
     .await;
     let out = output(eventsource(Some(&db)).args([
-        "lock", "run", "--shared", "--no-wait", "books", "--", "true",
+        "lock",
+        "run",
+        "--shared",
+        "--no-wait",
+        "books",
+        "--",
+        "true",
     ]))
     .await;
-    assert_eq!(out.code, 75, "a shared run passed a queued exclusive one: {out:?}");
+    assert_eq!(
+        out.code, 75,
+        "a shared run passed a queued exclusive one: {out:?}"
+    );
     assert!(out.stderr.contains("shared mode"), "{}", out.stderr);
 
     for r in [a, b] {
