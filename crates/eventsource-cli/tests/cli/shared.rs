@@ -81,9 +81,9 @@ async fn shared_runs_share_and_an_exclusive_run_waits_its_turn() {
 }
 
 #[tokio::test]
-async fn shared_does_not_combine_with_fence_or_permits() {
+async fn shared_does_not_combine_with_fence_permits_or_also() {
     let db = database().await;
-    for extra in [["--fence"], ["--permits=2"]] {
+    for extra in [["--fence"], ["--permits=2"], ["--also=other"]] {
         let out = output(
             eventsource(Some(&db))
                 .args(["lock", "run", "--shared"])
@@ -94,4 +94,20 @@ async fn shared_does_not_combine_with_fence_or_permits() {
         assert_eq!(out.code, 2, "{extra:?}: {out:?}");
         assert!(out.stderr.contains("--shared"), "{}", out.stderr);
     }
+}
+
+#[tokio::test]
+async fn a_shared_run_whose_session_ends_stops_with_the_lost_code() {
+    let db = database().await;
+    let mut a = run(&db, &["--shared", "--holder-id", "reader-a"], HOLD);
+    let mut b = run(&db, &["--shared", "--holder-id", "reader-b"], HOLD);
+    assert_eq!(a.next_line().await, "in shared");
+    assert_eq!(b.next_line().await, "in shared");
+    terminate_holder(&db, "reader-a").await;
+    let out = a.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(out.stderr.contains("lost"), "{}", out.stderr);
+    // The other reader is untouched.
+    b.send_line("done").await;
+    assert_eq!(b.finish().await.code, 0);
 }

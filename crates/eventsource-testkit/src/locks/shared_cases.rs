@@ -41,6 +41,8 @@ macro_rules! shared_lock_conformance_tests {
             shared_timeout_carries_the_timeout,
             dropped_shared_guard_releases,
             cancel_acquire_shared_at_every_poll,
+            cancel_try_lock_shared_at_every_poll,
+            cancel_downgrade_at_every_poll,
             release_all_counts_shared_holds,
             manual_shared_hold_releases_by_key,
         );
@@ -270,6 +272,53 @@ pub async fn cancel_acquire_shared_at_every_poll<L: SharedConformant>(lock: &L, 
         }
     }
     panic!("acquire_shared did not complete within {MAX_POLLS} polls");
+}
+
+/// `try_lock_shared` dropped after any number of polls leaks nothing: a
+/// hold taken for the dropped call is released.
+#[doc(hidden)]
+pub async fn cancel_try_lock_shared_at_every_poll<L: SharedConformant>(lock: &L, observer: &L) {
+    let k = key("rw-cancel-try");
+    for n in 0..MAX_POLLS {
+        let out = poll_n_then_drop(lock.try_lock_shared(&k), n, IDLE).await;
+        let done = out.is_some();
+        if let Some(g) = out {
+            g.unwrap()
+                .expect("the key is free")
+                .release()
+                .await
+                .unwrap();
+        }
+        assert_becomes_free(observer, &k).await;
+        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+        if done {
+            return;
+        }
+    }
+    panic!("try_lock_shared did not complete within {MAX_POLLS} polls");
+}
+
+/// A downgrade dropped after any number of polls releases the lock,
+/// whether or not the downgrade had happened.
+#[doc(hidden)]
+pub async fn cancel_downgrade_at_every_poll<L: SharedConformant>(lock: &L, observer: &L) {
+    let k = key("rw-cancel-downgrade");
+    for n in 0..MAX_POLLS {
+        let g = lock.acquire(&k, WAIT).await.unwrap();
+        let out = poll_n_then_drop(g.downgrade(), n, IDLE).await;
+        let done = out.is_some();
+        if let Some(g) = out {
+            let g = g.expect("downgrade");
+            assert_eq!(g.mode(), LockMode::Shared);
+            g.release().await.unwrap();
+        }
+        assert_becomes_free(observer, &k).await;
+        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+        if done {
+            return;
+        }
+    }
+    panic!("downgrade did not complete within {MAX_POLLS} polls");
 }
 
 /// `release_all` releases shared holds too, and their guards see a loss.
