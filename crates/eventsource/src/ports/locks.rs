@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::error::{Error, LockLostError, Result};
+pub use super::lock_mode::LockMode;
 pub use super::loss::{LeaseClock, LossSignal};
-pub use super::shared_locks::LockMode;
 
 /// A boxed, sendable future, as adapters hand them to [`LockGuard`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -39,8 +39,8 @@ pub struct LockInfo {
     /// carrying an older one (see `docs/fencing.md`). Shared holds take
     /// none.
     pub fence: Option<u64>,
-    /// Exclusive, or shared with other shared holders (see
-    /// [`SharedLock`](super::shared_locks::SharedLock)).
+    /// Exclusive, or shared with other shared holders (see the
+    /// `SharedLock` trait).
     pub mode: LockMode,
 }
 

@@ -9,6 +9,7 @@ pub mod dyn_lock;
 pub mod error;
 pub mod fenced;
 pub mod lock_id;
+pub mod lock_mode;
 pub mod locks;
 pub mod loss;
 pub mod readmodels;

@@ -23,7 +23,8 @@ use crate::ports::shared_locks::LockMode;
 /// A lock manager for tests: excludes tasks of **one process** only.
 ///
 /// No exclusion between processes, no release when a process dies: it is
-/// for testing code written against [`DistributedLock`] and [`SharedLock`].
+/// for testing code written against [`DistributedLock`](crate::DistributedLock) and
+/// [`SharedLock`](crate::SharedLock).
 /// It shares with `PostgresLockManager` the lock ids, timeout semantics,
 /// errors, and the queue order of both modes (first come, first served; a
 /// reader never passes a queued writer).

@@ -13,7 +13,6 @@ use super::super::held_lock::UnlockReply;
 use super::batch::closed_error;
 use super::mailbox::WaitOutcome;
 use super::state::SessionState;
-use super::wait::unlock_all;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// How long a statement here may take before the session counts as gone.
@@ -45,7 +44,7 @@ pub(super) async fn run_try_shared(
             }
             if reply.is_closed() {
                 // Nobody wants it any more: the session holds nothing else.
-                let ok = unlock_all(s).await;
+                let ok = s.unlock_all().await;
                 let _ = reply.send(WaitOutcome::Abandoned);
                 return ok;
             }
@@ -61,7 +60,7 @@ pub(super) async fn run_try_shared(
             false
         }
         Ok(Err(e)) => {
-            let ok = unlock_all(s).await;
+            let ok = s.unlock_all().await;
             let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Query)));
             ok
         }

@@ -3,9 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -131,5 +132,27 @@ impl SessionState {
         if let Some(r) = reply {
             let _ = r.send(Ok(ok));
         }
+    }
+
+    /// `pg_advisory_unlock_all()` on the session, after a wait or a try
+    /// that did not end in a grant (the session then holds nothing else). A
+    /// cancel of ours that arrives late can hit it (57014): then it runs
+    /// once more. False (and the session closed) if it could not be run.
+    pub(super) async fn unlock_all(&mut self) -> bool {
+        let limit = self
+            .ctx
+            .settings
+            .liveness_timeout
+            .max(Duration::from_secs(1));
+        for _ in 0..2 {
+            let run = self.client.execute(&self.statements.unlock_all, &[]);
+            match tokio::time::timeout(limit, run).await {
+                Ok(Ok(_)) => return true,
+                Ok(Err(e)) if e.code() == Some(&SqlState::QUERY_CANCELED) => continue,
+                _ => break,
+            }
+        }
+        self.dead().cancel();
+        false
     }
 }

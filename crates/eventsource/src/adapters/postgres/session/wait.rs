@@ -15,8 +15,6 @@
 //! had reported `57014`. (A wait left to end by its own `lock_timeout` is
 //! not cancelled, and its session is reused.)
 
-use std::time::Duration;
-
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
@@ -136,7 +134,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
     match lock {
         Ok(_) if reply.is_closed() => {
             // Granted, but nobody wants it: give it back on this session.
-            let ok = unlock_all(s).await;
+            let ok = s.unlock_all().await;
             let _ = reply.send(WaitOutcome::Abandoned);
             ok && !config_failed
         }
@@ -169,7 +167,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         }
         Err(e) => {
             // Not granted as far as the reply goes; make sure of it.
-            let settled = unlock_all(s).await;
+            let settled = s.unlock_all().await;
             let outcome = match e.code() {
                 _ if abandoned => WaitOutcome::Abandoned,
                 Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => WaitOutcome::TimedOut,
@@ -191,21 +189,4 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             settled && !config_failed && !abandoned
         }
     }
-}
-
-/// `pg_advisory_unlock_all()` on the session. A cancel of ours that
-/// arrives late can hit it (57014): then it runs once more. False (and the
-/// session closed) if it could not be run.
-pub(super) async fn unlock_all(s: &mut SessionState) -> bool {
-    let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(1));
-    for _ in 0..2 {
-        let r = tokio::time::timeout(limit, s.client.execute(&s.statements.unlock_all, &[])).await;
-        match r {
-            Ok(Ok(_)) => return true,
-            Ok(Err(e)) if e.code() == Some(&SqlState::QUERY_CANCELED) => continue,
-            _ => break,
-        }
-    }
-    s.dead().cancel();
-    false
 }
