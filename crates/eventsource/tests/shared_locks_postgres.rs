@@ -138,6 +138,8 @@ async fn local_readers_do_not_starve_a_remote_writer() {
     // All eight queue in PostgreSQL behind the writer (none is granted).
     wait_for_waiters(&sql, id, 9).await;
     assert!(rx.try_recv().is_err(), "a reader passed the writer");
+    assert_eq!(readers.waiting_tasks(), 8, "waiting readers are counted");
+    assert_eq!(writers.waiting_tasks(), 1);
     first.release().await.unwrap();
     let w = writer.await.unwrap();
     assert!(rx.try_recv().is_err(), "a reader shares with the writer");

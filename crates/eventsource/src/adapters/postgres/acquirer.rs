@@ -33,6 +33,8 @@ pub(crate) struct Acquirer {
     shared: Vec<Mutex<Option<SessionHandle>>>,
     pub(crate) pool: Arc<WaitPool>,
     lines: Arc<WaitLines>,
+    /// Tasks waiting for a shared hold (outside the wait lines).
+    shared_waiting: std::sync::atomic::AtomicUsize,
 }
 
 pub(super) fn closed_session() -> BackendError {
@@ -61,6 +63,7 @@ impl Acquirer {
             shared,
             pool,
             lines,
+            shared_waiting: Default::default(),
         }
     }
 
@@ -316,9 +319,11 @@ impl Acquirer {
         )
     }
 
-    /// How many tasks wait in the manager's wait lines now.
+    /// How many tasks wait now: in the manager's wait lines, and for
+    /// shared holds.
     pub(crate) fn waiting(&self) -> usize {
-        self.lines.waiting()
+        let shared = self.shared_waiting.load(std::sync::atomic::Ordering::Relaxed);
+        self.lines.waiting() + shared
     }
 
     /// Closes the manager's sessions once their locks are released.

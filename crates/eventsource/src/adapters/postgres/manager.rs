@@ -101,8 +101,9 @@ impl PostgresLockManager {
         self.ctx().open_sessions()
     }
 
-    /// How many tasks of this manager wait for a contended key now (in the
-    /// keys' wait lines; at most one wait per key runs in PostgreSQL).
+    /// How many tasks of this manager wait for a contended key now: in the
+    /// keys' wait lines (at most one wait per key runs in PostgreSQL), and
+    /// for shared holds (each waits in PostgreSQL on its own session).
     pub fn waiting_tasks(&self) -> usize {
         self.state.acquirer.waiting()
     }

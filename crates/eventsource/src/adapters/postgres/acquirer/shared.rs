@@ -46,7 +46,7 @@ impl Acquirer {
             let limit = self.ctx.registry.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         };
-        let _waiting = (!try_only).then(WaitingTask::start);
+        let _waiting = (!try_only).then(|| (WaitingTask::start(), Waiting::start(self)));
         let abandon = CancellationToken::new();
         // Dropped with this future: the wait is abandoned on the session.
         let _abandon_on_drop = abandon.clone().drop_guard();
@@ -116,5 +116,22 @@ impl Acquirer {
             None => acquire.await,
         };
         permit.map_err(|_| AcquireFailure::Closed)
+    }
+}
+
+/// Counts a task waiting for a shared hold while it lives.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn start(acquirer: &'a Acquirer) -> Self {
+        let count = &acquirer.shared_waiting;
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
