@@ -109,6 +109,7 @@ pub fn frame(
     let mut rows = vec![[
         "KEY",
         "STATE",
+        "MODE",
         "PID",
         "HOLDER",
         "CLIENT",
@@ -143,6 +144,7 @@ pub fn frame(
                     String::new()
                 },
                 if s.granted { "held" } else { "waiting" }.to_owned(),
+                super::mode::mode_word(s).to_owned(),
                 s.pid.to_string(),
                 session_name(s),
                 s.client_addr.clone().unwrap_or_else(|| "-".into()),
@@ -269,12 +271,12 @@ mod tests {
         assert_eq!(
             table,
             [
-                "KEY    STATE    PID  HOLDER  CLIENT    FOR     BLOCKED BY  FENCE",
-                "busy   held     30   d       10.0.0.1  <=1h1m              30",
-                "       waiting  31   e       10.0.0.1  1m      30",
-                "2      held     20   b       10.0.0.1  <=1h1m              20",
-                "       waiting  21   c       10.0.0.1  10s     20",
-                "quiet  held     10   a       10.0.0.1  <=1h1m              10",
+                "KEY    STATE    MODE       PID  HOLDER  CLIENT    FOR     BLOCKED BY  FENCE",
+                "busy   held     exclusive  30   d       10.0.0.1  <=1h1m              30",
+                "       waiting  exclusive  31   e       10.0.0.1  1m      30",
+                "2      held     exclusive  20   b       10.0.0.1  <=1h1m              20",
+                "       waiting  exclusive  21   c       10.0.0.1  10s     20",
+                "quiet  held     exclusive  10   a       10.0.0.1  <=1h1m              10",
             ]
         );
         assert!(lines[9].starts_with("<=: held when top started"));
@@ -300,7 +302,7 @@ mod tests {
         };
         let lines = frame(&locks, &seen, &header, t(2, 5), None);
         assert_eq!(lines[2], "refresh failed");
-        assert_eq!(lines[4], "k    held   10   a       10.0.0.1  2m");
+        assert_eq!(lines[4], "k    held   exclusive  10   a       10.0.0.1  2m");
         assert!(!lines
             .iter()
             .any(|l| l.contains("q quits") || l.contains("FENCE") || l.starts_with("<=")));

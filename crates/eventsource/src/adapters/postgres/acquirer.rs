@@ -322,7 +322,9 @@ impl Acquirer {
     /// How many tasks wait now: in the manager's wait lines, and for
     /// shared holds.
     pub(crate) fn waiting(&self) -> usize {
-        let shared = self.shared_waiting.load(std::sync::atomic::Ordering::Relaxed);
+        let shared = self
+            .shared_waiting
+            .load(std::sync::atomic::Ordering::Relaxed);
         self.lines.waiting() + shared
     }
 
