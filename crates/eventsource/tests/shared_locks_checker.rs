@@ -14,38 +14,19 @@
 //! `EVENTSOURCE_STRESS=1` runs longer with more workers.
 #![cfg(feature = "postgres")]
 
+mod checker_support;
 mod common;
 mod fault_support;
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use checker_support::{now_ns, stress, Rng};
 use eventsource::adapters::postgres::PostgresLockManager;
 use eventsource::{DistributedLock, LockRegistry, SharedLock};
 use fault_support::*;
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn stress() -> bool {
-    std::env::var("EVENTSOURCE_STRESS").is_ok_and(|v| v == "1")
-}
 
 const KEYS: u64 = 2;
 const TASKS: u64 = 4;

@@ -25,7 +25,7 @@ mod shared;
 
 /// How long past its deadline a caller waits for its line to answer (the
 /// line ends waits at their deadlines itself; this is a backstop).
-pub(super) const LINE_BACKSTOP: Duration = Duration::from_secs(1);
+const LINE_BACKSTOP: Duration = Duration::from_secs(1);
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) struct Acquirer {
@@ -281,20 +281,7 @@ impl Acquirer {
             let e = session.open_error().unwrap_or_else(closed_session);
             return Err(AcquireFailure::Backend(e));
         }
-        let outcome = match deadline {
-            None => rx.await,
-            Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, rx).await {
-                Ok(r) => r,
-                Err(_) => return Err(AcquireFailure::Timeout),
-            },
-        };
-        match outcome {
-            Ok(WaitOutcome::Granted(g)) => Ok(g),
-            Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
-            Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
-            Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
-            Err(_) => Err(AcquireFailure::Backend(closed_session())),
-        }
+        wait_reply(rx, deadline).await
     }
 
     /// `holders()` on the manager's own shared session (single-session
@@ -332,6 +319,29 @@ impl Acquirer {
     pub(crate) fn close(&self) {
         self.ctx.closed.cancel();
         self.pool.clear();
+    }
+}
+
+/// The answer to a wait sent straight to a session (not through a wait
+/// line), as the acquisition's outcome; the session is given until the
+/// deadline plus [`LINE_BACKSTOP`] to answer.
+pub(super) async fn wait_reply(
+    rx: oneshot::Receiver<WaitOutcome>,
+    deadline: Option<Instant>,
+) -> Result<Granted, AcquireFailure> {
+    let outcome = match deadline {
+        None => rx.await,
+        Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, rx).await {
+            Ok(r) => r,
+            Err(_) => return Err(AcquireFailure::Timeout),
+        },
+    };
+    match outcome {
+        Ok(WaitOutcome::Granted(g)) => Ok(g),
+        Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
+        Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
+        Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
+        Err(_) => Err(AcquireFailure::Backend(closed_session())),
     }
 }
 

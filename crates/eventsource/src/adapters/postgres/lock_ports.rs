@@ -28,7 +28,7 @@ use crate::ports::locks::{
 
 /// The port's error for a failed acquisition of `key`: the one place where
 /// the key and the timeout are attached.
-pub(super) fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
+fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
     let failure = match failure {
         AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::Standby => {
             AcquireFailure::Standby
@@ -42,7 +42,7 @@ pub(super) fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Du
 }
 
 /// The `error.type` of a failed acquisition's span.
-pub(super) fn error_type(e: &Error) -> &'static str {
+fn error_type(e: &Error) -> &'static str {
     match e.as_lock_acquisition().map(|a| &a.reason) {
         Some(AcquireFailure::Timeout) => "timeout",
         Some(AcquireFailure::Cancelled { .. }) => "cancelled",
@@ -65,6 +65,48 @@ impl PostgresLockManager {
             None => LossSignal::from_token(g.loss),
         };
         LockGuard::new(info, loss, Box::new(g.lock))
+    }
+
+    /// The end of an acquisition in either mode: the guard, or the port's
+    /// error with the key and the timeout; the metrics; the span's outcome
+    /// fields (of the span the caller runs in).
+    pub(super) fn settle(
+        &self,
+        operation: &'static str,
+        key: &str,
+        lock_id: i64,
+        timeout: Option<Duration>,
+        started: Instant,
+        granted: std::result::Result<Granted, AcquireFailure>,
+    ) -> Result<LockGuard> {
+        let outcome = match &granted {
+            Ok(g) if g.waited => Outcome::GrantedAfterWait,
+            Ok(_) => Outcome::Granted,
+            Err(AcquireFailure::Timeout) if timeout == Some(Duration::ZERO) => Outcome::Contended,
+            Err(AcquireFailure::Timeout) => Outcome::Timeout,
+            Err(_) => Outcome::Error,
+        };
+        let result = match granted {
+            Ok(g) => Ok(self.guard(key, lock_id, g)),
+            Err(failure) => Err(acquisition(key, failure, timeout)),
+        };
+        let elapsed = started.elapsed();
+        self.record(operation, outcome, elapsed, key);
+        let span = tracing::Span::current();
+        span.record("eventsource.lock.outcome", outcome_name(&result));
+        span.record("eventsource.lock.wait_us", elapsed.as_micros() as u64);
+        match &result {
+            Ok(g) => {
+                if let Some(f) = g.fence() {
+                    span.record("eventsource.lock.fence", f);
+                }
+            }
+            Err(e) => {
+                span.record("error.type", error_type(e));
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        result
     }
 
     /// Records an acquisition's metrics (with the opt-in key prefix).
@@ -136,35 +178,7 @@ impl DistributedLock for PostgresLockManager {
                 .acquirer
                 .acquire(lock_id, &key_arc, timeout)
                 .await;
-            let outcome = match &granted {
-                Ok(g) if g.waited => Outcome::GrantedAfterWait,
-                Ok(_) => Outcome::Granted,
-                Err(AcquireFailure::Timeout) if timeout == Some(Duration::ZERO) => {
-                    Outcome::Contended
-                }
-                Err(AcquireFailure::Timeout) => Outcome::Timeout,
-                Err(_) => Outcome::Error,
-            };
-            let result = match granted {
-                Ok(g) => Ok(self.guard(key, lock_id, g)),
-                Err(failure) => Err(acquisition(key, failure, timeout)),
-            };
-            let elapsed = started.elapsed();
-            self.record("acquire", outcome, elapsed, key);
-            let span = tracing::Span::current();
-            span.record("eventsource.lock.outcome", outcome_name(&result));
-            span.record("eventsource.lock.wait_us", elapsed.as_micros() as u64);
-            match &result {
-                Ok(g) => {
-                    if let Some(f) = g.fence() {
-                        span.record("eventsource.lock.fence", f);
-                    }
-                }
-                Err(e) => {
-                    span.record("error.type", error_type(e));
-                    span.record("otel.status_code", "ERROR");
-                }
-            }
+            let result = self.settle("acquire", key, lock_id, timeout, started, granted);
             tracing::debug!(outcome = outcome_name(&result), "acquire finished");
             result
         }

@@ -8,11 +8,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::lock_ports::{acquisition, error_type};
 use super::lock_span::lock_span;
 use super::manager::PostgresLockManager;
-use super::metrics::Outcome;
-use crate::ports::error::{AcquireFailure, Result};
+use crate::ports::error::Result;
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::LockGuard;
 use crate::ports::shared_locks::SharedLock;
@@ -65,33 +63,12 @@ impl SharedLock for PostgresLockManager {
                 .acquirer
                 .acquire_shared(lock_id, &key_arc, timeout)
                 .await;
-            let outcome = match &granted {
-                Ok(g) if g.waited => Outcome::GrantedAfterWait,
-                Ok(_) => Outcome::Granted,
-                Err(AcquireFailure::Timeout) if timeout == Some(Duration::ZERO) => {
-                    Outcome::Contended
-                }
-                Err(AcquireFailure::Timeout) => Outcome::Timeout,
-                Err(_) => Outcome::Error,
-            };
-            let result = match granted {
-                Ok(g) => Ok(self.guard(key, lock_id, g)),
-                Err(failure) => Err(acquisition(key, failure, timeout)),
-            };
-            let elapsed = started.elapsed();
-            self.record("acquire_shared", outcome, elapsed, key);
-            let span = tracing::Span::current();
+            let result = self.settle("acquire_shared", key, lock_id, timeout, started, granted);
             let name = match &result {
                 Ok(_) => "acquired",
                 Err(e) if e.is_timeout() => "timeout",
                 Err(_) => "error",
             };
-            span.record("eventsource.lock.outcome", name);
-            span.record("eventsource.lock.wait_us", elapsed.as_micros() as u64);
-            if let Err(e) = &result {
-                span.record("error.type", error_type(e));
-                span.record("otel.status_code", "ERROR");
-            }
             tracing::debug!(outcome = name, "acquire_shared finished");
             result
         }

@@ -17,9 +17,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{alive, closed_session, Acquirer, LINE_BACKSTOP};
+use super::{alive, closed_session, wait_reply, Acquirer};
 use crate::adapters::postgres::metrics::WaitingTask;
-use crate::adapters::postgres::session::{self, Granted, Op, WaitMode, WaitOutcome, WaitRequest};
+use crate::adapters::postgres::session::{self, Granted, Op, WaitMode, WaitRequest};
 use crate::ports::error::AcquireFailure;
 
 impl Acquirer {
@@ -78,20 +78,7 @@ impl Acquirer {
             session::send_dedicated(&self.ctx, &self.pool, request)
                 .map_err(AcquireFailure::Backend)?;
         }
-        let outcome = match deadline {
-            None => rx.await,
-            Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, rx).await {
-                Ok(r) => r,
-                Err(_) => return Err(AcquireFailure::Timeout),
-            },
-        };
-        match outcome {
-            Ok(WaitOutcome::Granted(g)) => alive(g),
-            Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
-            Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
-            Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
-            Err(_) => Err(AcquireFailure::Backend(closed_session())),
-        }
+        alive(wait_reply(rx, deadline).await?)
     }
 
     /// A place among the manager's dedicated sessions, within the deadline
