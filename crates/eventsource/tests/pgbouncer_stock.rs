@@ -14,7 +14,7 @@ mod fault_support;
 use std::time::Duration;
 
 use eventsource::adapters::postgres::{PostgresLockManager, VerifyProblem};
-use eventsource::{BackendErrorKind, DistributedLock, LockRegistry};
+use eventsource::{BackendErrorKind, DistributedLock, LockRegistry, SharedLock};
 use eventsource_testkit::locks::eventually_async;
 use eventsource_testkit::pgbouncer::{pgbouncer_or_skip, Bouncer};
 
@@ -74,6 +74,30 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
     common::wait_for_waiters(&direct, eventsource::lock_id_for_key(&key), 1).await;
     g.release().await.unwrap();
     waiter.await.unwrap().unwrap().release().await.unwrap();
+    // Shared holds, each on a pooled session of its own, share the key and
+    // keep writers out.
+    let readers = [
+        a.acquire_shared(&key, Some(SECS)).await.unwrap(),
+        a.acquire_shared(&key, Some(SECS)).await.unwrap(),
+        b.acquire_shared(&key, Some(SECS)).await.unwrap(),
+    ];
+    let shared: i64 = direct
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND mode = 'ShareLock' AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&eventsource::lock_id_for_key(&key)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(shared, 3, "three shared holds through the pooler");
+    assert!(
+        b.try_lock(&key).await.unwrap().is_none(),
+        "a writer passed readers"
+    );
+    for r in readers {
+        r.release().await.unwrap();
+    }
     // The session settings were applied with SET, not dropped by the pooler.
     let row = direct
         .query_one(
