@@ -272,6 +272,9 @@ async fn fenced_and_single_session_managers_take_shared_holds() {
         .any(|r| single.shared_session_pids().contains(&r.2)));
     let again = single.acquire_shared(&k, WAIT).await.unwrap_err();
     assert!(again.to_string().contains("budget"), "{again}");
+    // Its one session must not be granted the key exclusively as well.
+    let exclusive = single.try_lock(&k).await.unwrap_err();
+    assert!(exclusive.to_string().contains("budget"), "{exclusive}");
     a.release().await.unwrap();
     b.release().await.unwrap();
     let w = fenced.acquire(&k, WAIT).await.unwrap();

@@ -111,6 +111,13 @@ impl Acquirer {
         if self.ctx.closed.is_cancelled() {
             return Err(AcquireFailure::Closed);
         }
+        // A single session holding a shared hold would also be granted the
+        // key exclusively (a session never conflicts with itself): its one
+        // lock is taken.
+        if self.ctx.settings.single_session && self.ctx.shared_holds.held() > 0 {
+            let limit = self.ctx.registry.budget();
+            return Err(AcquireFailure::BudgetExceeded { limit });
+        }
         let mut res = match self.ctx.registry.reserve(lock_id, key) {
             Ok(res) => res,
             Err(ReserveError::Busy) => return Ok(None),
