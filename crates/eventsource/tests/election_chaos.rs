@@ -365,6 +365,7 @@ async fn leaders_fenced_writes_stay_ordered_under_every_fault() {
         "two leaders were given one term"
     );
     assert_eq!(a.missing, 0);
+    assert!(a.writes as u64 >= sum(6), "acknowledged writes are missing");
     if unfenced() {
         return;
     }

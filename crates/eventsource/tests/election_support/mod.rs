@@ -133,11 +133,20 @@ impl Audit {
 }
 
 /// Opens a data connection, retrying while the server restarts.
+/// Its commits are durable when acknowledged (`synchronous_commit = on`,
+/// whatever the test server's default), so an acknowledged write must be
+/// in the audit even after an immediate restart.
 pub async fn data_client(url: &str, until: u128) -> Option<tokio_postgres::Client> {
     while now_ns() < until {
         if let Ok((client, conn)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
             tokio::spawn(conn);
-            return Some(client);
+            if client
+                .batch_execute("SET synchronous_commit = on")
+                .await
+                .is_ok()
+            {
+                return Some(client);
+            }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
