@@ -1,4 +1,4 @@
-//! The conformance suite of the coordination primitives
+//! The conformance suites of the coordination primitives
 //! (`eventsource::coordination`) and of [`DistributedLock::try_lock_any`].
 //!
 //! Every implementation of the lock ports must pass it, with the same
@@ -17,8 +17,24 @@
 //! `primary` runs the primitive under test; `observer` (a second manager
 //! on the same lock space) checks from outside what is held, and competes.
 //!
+//! Elections have a macro of their own, [`election_conformance_tests!`]:
+//! they need fencing tokens (the terms), a view of who leads
+//! ([`LeaderObserver`](eventsource::coordination::LeaderObserver)), and a
+//! way to end a leader's hold from outside ([`election::LeadershipBreaker`]),
+//! which the factory returns third:
+//!
+//! ```no_run
+//! use eventsource::InMemoryLockManager;
+//!
+//! eventsource_testkit::election_conformance_tests!(|| async {
+//!     let primary = InMemoryLockManager::new(Some("t".into()));
+//!     (primary.clone(), primary.clone(), primary)
+//! });
+//! ```
+//!
 //! [`DistributedLock::try_lock_any`]: eventsource::DistributedLock::try_lock_any
 
+pub mod election;
 pub mod multi;
 pub mod semaphore;
 
@@ -66,6 +82,48 @@ macro_rules! __coordination_cases {
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
                 $crate::coordination::$module::$case(&primary, &observer).await;
+            }
+        )*
+    };
+}
+
+/// Generates one `#[tokio::test]` per election case; see the module docs.
+#[macro_export]
+macro_rules! election_conformance_tests {
+    ($make:expr) => {
+        $crate::__election_cases!($make;
+            election_campaign_times_out_while_another_leads,
+            election_campaign_succeeds_after_resign,
+            election_terms_strictly_increase_across_leaders,
+            election_one_leader_at_a_time_among_candidates,
+            election_observe_reports_the_leader_and_vacancies,
+            election_cancel_campaign_at_every_poll,
+            election_cancel_try_campaign_at_every_poll,
+        );
+        $crate::__election_cases!($make; with_breaker:
+            election_lost_leadership_signals_and_hands_over,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __election_cases {
+    ($make:expr; with_breaker: $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (primary, observer, breaker) = ($make)().await;
+                $crate::coordination::election::$case(&primary, &observer, &breaker).await;
+            }
+        )*
+    };
+    ($make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (primary, observer, _breaker) = ($make)().await;
+                $crate::coordination::election::$case(&primary, &observer).await;
             }
         )*
     };
