@@ -6,10 +6,12 @@
 //! - [`locks`] (feature `suites`): the lock conformance suite; run it
 //!   against any [`DistributedLock`](eventsource::DistributedLock) +
 //!   [`LockRegistry`](eventsource::LockRegistry) with one macro call,
-//!   [`lock_conformance_tests!`].
+//!   [`lock_conformance_tests!`]; the reader-writer cases of any
+//!   [`SharedLock`](eventsource::SharedLock), [`shared_lock_conformance_tests!`].
 //! - [`coordination`] (feature `suites`): the suite of the coordination
 //!   primitives (`try_lock_any`, `acquire_many`, `Semaphore`),
-//!   [`coordination_conformance_tests!`].
+//!   [`coordination_conformance_tests!`], and of leader election,
+//!   [`election_conformance_tests!`].
 //! - [`readmodels`] (feature `suites`): the read-model conformance suite.
 //! - [`pg`] (feature `cluster`): a throwaway PostgreSQL cluster booted from
 //!   the installed server binaries, and a fresh database per test.

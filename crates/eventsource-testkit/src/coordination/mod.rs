@@ -17,7 +17,7 @@
 //! `primary` runs the primitive under test; `observer` (a second manager
 //! on the same lock space) checks from outside what is held, and competes.
 //!
-//! Elections have a macro of their own, [`election_conformance_tests!`]:
+//! Elections have a macro of their own, [`election_conformance_tests!`](crate::election_conformance_tests):
 //! they need fencing tokens (the terms), a view of who leads
 //! ([`LeaderObserver`](eventsource::coordination::LeaderObserver)), and a
 //! way to end a leader's hold from outside ([`election::LeadershipBreaker`]),

@@ -3,8 +3,8 @@
 //!
 //! Observing needs more than the lock ports (they only know what their own
 //! manager holds), so it is a trait of its own, implemented for the
-//! in-memory manager here and for `PostgresLockManager` (which reads
-//! `pg_locks`, seeing every process) in `election_pg.rs`.
+//! adapters in their own `leader_observer.rs` (the in-memory manager's, and
+//! `PostgresLockManager`'s, which reads `pg_locks`, seeing every process).
 
 use std::future::Future;
 use std::time::Duration;
