@@ -28,11 +28,14 @@ mod args;
 mod contention;
 mod contention_worker;
 mod ctx;
+mod election;
+mod election_leader;
 mod errors;
 mod fenced;
 mod figures;
 mod holders;
 mod metrics_overhead;
+mod order;
 mod ours;
 mod ours_load;
 mod plots;
@@ -42,6 +45,7 @@ mod readmodels;
 mod report;
 mod run;
 mod scenarios;
+mod semaphore_fifo;
 mod stats;
 mod sweep;
 mod targets;
@@ -60,7 +64,8 @@ static GLOBAL: alloc::Counting = alloc::Counting;
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Parses `args` (the program name first) and runs the benchmark, or one
-/// worker process of the `contention` scenario; the exit code tells whether
+/// worker process of the `contention` scenario, or the leader process of
+/// `election_failover`; the exit code tells whether
 /// every scenario ran.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = Args::parse_from(args);
@@ -75,9 +80,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match &args.contention_worker {
-            Some(spec) => contention_worker::run(spec).await,
-            None => run::bench(&args).await,
+        match (&args.contention_worker, &args.election_leader) {
+            (Some(spec), _) => contention_worker::run(spec).await,
+            (None, Some(spec)) => election_leader::run(spec).await,
+            (None, None) => run::bench(&args).await,
         }
     });
     match result {
