@@ -11,7 +11,8 @@
 //!   next term). Also: `kill()` to the child reaped, for scale.
 //! - `election_resign`: leader and candidate are two managers of the bench
 //!   process; from the leader's `resign()` call to the queued candidate
-//!   leading.
+//!   leading. Each trial also times the same fenced hand-over in plain SQL
+//!   (`election_raw.rs`): what PostgreSQL allows on this machine now.
 //!
 //! Both check that every new term is greater than the one before. Each
 //! reports p50 / p90 / p99 / max over its trials and the spread of the
@@ -30,6 +31,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::alloc::load_1m;
 use crate::ctx::{Ctx, ScenarioReport};
 use crate::election_leader::{LeaderSpec, Leading};
+use crate::election_raw::RawHandover;
 use crate::ours::manager_with;
 use crate::report::spread;
 use crate::stats::pct_us_of;
@@ -160,7 +162,9 @@ pub async fn election_resign(ctx: &Ctx) -> Res<ScenarioReport> {
     let cand = candidate(ctx, "bench-election-resign-candidate").await?;
     let name = "bench/election_resign";
     let id = lock_id_for_key(Election::new(cand.clone(), name).key());
+    let raw = RawHandover::open(ctx).await?;
     let (mut handovers, mut calls) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
+    let mut raws = Vec::with_capacity(trials);
     let mut last_term = 0u64;
     let mut connections = 0;
     let (began, load0) = (Instant::now(), load_1m());
@@ -191,11 +195,13 @@ pub async fn election_resign(ctx: &Ctx) -> Res<ScenarioReport> {
             .into());
         }
         last_term = next.term();
+        next.resign().await?;
+        let raw_handover = raw.trial(ctx, LIMIT).await?;
         if trial >= WARM {
             handovers.push(at.saturating_duration_since(t0));
             calls.push(call);
+            raws.push(raw_handover);
         }
-        next.resign().await?;
     }
     let elapsed = began.elapsed();
     leader.close().await?;
@@ -203,6 +209,13 @@ pub async fn election_resign(ctx: &Ctx) -> Res<ScenarioReport> {
     let mut extra = spread_of(&handovers, load0);
     extra.insert("resign_call_p50_us".into(), json!(pct_us_of(&calls, 50.0)));
     extra.insert("resign_call_p99_us".into(), json!(pct_us_of(&calls, 99.0)));
+    for (k, p) in [
+        ("raw_p50_us", 50.0),
+        ("raw_p90_us", 90.0),
+        ("raw_p99_us", 99.0),
+    ] {
+        extra.insert(k.into(), json!(pct_us_of(&raws, p)));
+    }
     extra.insert(
         "latency_of".into(),
         json!("the leader's resign() call to the queued candidate's campaign returning"),
@@ -309,6 +322,17 @@ pub fn print(s: &BTreeMap<String, ScenarioReport>) {
             r.p99_us,
             f("max_us"),
         );
+        if name == "election_resign" {
+            println!(
+                "election_resign: resign() call p50 {:.0} / p99 {:.0} us; the same fenced hand-over \
+                 in plain SQL (paired trials) p50 {:.0} / p90 {:.0} / p99 {:.0} us",
+                f("resign_call_p50_us"),
+                f("resign_call_p99_us"),
+                f("raw_p50_us"),
+                f("raw_p90_us"),
+                f("raw_p99_us"),
+            );
+        }
         if name == "election_failover" {
             println!(
                 "election_failover: kill() to the leader process reaped p50 {:.0} / p99 {:.0} us",

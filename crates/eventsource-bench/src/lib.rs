@@ -1,5 +1,5 @@
 //! The benchmark of the PostgreSQL lock manager against the raw-SQL limit
-//! and sqlx, side by side in one run (issues 4, 9, 11 and 13). The binary
+//! and sqlx, side by side in one run (issues 4, 9, 11, 12 and 13). The binary
 //! (`src/main.rs`) and `cargo bench` (`benches/locks.rs`) both call
 //! [`main_with`]. See `docs/performance.md`.
 //!
@@ -19,7 +19,9 @@
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
-//! `metrics_overhead`), `probe` / `stats` / `alloc`, and the read-model
+//! `metrics_overhead`; for the coordination primitives of issue 12,
+//! `semaphore_fifo` + `order` and `election` + `election_leader` +
+//! `election_raw`), `probe` / `stats` / `alloc`, and the read-model
 //! scenarios (`readmodels`, `--readmodels`).
 
 mod abandoned;
@@ -30,6 +32,7 @@ mod contention_worker;
 mod ctx;
 mod election;
 mod election_leader;
+mod election_raw;
 mod errors;
 mod fenced;
 mod figures;
