@@ -23,10 +23,18 @@ impl Order {
     /// Pairs served the other way round from their arrival (Kendall's
     /// distance to the arrival order): 0 in order, n(n-1)/2 reversed.
     pub fn inversions(&self) -> usize {
-        let s = &self.served;
-        (0..s.len())
-            .map(|a| (a + 1..s.len()).filter(|&b| s[a] > s[b]).count())
-            .sum()
+        inversions(&self.served)
+    }
+
+    /// Inversions against the order [`one_wait_per_manager`] predicts:
+    /// what the managers' taking turns does not explain.
+    pub fn inversions_beyond_turns(&self) -> usize {
+        let predicted = one_wait_per_manager(&self.managers);
+        let mut place = vec![0; predicted.len()];
+        for (p, &i) in predicted.iter().enumerate() {
+            place[i] = p;
+        }
+        inversions(&self.served.iter().map(|&i| place[i]).collect::<Vec<_>>())
     }
 
     /// The largest |grant place - arrival place| of any waiter.
@@ -47,6 +55,13 @@ impl Order {
     pub fn as_one_wait_per_manager(&self) -> bool {
         self.served == one_wait_per_manager(&self.managers)
     }
+}
+
+/// Pairs `a < b` with `s[a] > s[b]`.
+fn inversions(s: &[usize]) -> usize {
+    (0..s.len())
+        .map(|a| (a + 1..s.len()).filter(|&b| s[a] > s[b]).count())
+        .sum()
 }
 
 /// The order of service when each manager has one wait queued in
@@ -83,11 +98,17 @@ pub fn summary(orders: &[Order]) -> Map<String, Value> {
     let rounds = orders.len().max(1) as f64;
     let mut inv: Vec<f64> = orders.iter().map(|o| o.inversions() as f64).collect();
     let mut disp: Vec<f64> = orders.iter().map(|o| o.max_displacement() as f64).collect();
+    let mut beyond: Vec<f64> = orders
+        .iter()
+        .map(|o| o.inversions_beyond_turns() as f64)
+        .collect();
     let per_round = json!({
         "inversions": inv,
         "max_displacement": disp,
+        "inversions_beyond_turns": beyond,
     });
     inv.sort_by(f64::total_cmp);
+    beyond.sort_by(f64::total_cmp);
     disp.sort_by(f64::total_cmp);
     let in_order = orders.iter().filter(|o| o.in_order()).count();
     let predicted = orders
@@ -116,6 +137,10 @@ pub fn summary(orders: &[Order]) -> Map<String, Value> {
         json!(n * n.saturating_sub(1) / 2),
     );
     m.insert("max_displacement_spread".into(), json!(spread(&disp)));
+    m.insert(
+        "inversions_beyond_turns_spread".into(),
+        json!(spread(&beyond)),
+    );
     m.insert("per_round".into(), per_round);
     m.insert(
         "out_of_order".into(),
@@ -140,7 +165,8 @@ pub fn print(name: &str, r: &ScenarioReport) {
     println!(
         "{name}: {} waiters on {} manager(s) + the head's, {} permits; in arrival order {:.2} of {} rounds; \
          inversions per round min / median / max {} (of {} possible); max displacement {}; \
-         as one wait per manager predicts {:.2}; gap between grants p50 {:.0} / p99 {:.0} us",
+         as one wait per manager predicts {:.2} (inversions beyond that {}); \
+         gap between grants p50 {:.0} / p99 {:.0} us",
         get("waiters"),
         get("managers"),
         get("permits"),
@@ -152,6 +178,7 @@ pub fn print(name: &str, r: &ScenarioReport) {
         get("one_wait_per_manager_fraction")
             .as_f64()
             .unwrap_or(f64::NAN),
+        tri("inversions_beyond_turns_spread"),
         r.p50_us,
         r.p99_us,
     );
@@ -204,6 +231,10 @@ mod tests {
         assert_eq!(one_wait_per_manager(&[a, b, a, b]), vec![0, 1, 2, 3]);
         let o = Order::of(vec![0, 1, 3, 2], vec![None, a, a, b]);
         assert!(o.as_one_wait_per_manager() && !o.in_order());
+        assert_eq!((o.inversions(), o.inversions_beyond_turns()), (1, 0));
+        // Served in arrival order where the turns predict 0 1 3 2.
+        let fifo = Order::of(vec![0, 1, 2, 3], vec![None, a, a, b]);
+        assert_eq!((fifo.inversions(), fifo.inversions_beyond_turns()), (0, 1));
     }
 
     #[test]
@@ -217,6 +248,8 @@ mod tests {
         assert_eq!(s["inversions_spread"], json!([0.0, 1.0, 3.0]));
         assert_eq!(s["inversions_possible"], json!(3));
         assert_eq!(s["max_displacement_spread"], json!([0.0, 1.0, 2.0]));
+        // One manager: the turns explain nothing, every inversion is beyond them.
+        assert_eq!(s["inversions_beyond_turns_spread"], json!([0.0, 1.0, 3.0]));
         assert_eq!(s["out_of_order"].as_array().unwrap().len(), 2);
         assert_eq!(s["per_round"]["inversions"], json!([0.0, 1.0, 3.0]));
     }
