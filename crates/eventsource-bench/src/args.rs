@@ -16,7 +16,8 @@ pub struct Args {
     #[arg(long)]
     pub quick: bool,
     /// Run only these scenarios (comma-separated names; `sweep` for the
-    /// sweeps behind the plots).
+    /// sweeps behind the plots, `coordination` for the semaphore-order and
+    /// election scenarios of issue 12).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Write the plots (SVG) into this directory
