@@ -92,3 +92,14 @@ pub fn cpu_ns(pid: Option<i32>) -> Option<u64> {
     // USER_HZ is 100 on Linux.
     Some((utime + stime) * 10_000_000)
 }
+
+/// The machine's 1-minute load average from /proc/loadavg (None where
+/// unreadable): the coordination scenarios report it, their tails follow it.
+pub fn load_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

@@ -16,7 +16,8 @@ pub struct Args {
     #[arg(long)]
     pub quick: bool,
     /// Run only these scenarios (comma-separated names; `sweep` for the
-    /// sweeps behind the plots).
+    /// sweeps behind the plots, `coordination` for the semaphore-order and
+    /// election scenarios of issue 12).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Write the plots (SVG) into this directory
@@ -57,8 +58,18 @@ pub struct Args {
     /// (needs a binary built with `--features metrics`).
     #[arg(long)]
     pub metrics_recorder: bool,
+    /// Trials of the coordination scenarios (`--only coordination`):
+    /// `election_failover` [default: 40, 10 with --quick], `election_resign`
+    /// [default: 200, 50 with --quick] and each `semaphore_fifo*` (rounds)
+    /// [default: 20, 5 with --quick].
+    #[arg(long, value_name = "N")]
+    pub trials: Option<usize>,
     /// Internal: run as one worker process of the `contention` scenario
     /// (its spec as JSON); prints its results as one JSON line.
     #[arg(long, hide = true)]
     pub contention_worker: Option<String>,
+    /// Internal: run as the leader process of `election_failover` (its
+    /// spec as JSON); prints one JSON line once it leads.
+    #[arg(long, hide = true, conflicts_with = "contention_worker")]
+    pub election_leader: Option<String>,
 }

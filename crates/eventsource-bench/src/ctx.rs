@@ -23,6 +23,8 @@ pub struct Ctx {
     pub measure: Duration,
     pub quick: bool,
     pub shared_sessions: Option<usize>,
+    /// `--trials`: trials of the coordination scenarios (None: their defaults).
+    pub trials: Option<usize>,
     /// Why `held10k` / `capacity` cannot run on this server (lock table too small), if so.
     pub lock_table_short: Option<String>,
     /// Slots in the server's shared lock table (None: unknown).

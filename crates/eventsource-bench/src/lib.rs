@@ -1,5 +1,5 @@
 //! The benchmark of the PostgreSQL lock manager against the raw-SQL limit
-//! and sqlx, side by side in one run (issues 4, 9, 11 and 13). The binary
+//! and sqlx, side by side in one run (issues 4, 9, 11, 12 and 13). The binary
 //! (`src/main.rs`) and `cargo bench` (`benches/locks.rs`) both call
 //! [`main_with`]. See `docs/performance.md`.
 //!
@@ -19,7 +19,9 @@
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
-//! `metrics_overhead`), `probe` / `stats` / `alloc`, and the read-model
+//! `metrics_overhead`; for the coordination primitives of issue 12,
+//! `semaphore_fifo` + `order` and `election` + `election_leader` +
+//! `election_raw`), `probe` / `stats` / `alloc`, and the read-model
 //! scenarios (`readmodels`, `--readmodels`).
 
 mod abandoned;
@@ -28,11 +30,15 @@ mod args;
 mod contention;
 mod contention_worker;
 mod ctx;
+mod election;
+mod election_leader;
+mod election_raw;
 mod errors;
 mod fenced;
 mod figures;
 mod holders;
 mod metrics_overhead;
+mod order;
 mod ours;
 mod ours_load;
 mod plots;
@@ -42,6 +48,7 @@ mod readmodels;
 mod report;
 mod run;
 mod scenarios;
+mod semaphore_fifo;
 mod stats;
 mod sweep;
 mod targets;
@@ -60,7 +67,8 @@ static GLOBAL: alloc::Counting = alloc::Counting;
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Parses `args` (the program name first) and runs the benchmark, or one
-/// worker process of the `contention` scenario; the exit code tells whether
+/// worker process of the `contention` scenario, or the leader process of
+/// `election_failover`; the exit code tells whether
 /// every scenario ran.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = Args::parse_from(args);
@@ -75,9 +83,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match &args.contention_worker {
-            Some(spec) => contention_worker::run(spec).await,
-            None => run::bench(&args).await,
+        match (&args.contention_worker, &args.election_leader) {
+            (Some(spec), _) => contention_worker::run(spec).await,
+            (None, Some(spec)) => election_leader::run(spec).await,
+            (None, None) => run::bench(&args).await,
         }
     });
     match result {

@@ -10,11 +10,11 @@ use serde_json::{json, Value};
 use crate::args::Args;
 use crate::ctx::{Ctx, ScenarioReport};
 use crate::probe::Monitor;
-use crate::scenarios::{OTHERS, RATIOS, THROUGHPUT};
+use crate::scenarios::{COORDINATION, OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
 use crate::{
-    ctx, errors, figures, holders, metrics_overhead, plots, readmodels, report, scenarios, sweep,
-    targets, Res,
+    ctx, election, errors, figures, holders, metrics_overhead, plots, readmodels, report,
+    scenarios, semaphore_fifo, sweep, targets, Res,
 };
 
 /// Runs `f`, prefixing any error with the scenario's name and the server's own words.
@@ -28,7 +28,13 @@ pub async fn bench(args: &Args) -> Res<()> {
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 6 }).max(1);
     let warmup = Duration::from_millis(300);
     let measure = Duration::from_secs_f64(args.seconds.unwrap_or(1.5));
-    let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    let selected = |name: &str| {
+        args.only.is_empty()
+            || args
+                .only
+                .iter()
+                .any(|o| o == name || (o == "coordination" && COORDINATION.contains(&name)))
+    };
 
     let (config, url, db) = ctx::setup().await?;
     if args.readmodels {
@@ -59,6 +65,7 @@ pub async fn bench(args: &Args) -> Res<()> {
         measure,
         quick: args.quick,
         shared_sessions: args.shared_sessions,
+        trials: args.trials,
         lock_table_short,
         lock_table_slots,
     };
@@ -203,7 +210,9 @@ pub async fn bench(args: &Args) -> Res<()> {
     };
 
     let (ratios, round_ratios) = ratios(&scenarios);
-    let targets = targets::targets(&scenarios, &ratios, &round_ratios);
+    let mut targets = targets::targets(&scenarios, &ratios, &round_ratios);
+    targets.extend(semaphore_fifo::targets(&scenarios));
+    targets.extend(election::targets(&scenarios));
 
     let order: Vec<&str> = THROUGHPUT
         .iter()
@@ -228,6 +237,8 @@ pub async fn bench(args: &Args) -> Res<()> {
     if let Some(r) = scenarios.get("holders10k") {
         holders::print(r);
     }
+    semaphore_fifo::print(&scenarios);
+    election::print(&scenarios);
     if let Some(s) = &sweeps {
         sweep::print(s);
     }

@@ -2,7 +2,10 @@
 //! compared, and which scenarios a server cannot run.
 
 use crate::ctx::{Ctx, RunOut, ScenarioReport};
-use crate::{abandoned, contention, fenced, holders, ours, ours_load, raw, Res};
+use crate::semaphore_fifo::Layout;
+use crate::{
+    abandoned, contention, election, fenced, holders, ours, ours_load, raw, semaphore_fifo, Res,
+};
 
 /// Throughput scenarios, run for a fixed time each, interleaved over rounds.
 /// Ordered so that the scenarios compared in a ratio run next to each other:
@@ -33,12 +36,27 @@ pub const THROUGHPUT: [&str; 22] = [
 ];
 
 /// Latency / correctness scenarios on the lock manager, run once after the throughput rounds.
-pub const OTHERS: [&str; 5] = [
+pub const OTHERS: [&str; 10] = [
     "handoff",
     "fifo",
     "fifo_one_manager",
     "capacity",
     "holders10k",
+    "semaphore_fifo_one_manager",
+    "semaphore_fifo_managers",
+    "semaphore_fifo",
+    "election_resign",
+    "election_failover",
+];
+
+/// The scenarios of the coordination primitives (issue 12), selected
+/// together by `--only coordination`.
+pub const COORDINATION: [&str; 5] = [
+    "semaphore_fifo_one_manager",
+    "semaphore_fifo_managers",
+    "semaphore_fifo",
+    "election_resign",
+    "election_failover",
 ];
 
 /// The metrics-overhead scenarios (`metrics_overhead`, with `--metrics-bin`).
@@ -134,6 +152,13 @@ pub async fn run_other(name: &str, ctx: &Ctx) -> Res<ScenarioReport> {
         "fifo_one_manager" => ours::fifo(ctx, true).await,
         "capacity" => ours::capacity(ctx).await,
         "holders10k" => holders::holders10k(ctx).await,
+        "semaphore_fifo_one_manager" => {
+            semaphore_fifo::semaphore_fifo(ctx, Layout::OneManager).await
+        }
+        "semaphore_fifo_managers" => semaphore_fifo::semaphore_fifo(ctx, Layout::OwnManagers).await,
+        "semaphore_fifo" => semaphore_fifo::semaphore_fifo(ctx, Layout::Random(4)).await,
+        "election_resign" => election::election_resign(ctx).await,
+        "election_failover" => election::election_failover(ctx).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }
