@@ -16,6 +16,7 @@ mod checkpoints;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod connection;
 mod projection;
+mod retry;
 mod statements;
 pub(crate) mod telemetry;
 
@@ -23,7 +24,8 @@ pub use checkpoints::{CheckpointSql, CHECKPOINT_TABLE};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]
 pub use connection::{connect, AnyReadModelRepository, Database, DatabaseUrl};
-pub use projection::{is_transient, CatchUp, ReadModelProjection, RetryPolicy};
+pub use projection::{CatchUp, ReadModelProjection};
+pub use retry::{is_transient, RetryPolicy};
 pub use statements::{Param, SqlTable, Statement};
 pub use telemetry::DbEndpoint;
 
