@@ -10,6 +10,7 @@
 //!   connection factory, from a `postgres://` or `sqlite://` URL.
 
 pub mod schema;
+mod schema_types;
 
 mod checkpoints;
 
