@@ -4,8 +4,10 @@
 pub mod record;
 pub mod worker;
 
-use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+mod live;
+mod summary;
+
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,7 +26,9 @@ use crate::cli::DemoArgs;
 use crate::db::{self, Database};
 use crate::signals::Signals;
 use crate::{exit, report};
-use record::{analyze, append, percentile, Kind};
+use live::{Live, Status};
+use record::{analyze, append, Kind};
+use summary::print_summary;
 
 /// How long the status line waits between refreshes on a terminal, and
 /// between printed lines otherwise.
@@ -38,118 +42,6 @@ const OVERRUN: Duration = Duration::from_secs(60);
 enum WorkerLine {
     Line(u32, String),
     Closed,
-}
-
-/// The live view the status line shows.
-#[derive(Debug, Default)]
-struct Live {
-    acquisitions: u64,
-    /// Per key: holder (worker id) and how many wait, as PostgreSQL sees it.
-    db_view: BTreeMap<String, (Option<String>, usize)>,
-    running: usize,
-    killed: Option<(u32, String)>,
-}
-
-fn short_key(key: &str) -> &str {
-    key.rsplit(':').next().unwrap_or(key)
-}
-
-fn short_holder(holder_id: &str) -> String {
-    holder_id
-        .strip_prefix("demo-worker-")
-        .map(|n| format!("w{n}"))
-        .unwrap_or_else(|| holder_id.to_owned())
-}
-
-impl Live {
-    /// Reads each key's holder and queue from PostgreSQL (bounded; on
-    /// failure the previous view stays).
-    async fn refresh(&mut self, inspector: &tokio_postgres::Client, keys: &[String]) {
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        if let Ok(Ok(locks)) =
-            tokio::time::timeout(Duration::from_secs(1), query_holders(inspector, &refs)).await
-        {
-            self.db_view = locks
-                .into_iter()
-                .filter_map(|l| {
-                    let holder = l.holders.first().map(|h| {
-                        h.holder_id
-                            .clone()
-                            .unwrap_or_else(|| format!("pid {}", h.pid))
-                    });
-                    Some((l.key?, (holder, l.waiters.len())))
-                })
-                .collect();
-        }
-    }
-
-    fn line(&self, elapsed: Duration, keys: &[String]) -> String {
-        let mut parts = vec![format!(
-            "[{:5.1}s] {} acquisitions",
-            elapsed.as_secs_f64(),
-            self.acquisitions
-        )];
-        let keys: Vec<String> = keys
-            .iter()
-            .map(|k| match self.db_view.get(k) {
-                Some((Some(holder), waiting)) => {
-                    format!(
-                        "{}: {} +{} waiting",
-                        short_key(k),
-                        short_holder(holder),
-                        waiting
-                    )
-                }
-                Some((None, waiting)) => format!("{}: - +{} waiting", short_key(k), waiting),
-                None => format!("{}: free", short_key(k)),
-            })
-            .collect();
-        parts.push(keys.join(", "));
-        parts.push(format!("{} workers running", self.running));
-        if let Some((w, k)) = &self.killed {
-            parts.push(format!("w{w} killed on {}", short_key(k)));
-        }
-        parts.join(" | ")
-    }
-}
-
-/// The status line: redrawn in place on a terminal, printed every few
-/// seconds otherwise.
-#[derive(Debug)]
-struct Status {
-    tty: bool,
-    drawn: bool,
-}
-
-impl Status {
-    fn show(&mut self, line: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(err, "\r\x1b[2K{line}");
-            self.drawn = true;
-        } else {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
-    }
-
-    /// Prints a line of its own without garbling the status line.
-    fn note(&mut self, line: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.tty && self.drawn {
-            let _ = write!(err, "\r\x1b[2K");
-            self.drawn = false;
-        }
-        let _ = writeln!(err, "{line}");
-        let _ = err.flush();
-    }
-
-    fn finish(&mut self) {
-        if self.tty && self.drawn {
-            let _ = writeln!(std::io::stderr());
-            self.drawn = false;
-        }
-    }
 }
 
 /// A throwaway server, removed when dropped.
@@ -488,77 +380,4 @@ async fn wait_for_waiter(inspector: &tokio_postgres::Client, key: &str) -> usize
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-fn ms(ns: u64) -> String {
-    format!("{:.2} ms", ns as f64 / 1e6)
-}
-
-fn print_summary(args: &DemoArgs, a: &record::Analysis, malformed: usize) {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "\nSummary: {} workers, {} keys, {}s\n",
-        args.workers, args.keys, args.seconds
-    ));
-    let per: Vec<String> = a
-        .per_worker
-        .iter()
-        .map(|(w, n)| format!("w{w} {n}"))
-        .collect();
-    out.push_str(&format!(
-        "  acquisitions:                   {} ({})\n",
-        a.acquisitions,
-        per.join(", ")
-    ));
-    out.push_str(&format!(
-        "  overlapping critical sections:  {} (checked {} sections in the shared enter/exit record{})\n",
-        a.overlaps.len(),
-        a.acquisitions,
-        if malformed > 0 {
-            format!("; {malformed} torn lines skipped")
-        } else {
-            String::new()
-        }
-    ));
-    for o in a.overlaps.iter().take(5) {
-        out.push_str(&format!(
-            "    OVERLAP on {}: worker {} entered while worker {} was inside\n",
-            o.key, o.entered, o.inside
-        ));
-    }
-    match (
-        percentile(&a.handovers, 50.0),
-        percentile(&a.handovers, 99.0),
-    ) {
-        (Some(p50), Some(p99)) => out.push_str(&format!(
-            "  hand-over latency:              p50 {}, p99 {} ({} hand-overs from a holder's exit \
-             to a waiting worker's entry)\n",
-            ms(p50),
-            ms(p99),
-            a.handovers.len()
-        )),
-        _ => out.push_str(
-            "  hand-over latency:              no hand-over to a waiting worker happened\n",
-        ),
-    }
-    match &a.takeover {
-        Some(t) => match t.next {
-            Some((w, ns)) => out.push_str(&format!(
-                "  crash:                          worker {} was SIGKILLed holding {}; PostgreSQL \
-                 released the lock and worker {w} entered {} after the kill\n",
-                t.victim,
-                t.key,
-                ms(ns)
-            )),
-            None => out.push_str(&format!(
-                "  crash:                          worker {} was SIGKILLed holding {}; no one took \
-                 the key afterwards\n",
-                t.victim, t.key
-            )),
-        },
-        None => out.push_str("  crash:                          no worker was killed\n"),
-    }
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(out.as_bytes());
-    let _ = stdout.flush();
 }

@@ -6,6 +6,7 @@
 mod acquirer;
 mod config;
 mod connect;
+mod connstring;
 pub mod fencing;
 mod held_lock;
 mod holders;
@@ -26,12 +27,13 @@ mod wait_line;
 mod xact_lock;
 
 pub use config::PostgresLockManagerBuilder;
+pub use connstring::{split_ssl_params, SslParams};
 pub use holders::{
     connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
 };
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
-pub use tls::{split_ssl_params, SslMode, SslParams};
+pub use tls::SslMode;
 pub use verify::{VerifyProblem, VerifyReport};
 pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
 

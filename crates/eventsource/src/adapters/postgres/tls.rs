@@ -94,35 +94,6 @@ pub(crate) struct TlsSettings {
     pub(crate) root_cert: Option<PathBuf>,
 }
 
-/// The connection string without its TLS parameters, and those parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SslParams {
-    /// The rest of the connection string, for `tokio_postgres::Config`'s parser.
-    pub rest: String,
-    /// `sslmode`, if given.
-    pub mode: Option<SslMode>,
-    /// `sslrootcert`, if given.
-    pub root_cert: Option<PathBuf>,
-}
-
-/// Takes libpq's `sslmode` and `sslrootcert` out of a `postgres://` URL or a
-/// `key=value` connection string: tokio-postgres refuses `verify-ca` and
-/// `verify-full` and ignores `sslrootcert`. For tools that need the
-/// `tokio_postgres::Config` themselves; pass what is found to
-/// [`ssl_mode`](super::PostgresLockManagerBuilder::ssl_mode) and
-/// [`ssl_root_cert`](super::PostgresLockManagerBuilder::ssl_root_cert).
-/// [`ConnectOptions::parse`](super::ConnectOptions::parse) does all of it in
-/// one step. Errors never repeat the string (it may hold a password).
-pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
-    let (rest, tls, saw_mode) = super::options::split_tls(url)?;
-    Ok(SslParams {
-        rest,
-        mode: saw_mode.then_some(tls.mode),
-        root_cert: tls.root_cert,
-    })
-}
-
 fn tls_error(msg: impl Into<String>) -> BackendError {
     BackendError::new(BackendErrorKind::Connect, msg)
 }

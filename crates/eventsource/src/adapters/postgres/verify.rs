@@ -26,12 +26,14 @@
 
 mod advice;
 mod probe;
+mod verdict;
 
 use std::fmt;
 
 use tokio_postgres::Client;
 
 use self::advice::{advice, REPORTED};
+use self::verdict::{judge, Observations};
 use super::connect::{pg_error, Connector};
 use super::settings::Settings;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
@@ -166,51 +168,6 @@ pub enum VerifyProblem {
     },
 }
 
-/// What the two test sessions saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Observations {
-    /// A: `pg_try_advisory_lock(k)` on a fresh key.
-    pub(crate) a_took: bool,
-    /// A: backend pid of that statement.
-    pub(crate) a_pid_first: i32,
-    /// A: backend pid of the next statement.
-    pub(crate) a_pid_second: i32,
-    /// A: whether that next statement found A's lock in `pg_locks`.
-    pub(crate) a_lock_visible: bool,
-    /// B: backend pid.
-    pub(crate) b_pid: i32,
-    /// B: `pg_try_advisory_lock(k)` while A holds it.
-    pub(crate) b_took_while_held: bool,
-    /// B: `pg_try_advisory_lock(k)` after A's unlock.
-    pub(crate) b_took_after_release: bool,
-}
-
-/// The verdict on what the sessions saw; the first problem found wins.
-pub(crate) fn judge(o: &Observations) -> std::result::Result<(), VerifyProblem> {
-    if !o.a_took {
-        return Err(VerifyProblem::TestLockRefused);
-    }
-    if o.a_pid_first != o.a_pid_second {
-        return Err(VerifyProblem::SessionNotKept {
-            first: o.a_pid_first,
-            second: o.a_pid_second,
-        });
-    }
-    if o.b_pid == o.a_pid_first {
-        return Err(VerifyProblem::SharedBackend { pid: o.b_pid });
-    }
-    if !o.a_lock_visible {
-        return Err(VerifyProblem::LockNotRecorded);
-    }
-    if o.b_took_while_held {
-        return Err(VerifyProblem::NoConflict);
-    }
-    if !o.b_took_after_release {
-        return Err(VerifyProblem::NotReleased);
-    }
-    Ok(())
-}
-
 fn query_failed(e: tokio_postgres::Error) -> Error {
     Error::Backend(pg_error(e, BackendErrorKind::Query))
 }
@@ -329,92 +286,4 @@ fn failed(problem: VerifyProblem) -> Error {
     Error::Backend(
         BackendError::new(BackendErrorKind::NotPostgres, problem.to_string()).with_source(problem),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn healthy() -> Observations {
-        Observations {
-            a_took: true,
-            a_pid_first: 10,
-            a_pid_second: 10,
-            a_lock_visible: true,
-            b_pid: 11,
-            b_took_while_held: false,
-            b_took_after_release: true,
-        }
-    }
-
-    #[test]
-    fn a_real_postgres_passes() {
-        assert_eq!(judge(&healthy()), Ok(()));
-    }
-
-    #[test]
-    fn transaction_pooler_that_moves_a_connection_is_caught() {
-        let o = Observations {
-            a_pid_second: 12,
-            // Behind a pooler the lock may or may not be seen: either way
-            // the moving session is the diagnosis.
-            a_lock_visible: false,
-            ..healthy()
-        };
-        let err = judge(&o).unwrap_err();
-        assert_eq!(
-            err,
-            VerifyProblem::SessionNotKept {
-                first: 10,
-                second: 12
-            }
-        );
-        assert!(err.to_string().contains("pool_mode = transaction"), "{err}");
-    }
-
-    #[test]
-    fn pooler_that_shares_one_backend_is_caught() {
-        // Re-entrancy makes B "get" the lock too.
-        let o = Observations {
-            b_pid: 10,
-            b_took_while_held: true,
-            ..healthy()
-        };
-        let err = judge(&o).unwrap_err();
-        assert_eq!(err, VerifyProblem::SharedBackend { pid: 10 });
-        assert!(err.to_string().contains("same server session"), "{err}");
-    }
-
-    #[test]
-    fn no_op_advisory_functions_are_caught() {
-        // CockroachDB: true for everyone, nothing in pg_locks.
-        let o = Observations {
-            a_lock_visible: false,
-            b_took_while_held: true,
-            ..healthy()
-        };
-        let err = judge(&o).unwrap_err();
-        assert_eq!(err, VerifyProblem::LockNotRecorded);
-        assert!(err.to_string().contains("do nothing"), "{err}");
-        // Recorded but not excluding (an engine that fakes pg_locks).
-        let o = Observations {
-            b_took_while_held: true,
-            ..healthy()
-        };
-        assert_eq!(judge(&o), Err(VerifyProblem::NoConflict));
-    }
-
-    #[test]
-    fn refused_test_lock_and_stuck_release_are_caught() {
-        let o = Observations {
-            a_took: false,
-            ..healthy()
-        };
-        assert_eq!(judge(&o), Err(VerifyProblem::TestLockRefused));
-        let o = Observations {
-            b_took_after_release: false,
-            ..healthy()
-        };
-        assert_eq!(judge(&o), Err(VerifyProblem::NotReleased));
-    }
 }

@@ -10,20 +10,28 @@
 //!   connection factory, from a `postgres://` or `sqlite://` URL.
 
 pub mod schema;
+mod schema_types;
 
 mod checkpoints;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod connection;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod database_url;
 mod projection;
+mod retry;
 mod statements;
 pub(crate) mod telemetry;
 
 pub use checkpoints::{CheckpointSql, CHECKPOINT_TABLE};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]
-pub use connection::{connect, AnyReadModelRepository, Database, DatabaseUrl};
-pub use projection::{is_transient, CatchUp, ReadModelProjection, RetryPolicy};
+pub use connection::{connect, AnyReadModelRepository, Database};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]
+pub use database_url::DatabaseUrl;
+pub use projection::{CatchUp, ReadModelProjection};
+pub use retry::{is_transient, RetryPolicy};
 pub use statements::{Param, SqlTable, Statement};
 pub use telemetry::DbEndpoint;
 

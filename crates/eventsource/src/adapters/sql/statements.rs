@@ -17,25 +17,11 @@ use crate::ports::readmodels::{FieldDescriptor, FieldType, Value};
 
 use super::{quote_ident, Dialect};
 
+mod builder;
 mod select;
 
-/// A bound parameter: a value and the type of the field it belongs to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Param {
-    /// The value (may be NULL for writes).
-    pub value: Value,
-    /// The field's type, which decides how the adapter binds it.
-    pub field_type: FieldType,
-}
-
-/// One SQL statement with its parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Statement {
-    /// The SQL text, with `$n` (PostgreSQL) or `?n` (SQLite) placeholders.
-    pub sql: String,
-    /// The parameters, in placeholder order.
-    pub params: Vec<Param>,
-}
+use self::builder::{collated, compared, placeholder, postgres_read_type, Builder};
+pub use self::builder::{Param, Statement};
 
 /// The statements of one read-model table on one dialect.
 ///
@@ -59,98 +45,6 @@ type SqlTexts = HashMap<(&'static str, usize), Arc<str>>;
 
 /// The most cached SQL texts per table (batch sizes vary).
 const MAX_CACHED_TEXTS: usize = 64;
-
-/// A placeholder for parameter `n` of a field of type `field_type`.
-fn placeholder(dialect: Dialect, n: usize, field_type: &FieldType) -> String {
-    match dialect {
-        Dialect::Postgres => format!("${n}::{}", postgres_param_type(field_type)),
-        Dialect::Sqlite => format!("?{n}"),
-    }
-}
-
-/// Builds one statement, numbering placeholders.
-struct Builder {
-    dialect: Dialect,
-    sql: String,
-    params: Vec<Param>,
-}
-
-impl Builder {
-    fn bind(&mut self, value: Value, field_type: &FieldType) -> String {
-        self.params.push(Param {
-            value,
-            field_type: field_type.clone(),
-        });
-        let n = self.params.len();
-        match self.dialect {
-            Dialect::Postgres => format!("${n}::{}", postgres_param_type(field_type)),
-            Dialect::Sqlite => format!("?{n}"),
-        }
-    }
-
-    /// A placeholder for the right-hand side of a comparison: as
-    /// [`Builder::bind`], but SQLite decimals compare as numbers.
-    fn bind_compared(&mut self, value: Value, field_type: &FieldType) -> String {
-        let p = self.bind(value, field_type);
-        compared(self.dialect, p, field_type)
-    }
-
-    fn push(&mut self, s: &str) {
-        self.sql.push_str(s);
-    }
-
-    fn finish(self) -> Statement {
-        Statement {
-            sql: self.sql,
-            params: self.params,
-        }
-    }
-}
-
-/// The PostgreSQL type a parameter of each field type is cast to; also the
-/// type each column is read back as.
-fn postgres_param_type(field_type: &FieldType) -> &'static str {
-    match field_type {
-        FieldType::Uuid => "uuid",
-        FieldType::Text | FieldType::Other(_) => "text",
-        FieldType::Integer => "int8",
-        FieldType::Float => "float8",
-        FieldType::Decimal => "text::numeric",
-        FieldType::Bool => "bool",
-        FieldType::Timestamp => "timestamptz",
-        FieldType::Date => "date",
-        FieldType::Json => "jsonb",
-        FieldType::Bytes => "bytea",
-    }
-}
-
-fn postgres_read_type(field_type: &FieldType) -> &'static str {
-    match field_type {
-        FieldType::Decimal => "text",
-        other => postgres_param_type(other),
-    }
-}
-
-/// A column (already quoted, possibly table-qualified) as equality tests
-/// see it. SQLite keeps decimals as text (so they read back exactly as
-/// written) and compares them as numbers.
-fn compared(dialect: Dialect, quoted: String, field_type: &FieldType) -> String {
-    match (dialect, field_type) {
-        (Dialect::Sqlite, FieldType::Decimal) => format!("CAST({quoted} AS NUMERIC)"),
-        _ => quoted,
-    }
-}
-
-/// A column as range tests and ordering see it: text byte-wise everywhere
-/// (SQLite's default collation already is), decimals as numbers.
-fn collated(dialect: Dialect, quoted: String, field_type: &FieldType) -> String {
-    match (dialect, field_type) {
-        (Dialect::Postgres, FieldType::Text | FieldType::Other(_)) => {
-            format!(r#"{quoted}::text COLLATE "C""#)
-        }
-        _ => compared(dialect, quoted, field_type),
-    }
-}
 
 impl SqlTable {
     /// The statements for `table` with user `fields`.

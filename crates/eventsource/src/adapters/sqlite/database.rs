@@ -5,19 +5,16 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::Connection;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::adapters::sql::{schema, Dialect};
-use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::error::{Error, Result};
 use crate::ports::readmodels::ReadModel;
 
-use super::readmodels::SqliteReadModelRepository;
-
-/// The `busy_timeout` every connection gets, in milliseconds.
-pub const BUSY_TIMEOUT_MS: u64 = 5000;
+use super::connection::{blocking, configure, lock, table_columns};
+use super::error::{connect_error, sqlite_error};
 
 /// One SQLite connection, shared by the repositories made from it.
 ///
@@ -111,12 +108,6 @@ impl SqliteDatabase {
     /// The file path, for a file database.
     pub fn path(&self) -> Option<&Path> {
         self.shared.path.as_deref()
-    }
-
-    /// A repository for `M` on this database (the table must exist; see
-    /// [`SqliteDatabase::create_schema`]).
-    pub fn repository<M: ReadModel>(&self) -> SqliteReadModelRepository<M> {
-        SqliteReadModelRepository::new(self.clone(), Access::Gated)
     }
 
     /// Runs `f` with the connection, on the blocking pool, after the gate.
@@ -296,10 +287,14 @@ pub struct SqliteTransaction {
 }
 
 impl SqliteTransaction {
-    /// A repository for `M` bound to this transaction. Its calls fail once
-    /// the transaction has ended.
-    pub fn repository<M: ReadModel>(&self) -> SqliteReadModelRepository<M> {
-        SqliteReadModelRepository::new(self.db.clone(), Access::InTransaction(self.active.clone()))
+    /// How a repository made from this transaction reaches the connection.
+    pub(super) fn access(&self) -> Access {
+        Access::InTransaction(self.active.clone())
+    }
+
+    /// The database this transaction runs on.
+    pub(super) fn database(&self) -> &SqliteDatabase {
+        &self.db
     }
 
     /// Commits.
@@ -359,78 +354,4 @@ fn discard_leaked_transaction(conn: &Connection) {
         tracing::warn!("rolling back a SQLite transaction left open by a cancelled call");
         let _ = conn.execute_batch("ROLLBACK");
     }
-}
-
-fn lock(conn: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
-    // rusqlite keeps its own state consistent; a panic in a caller's closure
-    // does not leave the connection unusable.
-    conn.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `f` on tokio's blocking pool.
-pub(crate) async fn blocking<T, F>(f: F) -> Result<T>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T> + Send + 'static,
-{
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        Error::Backend(BackendError::new(
-            BackendErrorKind::Other,
-            format!("SQLite task failed: {e}"),
-        ))
-    })?
-}
-
-fn configure(conn: &Connection, memory: bool) -> Result<()> {
-    conn.execute_batch("PRAGMA foreign_keys = ON")
-        .map_err(sqlite_error)?;
-    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
-        .map_err(sqlite_error)?;
-    if !memory {
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sqlite_error)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            tracing::warn!(%mode, "SQLite refused journal_mode=WAL");
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn table_columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare("SELECT name FROM pragma_table_info(?1)")
-        .map_err(sqlite_error)?;
-    let names = stmt
-        .query_map([table], |r| r.get::<_, String>(0))
-        .map_err(sqlite_error)?
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(sqlite_error)?;
-    Ok(names)
-}
-
-fn connect_error(path: &Path, e: rusqlite::Error) -> Error {
-    Error::Backend(
-        BackendError::new(
-            BackendErrorKind::Connect,
-            format!("cannot open SQLite database {}: {e}", path.display()),
-        )
-        .with_source(e),
-    )
-}
-
-/// Converts a rusqlite error; busy/locked errors carry the codes
-/// `SQLITE_BUSY` / `SQLITE_LOCKED` (transient for the projection).
-pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
-    let code = match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy) => Some("SQLITE_BUSY"),
-        Some(ErrorCode::DatabaseLocked) => Some("SQLITE_LOCKED"),
-        Some(ErrorCode::ConstraintViolation) => Some("SQLITE_CONSTRAINT"),
-        _ => None,
-    };
-    let mut be = BackendError::new(BackendErrorKind::Query, e.to_string());
-    if let Some(code) = code {
-        be = be.with_code(code);
-    }
-    Error::Backend(be.with_source(e))
 }

@@ -25,7 +25,9 @@
 //! Each connection is opened with `foreign_keys=ON`, `busy_timeout=5000`
 //! and, for files, `journal_mode=WAL`.
 
+mod connection;
 mod database;
+mod error;
 mod projection;
 mod readmodels;
 

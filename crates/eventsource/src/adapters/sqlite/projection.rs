@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::database::sqlite_error;
+use super::error::sqlite_error;
 use super::readmodels::SqliteReadModelRepository;
 use crate::adapters::sql::{CheckpointSql, Dialect};
 use crate::ports::error::Result;

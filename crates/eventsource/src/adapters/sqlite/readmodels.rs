@@ -17,7 +17,8 @@ use crate::ports::readmodels::{
     FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelRepository, Value,
 };
 
-use super::database::{sqlite_error, Access, SqliteDatabase};
+use super::database::{Access, SqliteDatabase, SqliteTransaction};
+use super::error::sqlite_error;
 
 mod repository;
 
@@ -28,7 +29,7 @@ const TIMESTAMP_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
 ///
 /// Made by [`SqliteDatabase::repository`] (each call its own statement, in
 /// autocommit mode; `save_many` in one transaction) or
-/// [`SqliteTransaction::repository`](super::SqliteTransaction::repository)
+/// [`SqliteTransaction::repository`]
 /// (inside that transaction, never committing). Cheap to clone.
 ///
 /// Storage: UUIDs as lowercase hyphenated text, timestamps as fixed-width
@@ -40,6 +41,22 @@ pub struct SqliteReadModelRepository<M> {
     access: Access,
     table: Arc<SqlTable>,
     _model: PhantomData<fn() -> M>,
+}
+
+impl SqliteDatabase {
+    /// A repository for `M` on this database (the table must exist; see
+    /// [`SqliteDatabase::create_schema`]).
+    pub fn repository<M: ReadModel>(&self) -> SqliteReadModelRepository<M> {
+        SqliteReadModelRepository::new(self.clone(), Access::Gated)
+    }
+}
+
+impl SqliteTransaction {
+    /// A repository for `M` bound to this transaction. Its calls fail once
+    /// the transaction has ended.
+    pub fn repository<M: ReadModel>(&self) -> SqliteReadModelRepository<M> {
+        SqliteReadModelRepository::new(self.database().clone(), self.access())
+    }
 }
 
 impl<M: ReadModel> SqliteReadModelRepository<M> {

@@ -3,8 +3,8 @@
 
 use std::cmp::Ordering;
 
-use super::field::FieldType;
-use super::query::{Direction, Operand, Operator};
+use super::field_type::FieldType;
+use super::terms::{Direction, Operand, Operator};
 use super::value::Value;
 
 /// Which rows a checked query sees with respect to soft deletion.

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::field::FieldType;
+use super::field_type::FieldType;
 use super::value::Value;
 
 /// Rust types with a natural [`FieldType`], for [`FieldDescriptor::of`](super::FieldDescriptor::of)

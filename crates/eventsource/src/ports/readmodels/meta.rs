@@ -1,10 +1,8 @@
 //! [`ReadModelMeta`]: the bookkeeping columns every read model carries.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-
-use super::storage::now_micros;
 
 /// The bookkeeping every read model carries: identity, timestamps, version
 /// and the soft-delete marker.
@@ -54,4 +52,10 @@ impl ReadModelMeta {
     pub fn is_deleted(&self) -> bool {
         self.deleted_at.is_some()
     }
+}
+
+/// The current time, truncated to microseconds (the precision every backend
+/// stores).
+pub fn now_micros() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
 }

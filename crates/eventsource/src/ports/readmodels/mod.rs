@@ -31,6 +31,7 @@
 mod checked;
 mod error;
 mod field;
+mod field_type;
 mod index;
 mod kind;
 mod meta;
@@ -39,19 +40,23 @@ mod naming;
 mod projection;
 mod query;
 mod repository;
+mod serde_form;
 pub mod storage;
+mod terms;
 mod value;
 
 pub use error::{Cause, ReadModelError};
-pub use field::{Column, DefaultValue, FieldDescriptor, FieldType, SqlTypeOverride};
+pub use field::{Column, DefaultValue, FieldDescriptor, SqlTypeOverride};
+pub use field_type::FieldType;
 pub use index::IndexDescriptor;
 pub use kind::FieldKind;
 pub use meta::ReadModelMeta;
 pub use model::ReadModel;
 pub use naming::default_table_name;
 pub use projection::{Applied, ReadModelHandler, TransactionalReadModels};
-pub use query::{Direction, Filter, Operand, Operator, Query};
+pub use query::{Filter, Query};
 pub use repository::ReadModelRepository;
+pub use terms::{Direction, Operand, Operator};
 pub use value::Value;
 
 /// `#[derive(ReadModel)]` (feature `derive`); see the `eventsource-derive`

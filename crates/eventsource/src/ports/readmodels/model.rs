@@ -9,7 +9,7 @@ use super::field::FieldDescriptor;
 use super::index::IndexDescriptor;
 use super::meta::ReadModelMeta;
 use super::naming::default_table_name;
-use super::storage;
+use super::serde_form;
 use super::value::Value;
 
 /// A projection of events into rows of one table.
@@ -117,7 +117,7 @@ pub trait ReadModel: Serialize + DeserializeOwned + Clone + Send + Sync + 'stati
     /// is NULL when nullable, an error otherwise). The derive generates a
     /// direct conversion.
     fn to_values(&self, fields: &[FieldDescriptor]) -> Result<Vec<Value>, ReadModelError> {
-        storage::values_via_serde(self, fields)
+        serde_form::values_via_serde(self, fields)
     }
 
     /// Rebuilds a model from its bookkeeping and the stored values of
@@ -128,6 +128,6 @@ pub trait ReadModel: Serialize + DeserializeOwned + Clone + Send + Sync + 'stati
         values: Vec<Value>,
         fields: &[FieldDescriptor],
     ) -> Result<Self, ReadModelError> {
-        storage::model_via_serde(meta, values, fields)
+        serde_form::model_via_serde(meta, values, fields, Self::meta_mut)
     }
 }

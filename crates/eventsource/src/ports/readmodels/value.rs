@@ -6,8 +6,7 @@ use std::cmp::Ordering;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use uuid::Uuid;
 
-use super::field::FieldType;
-use super::storage::parse_date;
+use super::field_type::FieldType;
 
 /// One column value. Filters take values through `From` impls
 /// (`"open".into()`, `42.into()`, `uuid.into()`, ...); the query validator
@@ -256,6 +255,11 @@ impl<T: Into<Value>> From<Option<T>> for Value {
     fn from(v: Option<T>) -> Self {
         v.map_or(Value::Null, Into::into)
     }
+}
+
+/// Parses a `YYYY-MM-DD` date. For adapters.
+pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()
 }
 
 #[cfg(test)]

@@ -1,0 +1,63 @@
+//! The plain rusqlite connection under a [`SqliteDatabase`](super::SqliteDatabase):
+//! the settings every connection is opened with, the lock around it, the
+//! blocking-pool hop, and reading a table's columns.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+
+use super::error::sqlite_error;
+
+/// The `busy_timeout` every connection gets, in milliseconds.
+pub const BUSY_TIMEOUT_MS: u64 = 5000;
+
+pub(super) fn lock(conn: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
+    // rusqlite keeps its own state consistent; a panic in a caller's closure
+    // does not leave the connection unusable.
+    conn.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` on tokio's blocking pool.
+pub(super) async fn blocking<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        Error::Backend(BackendError::new(
+            BackendErrorKind::Other,
+            format!("SQLite task failed: {e}"),
+        ))
+    })?
+}
+
+pub(super) fn configure(conn: &Connection, memory: bool) -> Result<()> {
+    conn.execute_batch("PRAGMA foreign_keys = ON")
+        .map_err(sqlite_error)?;
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(sqlite_error)?;
+    if !memory {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(sqlite_error)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(%mode, "SQLite refused journal_mode=WAL");
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn table_columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare("SELECT name FROM pragma_table_info(?1)")
+        .map_err(sqlite_error)?;
+    let names = stmt
+        .query_map([table], |r| r.get::<_, String>(0))
+        .map_err(sqlite_error)?
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(sqlite_error)?;
+    Ok(names)
+}
