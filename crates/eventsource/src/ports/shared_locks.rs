@@ -24,6 +24,28 @@ use super::locks::{DistributedLock, LockGuard};
 /// and `InMemoryLockManager`. Shared holds carry no fencing token (fencing
 /// protects writes; [`LockInfo::fence`](super::locks::LockInfo::fence) is
 /// `None`), except a downgraded guard, which keeps its token.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use eventsource::{DistributedLock, InMemoryLockManager, LockMode, SharedLock};
+///
+/// let locks = InMemoryLockManager::new(None);
+/// let wait = Some(Duration::from_secs(5));
+/// let a = locks.acquire_shared("catalogue", wait).await?;
+/// let b = locks.acquire_shared("catalogue", wait).await?; // readers share
+/// assert!(locks.try_lock("catalogue").await?.is_none()); // no writer meanwhile
+/// a.release().await?;
+/// b.release().await?;
+///
+/// let w = locks.acquire("catalogue", wait).await?; // write...
+/// let r = w.downgrade().await?; // ...then read on, with no gap for another writer
+/// assert_eq!(r.mode(), LockMode::Shared);
+/// assert!(locks.try_lock_shared("catalogue").await?.is_some()); // readers join
+/// r.release().await?;
+/// # Ok::<(), eventsource::Error>(())
+/// # }).unwrap();
+/// ```
 pub trait SharedLock: DistributedLock {
     /// Acquires `key` in shared mode, waiting up to `timeout` (`None`:
     /// indefinitely; `Some(Duration::ZERO)`: exactly one attempt). The wait
