@@ -65,6 +65,9 @@ pub fn conflict_message(
             .iter()
             .map(|h| {
                 let mut details = vec![format!("pid {}", h.pid)];
+                if h.mode == "ShareLock" {
+                    details.push("shared".to_owned());
+                }
                 if let Some(addr) = &h.client_addr {
                     details.push(format!("client {addr}"));
                 }
@@ -143,6 +146,18 @@ mod tests {
                  held by host-a:17 (pid 4242, client 10.1.2.3, active since 2026-11-30T09:00:00Z); \
                  1 waiting"
             )
+        );
+        let mut reader = session(4444, Some("eventsource/host-b:9"), true);
+        reader.mode = "ShareLock".into();
+        let shared = [AdvisoryLock {
+            holders: vec![reader],
+            waiters: vec![],
+            ..locks[0].clone()
+        }];
+        let line = conflict_message("nightly", None, Some(&shared));
+        assert!(
+            line.contains("held by host-b:9 (pid 4444, shared, client"),
+            "{line}"
         );
         let line = conflict_message("nightly", Some(Duration::from_secs(30)), None);
         assert!(line.ends_with("still held elsewhere after 30s"), "{line}");
