@@ -23,7 +23,7 @@ use crate::ports::error::{
 };
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::{
-    DistributedLock, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal,
+    DistributedLock, GuardBackend, LockGuard, LockInfo, LockMode, LockRegistry, LossSignal,
 };
 
 /// The port's error for a failed acquisition of `key`: the one place where
@@ -65,6 +65,38 @@ impl PostgresLockManager {
             None => LossSignal::from_token(g.loss),
         };
         LockGuard::new(info, loss, Box::new(g.lock))
+    }
+
+    /// An acquisition in either mode, inside the caller's span: the key's
+    /// check, the acquirer's path for the mode, then [`settle`](Self::settle).
+    pub(super) async fn acquire_in(
+        &self,
+        mode: LockMode,
+        key: &str,
+        timeout: Option<Duration>,
+    ) -> Result<LockGuard> {
+        let started = Instant::now();
+        let lock_id = checked_lock_id(key, timeout)?;
+        tracing::Span::current().record("eventsource.lock.id", lock_id);
+        let key_arc: Arc<str> = Arc::from(key);
+        let acquirer = &self.state.acquirer;
+        let (operation, granted) = match mode {
+            LockMode::Exclusive => (
+                "acquire",
+                acquirer.acquire(lock_id, &key_arc, timeout).await,
+            ),
+            LockMode::Shared => (
+                "acquire_shared",
+                acquirer.acquire_shared(lock_id, &key_arc, timeout).await,
+            ),
+        };
+        let result = self.settle(operation, key, lock_id, timeout, started, granted);
+        tracing::debug!(
+            outcome = outcome_name(&result),
+            operation,
+            "acquisition finished"
+        );
+        result
     }
 
     /// The end of an acquisition in either mode: the guard, or the port's
@@ -168,21 +200,8 @@ impl DistributedLock for PostgresLockManager {
             "error.type" = tracing::field::Empty,
             "otel.status_code" = tracing::field::Empty,
         );
-        async move {
-            let started = Instant::now();
-            let lock_id = checked_lock_id(key, timeout)?;
-            tracing::Span::current().record("eventsource.lock.id", lock_id);
-            let key_arc: Arc<str> = Arc::from(key);
-            let granted = self
-                .state
-                .acquirer
-                .acquire(lock_id, &key_arc, timeout)
-                .await;
-            let result = self.settle("acquire", key, lock_id, timeout, started, granted);
-            tracing::debug!(outcome = outcome_name(&result), "acquire finished");
-            result
-        }
-        .instrument(span)
+        self.acquire_in(LockMode::Exclusive, key, timeout)
+            .instrument(span)
     }
 
     /// One try-lock, never waiting. `Ok(None)` when another session holds

@@ -2,18 +2,15 @@
 //! `pg_advisory_lock_shared`, each on a session of its own (see
 //! `acquirer/shared.rs`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::lock_span::lock_span;
 use super::manager::PostgresLockManager;
 use crate::ports::error::Result;
-use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::LockGuard;
-use crate::ports::shared_locks::SharedLock;
+use crate::ports::shared_locks::{LockMode, SharedLock};
 
 impl SharedLock for PostgresLockManager {
     /// Acquires a shared hold of `key` (`pg_advisory_lock_shared` on the
@@ -53,25 +50,7 @@ impl SharedLock for PostgresLockManager {
             "error.type" = tracing::field::Empty,
             "otel.status_code" = tracing::field::Empty,
         );
-        async move {
-            let started = Instant::now();
-            let lock_id = checked_lock_id(key, timeout)?;
-            tracing::Span::current().record("eventsource.lock.id", lock_id);
-            let key_arc: Arc<str> = Arc::from(key);
-            let granted = self
-                .state
-                .acquirer
-                .acquire_shared(lock_id, &key_arc, timeout)
-                .await;
-            let result = self.settle("acquire_shared", key, lock_id, timeout, started, granted);
-            let name = match &result {
-                Ok(_) => "acquired",
-                Err(e) if e.is_timeout() => "timeout",
-                Err(_) => "error",
-            };
-            tracing::debug!(outcome = name, "acquire_shared finished");
-            result
-        }
-        .instrument(span)
+        self.acquire_in(LockMode::Shared, key, timeout)
+            .instrument(span)
     }
 }
