@@ -168,6 +168,44 @@ pub(crate) async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) 
     }
 }
 
+/// After a round of a cancellation case: `key` becomes free for
+/// `observer`, and `lock` holds nothing any more.
+pub(crate) async fn assert_left_nothing<L: Conformant>(lock: &L, observer: &L, key: &str) {
+    assert_becomes_free(observer, key).await;
+    eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+}
+
+/// Drops the call `make()` builds after 0, 1, 2, ... polls, until one
+/// round completes it (`MAX_POLLS` at most): `settle` gives back what a
+/// completed call took, and after every round the key must be free and
+/// `lock` hold nothing.
+pub(crate) async fn drop_at_every_poll<L, F, T, S, G>(
+    what: &str,
+    lock: &L,
+    observer: &L,
+    key: &str,
+    mut make: impl FnMut() -> F,
+    mut settle: S,
+) where
+    L: Conformant,
+    F: Future<Output = T>,
+    S: FnMut(T) -> G,
+    G: Future<Output = ()>,
+{
+    for n in 0..MAX_POLLS {
+        let out = poll_n_then_drop(make(), n, IDLE).await;
+        let done = out.is_some();
+        if let Some(out) = out {
+            settle(out).await;
+        }
+        assert_left_nothing(lock, observer, key).await;
+        if done {
+            return;
+        }
+    }
+    panic!("{what} did not complete within {MAX_POLLS} polls");
+}
+
 struct NotifyWaker(Notify);
 impl Wake for NotifyWaker {
     fn wake(self: Arc<Self>) {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    assert_becomes_free, eventually, eventually_async, free_for, key, poll_n_then_drop, Conformant,
-    IDLE, MAX_POLLS, SETTLE,
+    assert_left_nothing, drop_at_every_poll, eventually, eventually_async, free_for, key,
+    poll_n_then_drop, Conformant, IDLE, MAX_POLLS, SETTLE,
 };
 
 /// An uncontended `acquire` dropped after every possible number of polls
@@ -15,42 +15,26 @@ use super::{
 #[doc(hidden)]
 pub async fn cancel_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-acquire");
-    for n in 0..MAX_POLLS {
-        let out = poll_n_then_drop(lock.acquire(&k, None), n, IDLE).await;
-        let done = out.is_some();
-        if let Some(g) = out {
-            g.unwrap().release().await.unwrap();
-        }
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
-        if done {
-            return;
-        }
-    }
-    panic!("acquire did not complete within {MAX_POLLS} polls");
+    let acquire = || lock.acquire(&k, None);
+    let release = |g: eventsource::Result<eventsource::LockGuard>| async {
+        g.unwrap().release().await.unwrap();
+    };
+    drop_at_every_poll("acquire", lock, observer, &k, acquire, release).await;
 }
 
 /// `try_acquire` dropped after every possible number of polls leaks nothing.
 #[doc(hidden)]
 pub async fn cancel_try_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-try");
-    for n in 0..MAX_POLLS {
-        let out = poll_n_then_drop(lock.try_acquire(&k), n, IDLE).await;
-        let done = out.is_some();
-        if let Some(info) = out {
-            // A dropped attempt from the previous round may still be in
-            // flight; the key is then briefly "being taken".
-            if info.unwrap().is_some() {
-                lock.release(&k).await.unwrap();
-            }
+    let try_acquire = || lock.try_acquire(&k);
+    let release = |info: eventsource::Result<Option<eventsource::LockInfo>>| async {
+        // A dropped attempt from the previous round may still be in
+        // flight; the key is then briefly "being taken".
+        if info.unwrap().is_some() {
+            lock.release(&k).await.unwrap();
         }
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
-        if done {
-            return;
-        }
-    }
-    panic!("try_acquire did not complete within {MAX_POLLS} polls");
+    };
+    drop_at_every_poll("try_acquire", lock, observer, &k, try_acquire, release).await;
 }
 
 /// `release` dropped after every possible number of polls still releases.
@@ -63,8 +47,7 @@ pub async fn cancel_release_at_every_poll<L: Conformant>(lock: &L, observer: &L)
         if let Some(r) = &out {
             assert!(r.is_ok(), "{r:?}");
         }
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+        assert_left_nothing(lock, observer, &k).await;
         assert!(!lock.is_held(&k));
         if out.is_some() {
             return;
@@ -83,8 +66,7 @@ pub async fn cancel_contended_acquire_at_every_poll<L: Conformant>(lock: &L, obs
         let out = poll_n_then_drop(lock.acquire(&k, None), n, IDLE).await;
         assert!(out.is_none(), "a wait for a held key ended: {out:?}");
         holder.release().await.unwrap();
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+        assert_left_nothing(lock, observer, &k).await;
         assert!(!lock.is_held(&k));
     }
 }

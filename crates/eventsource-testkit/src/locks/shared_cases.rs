@@ -19,8 +19,8 @@ use std::time::Duration;
 use eventsource::{LockGuard, LockMode, SharedLock};
 
 use super::{
-    assert_becomes_free, eventually, eventually_async, free_for, key, poll_n_then_drop, Conformant,
-    IDLE, MAX_POLLS, SETTLE,
+    assert_becomes_free, assert_left_nothing, drop_at_every_poll, eventually, eventually_async,
+    free_for, key, poll_n_then_drop, Conformant, IDLE, MAX_POLLS, SETTLE,
 };
 
 /// What a shared-lock conformance case needs of an implementation.
@@ -259,19 +259,11 @@ pub async fn cancel_acquire_shared_at_every_poll<L: SharedConformant>(lock: &L, 
         assert!(out.is_none(), "granted past a writer");
     }
     w.release().await.unwrap();
-    for n in 0..MAX_POLLS {
-        let out = poll_n_then_drop(lock.acquire_shared(&k, None), n, IDLE).await;
-        let done = out.is_some();
-        if let Some(g) = out {
-            g.unwrap().release().await.unwrap();
-        }
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
-        if done {
-            return;
-        }
-    }
-    panic!("acquire_shared did not complete within {MAX_POLLS} polls");
+    let acquire = || lock.acquire_shared(&k, None);
+    let release = |g: eventsource::Result<LockGuard>| async {
+        g.unwrap().release().await.unwrap();
+    };
+    drop_at_every_poll("acquire_shared", lock, observer, &k, acquire, release).await;
 }
 
 /// `try_lock_shared` dropped after any number of polls leaks nothing: a
@@ -279,23 +271,15 @@ pub async fn cancel_acquire_shared_at_every_poll<L: SharedConformant>(lock: &L, 
 #[doc(hidden)]
 pub async fn cancel_try_lock_shared_at_every_poll<L: SharedConformant>(lock: &L, observer: &L) {
     let k = key("rw-cancel-try");
-    for n in 0..MAX_POLLS {
-        let out = poll_n_then_drop(lock.try_lock_shared(&k), n, IDLE).await;
-        let done = out.is_some();
-        if let Some(g) = out {
-            g.unwrap()
-                .expect("the key is free")
-                .release()
-                .await
-                .unwrap();
-        }
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
-        if done {
-            return;
-        }
-    }
-    panic!("try_lock_shared did not complete within {MAX_POLLS} polls");
+    let try_lock = || lock.try_lock_shared(&k);
+    let release = |g: eventsource::Result<Option<LockGuard>>| async {
+        g.unwrap()
+            .expect("the key is free")
+            .release()
+            .await
+            .unwrap();
+    };
+    drop_at_every_poll("try_lock_shared", lock, observer, &k, try_lock, release).await;
 }
 
 /// A downgrade dropped after any number of polls releases the lock,
@@ -312,8 +296,7 @@ pub async fn cancel_downgrade_at_every_poll<L: SharedConformant>(lock: &L, obser
             assert_eq!(g.mode(), LockMode::Shared);
             g.release().await.unwrap();
         }
-        assert_becomes_free(observer, &k).await;
-        eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
+        assert_left_nothing(lock, observer, &k).await;
         if done {
             return;
         }
