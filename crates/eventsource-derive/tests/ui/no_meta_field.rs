@@ -1,8 +1,0 @@
-use eventsource::ports::readmodels::ReadModel;
-
-#[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
-struct Order {
-    customer: String,
-}
-
-fn main() {}

@@ -1,0 +1,202 @@
+//! What every scenario gets (`Ctx`), what it hands back (`RunOut`,
+//! `ScenarioReport`), and the database it runs against.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgcoord_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::task::JoinHandle;
+
+use crate::probe::Monitor;
+use crate::stats::{Window, WorkerOut};
+use crate::{alloc, Res};
+
+/// What every scenario needs.
+#[derive(Clone)]
+pub struct Ctx {
+    pub config: tokio_postgres::Config,
+    pub url: String,
+    pub monitor: Arc<Monitor>,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub quick: bool,
+    pub shared_sessions: Option<usize>,
+    /// `--trials`: trials of the coordination scenarios (None: their defaults).
+    pub trials: Option<usize>,
+    /// Why `held10k` / `capacity` cannot run on this server (lock table too small), if so.
+    pub lock_table_short: Option<String>,
+    /// Slots in the server's shared lock table (None: unknown).
+    pub lock_table_slots: Option<u64>,
+}
+
+/// What was sampled while a window was open.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sampled {
+    pub allocs: u64,
+    pub alloc_bytes: u64,
+    pub connections: u32,
+    pub statements: Option<(i64, i64)>,
+    /// CPU time of this process over the window.
+    pub client_cpu_ns: Option<u64>,
+    /// CPU time of the scenario's server backends over the window (local server only).
+    pub server_cpu_ns: Option<u64>,
+}
+
+impl Ctx {
+    /// Opens a measured window after the warm-up and samples, in the
+    /// background, allocations over the window and, at its midpoint, the
+    /// sessions whose `application_name` matches `app_pattern` (LIKE).
+    pub fn start_window(&self, app_pattern: &str) -> (Window, JoinHandle<Res<Sampled>>) {
+        self.start_window_after(self.warmup, app_pattern)
+    }
+
+    /// [`start_window`](Self::start_window) with a warm-up of `warmup`.
+    pub fn start_window_after(
+        &self,
+        warmup: Duration,
+        app_pattern: &str,
+    ) -> (Window, JoinHandle<Res<Sampled>>) {
+        let w = Window::after(warmup, self.measure);
+        let monitor = self.monitor.clone();
+        let pattern = app_pattern.to_owned();
+        let probe = tokio::spawn(async move {
+            tokio::time::sleep_until(w.start.into()).await;
+            let (a0, b0) = alloc::totals();
+            let s0 = monitor.lock_statements().await?;
+            let c0 = alloc::cpu_ns(None);
+            let pids = monitor.pids_like(&pattern).await?;
+            let server_cpu = |pids: &[i32]| -> Option<u64> {
+                if pids.is_empty() {
+                    return None;
+                }
+                pids.iter().map(|p| alloc::cpu_ns(Some(*p))).sum()
+            };
+            let p0 = server_cpu(&pids);
+            tokio::time::sleep_until((w.start + (w.end - w.start) / 2).into()).await;
+            let connections = monitor.sessions_like(&pattern).await?;
+            tokio::time::sleep_until(w.end.into()).await;
+            let (a1, b1) = alloc::totals();
+            let c1 = alloc::cpu_ns(None);
+            let p1 = server_cpu(&pids);
+            let s1 = monitor.lock_statements().await?;
+            let statements = s0.zip(s1).map(|(a, b)| (b.0 - a.0, b.1 - a.1));
+            Ok(Sampled {
+                allocs: a1 - a0,
+                alloc_bytes: b1 - b0,
+                connections,
+                statements,
+                client_cpu_ns: c0.zip(c1).map(|(a, b)| b.saturating_sub(a)),
+                server_cpu_ns: p0.zip(p1).map(|(a, b)| b.saturating_sub(a)),
+            })
+        });
+        (w, probe)
+    }
+}
+
+/// One run of a throughput scenario.
+pub struct RunOut {
+    pub w: Window,
+    pub workers: Vec<WorkerOut>,
+    pub sampled: Sampled,
+    /// Scenario-specific figures of this round (kept per round in the report).
+    pub extra: Map<String, Value>,
+}
+
+impl RunOut {
+    pub async fn finish(
+        w: Window,
+        workers: Vec<WorkerOut>,
+        probe: JoinHandle<Res<Sampled>>,
+    ) -> Res<Self> {
+        let sampled = probe.await??;
+        Ok(Self {
+            w,
+            workers,
+            sampled,
+            extra: Map::new(),
+        })
+    }
+
+    /// Adds a scenario-specific figure for this round.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_owned(), value);
+        self
+    }
+}
+
+/// One scenario's line in the report; `extra` holds scenario-specific figures.
+#[derive(Debug, Serialize)]
+pub struct ScenarioReport {
+    pub ops_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub connections: u32,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The database to run against: `DATABASE_URL`, or a throwaway cluster
+/// (with `max_locks_per_transaction=256`, so 10,000 locks fit, and
+/// `pg_stat_statements` preloaded for exact statement counts).
+pub async fn setup() -> Res<(tokio_postgres::Config, String, Option<TestDatabase>)> {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => Ok((url.parse()?, url, None)),
+        _ => {
+            let cluster = tokio::task::spawn_blocking(|| {
+                TestCluster::start_with(ClusterOptions {
+                    settings: vec![
+                        ("max_locks_per_transaction".into(), "256".into()),
+                        // Exact statement counts per scenario (batching), see probe.rs.
+                        (
+                            "shared_preload_libraries".into(),
+                            "pg_stat_statements".into(),
+                        ),
+                        ("pg_stat_statements.track_utility".into(), "off".into()),
+                        ("pg_stat_statements.save".into(), "off".into()),
+                    ],
+                })
+            })
+            .await??;
+            let db = TestDatabase::create_on(Arc::new(cluster)).await?;
+            Ok((db.config(), db.url(), Some(db)))
+        }
+    }
+}
+
+/// Locks the scenarios that hold 10,000 at once need room for.
+pub const HELD_LOCKS: usize = 10_000;
+
+/// Why the server's shared lock table cannot take [`HELD_LOCKS`] more locks
+/// with room to spare (None: it can). The table has
+/// `max_locks_per_transaction * (max_connections + max_prepared_transactions)`
+/// slots; filling it breaks every session on the server (53200), so ask for
+/// twice the locks held.
+pub fn lock_table_short(per_tx: &str, conns: &str, prepared: &str) -> Option<String> {
+    let (Some(a), Some(b), Some(c)) = (num(per_tx), num(conns), num(prepared)) else {
+        return Some(format!(
+            "cannot read the lock table size (max_locks_per_transaction={per_tx}, \
+             max_connections={conns}, max_prepared_transactions={prepared})"
+        ));
+    };
+    let slots = a * (b + c);
+    (slots < 2 * HELD_LOCKS as u64).then(|| {
+        format!(
+            "the server's lock table has {slots} slots (max_locks_per_transaction={a} x \
+             (max_connections={b} + max_prepared_transactions={c})); holding {HELD_LOCKS} \
+             needs at least {} (raise max_locks_per_transaction)",
+            2 * HELD_LOCKS
+        )
+    })
+}
+
+fn num(s: &str) -> Option<u64> {
+    s.trim().parse::<u64>().ok()
+}
+
+/// The shared lock table's slots: `max_locks_per_transaction *
+/// (max_connections + max_prepared_transactions)`; None if unreadable.
+pub fn lock_table_slots(per_tx: &str, conns: &str, prepared: &str) -> Option<u64> {
+    Some(num(per_tx)? * (num(conns)? + num(prepared)?))
+}

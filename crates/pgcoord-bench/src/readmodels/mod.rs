@@ -1,0 +1,28 @@
+//! Read-model scenarios (issue 14, part 5): the repository's `get`, `save`,
+//! `save_many` of 100 and `find` on PostgreSQL and SQLite, each next to the
+//! same statement prepared once and run directly (tokio-postgres on one
+//! connection; rusqlite on one connection, on the calling thread), plus
+//! projection catch-up speed. Sequential, one process.
+//!
+//! ```text
+//! cargo run --release -p pgcoord-bench -- --readmodels [--quick] [--rounds N] [--seconds S]
+//! ```
+//!
+//! Every round runs each pair back to back (ours, then raw) so that load
+//! elsewhere on the machine hits both alike; ratios are per round, and the
+//! report gives their median and range.
+//!
+//! Layout: `fixture` (the `Order` model and its rows), `rate` (the timing
+//! loop and a round's results), `postgres` and `sqlite` (one round of the
+//! repository pairs on each backend), `catch_up` (projection catch-up
+//! speed) and `run` (the rounds and the printed table), which uses all the
+//! others; no file imports `run` or this one.
+
+mod catch_up;
+mod fixture;
+mod postgres;
+mod rate;
+mod run;
+mod sqlite;
+
+pub use run::run;

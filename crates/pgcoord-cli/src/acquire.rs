@@ -1,0 +1,332 @@
+//! Acquiring the lock (or, with `--also`, the set of locks) for `lock run`:
+//! the attempt, the retries while `--timeout` lasts, and the one line that
+//! says why it was not acquired.
+
+use std::time::Duration;
+
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::coordination::acquire_many;
+use pgcoord::{AcquireFailure, BackendErrorKind, DistributedLock, Error, SharedLock};
+use tokio::time::Instant;
+
+use crate::cli::RunArgs;
+use crate::db::{self, Database};
+use crate::duration::format_duration;
+use crate::held::Held;
+use crate::messages::conflict_message;
+use crate::signals::Signals;
+use crate::{exit, report};
+
+/// How long a shutdown may take to close the manager.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a cancelled wait may take to leave the server's queue at exit.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the best-effort "who holds it" query may take after a conflict
+/// (the server has just answered, so it is alive).
+const HOLDERS_TIMEOUT: Duration = Duration::from_secs(1);
+/// How much longer than its timeout an acquisition may take before the
+/// tool concludes that the server did not answer.
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+/// Backoff between connection attempts while `--timeout` lasts.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// `HOSTNAME:PID`.
+pub fn default_holder_id() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+/// What the acquisition came to.
+pub enum Acquired {
+    Held(PostgresLockManager, Held),
+    /// The tool's exit code.
+    Exit(i32),
+}
+
+/// True for a connection failure worth retrying while the timeout lasts:
+/// no answer, refused, or a server starting up / out of connection slots
+/// (not a wrong password or a missing database).
+fn worth_retrying(e: &Error) -> bool {
+    let Some(backend) = e.as_backend() else {
+        return false;
+    };
+    backend.kind() == BackendErrorKind::Connect
+        && backend
+            .code()
+            .is_none_or(|c| matches!(c, "57P03" | "53300" | "57P01"))
+}
+
+/// One acquisition attempt's outcome.
+enum Attempt {
+    Done(Result<Held, Error>),
+    /// The engine did not return by the backstop.
+    Silent,
+    /// A signal ended the wait (the manager was shut down).
+    Signal(nix::sys::signal::Signal),
+}
+
+/// One acquisition (of KEY, a permit of semaphore KEY, or the set of
+/// `keys`), bounded by a backstop for an engine that would not return in
+/// time, and ended by a caught signal.
+async fn attempt(
+    manager: &PostgresLockManager,
+    args: &RunArgs,
+    keys: &[&str],
+    timeout: Option<Duration>,
+    signals: &mut Signals,
+) -> Attempt {
+    let backstop = match timeout {
+        Some(t) if t.is_zero() => Some(db::CONNECT_TIMEOUT),
+        Some(t) => Some(t + ANSWER_GRACE),
+        None => None,
+    };
+    let acquiring = async {
+        if crate::multi::is_set(args) {
+            return acquire_many(manager, keys, timeout).await.map(Held::Set);
+        }
+        match args.permits {
+            Some(n) => crate::permits::acquire(manager, &args.key, n, timeout).await,
+            None if args.shared => manager.acquire_shared(&args.key, timeout).await,
+            None => manager.acquire(&args.key, timeout).await,
+        }
+        .map(Held::One)
+    };
+    let bounded = async {
+        match backstop {
+            Some(b) => tokio::time::timeout(b, acquiring).await.ok(),
+            None => Some(acquiring.await),
+        }
+    };
+    tokio::select! {
+        result = bounded => result.map_or(Attempt::Silent, Attempt::Done),
+        sig = signals.recv() => {
+            // The acquisition future is dropped here; the manager then
+            // cancels the wait on the server. Exiting at once would leave
+            // the session queued there until the lock reached it.
+            shut_down(manager).await;
+            Attempt::Signal(sig)
+        }
+    }
+}
+
+/// Acquires the lock, retrying the connection with backoff while
+/// `--timeout` lasts; reports every failure and returns its exit code.
+pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Acquired {
+    let holder_id = args.holder_id.clone().unwrap_or_else(default_holder_id);
+    let keys = crate::multi::keys(args);
+    let what = crate::multi::describe(&keys);
+    let set = crate::multi::is_set(args);
+    let timeout = if args.no_wait {
+        Some(Duration::ZERO)
+    } else {
+        args.timeout
+    };
+    let deadline = args.timeout.map(|t| Instant::now() + t);
+    let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let mut backoff = RETRY_FIRST;
+    // The last connection failure retried, reported if time runs out.
+    let mut retried: Option<Error> = None;
+    loop {
+        let mut builder = db
+            .manager_builder()
+            .holder_id(holder_id.clone())
+            .allow_standby(args.allow_standby)
+            .fencing(args.fence);
+        if let Some(lease) = args.lease {
+            builder = builder.lease(lease);
+        }
+        if set {
+            // The set's tries go out together on one shared session; each
+            // key it has to wait for is waited for, and then held, on a
+            // session of its own.
+            builder = builder.shared_sessions(1);
+        }
+        let manager = builder
+            // One lock per run: one session for the try, the wait and the
+            // "who holds it" query. A permit's wait holds the semaphore's
+            // turnstile while it looks at the slots: two locks.
+            .single_session(args.permits.is_none() && !set)
+            .build();
+        let this_try = match (timeout, left()) {
+            (Some(t), _) if t.is_zero() => Some(Duration::ZERO),
+            (_, Some(l)) => Some(l.max(Duration::from_millis(1))),
+            (t, None) => t,
+        };
+        tracing::info!(keys = ?keys, timeout = ?this_try, %holder_id, "acquiring");
+        let e = match attempt(&manager, args, &keys, this_try, signals).await {
+            Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
+            Attempt::Done(Err(e)) => e,
+            Attempt::Silent if retried.is_none() => {
+                report!(
+                    "{what} not acquired: the server did not answer within {} \
+                     (database {}); the command was not run",
+                    format_duration(args.timeout.unwrap_or(db::CONNECT_TIMEOUT)),
+                    db.shown()
+                );
+                return Acquired::Exit(exit::UNAVAILABLE);
+            }
+            Attempt::Silent => return Acquired::Exit(gave_up(args, &what, db, retried.as_ref())),
+            Attempt::Signal(sig) => {
+                report!(
+                    "{} while waiting for {what}; the command was not run",
+                    sig.as_str()
+                );
+                return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
+            }
+        };
+        if !worth_retrying(&e) {
+            let timed_out = e
+                .as_backend()
+                .is_some_and(|b| b.kind() == BackendErrorKind::Timeout);
+            if timed_out && retried.is_some() {
+                // The last try ran out of time; the earlier failures say why.
+                return Acquired::Exit(gave_up(args, &what, db, retried.as_ref()));
+            }
+            return Acquired::Exit(not_acquired(args, &keys, db, &manager, timeout, &e).await);
+        }
+        let pause = backoff;
+        backoff = (backoff * 2).min(RETRY_MAX);
+        match left() {
+            // Time for another try after the pause.
+            Some(l) if l > pause => {
+                if retried.is_none() {
+                    report!(
+                        "{}; retrying until --timeout runs out ({} left)",
+                        db::describe_failure("", Some(db), &e),
+                        format_duration(l)
+                    );
+                }
+                retried = Some(e);
+            }
+            Some(_) => return Acquired::Exit(gave_up(args, &what, db, Some(&e))),
+            None => {
+                let code = not_acquired(args, &keys, db, &manager, timeout, &e).await;
+                return Acquired::Exit(code);
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            sig = signals.recv() => {
+                report!(
+                    "{} while waiting for the database; the command was not run",
+                    sig.as_str()
+                );
+                return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
+            }
+        }
+    }
+}
+
+/// Reports that `--timeout` ran out while the connection kept failing.
+fn gave_up(args: &RunArgs, what: &str, db: &Database, last: Option<&Error>) -> i32 {
+    let why = last
+        .map(|e| db::describe_failure("", Some(db), e))
+        .unwrap_or_else(|| "the database could not be reached".to_owned());
+    report!(
+        "{what} not acquired: --timeout {} ran out while connecting kept failing; the last \
+         failure: {why}; the command was not run",
+        format_duration(args.timeout.unwrap_or_default())
+    );
+    exit::UNAVAILABLE
+}
+
+/// Reports a failed acquisition; returns the exit code.
+async fn not_acquired(
+    args: &RunArgs,
+    keys: &[&str],
+    db: &Database,
+    manager: &PostgresLockManager,
+    timeout: Option<Duration>,
+    e: &Error,
+) -> i32 {
+    let reason = e.as_lock_acquisition().map(|a| &a.reason);
+    let what = crate::multi::describe(keys);
+    if let Some(n) = args.permits {
+        if let Some(line) = crate::permits::not_acquired(&args.key, n, timeout, e) {
+            report!("{line}");
+            return match reason {
+                Some(AcquireFailure::PermitCountMismatch { .. }) => exit::CONFIG,
+                _ => args.conflict_exit_code,
+            };
+        }
+    }
+    if let Some(conflict) = e.as_lock_acquisition().filter(|a| a.is_conflict()) {
+        // In a set, the key that was not granted.
+        let key = conflict.key.as_str();
+        // The server answered a moment ago; still, bound the extra query.
+        let holders = tokio::time::timeout(HOLDERS_TIMEOUT, manager.holders(&[key]))
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let mut line = conflict_message(key, timeout, holders.as_deref());
+        if crate::multi::is_set(args) {
+            line.push_str(&format!("; {what} are taken all or none: none is held"));
+        }
+        if args.shared {
+            line.push_str(
+                " (shared mode: an exclusive holder, or an exclusive run queued first, keeps \
+                 shared runs out)",
+            );
+        }
+        report!("{line}");
+        return args.conflict_exit_code;
+    }
+    if let Some(AcquireFailure::Cancelled { reason }) = reason {
+        report!(
+            "the wait for {what} was cancelled by the server ({reason}): nobody said the \
+             key is held elsewhere; the command was not run; exiting with {}",
+            exit::CANCELLED
+        );
+        return exit::CANCELLED;
+    }
+    if let Some(AcquireFailure::FencingNotInstalled) = reason {
+        report!(
+            "{what} not acquired: --fence needs the fencing table, which database {} does \
+             not have yet; run `eventsource lock install` once (it creates \
+             eventsource_lock_fences and its check functions); the command was not run",
+            db.shown()
+        );
+        return exit::CONFIG;
+    }
+    if let Some(AcquireFailure::Standby) = reason {
+        report!(
+            "{what} not acquired: the server is a hot standby (in recovery), whose advisory \
+             locks do not exclude holders on the primary (database {}); point the URL at the \
+             primary, or pass --allow-standby for a standby-only job; the command was not run",
+            db.shown()
+        );
+        return exit::UNAVAILABLE;
+    }
+    if e.as_backend()
+        .is_some_and(|b| b.kind() == BackendErrorKind::Timeout)
+    {
+        let within = args
+            .timeout
+            .map(|t| format!(" within {}", format_duration(t)))
+            .unwrap_or_default();
+        report!(
+            "{what} not acquired: the server did not answer{within} (database {}); \
+             the command was not run",
+            db.shown()
+        );
+        return exit::UNAVAILABLE;
+    }
+    // The error names the key already.
+    db::fail("", Some(db), e)
+}
+
+/// Closes the manager and gives its sessions a bounded moment to finish
+/// (a cancelled wait is taken out of the server's queue by a cancel request).
+async fn shut_down(manager: &PostgresLockManager) {
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, manager.close()).await;
+    let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+    // No event tells when the last session has ended: poll, bounded.
+    while manager.session_count() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,101 @@
+//! `eventsource lock doctor`: checks once that the database really gives
+//! session-level advisory locks (see `PostgresLockManager::verify`).
+
+use pgcoord::adapters::postgres::VerifyProblem;
+use pgcoord::BackendErrorKind;
+
+use crate::db::{self, Database};
+use crate::report;
+
+/// The exit code when the server answers but fails a check.
+pub const CHECK_FAILED: i32 = 1;
+
+/// Runs `lock doctor`; returns the exit code.
+pub async fn doctor(db: Database) -> i32 {
+    // `lock run` takes one lock per process: no budget advice applies.
+    let manager = db
+        .manager_builder()
+        .holder_id("doctor")
+        .max_held_locks(1)
+        .build();
+    match manager.verify().await {
+        Ok(report) => {
+            let mut text = report.to_string();
+            if let Some(w) = lease_advice(&report.settings) {
+                text.push_str(&format!("warning: {w}\n"));
+            }
+            match crate::print_stdout(&text) {
+                Ok(()) => 0,
+                Err(code) => code,
+            }
+        }
+        Err(e) => match problem_of(&e) {
+            Some(problem) => {
+                report!("FAILED: {problem} (database {})", db.shown());
+                CHECK_FAILED
+            }
+            None => db::fail("cannot check the database", Some(&db), &e),
+        },
+    }
+}
+
+/// The lock manager's liveness interval: how long before a stop the tool's
+/// session may have last spoken.
+const LIVENESS_INTERVAL_MS: u64 = 500;
+
+/// Advice for `lock run` from `idle_session_timeout` (as reported, e.g.
+/// `3000ms`): a lease that ends a stopped tool's session before its
+/// watchdog has killed the job leaves an overlap.
+fn lease_advice(settings: &[(String, String)]) -> Option<String> {
+    let (_, value) = settings
+        .iter()
+        .find(|(name, _)| name == "idle_session_timeout")?;
+    let ms: u64 = value.strip_suffix("ms")?.parse().ok()?;
+    let watchdog = crate::cli::DEFAULT_WATCHDOG_MS;
+    if ms == 0 || ms > watchdog + LIVENESS_INTERVAL_MS {
+        return None;
+    }
+    Some(format!(
+        "for lock run: idle_session_timeout ({ms} ms) is not above the default --watchdog \
+         ({watchdog} ms) plus the liveness interval ({LIVENESS_INTERVAL_MS} ms): a stopped \
+         tool's session can end before its watchdog has killed the job, and the next holder \
+         overlap it; raise the timeout or pass a shorter --watchdog"
+    ))
+}
+
+/// The failed check, when the error is one.
+fn problem_of(e: &pgcoord::Error) -> Option<&VerifyProblem> {
+    let backend = e.as_backend()?;
+    if backend.kind() != BackendErrorKind::NotPostgres {
+        return None;
+    }
+    std::error::Error::source(backend)?.downcast_ref::<VerifyProblem>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgcoord::{BackendError, Error};
+
+    #[test]
+    fn a_lease_shorter_than_the_watchdog_draws_advice() {
+        let s = |v: &str| vec![("idle_session_timeout".to_owned(), v.to_owned())];
+        assert!(lease_advice(&s("2000ms")).is_some_and(|w| w.contains("--watchdog")));
+        assert!(lease_advice(&s("2500ms")).is_some());
+        assert_eq!(lease_advice(&s("3000ms")), None);
+        assert_eq!(lease_advice(&s("0ms")), None);
+        assert_eq!(lease_advice(&[]), None);
+    }
+
+    #[test]
+    fn a_failed_check_is_told_apart_from_an_unreachable_server() {
+        let failed: Error = BackendError::new(BackendErrorKind::NotPostgres, "x")
+            .with_source(VerifyProblem::LockNotRecorded)
+            .into();
+        assert_eq!(problem_of(&failed), Some(&VerifyProblem::LockNotRecorded));
+        let down: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
+        assert_eq!(problem_of(&down), None);
+        let other: Error = BackendError::new(BackendErrorKind::NotPostgres, "garbage").into();
+        assert_eq!(problem_of(&other), None);
+    }
+}

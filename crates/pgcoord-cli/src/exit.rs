@@ -1,0 +1,142 @@
+//! The tool's own exit codes (documented in `--help` and the README).
+//!
+//! `lock run` otherwise exits with its command's exit code, or 128+N when the
+//! command died of signal N, as shells do.
+
+use pgcoord::{AcquireFailure, BackendErrorKind, Error};
+
+/// Bad usage: unknown option, bad duration, bad URL, missing URL.
+pub const USAGE: i32 = 2;
+/// The database could not be reached or failed (sysexits `EX_UNAVAILABLE`).
+pub const UNAVAILABLE: i32 = 69;
+/// An internal error (sysexits `EX_SOFTWARE`).
+pub const SOFTWARE: i32 = 70;
+/// The lock was not acquired: held elsewhere, or the timeout elapsed
+/// (sysexits `EX_TEMPFAIL`: try again later). `--conflict-exit-code` changes it.
+pub const CONFLICT: i32 = 75;
+/// The lock was lost while the command ran (its database session ended);
+/// the command was stopped. `--lost-exit-code` changes it.
+pub const LOCK_LOST: i32 = 76;
+/// A write to standard output failed (sysexits `EX_IOERR`): a full disk,
+/// a closed pipe.
+pub const IO_ERROR: i32 = 74;
+/// The server cancelled the wait for the lock (`pg_cancel_backend`, a
+/// server-side `statement_timeout`): not a conflict, nobody said the key
+/// is held elsewhere.
+pub const CANCELLED: i32 = 77;
+/// The database lacks something the options need (`--fence` before
+/// `lock install`): EX_CONFIG.
+pub const CONFIG: i32 = 78;
+/// The command was found but could not be executed (as in shells).
+pub const CANNOT_EXECUTE: i32 = 126;
+/// The command was not found (as in shells).
+pub const NOT_FOUND: i32 = 127;
+/// Added to a signal number for "died of / interrupted by signal N".
+pub const SIGNAL_BASE: i32 = 128;
+
+/// The exit code for a library error that ends the tool.
+pub fn for_error(err: &Error) -> i32 {
+    if err.as_backend().is_some() {
+        return UNAVAILABLE;
+    }
+    match err {
+        Error::InvalidArgument(_) => USAGE,
+        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::KeyTooLong { .. }) => USAGE,
+        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::Standby) => UNAVAILABLE,
+        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::Cancelled { .. }) => {
+            CANCELLED
+        }
+        _ => SOFTWARE,
+    }
+}
+
+/// A hint of ours for a backend error, only where it is right: none where
+/// the server's own message says what is wrong (too many connections,
+/// starting up), and for a full lock table (53200) only when the server's
+/// HINT did not come through.
+pub fn backend_hint(err: &Error) -> Option<&'static str> {
+    let backend = err.as_backend()?;
+    Some(match (backend.kind(), backend.code()) {
+        (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
+        (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
+        (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
+        // Only when the server's own HINT did not come through.
+        (_, Some("53200"))
+            if !crate::db::error_chain(backend).contains("max_locks_per_transaction") =>
+        {
+            "the server's shared lock table is full: its max_locks_per_transaction is too small \
+             for the locks all sessions hold"
+        }
+        (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgcoord::{BackendError, LockAcquisitionError};
+
+    #[test]
+    fn codes_are_distinct() {
+        let mut all = vec![
+            USAGE,
+            UNAVAILABLE,
+            SOFTWARE,
+            CONFLICT,
+            LOCK_LOST,
+            IO_ERROR,
+            CANCELLED,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+        ];
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 9);
+    }
+
+    #[test]
+    fn errors_map_to_codes() {
+        let backend: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
+        assert_eq!(for_error(&backend), UNAVAILABLE);
+        let through_acquire: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::Backend(BackendError::new(BackendErrorKind::Closed, "gone")),
+            None,
+        )
+        .into();
+        assert_eq!(for_error(&through_acquire), UNAVAILABLE);
+        let too_long: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::KeyTooLong {
+                len: 5000,
+                limit: 4096,
+            },
+            None,
+        )
+        .into();
+        assert_eq!(for_error(&too_long), USAGE);
+        assert_eq!(for_error(&Error::InvalidArgument("x".into())), USAGE);
+        let cancelled: Error = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::Cancelled {
+                reason: "canceling statement due to user request".into(),
+            },
+            None,
+        )
+        .into();
+        assert_eq!(for_error(&cancelled), CANCELLED);
+        let full: Error = BackendError::new(BackendErrorKind::Connect, "out of shared memory")
+            .with_code("53200")
+            .into();
+        assert!(backend_hint(&full).is_some_and(|h| h.contains("max_locks_per_transaction")));
+        let too_many: Error = BackendError::new(BackendErrorKind::Connect, "too many clients")
+            .with_code("53300")
+            .into();
+        assert_eq!(backend_hint(&too_many), None);
+        let refused: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
+        assert!(backend_hint(&refused).is_some_and(|h| h.contains("URL")));
+        let closed: Error = LockAcquisitionError::new("k", AcquireFailure::Closed, None).into();
+        assert_eq!(for_error(&closed), SOFTWARE);
+    }
+}

@@ -1,0 +1,310 @@
+//! What `lock top` shows, as lines of text: a header, then a row per
+//! session, longest waits first.
+
+use std::cmp::Reverse;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
+
+use super::inspect::{columns, lock_label};
+use super::track::{Slot, Tracker};
+use crate::duration::format_duration;
+use crate::messages::session_name;
+
+/// What the header says besides the locks.
+pub struct Header<'a> {
+    pub database: &'a str,
+    pub fence_table: Option<&'a str>,
+    pub interval: Duration,
+    /// The last refresh failed: why, and when.
+    pub error: Option<String>,
+    pub interactive: bool,
+}
+
+fn age(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+    (now - since).to_std().unwrap_or_default()
+}
+
+fn whole(d: Duration) -> String {
+    format_duration(Duration::from_secs(d.as_secs()))
+}
+
+/// How long a session has held its lock: known (`None` bound) when the
+/// grant was seen, else at most its session's age.
+fn held_for(
+    lock: &AdvisoryLock,
+    s: &LockSession,
+    seen: &Tracker,
+    now: DateTime<Utc>,
+) -> Option<(Duration, bool)> {
+    match seen.granted_seen(&Slot::of(lock, s)) {
+        Some(t) => Some((age(t, now), false)),
+        None => s.backend_start.map(|t| (age(t, now), true)),
+    }
+}
+
+fn longest_wait(lock: &AdvisoryLock, now: DateTime<Utc>) -> Duration {
+    lock.waiters
+        .iter()
+        .filter_map(|w| w.since.map(|t| age(t, now)))
+        .max()
+        .unwrap_or_default()
+}
+
+/// The view as lines of text: header, column titles, rows; at most `rows`
+/// lines and `width` characters each when given.
+pub fn frame(
+    locks: &[AdvisoryLock],
+    seen: &Tracker,
+    header: &Header<'_>,
+    now: DateTime<Utc>,
+    size: Option<(usize, usize)>,
+) -> Vec<String> {
+    let held: usize = locks.iter().map(|l| l.holders.len()).sum();
+    let waiting: usize = locks.iter().map(|l| l.waiters.len()).sum();
+    let mut lines = vec![format!(
+        "eventsource lock top - {} - {} UTC - every {}{}",
+        header.database,
+        now.format("%H:%M:%S"),
+        format_duration(header.interval),
+        if header.interactive { " - q quits" } else { "" }
+    )];
+    let plural = if locks.len() == 1 { "" } else { "s" };
+    let mut summary = format!(
+        "{} lock{plural}: {held} held, {waiting} waiting",
+        locks.len()
+    );
+    if let Some(longest) = locks
+        .iter()
+        .map(|l| longest_wait(l, now))
+        .max()
+        .filter(|_| waiting > 0)
+    {
+        summary.push_str(&format!("; longest wait {}", whole(longest)));
+    }
+    if let Some(table) = header.fence_table {
+        summary.push_str(&format!("; fence tokens from {table}"));
+    }
+    lines.push(summary);
+    lines.push(header.error.clone().unwrap_or_default());
+
+    let mut order: Vec<&AdvisoryLock> = locks.iter().collect();
+    let hold_age = |l: &AdvisoryLock| {
+        l.holders
+            .iter()
+            .filter_map(|h| held_for(l, h, seen, now).map(|(d, _)| d))
+            .max()
+            .unwrap_or_default()
+    };
+    // Waited for first, longest wait first, then longest held, then by id.
+    order.sort_by_cached_key(|l| {
+        (
+            Reverse((!l.waiters.is_empty(), longest_wait(l, now), hold_age(l))),
+            l.lock_id,
+            l.int_pair,
+        )
+    });
+    let fences = header.fence_table.is_some();
+    let mut rows = vec![[
+        "KEY",
+        "STATE",
+        "MODE",
+        "PID",
+        "HOLDER",
+        "CLIENT",
+        "FOR",
+        "BLOCKED BY",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    if fences {
+        rows[0].push("FENCE".into());
+    }
+    let mut bounded = false;
+    for lock in order {
+        for (i, s) in lock.holders.iter().chain(lock.waiters.iter()).enumerate() {
+            let since = if s.granted {
+                match held_for(lock, s, seen, now) {
+                    Some((d, true)) => {
+                        bounded = true;
+                        format!("<={}", whole(d))
+                    }
+                    Some((d, false)) => whole(d),
+                    None => "-".into(),
+                }
+            } else {
+                s.since.map_or("-".into(), |t| whole(age(t, now)))
+            };
+            let blockers: Vec<String> = s.blocked_by.iter().map(i32::to_string).collect();
+            let mut row = vec![
+                if i == 0 {
+                    lock_label(lock)
+                } else {
+                    String::new()
+                },
+                if s.granted { "held" } else { "waiting" }.to_owned(),
+                super::mode::mode_word(s).to_owned(),
+                s.pid.to_string(),
+                session_name(s),
+                s.client_addr.clone().unwrap_or_else(|| "-".into()),
+                since,
+                blockers.join(","),
+            ];
+            if fences {
+                row.push(match (i, lock.fence) {
+                    (0, Some(f)) => f.to_string(),
+                    (0, None) => "-".into(),
+                    _ => String::new(),
+                });
+            }
+            rows.push(row);
+        }
+    }
+    let mut footer = Vec::new();
+    if locks.is_empty() {
+        footer.push("no advisory locks are held or awaited in this database".to_owned());
+    }
+    if bounded {
+        footer.push(
+            "<=: held when top started; at most the age of the holder's session \
+             (PostgreSQL does not record when a lock was granted)"
+                .to_owned(),
+        );
+    }
+    let mut table = if locks.is_empty() {
+        Vec::new()
+    } else {
+        columns(&rows)
+    };
+    if let Some((_, height)) = size {
+        let room = height.saturating_sub(lines.len() + footer.len());
+        if table.len() > room {
+            let hidden = table.len() - room.saturating_sub(1);
+            table.truncate(room.saturating_sub(1));
+            table.push(format!(
+                "... {hidden} more rows (a taller window shows more)"
+            ));
+        }
+    }
+    lines.extend(table);
+    lines.extend(footer);
+    if let Some((width, _)) = size {
+        for line in &mut lines {
+            if line.chars().count() > width {
+                *line = line.chars().take(width).collect();
+            }
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn session(pid: i32, holder: &str, granted: bool, secs: u32) -> LockSession {
+        LockSession {
+            pid,
+            mode: "ExclusiveLock".into(),
+            granted,
+            application_name: Some(format!("eventsource/{holder}")),
+            holder_id: Some(holder.into()),
+            client_addr: Some("10.0.0.1".into()),
+            backend_start: Some(Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()),
+            since: Some(Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, secs).unwrap()),
+            blocked_by: if granted { vec![] } else { vec![pid - 1] },
+        }
+    }
+
+    fn lock(
+        id: i64,
+        key: Option<&str>,
+        holders: Vec<LockSession>,
+        waiters: Vec<LockSession>,
+    ) -> AdvisoryLock {
+        AdvisoryLock {
+            lock_id: id,
+            int_pair: None,
+            key: key.map(str::to_owned),
+            fence: Some(id * 10),
+            holders,
+            waiters,
+        }
+    }
+
+    #[test]
+    fn longest_waits_come_first_and_unseen_grants_are_bounds() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 1, 9, 1, 0).unwrap();
+        let locks = vec![
+            lock(1, Some("quiet"), vec![session(10, "a", true, 0)], vec![]),
+            lock(
+                2,
+                None,
+                vec![session(20, "b", true, 0)],
+                vec![session(21, "c", false, 50)],
+            ),
+            lock(
+                3,
+                Some("busy"),
+                vec![session(30, "d", true, 0)],
+                vec![session(31, "e", false, 0)],
+            ),
+        ];
+        let mut seen = Tracker::default();
+        seen.update(&locks, now);
+        let header = Header {
+            database: "app@db/app",
+            fence_table: Some("public.eventsource_lock_fences"),
+            interval: Duration::from_secs(1),
+            error: None,
+            interactive: true,
+        };
+        let lines = frame(&locks, &seen, &header, now, None);
+        assert_eq!(
+            lines[0],
+            "eventsource lock top - app@db/app - 09:01:00 UTC - every 1s - q quits"
+        );
+        assert_eq!(lines[1], "3 locks: 3 held, 2 waiting; longest wait 1m; fence tokens from public.eventsource_lock_fences");
+        let table: Vec<&str> = lines[3..9].iter().map(String::as_str).collect();
+        assert_eq!(
+            table,
+            [
+                "KEY    STATE    MODE       PID  HOLDER  CLIENT    FOR     BLOCKED BY  FENCE",
+                "busy   held     exclusive  30   d       10.0.0.1  <=1h1m              30",
+                "       waiting  exclusive  31   e       10.0.0.1  1m      30",
+                "2      held     exclusive  20   b       10.0.0.1  <=1h1m              20",
+                "       waiting  exclusive  21   c       10.0.0.1  10s     20",
+                "quiet  held     exclusive  10   a       10.0.0.1  <=1h1m              10",
+            ]
+        );
+        assert!(lines[9].starts_with("<=: held when top started"));
+        let small = frame(&locks, &seen, &header, now, Some((30, 8)));
+        assert_eq!(small.len(), 8, "{small:#?}");
+        assert!(small.iter().all(|l| l.chars().count() <= 30), "{small:#?}");
+        assert!(small[6].starts_with("... 3 more rows"), "{small:#?}");
+    }
+
+    #[test]
+    fn a_grant_seen_counts_from_when_it_was_seen() {
+        let t = |m, s| Utc.with_ymd_and_hms(2026, 12, 1, 9, m, s).unwrap();
+        let mut seen = Tracker::default();
+        seen.update(&[], t(0, 0));
+        let locks = vec![lock(7, Some("k"), vec![session(10, "a", true, 0)], vec![])];
+        seen.update(&locks, t(0, 5));
+        let header = Header {
+            database: "d",
+            fence_table: None,
+            interval: Duration::from_secs(1),
+            error: Some("refresh failed".into()),
+            interactive: false,
+        };
+        let lines = frame(&locks, &seen, &header, t(2, 5), None);
+        assert_eq!(lines[2], "refresh failed");
+        assert_eq!(lines[4], "k    held   exclusive  10   a       10.0.0.1  2m");
+        assert!(!lines
+            .iter()
+            .any(|l| l.contains("q quits") || l.contains("FENCE") || l.starts_with("<=")));
+    }
+}

@@ -1,0 +1,219 @@
+//! What the live views and `lock holders` share: the inspection session,
+//! names for lock ids, and how a lock and a table of cells are shown.
+
+use std::collections::HashMap;
+
+use pgcoord::adapters::postgres::{
+    connect_for_inspection, AdvisoryLock, ConnectOptions, FenceTable, HoldersQuery,
+};
+use tokio_postgres::Client;
+
+use super::args::KeyNameArgs;
+use crate::db::{self, Database};
+use crate::key::printable_key;
+use crate::{exit, report};
+
+/// Lock ids mapped back to the keys the operator named.
+#[derive(Debug, Default)]
+pub struct KeyNames(HashMap<i64, String>);
+
+impl KeyNames {
+    /// From `--key` and `--key-file`; an unreadable file or a key too long
+    /// to lock is a usage error (reported; returns the exit code).
+    pub fn load(args: &KeyNameArgs) -> Result<Self, i32> {
+        let mut keys = args.keys.clone();
+        for path in &args.key_file {
+            let text = std::fs::read(path).map_err(|e| {
+                report!("cannot read key file {}: {e}", path.display());
+                exit::USAGE
+            })?;
+            let text = String::from_utf8(text).map_err(|_| {
+                report!("key file {} is not UTF-8 text", path.display());
+                exit::USAGE
+            })?;
+            keys.extend(
+                text.lines()
+                    .map(|l| l.strip_suffix('\r').unwrap_or(l))
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        Self::from_keys(keys)
+    }
+
+    /// From keys given on the command line.
+    pub fn from_keys(keys: impl IntoIterator<Item = String>) -> Result<Self, i32> {
+        let mut names = HashMap::new();
+        for key in keys {
+            if key.len() > pgcoord::MAX_KEY_LEN {
+                let shown: String = key.chars().take(40).collect();
+                report!(
+                    "key {shown:?}… is {} bytes long; lock keys are at most {} bytes",
+                    key.len(),
+                    pgcoord::MAX_KEY_LEN
+                );
+                return Err(exit::USAGE);
+            }
+            names.insert(pgcoord::lock_id_for_key(&key), key);
+        }
+        Ok(Self(names))
+    }
+
+    /// Fills in the key of each bigint lock whose id was named.
+    pub fn apply(&self, locks: &mut [AdvisoryLock]) {
+        for lock in locks.iter_mut().filter(|l| l.int_pair.is_none()) {
+            if let Some(name) = self.0.get(&lock.lock_id) {
+                lock.key = Some(name.clone());
+            }
+        }
+    }
+}
+
+/// One inspection session (with the URL's TLS, reconnected after a loss)
+/// and the query it runs, with the fencing table looked up once.
+#[derive(Debug)]
+pub struct Inspector {
+    options: ConnectOptions,
+    session: tokio::sync::Mutex<Option<Client>>,
+    query: HoldersQuery,
+}
+
+impl Inspector {
+    /// Connects, looks the fencing table up, and warns when it cannot be
+    /// read. Failures are reported; returns the exit code.
+    pub async fn open(db: &Database, query: HoldersQuery) -> Result<Self, i32> {
+        let mut config = db.config.clone();
+        config.application_name("pgcoord-cli");
+        let mut options = ConnectOptions::from_config(config);
+        if let Some(mode) = db.ssl.mode {
+            options = options.with_ssl_mode(mode);
+        }
+        if let Some(root) = &db.ssl.root_cert {
+            options = options.with_ssl_root_cert(root);
+        }
+        let fail = |e: &pgcoord::Error| db::fail("cannot list lock holders", Some(db), e);
+        let client = connect_for_inspection(options.clone(), db::CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| fail(&e))?;
+        let query = query.with_fences(&client).await.map_err(|e| fail(&e))?;
+        if let FenceTable::Unreadable { table } = query.fences() {
+            report!(
+                "warning: this role may not read the fencing table {table} \
+                 (no SELECT privilege): fence tokens are not shown"
+            );
+        }
+        Ok(Self {
+            options,
+            session: tokio::sync::Mutex::new(Some(client)),
+            query,
+        })
+    }
+
+    /// The fencing table joined, if any.
+    pub fn fence_table(&self) -> Option<&str> {
+        match self.query.fences() {
+            FenceTable::Joined { table } => Some(table),
+            _ => None,
+        }
+    }
+
+    /// Whether fence tokens are shown.
+    pub fn fences_joined(&self) -> bool {
+        self.fence_table().is_some()
+    }
+
+    /// One listing (one statement), keys named from `names`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; a session being opened when the call is
+    /// dropped is closed, and the next call opens another.
+    pub async fn snapshot(&self, names: &KeyNames) -> pgcoord::Result<Vec<AdvisoryLock>> {
+        let mut slot = self.session.lock().await;
+        let client = match slot.take().filter(|c| !c.is_closed()) {
+            Some(c) => slot.insert(c),
+            // The last one ended (a restart, a network failure): a new one.
+            None => slot
+                .insert(connect_for_inspection(self.options.clone(), db::CONNECT_TIMEOUT).await?),
+        };
+        let mut locks = self.query.run(client).await?;
+        names.apply(&mut locks);
+        Ok(locks)
+    }
+}
+
+/// The shown name of a lock: its key, else its id (or `(K1,K2)`).
+pub fn lock_label(lock: &AdvisoryLock) -> String {
+    match (&lock.key, lock.int_pair) {
+        (_, Some((k1, k2))) => format!("({k1},{k2})"),
+        (Some(key), None) => printable_key(key),
+        (None, None) => lock.lock_id.to_string(),
+    }
+}
+
+/// Lays out rows of cells in columns two spaces apart (no trailing blanks).
+pub fn columns(rows: &[Vec<String>]) -> Vec<String> {
+    let mut widths: Vec<usize> = Vec::new();
+    for r in rows {
+        widths.resize(widths.len().max(r.len()), 0);
+        for (w, cell) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (i, cell) in r.iter().enumerate() {
+                line.push_str(cell);
+                if i + 1 < r.len() {
+                    line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+                }
+            }
+            line.trim_end().to_owned()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(id: i64) -> AdvisoryLock {
+        AdvisoryLock {
+            lock_id: id,
+            int_pair: None,
+            key: None,
+            fence: None,
+            holders: vec![],
+            waiters: vec![],
+        }
+    }
+
+    #[test]
+    fn named_ids_get_their_key_and_others_keep_theirs() {
+        let names = KeyNames::from_keys(["alpha".to_owned()]).unwrap();
+        let alpha = pgcoord::lock_id_for_key("alpha");
+        let mut locks = vec![lock(alpha), lock(5)];
+        let mut pair = lock(alpha);
+        pair.int_pair = Some((1, 2));
+        locks.push(pair);
+        names.apply(&mut locks);
+        assert_eq!(locks[0].key.as_deref(), Some("alpha"));
+        assert_eq!(lock_label(&locks[0]), "alpha");
+        assert_eq!(lock_label(&locks[1]), "5");
+        assert_eq!(
+            lock_label(&locks[2]),
+            "(1,2)",
+            "a two-int lock is never named"
+        );
+    }
+
+    #[test]
+    fn cells_line_up_in_columns_without_trailing_blanks() {
+        let rows = vec![
+            vec!["KEY".to_owned(), "STATE".into(), "PID".into()],
+            vec!["long-key".into(), "held".into(), String::new()],
+        ];
+        assert_eq!(columns(&rows), ["KEY       STATE  PID", "long-key  held"]);
+    }
+}

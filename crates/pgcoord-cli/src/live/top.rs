@@ -1,0 +1,190 @@
+//! `eventsource lock top`: a refreshing terminal view of the advisory
+//! locks, or one plain listing when standard output is not a terminal.
+
+use std::io::{IsTerminal, Write};
+
+use chrono::Utc;
+use crossterm::cursor::{Hide, MoveTo, Show};
+use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::style::Print;
+use crossterm::terminal::{self, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::{execute, queue};
+use pgcoord::adapters::postgres::HoldersQuery;
+use futures_util::StreamExt;
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::args::TopArgs;
+use super::frame::{frame, Header};
+use super::inspect::{Inspector, KeyNames};
+use super::track::Tracker;
+use crate::db::{self, Database};
+use crate::{exit, report};
+
+/// Raw mode and the alternate screen while it lives; the terminal is
+/// given back as it was when it is dropped (also on a panic).
+struct Screen;
+
+impl Screen {
+    fn enter() -> std::io::Result<Self> {
+        terminal::enable_raw_mode()?;
+        let screen = Screen;
+        execute!(std::io::stdout(), EnterAlternateScreen, Hide)?;
+        Ok(screen)
+    }
+
+    fn draw(
+        &self,
+        build: impl FnOnce(Option<(usize, usize)>) -> Vec<String>,
+    ) -> std::io::Result<()> {
+        let (w, h) = terminal::size()?;
+        let lines = build(Some((usize::from(w), usize::from(h))));
+        let mut out = std::io::stdout().lock();
+        for (i, line) in lines.iter().enumerate() {
+            let row = u16::try_from(i).unwrap_or(u16::MAX);
+            queue!(
+                out,
+                MoveTo(0, row),
+                Print(line),
+                Clear(ClearType::UntilNewLine)
+            )?;
+        }
+        queue!(out, Clear(ClearType::FromCursorDown))?;
+        out.flush()
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = execute!(std::io::stdout(), Show, LeaveAlternateScreen);
+        let _ = terminal::disable_raw_mode();
+    }
+}
+
+fn quits(key: &KeyEvent) -> bool {
+    key.kind != KeyEventKind::Release
+        && match key.code {
+            KeyCode::Char('q' | 'Q') | KeyCode::Esc => true,
+            KeyCode::Char('c') => key.modifiers.contains(KeyModifiers::CONTROL),
+            _ => false,
+        }
+}
+
+/// Runs `lock top`; returns the exit code.
+pub async fn top(args: TopArgs, db: Database) -> i32 {
+    let names = match KeyNames::load(&args.names) {
+        Ok(n) => n,
+        Err(code) => return code,
+    };
+    let inspector = match Inspector::open(&db, HoldersQuery::all()).await {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
+    let mut locks = match inspector.snapshot(&names).await {
+        Ok(l) => l,
+        Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
+    };
+    let mut seen = Tracker::default();
+    seen.update(&locks, Utc::now());
+    let shown = db.shown();
+    let mut header = Header {
+        database: &shown,
+        fence_table: inspector.fence_table(),
+        interval: args.interval,
+        error: None,
+        interactive: false,
+    };
+    if !std::io::stdout().is_terminal() {
+        let mut text = frame(&locks, &seen, &header, Utc::now(), None).join("\n");
+        text.push('\n');
+        return crate::print_stdout(&text).err().unwrap_or(0);
+    }
+    header.interactive = true;
+    let (mut term, mut hup, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(h), Ok(i)) => (t, h, i),
+        _ => {
+            report!("cannot catch signals");
+            return exit::SOFTWARE;
+        }
+    };
+    let screen = match Screen::enter() {
+        Ok(s) => s,
+        Err(e) => {
+            report!("cannot set up the terminal: {e}");
+            return exit::IO_ERROR;
+        }
+    };
+    let mut keys = EventStream::new();
+    let mut next = tokio::time::Instant::now() + args.interval;
+    let outcome: Result<(), String> = loop {
+        if let Err(e) = screen.draw(|size| frame(&locks, &seen, &header, Utc::now(), size)) {
+            break Err(format!("cannot write to the terminal: {e}"));
+        }
+        let listing = async {
+            tokio::time::sleep_until(next).await;
+            inspector.snapshot(&names).await
+        };
+        tokio::select! {
+            key = keys.next() => match key {
+                Some(Ok(Event::Key(k))) if quits(&k) => break Ok(()),
+                Some(Ok(_)) => {} // a resize, another key: draw again
+                Some(Err(e)) => break Err(format!("cannot read the terminal: {e}")),
+                None => break Ok(()),
+            },
+            _ = term.recv() => break Ok(()),
+            _ = hup.recv() => break Ok(()),
+            _ = int.recv() => break Ok(()),
+            result = listing => {
+                next = (next + args.interval).max(tokio::time::Instant::now());
+                let now = Utc::now();
+                match result {
+                    Ok(l) => {
+                        seen.update(&l, now);
+                        locks = l;
+                        header.error = None;
+                    }
+                    Err(e) => {
+                        header.error = Some(format!(
+                            "refresh failed at {}: {}; showing the last listing",
+                            now.format("%H:%M:%S"),
+                            db::describe_failure("", Some(&db), &e)
+                        ));
+                    }
+                }
+            }
+        }
+    };
+    drop(screen);
+    match outcome {
+        Ok(()) => 0,
+        Err(message) => {
+            report!("{message}");
+            exit::IO_ERROR
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q_esc_and_ctrl_c_quit() {
+        assert!(quits(&KeyEvent::new(
+            KeyCode::Char('q'),
+            KeyModifiers::NONE
+        )));
+        assert!(quits(&KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+        assert!(quits(&KeyEvent::new(
+            KeyCode::Char('c'),
+            KeyModifiers::CONTROL
+        )));
+        assert!(!quits(&KeyEvent::new(
+            KeyCode::Char('c'),
+            KeyModifiers::NONE
+        )));
+    }
+}

@@ -1,0 +1,373 @@
+//! What the live views have seen: each session's request for a lock,
+//! compared from one listing to the next ([`Tracker`]), and the changes
+//! found ([`Event`]) as a line of text or JSON.
+//!
+//! PostgreSQL has no notification for lock changes and records no grant
+//! times: a change is seen at the first listing that shows it, and a lock
+//! taken and given back between two listings is not seen.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
+use serde::Serialize;
+
+use super::mode;
+
+/// Identifies one row of `pg_locks`: a session's request for one lock in
+/// one mode.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Slot {
+    lock_id: i64,
+    int_pair: Option<(i32, i32)>,
+    pid: i32,
+    mode: String,
+}
+
+impl Slot {
+    /// The slot of `session` on `lock`.
+    pub fn of(lock: &AdvisoryLock, session: &LockSession) -> Self {
+        Self {
+            lock_id: lock.lock_id,
+            int_pair: lock.int_pair,
+            pid: session.pid,
+            mode: session.mode.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    key: Option<String>,
+    fence: Option<i64>,
+    session: LockSession,
+    /// How many held the lock in shared mode in that listing.
+    shared_holders: usize,
+    /// When the watch saw the grant happen (not for locks held at its start).
+    granted_seen: Option<DateTime<Utc>>,
+}
+
+/// What happened to a session's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Let go, or its session ended (listed first: it may cause grants).
+    Released,
+    /// Stopped waiting without the lock.
+    Abandoned,
+    /// A waiter got the lock.
+    Granted,
+    /// Taken without being seen waiting.
+    Acquired,
+    /// Held when the watch started.
+    Held,
+    /// Waiting.
+    Waiting,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Released => "released",
+            Kind::Abandoned => "abandoned",
+            Kind::Granted => "granted",
+            Kind::Acquired => "acquired",
+            Kind::Held => "held",
+            Kind::Waiting => "waiting",
+        }
+    }
+}
+
+/// One change, as a line of text or JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    #[serde(serialize_with = "ser_time")]
+    time: DateTime<Utc>,
+    event: Kind,
+    lock_id: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    int_pair: Option<(i32, i32)>,
+    key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fence: Option<i64>,
+    #[serde(flatten)]
+    session: LockSession,
+    /// Whether the session holds or wants the lock in shared mode.
+    shared: bool,
+    /// For a grant in shared mode, how many hold the lock so (this one included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_holders: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_secs")]
+    waited_seconds: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_secs")]
+    held_seconds: Option<Duration>,
+}
+
+fn time_text(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+fn ser_time<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&time_text(t))
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0),
+        None => s.serialize_none(),
+    }
+}
+
+/// A value as one field: quoted (Rust-style) when it has spaces, quotes,
+/// `=`, control characters, or is empty.
+fn field(value: &str) -> String {
+    if value.is_empty()
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '=')
+    {
+        format!("{value:?}")
+    } else {
+        value.to_owned()
+    }
+}
+
+fn since(earlier: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<Duration> {
+    earlier.map(|t| (now - t).to_std().unwrap_or_default())
+}
+
+impl Event {
+    /// The text line (without the newline).
+    pub fn line(&self) -> String {
+        let mut parts = vec![time_text(&self.time), self.event.word().to_owned()];
+        if let Some(key) = &self.key {
+            parts.push(format!("key={}", field(key)));
+        }
+        parts.push(match self.int_pair {
+            Some((k1, k2)) => format!("pair={k1},{k2}"),
+            None => format!("id={}", self.lock_id),
+        });
+        let s = &self.session;
+        parts.push(format!("pid={}", s.pid));
+        match (&s.holder_id, &s.application_name) {
+            (Some(id), _) => parts.push(format!("holder={}", field(id))),
+            (None, Some(app)) if !app.is_empty() => parts.push(format!("app={}", field(app))),
+            _ => {}
+        }
+        if let Some(addr) = &s.client_addr {
+            parts.push(format!("client={addr}"));
+        }
+        parts.push(format!("mode={}", mode::mode_word(s)));
+        if let Some(n) = self.shared_holders {
+            parts.push(format!("shared_holders={n}"));
+        }
+        if self.event == Kind::Waiting && !s.blocked_by.is_empty() {
+            let pids: Vec<String> = s.blocked_by.iter().map(i32::to_string).collect();
+            parts.push(format!("blocked_by={}", pids.join(",")));
+        }
+        let whole = |d: Duration| {
+            crate::duration::format_duration(Duration::from_millis(d.as_millis() as u64))
+        };
+        if let Some(d) = self.waited_seconds {
+            parts.push(format!("waited={}", whole(d)));
+        }
+        if let Some(d) = self.held_seconds {
+            parts.push(format!("held={}", whole(d)));
+        }
+        if let Some(f) = self.fence {
+            parts.push(format!("fence={f}"));
+        }
+        parts.join(" ")
+    }
+}
+
+/// What the watch (and `lock top`) has seen so far.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    seen: BTreeMap<Slot, Seen>,
+    primed: bool,
+}
+
+impl Tracker {
+    /// When this tracker saw `slot` granted, if it saw the grant happen.
+    pub fn granted_seen(&self, slot: &Slot) -> Option<DateTime<Utc>> {
+        self.seen.get(slot).and_then(|s| s.granted_seen)
+    }
+
+    /// Takes in a new listing, seen at `now`; returns the changes since the
+    /// last one (on the first call: what is held and awaited), releases
+    /// first, waiters in queue order.
+    pub fn update(&mut self, locks: &[AdvisoryLock], now: DateTime<Utc>) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut next = BTreeMap::new();
+        let event = |kind, lock_id, int_pair, seen: &Seen, waited, held| {
+            let shared = mode::is_shared(&seen.session);
+            let granted = matches!(kind, Kind::Held | Kind::Acquired | Kind::Granted);
+            Event {
+                time: now,
+                event: kind,
+                lock_id,
+                int_pair,
+                key: seen.key.clone(),
+                fence: seen.fence,
+                session: seen.session.clone(),
+                shared,
+                shared_holders: (shared && granted).then_some(seen.shared_holders),
+                waited_seconds: waited,
+                held_seconds: held,
+            }
+        };
+        for lock in locks {
+            for s in lock.holders.iter().chain(lock.waiters.iter()) {
+                let slot = Slot::of(lock, s);
+                let before = self.seen.remove(&slot);
+                let mut seen = Seen {
+                    key: lock.key.clone(),
+                    fence: lock.fence,
+                    session: s.clone(),
+                    shared_holders: mode::shared_holders(lock),
+                    granted_seen: before.as_ref().and_then(|b| b.granted_seen),
+                };
+                let change = match (&before, s.granted) {
+                    (None, true) if self.primed => Some((Kind::Acquired, None)),
+                    (None, true) => Some((Kind::Held, None)),
+                    (None, false) => Some((Kind::Waiting, None)),
+                    (Some(b), true) if !b.session.granted => {
+                        Some((Kind::Granted, since(b.session.since, now)))
+                    }
+                    _ => None,
+                };
+                if let Some((kind, waited)) = change {
+                    if matches!(kind, Kind::Acquired | Kind::Granted) {
+                        seen.granted_seen = Some(now);
+                    }
+                    events.push(event(
+                        kind,
+                        lock.lock_id,
+                        lock.int_pair,
+                        &seen,
+                        waited,
+                        None,
+                    ));
+                }
+                next.insert(slot, seen);
+            }
+        }
+        for (slot, gone) in std::mem::replace(&mut self.seen, next) {
+            let (kind, waited, held) = if gone.session.granted {
+                (Kind::Released, None, since(gone.granted_seen, now))
+            } else {
+                (Kind::Abandoned, since(gone.session.since, now), None)
+            };
+            events.push(event(
+                kind,
+                slot.lock_id,
+                slot.int_pair,
+                &gone,
+                waited,
+                held,
+            ));
+        }
+        self.primed = true;
+        // Stable: within a kind, lock order and queue order stay.
+        events.sort_by_key(|e| e.event);
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn session(pid: i32, holder: &str, granted: bool) -> LockSession {
+        LockSession {
+            pid,
+            mode: "ExclusiveLock".into(),
+            granted,
+            application_name: Some(format!("eventsource/{holder}")),
+            holder_id: Some(holder.into()),
+            client_addr: Some("10.0.0.1".into()),
+            backend_start: None,
+            since: Some(Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap()),
+            blocked_by: if granted { vec![] } else { vec![1] },
+        }
+    }
+
+    fn lock(holders: Vec<LockSession>, waiters: Vec<LockSession>) -> AdvisoryLock {
+        AdvisoryLock {
+            lock_id: 42,
+            int_pair: None,
+            key: Some("job a".into()),
+            fence: None,
+            holders,
+            waiters,
+        }
+    }
+
+    fn kinds(events: &[Event]) -> Vec<(Kind, i32)> {
+        events.iter().map(|e| (e.event, e.session.pid)).collect()
+    }
+
+    #[test]
+    fn a_hand_over_is_a_release_then_a_grant() {
+        let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
+        let mut tracker = Tracker::default();
+        let start = tracker.update(&[lock(vec![session(1, "a", true)], vec![])], t(1));
+        assert_eq!(kinds(&start), [(Kind::Held, 1)]);
+        let waiting = tracker.update(
+            &[lock(
+                vec![session(1, "a", true)],
+                vec![session(2, "b", false)],
+            )],
+            t(2),
+        );
+        assert_eq!(kinds(&waiting), [(Kind::Waiting, 2)]);
+        assert_eq!(
+            waiting[0].line(),
+            "2026-12-01T09:00:02.000Z waiting key=\"job a\" id=42 pid=2 holder=b \
+             client=10.0.0.1 mode=exclusive blocked_by=1"
+        );
+        let handed = tracker.update(&[lock(vec![session(2, "b", true)], vec![])], t(5));
+        assert_eq!(kinds(&handed), [(Kind::Released, 1), (Kind::Granted, 2)]);
+        assert_eq!(handed[0].held_seconds, None, "held before the watch began");
+        assert_eq!(handed[1].waited_seconds, Some(Duration::from_secs(5)));
+        assert!(
+            handed[1].line().ends_with(" waited=5s"),
+            "{}",
+            handed[1].line()
+        );
+        let gone = tracker.update(&[], t(9));
+        assert_eq!(kinds(&gone), [(Kind::Released, 2)]);
+        assert_eq!(gone[0].held_seconds, Some(Duration::from_secs(4)));
+        let again = tracker.update(&[lock(vec![session(3, "c", true)], vec![])], t(10));
+        assert_eq!(kinds(&again), [(Kind::Acquired, 3)]);
+        assert!(tracker
+            .update(&[lock(vec![session(3, "c", true)], vec![])], t(11))
+            .is_empty());
+    }
+
+    #[test]
+    fn a_waiter_that_leaves_is_abandoned_and_json_names_the_fields() {
+        let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
+        let mut tracker = Tracker::default();
+        tracker.update(
+            &[lock(
+                vec![session(1, "a", true)],
+                vec![session(2, "b", false)],
+            )],
+            t(1),
+        );
+        let left = tracker.update(&[lock(vec![session(1, "a", true)], vec![])], t(3));
+        assert_eq!(kinds(&left), [(Kind::Abandoned, 2)]);
+        let json = serde_json::to_value(&left[0]).unwrap();
+        assert_eq!(json["event"], "abandoned");
+        assert_eq!(json["time"], "2026-12-01T09:00:03.000Z");
+        assert_eq!(json["lock_id"], 42);
+        assert_eq!(json["key"], "job a");
+        assert_eq!(json["holder_id"], "b");
+        assert_eq!(json["waited_seconds"], 3.0);
+        assert!(json.get("held_seconds").is_none() && json.get("fence").is_none());
+    }
+}

@@ -1,0 +1,96 @@
+//! `lock run KEY --also KEY2 ...`: COMMAND runs holding every key at once,
+//! taken by `pgcoord::coordination::acquire_many` (all or none, one
+//! deadline for the set, canonical order so that runs with overlapping sets
+//! never deadlock). The rest of `lock run` sees the set through
+//! `held::Held::Set`.
+//!
+//! COMMAND's environment for a set, besides `EVENTSOURCE_LOCK_KEY` and
+//! `EVENTSOURCE_LOCK_ID` (KEY's, as for one key):
+//! - [`KEYS_ENV`]: every key held, as a JSON array of strings, in the order
+//!   they were taken (by lock id), without duplicates;
+//! - [`IDS_ENV`]: their lock ids, decimal, space-separated, in that order;
+//! - with `--fence`, [`FENCES_ENV`]: a JSON object of key to fencing token,
+//!   and `EVENTSOURCE_LOCK_FENCE` KEY's token.
+
+use pgcoord::coordination::MultiLockGuard;
+
+use crate::cli::RunArgs;
+
+/// Every key of the set, as a JSON array.
+pub const KEYS_ENV: &str = "EVENTSOURCE_LOCK_KEYS";
+/// Every lock id of the set, space-separated.
+pub const IDS_ENV: &str = "EVENTSOURCE_LOCK_IDS";
+/// Each key's fencing token, as a JSON object (with `--fence`).
+pub const FENCES_ENV: &str = "EVENTSOURCE_LOCK_FENCES";
+
+/// The keys a run asks for: KEY, then each `--also`, as given (duplicates
+/// are left to `acquire_many`, which takes each lock id once).
+pub fn keys(args: &RunArgs) -> Vec<&str> {
+    std::iter::once(args.key.as_str())
+        .chain(args.also.iter().map(String::as_str))
+        .collect()
+}
+
+/// Whether the run takes a set (`--also` given).
+pub fn is_set(args: &RunArgs) -> bool {
+    !args.also.is_empty()
+}
+
+/// How messages name what a run takes: `lock "k"` for one key, `locks "a"
+/// and "b"`, `locks "a", "b" and "c"` for more (duplicates left out).
+pub fn describe(keys: &[&str]) -> String {
+    let mut unique: Vec<&str> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if !unique.contains(key) {
+            unique.push(key);
+        }
+    }
+    let quoted: Vec<String> = unique.iter().map(|k| format!("{k:?}")).collect();
+    match quoted.as_slice() {
+        [] => "no lock".to_owned(),
+        [one] => format!("lock {one}"),
+        [rest @ .., last] => format!("locks {} and {last}", rest.join(", ")),
+    }
+}
+
+/// The environment COMMAND gets for a set (see the module docs).
+pub fn env(set: &MultiLockGuard) -> Vec<(&'static str, String)> {
+    let keys: Vec<&str> = set.keys().collect();
+    let ids: Vec<String> = set
+        .guards()
+        .iter()
+        .map(|g| g.lock_id().to_string())
+        .collect();
+    let mut env = vec![
+        (
+            KEYS_ENV,
+            serde_json::to_string(&keys).expect("strings encode as JSON"),
+        ),
+        (IDS_ENV, ids.join(" ")),
+    ];
+    let fences: serde_json::Map<String, serde_json::Value> = set
+        .guards()
+        .iter()
+        .filter_map(|g| Some((g.key().to_owned(), g.fence()?.into())))
+        .collect();
+    if !fences.is_empty() {
+        env.push((FENCES_ENV, serde_json::Value::Object(fences).to_string()));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_key_is_named_as_before_and_sets_by_all_their_keys() {
+        assert_eq!(describe(&["nightly"]), "lock \"nightly\"");
+        assert_eq!(describe(&["a", "b"]), "locks \"a\" and \"b\"");
+        assert_eq!(
+            describe(&["a", "b", "a", "c d"]),
+            "locks \"a\", \"b\" and \"c d\""
+        );
+        assert_eq!(describe(&["x", "x"]), "lock \"x\"");
+    }
+}

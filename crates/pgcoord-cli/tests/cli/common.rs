@@ -1,0 +1,325 @@
+//! Helpers: the real binary, a fresh database, bounded waits.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use pgcoord::adapters::postgres::{query_holders, AdvisoryLock};
+use pgcoord_testkit::pg::TestDatabase;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio_postgres::{Client, NoTls};
+
+/// The bound on any single wait in these tests; reaching it is a failure,
+/// never a synchronisation.
+pub const BOUND: Duration = Duration::from_secs(120);
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_eventsource");
+
+/// `eventsource` with a clean environment: DATABASE_URL only when `db` is given.
+pub fn eventsource(db: Option<&TestDatabase>) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("DATABASE_URL")
+        .env_remove("EVENTSOURCE_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(db) = db {
+        c.env("DATABASE_URL", db.url());
+    }
+    c
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The exit code, or 128+N for death by signal N.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().expect("exited or signalled"))
+}
+
+/// Runs to completion (bounded).
+pub async fn output(cmd: &mut Command) -> Output {
+    let out = tokio::time::timeout(BOUND, cmd.output())
+        .await
+        .expect("eventsource did not finish")
+        .expect("eventsource runs");
+    Output {
+        code: exit_code(out.status),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A running `eventsource`, its stdout read line by line.
+pub struct Running {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    stderr: tokio::task::JoinHandle<String>,
+    stderr_lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Running {
+    pub fn start(cmd: &mut Command) -> Self {
+        cmd.stdin(Stdio::piped());
+        let mut child = cmd.spawn().expect("eventsource starts");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let err = child.stderr.take().unwrap();
+        let (tx, stderr_lines) = tokio::sync::mpsc::unbounded_channel();
+        let stderr = tokio::spawn(async move {
+            let mut s = String::new();
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                s.push_str(&line);
+                s.push('\n');
+                let _ = tx.send(line);
+            }
+            s
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+            stderr,
+            stderr_lines,
+        }
+    }
+
+    /// Waits for a stderr line containing `needle`; returns it.
+    pub async fn expect_stderr(&mut self, needle: &str) -> String {
+        loop {
+            let line = tokio::time::timeout(BOUND, self.stderr_lines.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no stderr line with {needle:?} in time"))
+                .unwrap_or_else(|| panic!("stderr closed before a line with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("running") as i32)
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).expect("signal sent");
+    }
+
+    /// Waits for the next stdout line and returns it.
+    pub async fn next_line(&mut self) -> String {
+        tokio::time::timeout(BOUND, self.lines.next_line())
+            .await
+            .expect("a stdout line in time")
+            .expect("read stdout")
+            .expect("stdout still open")
+    }
+
+    /// Waits for the next stdout line and checks it.
+    pub async fn expect_line(&mut self, want: &str) {
+        let line = tokio::time::timeout(BOUND, self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no line {want:?} in time"))
+            .expect("read stdout");
+        assert_eq!(line.as_deref(), Some(want));
+    }
+
+    /// Writes a line to the command's stdin.
+    pub async fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin piped");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Waits for the exit; the rest of stdout (until every writer closed it) and stderr.
+    pub async fn finish(mut self) -> Output {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(BOUND, self.child.wait())
+            .await
+            .expect("eventsource did not exit")
+            .unwrap();
+        let mut rest = String::new();
+        let mut lines = self.lines;
+        tokio::time::timeout(BOUND, async {
+            while let Some(l) = lines.next_line().await.unwrap() {
+                rest.push_str(&l);
+                rest.push('\n');
+            }
+        })
+        .await
+        .expect("stdout stays open: some process still writes to it");
+        let stderr = tokio::time::timeout(BOUND, self.stderr)
+            .await
+            .expect("stderr closed")
+            .unwrap();
+        Output {
+            code: exit_code(status),
+            stdout: rest,
+            stderr,
+        }
+    }
+}
+
+pub async fn database() -> TestDatabase {
+    TestDatabase::create().await.expect("test database")
+}
+
+/// A session with a chosen application_name (its connection task spawned).
+pub async fn session(db: &TestDatabase, application_name: &str) -> Client {
+    let mut config = db.config();
+    config.application_name(application_name);
+    let (client, conn) = config.connect(NoTls).await.expect("connect");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+/// Polls `query_holders` until `pred` holds for `key`'s entry (or its
+/// absence). PostgreSQL has no event for "someone started waiting", so this
+/// polls, bounded by [`BOUND`].
+pub async fn wait_for(
+    client: &Client,
+    key: &str,
+    what: &str,
+    pred: impl Fn(Option<&AdvisoryLock>) -> bool,
+) -> Option<AdvisoryLock> {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let locks = query_holders(client, &[key]).await.expect("query_holders");
+        if pred(locks.first()) {
+            return locks.into_iter().next();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never saw {what} on {key}: {locks:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub async fn is_free(client: &Client, key: &str) -> bool {
+    query_holders(client, &[key]).await.unwrap().is_empty()
+}
+
+/// A fresh scratch directory under the system temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn scratch_dir() -> Scratch {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "pgcoord-cli-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+/// A private cluster of its own, for fault tests (stopping the server,
+/// terminating backends, server settings), and a fresh database on it.
+pub async fn private_db(
+    settings: &[(&str, &str)],
+) -> (
+    std::sync::Arc<pgcoord_testkit::pg::TestCluster>,
+    TestDatabase,
+) {
+    use pgcoord_testkit::pg::{ClusterOptions, TestCluster};
+    let options = ClusterOptions {
+        settings: settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    let cluster = std::sync::Arc::new(
+        tokio::task::spawn_blocking(move || TestCluster::start_with(options))
+            .await
+            .unwrap()
+            .expect("private cluster"),
+    );
+    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    (cluster, db)
+}
+
+/// Whether process `pid` has ended: gone, or a zombie not yet reaped.
+pub fn has_ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "pid (comm) STATE ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// Polls `cond` until it holds, bounded by [`BOUND`] (for facts with no
+/// event to wait on: a process's end seen from outside, a file written by
+/// another process).
+pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "never saw {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The pid a process wrote to `path` (waits for the file to be complete).
+pub async fn read_pid(path: &std::path::Path) -> i32 {
+    let mut pid = 0;
+    until(
+        &format!("a pid in {}", path.display()),
+        || match std::fs::read_to_string(path) {
+            Ok(text) if text.ends_with('\n') => {
+                pid = text.trim().parse().unwrap_or(0);
+                pid > 0
+            }
+            _ => false,
+        },
+    )
+    .await;
+    pid
+}
+
+/// Terminates every backend whose application_name is `eventsource/HOLDER`.
+pub async fn terminate_holder(db: &TestDatabase, holder_id: &str) {
+    let admin = db.connect().await.unwrap();
+    let n: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid, 30000)) FROM pg_stat_activity \
+             WHERE application_name = $1",
+            &[&format!("eventsource/{holder_id}")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(n >= 1, "found the holder's backend");
+}

@@ -1,0 +1,173 @@
+//! The server sessions a run uses: how many (a role limited to two
+//! connections), and that the URL's `options=` reaches them.
+
+use pgcoord::lock_id_for_key;
+
+use crate::common::*;
+
+/// A role allowed `limit` connections, and the database URL as that role.
+async fn limited_role(db: &pgcoord_testkit::pg::TestDatabase, limit: i32) -> String {
+    let role = format!("limited_{}", db.name());
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN CONNECTION LIMIT {limit}"
+        ))
+        .await
+        .unwrap();
+    let url = db.url();
+    let as_role = url.replacen("://postgres@", &format!("://{role}@"), 1);
+    assert_ne!(url, as_role, "a URL of the test harness's form");
+    as_role
+}
+
+#[tokio::test]
+async fn a_no_wait_conflict_names_the_holder_within_two_connections() {
+    let db = database().await;
+    let url = limited_role(&db, 2).await;
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.application_name("eventsource/limited-holder");
+    let (holder, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&lock_id_for_key("limited")],
+        )
+        .await
+        .unwrap();
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--no-wait",
+        "limited",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(out.stderr.contains("limited-holder"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_waiting_run_needs_one_connection() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let url = limited_role(&db, 2).await;
+    let (holder, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&lock_id_for_key("queued-limited")],
+        )
+        .await
+        .unwrap();
+    let run = Running::start(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "queued-limited",
+        "--",
+        "echo",
+        "ran",
+    ]));
+    wait_for(&inspector, "queued-limited", "the run waiting", |l| {
+        l.is_some_and(|l| l.waiters.len() == 1)
+    })
+    .await;
+    holder
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ran\n");
+}
+
+/// What the README promises today: a waiting run holds at most two server
+/// sessions (the lock's and the wait's).
+#[tokio::test]
+async fn a_waiting_run_holds_at_most_two_sessions() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let holder = session(&db, "someone").await;
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&lock_id_for_key("counted")],
+        )
+        .await
+        .unwrap();
+    let run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--holder-id",
+        "counted",
+        "counted",
+        "--",
+        "true",
+    ]));
+    wait_for(&inspector, "counted", "the run waiting", |l| {
+        l.is_some_and(|l| l.waiters.len() == 1)
+    })
+    .await;
+    let sessions: i64 = inspector
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'eventsource/counted'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!((1..=2).contains(&sessions), "{sessions} sessions");
+    holder
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    eprintln!("a waiting run held {sessions} server sessions");
+}
+
+/// `options=` in the URL reaches the server as given: an unknown setting
+/// there makes the server refuse the session, naming it.
+#[tokio::test]
+async fn url_options_reach_the_server() {
+    let db = database().await;
+    let base = db.url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20eventsource_no_such_setting%3D1");
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--no-wait",
+        "opts",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.contains("eventsource_no_such_setting"),
+        "{}",
+        out.stderr
+    );
+    // A valid one is accepted.
+    let url = format!("{base}{sep}options=-c%20search_path%3Dpublic");
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--no-wait",
+        "opts",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ran\n");
+}

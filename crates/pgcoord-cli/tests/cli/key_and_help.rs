@@ -1,0 +1,105 @@
+//! `lock key` output and the help texts.
+
+use crate::common::*;
+
+#[tokio::test]
+async fn key_prints_key_tab_id_without_a_database() {
+    let out = output(eventsource(None).args(["lock", "key", "alpha", "beta", ""])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "alpha\t1068468761257547166\nbeta\t8380746901480884457\n\t7183457195969485844\n"
+    );
+    assert_eq!(out.stderr, "");
+    let out = output(eventsource(None).args(["lock", "key", "a\tb"])).await;
+    assert_eq!(
+        out.stdout,
+        format!("a\\tb\t{}\n", pgcoord::lock_id_for_key("a\tb"))
+    );
+}
+
+#[tokio::test]
+async fn help_texts_are_complete() {
+    let top = output(eventsource(None).arg("--help")).await;
+    assert_eq!(top.code, 0);
+    for needle in [
+        "lock",
+        "demo",
+        "completions",
+        "man",
+        "--database-url",
+        "DATABASE_URL",
+        "***",
+        // The tool's own example is not a password to mask.
+        "postgres://user:pass@host:port/db",
+    ] {
+        assert!(
+            top.stdout.contains(needle),
+            "--help lacks {needle}:\n{}",
+            top.stdout
+        );
+    }
+    assert!(
+        !top.stdout.contains("demo-worker") && !top.stdout.contains("watchdog"),
+        "the worker and watchdog modes are hidden"
+    );
+
+    let run = output(eventsource(None).args(["lock", "run", "--help"])).await;
+    assert_eq!(run.code, 0);
+    for needle in [
+        "--timeout",
+        "--no-wait",
+        "--holder-id",
+        "--conflict-exit-code",
+        "--lost-exit-code",
+        "--kill-grace",
+        "--watchdog",
+        "--allow-standby",
+        "process group",
+        "SIGUSR1",
+        "77",
+        "EVENTSOURCE_LOCK_KEY",
+        "EVENTSOURCE_LOCK_ID",
+        "--also",
+        "EVENTSOURCE_LOCK_KEYS",
+        "EVENTSOURCE_LOCK_IDS",
+        "EVENTSOURCE_LOCK_FENCES",
+        "SIGTERM",
+        "SIGKILL",
+        "128+N",
+        "75",
+        "76",
+        "69",
+        "127",
+        "cron",
+        "deploy",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "lock run --help lacks {needle}:\n{}",
+            run.stdout
+        );
+    }
+    for (args, needles) in [
+        (&["lock", "--help"][..], &["run", "key", "holders"][..]),
+        (&["lock", "key", "--help"], &["LOCK_ID", "SHA-256"]),
+        (
+            &["lock", "holders", "--help"],
+            &["--json", "waiting", "pg_terminate_backend"],
+        ),
+        (
+            &["demo", "--help"],
+            &["--workers", "--seconds", "--keys", "SIGKILL", "p99"],
+        ),
+    ] {
+        let out = output(eventsource(None).args(args)).await;
+        assert_eq!(out.code, 0, "{args:?}");
+        for needle in needles {
+            assert!(
+                out.stdout.contains(needle),
+                "{args:?} lacks {needle}:\n{}",
+                out.stdout
+            );
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Exit codes and messages when the server is the problem: a cancelled
+//! wait (77), a server that never answers (69, within the timeout), a
+//! server down at start (retried while --timeout lasts), a full lock table
+//! (the server's message and HINT on one line, no misleading hint of ours).
+
+use std::net::TcpListener;
+
+use pgcoord::lock_id_for_key;
+use pgcoord_testkit::pg::StopMode;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn a_wait_cancelled_by_the_server_exits_77_not_as_a_conflict() {
+    let (_cluster, db) = private_db(&[]).await;
+    let inspector = db.connect().await.unwrap();
+    let holder = session(&db, "someone-else").await;
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&lock_id_for_key("cancelled")],
+        )
+        .await
+        .unwrap();
+    let run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "cancelled",
+        "--",
+        "echo",
+        "must-not-run",
+    ]));
+    let lock = wait_for(&inspector, "cancelled", "the tool waiting", |l| {
+        l.is_some_and(|l| l.waiters.len() == 1)
+    })
+    .await
+    .unwrap();
+    let waiter = lock.waiters[0].pid;
+    let cancelled: bool = inspector
+        .query_one("SELECT pg_cancel_backend($1)", &[&waiter])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(cancelled);
+    let out = run.finish().await;
+    assert_eq!(out.code, 77, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.contains("cancelled by the server"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("not acquired"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_exits_69_within_the_timeout() {
+    // Accepts TCP connections and never says a word.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepting = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(8) {
+            held.push(stream);
+        }
+        held.len()
+    });
+    let out = output(
+        eventsource(None)
+            .env(
+                "DATABASE_URL",
+                format!("postgres://u:pw@127.0.0.1:{port}/x"),
+            )
+            .args(["lock", "run", "--timeout", "2s", "free-key", "--", "true"]),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr.contains("did not answer within 2s"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("held elsewhere"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    drop(accepting);
+}
+
+#[tokio::test]
+async fn with_a_timeout_a_server_down_at_start_is_retried_until_it_is_up() {
+    let (cluster, db) = private_db(&[]).await;
+    let stopping = cluster.clone();
+    tokio::task::spawn_blocking(move || stopping.stop(StopMode::Fast))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--timeout",
+        "5m",
+        "retried",
+        "--",
+        "echo",
+        "ran",
+    ]));
+    let line = run.expect_stderr("retrying until --timeout runs out").await;
+    assert!(line.contains("cannot connect"), "{line}");
+    let starting = cluster.clone();
+    tokio::task::spawn_blocking(move || starting.start_again())
+        .await
+        .unwrap()
+        .unwrap();
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "ran\n");
+
+    // Without --timeout a server that is down fails at once.
+    let stopping = cluster.clone();
+    tokio::task::spawn_blocking(move || stopping.stop(StopMode::Fast))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = output(eventsource(Some(&db)).args(["lock", "run", "retried", "--", "true"])).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(!out.stderr.contains("retrying"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
+    // A small lock table: 10 x (20 connections + other backend slots).
+    let (_cluster, db) = private_db(&[
+        ("max_connections", "20"),
+        ("max_locks_per_transaction", "10"),
+    ])
+    .await;
+    let filler = db.connect().await.unwrap();
+    let err = filler
+        .execute(
+            "SELECT pg_advisory_lock(g) FROM generate_series(1::int8, 1000000) g",
+            &[],
+        )
+        .await
+        .expect_err("the lock table fills up");
+    assert_eq!(err.code().map(|c| c.code()), Some("53200"), "{err}");
+    // `lock holders` opens its session itself: the server's HINT follows
+    // its message on the same line.
+    let out = output(eventsource(Some(&db)).args(["lock", "holders"])).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{:?}", out.stderr);
+    assert!(
+        out.stderr.contains("out of shared memory")
+            && out
+                .stderr
+                .contains("; HINT: You might need to increase max_locks_per_transaction"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("check the database URL"),
+        "{}",
+        out.stderr
+    );
+    // `lock run`: one line, and the advice once: the server's HINT, or ours
+    // when it did not come through (the engine's shared session reports a
+    // copy of the error without the driver's).
+    let out =
+        output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "full", "--", "true"]))
+            .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{:?}", out.stderr);
+    assert!(
+        out.stderr.contains("out of shared memory"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("check the database URL"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("max_locks_per_transaction").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_server_down_for_the_whole_timeout_is_reported_with_its_last_failure() {
+    // A port with nothing behind it: bind, note, close.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", format!("postgres://u@127.0.0.1:{port}/x"))
+            .args(["lock", "run", "--timeout", "1s", "down-key", "--", "true"]),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].contains("retrying until --timeout runs out"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("--timeout 1s ran out while connecting kept failing")
+            && lines[1].contains("the last failure"),
+        "{}",
+        lines[1]
+    );
+    assert!(!out.stderr.contains("did not answer"), "{}", out.stderr);
+}

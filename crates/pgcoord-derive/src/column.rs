@@ -1,0 +1,146 @@
+//! The code generated per field: how a [`Column`] converts (through its
+//! `FieldKind` or its serde form), its `FieldDescriptor`, and its encoder
+//! and decoder in `to_values` / `from_values`.
+
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Ident, Lit, Type};
+
+use crate::attrs::ColumnAttrs;
+
+/// Types with a `FieldKind` in `pgcoord`, by last path segment.
+const BUILT_IN: [&str; 18] = [
+    "String",
+    "i64",
+    "i32",
+    "i16",
+    "i8",
+    "u32",
+    "u16",
+    "u8",
+    "f64",
+    "f32",
+    "bool",
+    "Uuid",
+    "DateTime",
+    "NaiveDate",
+    "Value",
+    "Vec",
+    "Option",
+    "JsonValue",
+];
+
+/// One stored (or skipped) field of the model.
+pub(crate) struct Column {
+    pub(crate) ident: Ident,
+    pub(crate) ty: Type,
+    pub(crate) name: String,
+    pub(crate) attrs: ColumnAttrs,
+}
+
+pub(crate) fn last_segment(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn is_option(ty: &Type) -> bool {
+    last_segment(ty).as_deref() == Some("Option")
+}
+
+/// How a field converts: through its `FieldKind`, or through serde with an
+/// explicit field type.
+enum Conversion {
+    Kind,
+    Serde(TokenStream2),
+}
+
+fn conversion(c: &Column, rm: &TokenStream2) -> Conversion {
+    if let Some((_, variant)) = &c.attrs.kind {
+        let v = Ident::new(variant, Span::call_site());
+        return Conversion::Serde(quote!(#rm::FieldType::#v));
+    }
+    let has_sql_type = c.attrs.sql_type.is_some()
+        || c.attrs.sql_type_postgres.is_some()
+        || c.attrs.sql_type_sqlite.is_some();
+    let built_in = last_segment(&c.ty).is_some_and(|s| BUILT_IN.contains(&s.as_str()));
+    if has_sql_type && !built_in {
+        let ty = &c.ty;
+        let name = quote!(#ty).to_string().replace(' ', "");
+        return Conversion::Serde(
+            quote!(#rm::FieldType::Other(::std::string::String::from(#name))),
+        );
+    }
+    Conversion::Kind
+}
+
+pub(crate) fn descriptor(c: &Column, rm: &TokenStream2) -> TokenStream2 {
+    let ty = &c.ty;
+    let col = &c.name;
+    let mut t = match conversion(c, rm) {
+        Conversion::Kind => quote_spanned!(ty.span()=> #rm::FieldDescriptor::of::<#ty>(#col)),
+        Conversion::Serde(ft) => {
+            let mut t = quote!(#rm::FieldDescriptor::new(#col, #ft));
+            if is_option(ty) {
+                t = quote!(#t.nullable());
+            }
+            t
+        }
+    };
+    if c.attrs.nullable {
+        t = quote!(#t.nullable());
+    }
+    if let Some(s) = &c.attrs.sql_type {
+        t = quote!(#t.with_sql_type(#s));
+    }
+    if let Some(s) = &c.attrs.sql_type_postgres {
+        t = quote!(#t.with_postgres_type(#s));
+    }
+    if let Some(s) = &c.attrs.sql_type_sqlite {
+        t = quote!(#t.with_sqlite_type(#s));
+    }
+    if let Some(lit) = &c.attrs.default {
+        let d = match lit {
+            Lit::Str(s) => quote!(#rm::DefaultValue::Text(::std::string::String::from(#s))),
+            Lit::Int(i) => quote!(#rm::DefaultValue::Integer(#i)),
+            Lit::Float(f) => quote!(#rm::DefaultValue::Float(#f)),
+            Lit::Bool(b) => quote!(#rm::DefaultValue::Bool(#b)),
+            _ => unreachable!("checked when parsed"),
+        };
+        t = quote!(#t.with_default(#d));
+    }
+    if let Some(expr) = &c.attrs.default_sql {
+        t = quote!(#t.with_default(#rm::DefaultValue::Expression(::std::string::String::from(#expr))));
+    }
+    t
+}
+
+pub(crate) fn encoder(c: &Column, rm: &TokenStream2) -> TokenStream2 {
+    let ident = &c.ident;
+    let ty = &c.ty;
+    let col = &c.name;
+    let call = match conversion(c, rm) {
+        Conversion::Kind => {
+            quote_spanned!(ty.span()=> <#ty as #rm::FieldKind>::to_value(&self.#ident))
+        }
+        Conversion::Serde(ft) => quote!(#rm::storage::value_via_serde(&self.#ident, &#ft)),
+    };
+    quote!(#call.map_err(|e| #rm::storage::field_error::<Self>(#col, e))?)
+}
+
+pub(crate) fn decoder(c: &Column, rm: &TokenStream2) -> TokenStream2 {
+    let ident = &c.ident;
+    let ty = &c.ty;
+    let col = &c.name;
+    if c.attrs.skip {
+        return quote!(#ident: ::core::default::Default::default());
+    }
+    let next = quote!(values.next().unwrap_or(#rm::Value::Null));
+    let call = match conversion(c, rm) {
+        Conversion::Kind => quote_spanned!(ty.span()=> <#ty as #rm::FieldKind>::from_value(#next)),
+        Conversion::Serde(_) => quote!(#rm::storage::from_value_via_serde::<#ty>(#next)),
+    };
+    quote!(#ident: #call.map_err(|e| #rm::storage::field_error::<Self>(#col, e))?)
+}

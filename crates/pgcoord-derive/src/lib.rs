@@ -1,0 +1,295 @@
+//! `#[derive(ReadModel)]` for `pgcoord` read models.
+//!
+//! Use it through `pgcoord` (feature `derive`, on by default):
+//! `use pgcoord::ports::readmodels::ReadModel;` brings both the trait and
+//! the derive.
+//!
+//! ```ignore
+//! #[derive(Debug, Clone, Serialize, Deserialize, ReadModel)]
+//! #[read_model(table = "orders", index(status, customer), unique_index(email))]
+//! struct Order {
+//!     #[serde(flatten)]
+//!     #[read_model(meta)]
+//!     meta: ReadModelMeta,
+//!     customer: String,
+//!     email: String,
+//!     #[column(sql_type = "VARCHAR(16)", default = "open")]
+//!     status: String,
+//!     #[column(kind = "decimal")]
+//!     total: String,
+//!     note: Option<String>,
+//! }
+//! ```
+//!
+//! What it generates:
+//!
+//! - `ReadModel::TABLE_NAME`: `table = "..."`, else the identifier in
+//!   snake_case, pluralised (`OrderSummary` -> `order_summaries`), computed
+//!   here at compile time;
+//! - `fields()`, one descriptor per field other than the meta field, its
+//!   type from `FieldKind` (`Option<T>` is nullable);
+//! - `indexes()`, `meta()`, `meta_mut()`;
+//! - `to_values()` / `from_values()` converting each field directly (no
+//!   detour through `serde_json::Value`);
+//! - one `Column` constant per field, named after it in upper case
+//!   (`Order::STATUS`), for filters and order keys.
+//!
+//! Container attributes, `#[read_model(...)]`: `table = "name"`,
+//! `index(a, b, ...)` and `unique_index(...)`, each optionally with
+//! `name = "..."` and `where = "..."` (a PostgreSQL-only partial-index
+//! predicate).
+//!
+//! Field attributes: `#[read_model(meta)]` on the `ReadModelMeta` field (a
+//! field whose type is named `ReadModelMeta` is found without it);
+//! `#[column(...)]` with `rename = "col"`, `sql_type = "..."`,
+//! `sql_type_postgres = "..."`, `sql_type_sqlite = "..."`, `default = lit`
+//! (a string, integer, float or bool literal), `default_sql = "expr"`,
+//! `kind = "text" | "integer" | "float" | "decimal" | "bool" | "uuid" |
+//! "timestamp" | "date" | "json" | "bytes"` (for types without a
+//! `FieldKind`; converted through their serde form), `nullable`, and
+//! `skip` (not stored; rebuilt with `Default::default()`).
+
+use std::collections::HashMap;
+
+use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
+use quote::{format_ident, quote};
+use syn::{Data, DeriveInput, Error, Fields, Ident, LitStr};
+
+mod attrs;
+mod column;
+mod naming;
+
+use attrs::{parse_column, ColumnAttrs, IndexSpec};
+use column::{decoder, descriptor, encoder, last_segment, Column};
+
+/// Derives `pgcoord::ports::readmodels::ReadModel`; see the crate docs.
+#[proc_macro_derive(ReadModel, attributes(read_model, column))]
+pub fn derive_read_model(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as DeriveInput);
+    expand(input)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
+}
+
+const BASE_COLUMNS: [&str; 5] = ["id", "created_at", "updated_at", "version", "deleted_at"];
+
+fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
+    let name = &input.ident;
+    let Data::Struct(data) = &input.data else {
+        return Err(Error::new(
+            name.span(),
+            "#[derive(ReadModel)] works on structs with named fields only",
+        ));
+    };
+    let Fields::Named(named) = &data.fields else {
+        return Err(Error::new(
+            name.span(),
+            "#[derive(ReadModel)] works on structs with named fields only",
+        ));
+    };
+
+    let mut table: Option<LitStr> = None;
+    let mut indexes: Vec<IndexSpec> = Vec::new();
+    for attr in input
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("read_model"))
+    {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("table") {
+                table = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("index") || meta.path.is_ident("unique_index") {
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let mut spec: IndexSpec = content.parse()?;
+                spec.unique = meta.path.is_ident("unique_index");
+                if spec.columns.is_empty() {
+                    return Err(meta.error("an index needs at least one column"));
+                }
+                indexes.push(spec);
+            } else {
+                return Err(meta.error(
+                    "unknown #[read_model] attribute; expected `table = \"...\"`, `index(...)` or `unique_index(...)`",
+                ));
+            }
+            Ok(())
+        })?;
+    }
+    let table = table
+        .map(|t| t.value())
+        .unwrap_or_else(|| naming::pluralize(&naming::snake_case(&name.to_string())));
+
+    let explicit_meta = named.named.iter().any(|f| {
+        f.attrs.iter().any(|a| {
+            a.path().is_ident("read_model") && a.parse_args::<Ident>().is_ok_and(|i| i == "meta")
+        })
+    });
+    let mut meta_field: Option<Ident> = None;
+    let mut columns: Vec<Column> = Vec::new();
+    for field in &named.named {
+        let ident = field.ident.clone().expect("named field");
+        let mut is_meta = false;
+        let mut attrs = ColumnAttrs::default();
+        for attr in &field.attrs {
+            if attr.path().is_ident("read_model") {
+                attr.parse_nested_meta(|meta| {
+                    if meta.path.is_ident("meta") {
+                        is_meta = true;
+                        Ok(())
+                    } else {
+                        Err(meta.error("unknown field attribute; expected #[read_model(meta)]"))
+                    }
+                })?;
+            } else if attr.path().is_ident("column") {
+                parse_column(attr, &mut attrs)?;
+            }
+        }
+        if !is_meta
+            && !explicit_meta
+            && meta_field.is_none()
+            && last_segment(&field.ty).as_deref() == Some("ReadModelMeta")
+        {
+            is_meta = true;
+        }
+        if is_meta {
+            if let Some(first) = &meta_field {
+                return Err(Error::new(
+                    ident.span(),
+                    format!("a read model has one meta field; `{first}` is already it"),
+                ));
+            }
+            meta_field = Some(ident);
+            continue;
+        }
+        let name = attrs
+            .rename
+            .as_ref()
+            .map(LitStr::value)
+            .unwrap_or_else(|| ident.to_string());
+        columns.push(Column {
+            ident,
+            ty: field.ty.clone(),
+            name,
+            attrs,
+        });
+    }
+    let Some(meta_field) = meta_field else {
+        return Err(Error::new(
+            name.span(),
+            "#[derive(ReadModel)] needs a `ReadModelMeta` field: add `#[serde(flatten)] #[read_model(meta)] meta: ReadModelMeta`",
+        ));
+    };
+
+    let mut seen: HashMap<String, Ident> = HashMap::new();
+    for c in columns.iter().filter(|c| !c.attrs.skip) {
+        if BASE_COLUMNS.contains(&c.name.as_str()) {
+            return Err(Error::new(
+                c.ident.span(),
+                format!(
+                    "column `{}` is a base column (ReadModelMeta carries it); rename the field or give it #[column(rename = \"...\")]",
+                    c.name
+                ),
+            ));
+        }
+        if let Some(first) = seen.get(&c.name) {
+            return Err(Error::new(
+                c.ident.span(),
+                format!(
+                    "duplicate column `{}`: field `{first}` already uses it",
+                    c.name
+                ),
+            ));
+        }
+        seen.insert(c.name.clone(), c.ident.clone());
+    }
+
+    let rm = quote!(::pgcoord::ports::readmodels);
+    let stored: Vec<&Column> = columns.iter().filter(|c| !c.attrs.skip).collect();
+
+    let descriptors = stored.iter().map(|c| descriptor(c, &rm));
+    let encoders = stored.iter().map(|c| encoder(c, &rm));
+    let decoders = columns.iter().map(|c| decoder(c, &rm));
+
+    let mut index_tokens = Vec::new();
+    for spec in &indexes {
+        let mut names = Vec::new();
+        for col in &spec.columns {
+            let Some(c) = stored.iter().find(|c| c.ident == *col) else {
+                return Err(Error::new(
+                    col.span(),
+                    format!("index on `{col}`, which is not a stored field of this model"),
+                ));
+            };
+            names.push(c.name.clone());
+        }
+        let mut t = quote!(#rm::IndexDescriptor::on([#(#names),*]));
+        if spec.unique {
+            t = quote!(#t.unique());
+        }
+        if let Some(n) = &spec.name {
+            t = quote!(#t.named(#n));
+        }
+        if let Some(p) = &spec.predicate {
+            t = quote!(#t.postgres_where(#p));
+        }
+        index_tokens.push(t);
+    }
+
+    let consts = stored.iter().map(|c| {
+        let const_name = format_ident!(
+            "{}",
+            c.ident.to_string().trim_start_matches("r#").to_uppercase(),
+            span = c.ident.span()
+        );
+        let col = &c.name;
+        let doc = format!("The column `{col}`.");
+        quote!(#[doc = #doc] pub const #const_name: #rm::Column = #rm::Column::new(#col);)
+    });
+
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    Ok(quote! {
+        impl #impl_generics #rm::ReadModel for #name #ty_generics #where_clause {
+            const TABLE_NAME: ::core::option::Option<&'static str> = ::core::option::Option::Some(#table);
+
+            fn fields() -> ::std::vec::Vec<#rm::FieldDescriptor> {
+                ::std::vec![#(#descriptors),*]
+            }
+
+            fn indexes() -> ::std::vec::Vec<#rm::IndexDescriptor> {
+                ::std::vec![#(#index_tokens),*]
+            }
+
+            fn meta(&self) -> &#rm::ReadModelMeta {
+                &self.#meta_field
+            }
+
+            fn meta_mut(&mut self) -> &mut #rm::ReadModelMeta {
+                &mut self.#meta_field
+            }
+
+            fn to_values(
+                &self,
+                _fields: &[#rm::FieldDescriptor],
+            ) -> ::core::result::Result<::std::vec::Vec<#rm::Value>, #rm::ReadModelError> {
+                ::core::result::Result::Ok(::std::vec![#(#encoders),*])
+            }
+
+            fn from_values(
+                meta: #rm::ReadModelMeta,
+                values: ::std::vec::Vec<#rm::Value>,
+                _fields: &[#rm::FieldDescriptor],
+            ) -> ::core::result::Result<Self, #rm::ReadModelError> {
+                let mut values = values.into_iter();
+                ::core::result::Result::Ok(Self {
+                    #meta_field: meta,
+                    #(#decoders,)*
+                })
+            }
+        }
+
+        impl #impl_generics #name #ty_generics #where_clause {
+            #(#consts)*
+        }
+    })
+}

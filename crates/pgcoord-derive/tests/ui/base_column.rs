@@ -1,0 +1,11 @@
+use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
+
+#[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
+struct Order {
+    #[serde(flatten)]
+    #[read_model(meta)]
+    meta: ReadModelMeta,
+    version: i64,
+}
+
+fn main() {}

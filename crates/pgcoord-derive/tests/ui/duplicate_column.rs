@@ -1,0 +1,13 @@
+use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
+
+#[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
+struct Order {
+    #[serde(flatten)]
+    #[read_model(meta)]
+    meta: ReadModelMeta,
+    status: String,
+    #[column(rename = "status")]
+    state: String,
+}
+
+fn main() {}

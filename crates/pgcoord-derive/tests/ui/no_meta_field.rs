@@ -1,0 +1,8 @@
+use pgcoord::ports::readmodels::ReadModel;
+
+#[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
+struct Order {
+    customer: String,
+}
+
+fn main() {}

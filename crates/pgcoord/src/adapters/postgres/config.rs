@@ -1,0 +1,256 @@
+//! [`PostgresLockManagerBuilder`]: how a [`PostgresLockManager`] is made.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::connect::Connector;
+use super::manager::PostgresLockManager;
+use super::settings::Settings;
+use super::tls::{SslMode, TlsSettings};
+
+/// Builds a [`PostgresLockManager`]. No I/O happens until the first lock call.
+///
+/// ```
+/// use std::time::Duration;
+/// use pgcoord::adapters::postgres::PostgresLockManager;
+///
+/// let config: tokio_postgres::Config = "postgres://app@db.internal/app".parse().unwrap();
+/// let locks = PostgresLockManager::builder(config)
+///     .holder_id("billing-worker-7")
+///     .max_held_locks(1_000)
+///     .liveness_interval(Duration::from_millis(250))
+///     .build();
+/// # drop(locks);
+/// ```
+pub struct PostgresLockManagerBuilder {
+    config: tokio_postgres::Config,
+    settings: Settings,
+    connect_timeout: Duration,
+    tls: TlsSettings,
+}
+
+impl PostgresLockManagerBuilder {
+    pub(crate) fn new(config: tokio_postgres::Config) -> Self {
+        use tokio_postgres::config::SslMode as D;
+        // The config's own sslmode (it parses up to `require`) is the default.
+        let mode = match config.get_ssl_mode() {
+            D::Disable => SslMode::Disable,
+            D::Require => SslMode::Require,
+            _ => SslMode::Prefer,
+        };
+        Self {
+            config,
+            settings: Settings::default(),
+            connect_timeout: Duration::from_secs(10),
+            tls: TlsSettings {
+                mode,
+                root_cert: None,
+            },
+        }
+    }
+
+    /// A builder for a `postgres://` URL or a `key=value` connection
+    /// string, which may carry libpq's `sslmode` (up to `verify-full`) and
+    /// `sslrootcert`. Performs no I/O. Errors never repeat the string (it
+    /// may hold a password).
+    pub fn from_url(url: &str) -> crate::Result<Self> {
+        let (config, tls) = super::options::ConnectOptions::parse(url)?.into_parts();
+        let mut builder = Self::new(config);
+        builder.tls = tls;
+        Ok(builder)
+    }
+
+    /// How sessions use TLS, as libpq's `sslmode`; see [`SslMode`].
+    /// Default: the config's own `sslmode` (`prefer` unless set). Query
+    /// cancels use the same settings.
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.tls.mode = mode;
+        self
+    }
+
+    /// A PEM file of the CA certificates trusted by `verify-ca` and
+    /// `verify-full` (libpq's `sslrootcert`). Default:
+    /// `~/.postgresql/root.crt`. Read at the first connection.
+    pub fn ssl_root_cert(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.root_cert = Some(path.into());
+        self
+    }
+
+    /// A label for this holder, copied into every `LockInfo::holder_id` and
+    /// shown in `pg_stat_activity.application_name` as `eventsource/<id>`.
+    pub fn holder_id(mut self, id: impl Into<String>) -> Self {
+        self.settings.holder_id = Some(id.into());
+        self
+    }
+
+    /// The most locks this manager holds (or is acquiring) at once; beyond
+    /// it, acquisitions fail with `AcquireFailure::BudgetExceeded`.
+    ///
+    /// PostgreSQL's shared lock table holds roughly
+    /// `max_locks_per_transaction × max_connections` locks for the whole
+    /// server (about 6,400–12,800 with default settings); when it is full,
+    /// the server refuses new connections. Default: 4,096.
+    pub fn max_held_locks(mut self, n: usize) -> Self {
+        self.settings.max_held_locks = n.max(1);
+        self
+    }
+
+    /// How many long-lived sessions carry uncontended locks (each lock id
+    /// always maps to the same one). Default: 2.
+    pub fn shared_sessions(mut self, n: usize) -> Self {
+        self.settings.shared_sessions = n.max(1);
+        self
+    }
+
+    /// The most dedicated sessions open at once for contended waits (each
+    /// waiting or contended-then-granted lock uses one). Default: 64.
+    pub fn max_wait_sessions(mut self, n: usize) -> Self {
+        self.settings.max_wait_sessions = n.max(1);
+        self
+    }
+
+    /// How many idle dedicated sessions are kept for the next wait. Default: 4.
+    pub fn max_idle_wait_sessions(mut self, n: usize) -> Self {
+        self.settings.max_idle_wait_sessions = n;
+        self
+    }
+
+    /// How often an idle session holding locks checks that it is alive.
+    /// Default: 500 ms.
+    pub fn liveness_interval(mut self, d: Duration) -> Self {
+        self.settings.liveness_interval = d.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long a liveness check may take before the session is declared
+    /// dead and its locks reported lost. Default: 2 s.
+    pub fn liveness_timeout(mut self, d: Duration) -> Self {
+        self.settings.liveness_timeout = d.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Lock on a hot standby anyway. By default a session that finds
+    /// `pg_is_in_recovery()` true refuses to lock
+    /// ([`AcquireFailure::Standby`](crate::AcquireFailure::Standby)):
+    /// advisory locks on a standby exclude only that standby's own
+    /// sessions, never holders on the primary.
+    pub fn allow_standby(mut self, allow: bool) -> Self {
+        self.settings.allow_standby = allow;
+        self
+    }
+
+    /// One database session for everything, for a process that holds one
+    /// lock at a time (as `eventsource lock run` does): the try, a contended
+    /// wait (run on that same session, which holds nothing else meanwhile)
+    /// and [`holders`](PostgresLockManager::holders) all use it. A second
+    /// lock while one is held or awaited is refused
+    /// ([`AcquireFailure::BudgetExceeded`](crate::AcquireFailure::BudgetExceeded)).
+    /// Sets `shared_sessions(1)` and `max_held_locks(1)`.
+    pub fn single_session(mut self, on: bool) -> Self {
+        self.settings.single_session = on;
+        if on {
+            self.settings.shared_sessions = 1;
+            self.settings.max_held_locks = 1;
+        }
+        self
+    }
+
+    /// Fencing tokens: every acquisition bumps the key's counter in the
+    /// `eventsource_lock_fences` table, in the same statement as the grant,
+    /// and carries the new value in [`LockInfo::fence`](crate::LockInfo::fence).
+    /// A protected write checks it inside its own transaction with
+    /// [`fencing::check`](super::fencing::check), which refuses a holder
+    /// that a later one has replaced. The table is created once by
+    /// [`PostgresLockManager::install_fencing`] (or `eventsource lock
+    /// install`), never implicitly; without it, fenced acquisitions fail
+    /// with [`AcquireFailure::FencingNotInstalled`](crate::AcquireFailure::FencingNotInstalled).
+    /// Default: off. See `docs/fencing.md`.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.settings.fencing = on;
+        self
+    }
+
+    /// Lease mode: a holder that stops talking to the server (frozen by
+    /// SIGSTOP, a VM pause or a long GC, or cut off) loses its locks about
+    /// `lease` after its last statement, instead of keeping them until the
+    /// kernel gives up on the connection (hours, or never for a frozen
+    /// process whose kernel still answers keepalives).
+    ///
+    /// Every session sets `idle_session_timeout` (PostgreSQL 14 or later;
+    /// older servers are refused with a clear error), `tcp_user_timeout`
+    /// and the server's TCP keepalives from `lease`, and pings at least four
+    /// times per lease while idle. A guard's loss signal fires when its
+    /// session has not been confirmed for nine tenths of the lease (at
+    /// least 50 ms less than the lease), so the holder knows before the
+    /// server can release the lock; the check is made on every
+    /// [`is_lost`](crate::LockGuard::is_lost), so a holder that resumes
+    /// from a freeze sees it first. Leases under one second are raised to
+    /// one second. Default: off. See `docs/fencing.md`.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = Some(lease.max(Duration::from_secs(1)));
+        self
+    }
+
+    /// Adds the `eventsource.lock.key_prefix` attribute to the acquisition
+    /// metrics: each key's part before `separator`, for at most `limit`
+    /// distinct prefixes (every later one counts as `other`), so the number
+    /// of series stays bounded however many keys there are. Default: no key
+    /// attribute at all. See `docs/observability.md`.
+    pub fn metrics_key_prefix(mut self, separator: char, limit: usize) -> Self {
+        let prefixes = super::metrics::KeyPrefixes::new(separator, limit);
+        self.settings.key_prefixes = Some(Arc::new(prefixes));
+        self
+    }
+
+    /// How long opening a session may take. Default: 10 s. An acquisition's
+    /// own timeout bounds it further.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// Builds the manager. Performs no I/O.
+    pub fn build(self) -> PostgresLockManager {
+        let connector = Connector::new(
+            self.config,
+            self.settings.holder_id.as_deref(),
+            self.connect_timeout,
+            self.tls,
+        );
+        PostgresLockManager::from_parts(Arc::new(connector), self.settings)
+    }
+}
+
+impl PostgresLockManager {
+    /// Starts building a manager over `config`.
+    pub fn builder(config: tokio_postgres::Config) -> PostgresLockManagerBuilder {
+        PostgresLockManagerBuilder::new(config)
+    }
+
+    /// A manager with default settings for a `postgres://` URL or a
+    /// `key=value` connection string, which may carry libpq's `sslmode`
+    /// (up to `verify-full`) and `sslrootcert`. Performs no I/O.
+    pub fn from_url(url: &str) -> crate::Result<Self> {
+        Ok(PostgresLockManagerBuilder::from_url(url)?.build())
+    }
+
+    /// A builder for a `postgres://` URL or a `key=value` connection
+    /// string (with libpq's `sslmode` and `sslrootcert`); see
+    /// [`PostgresLockManagerBuilder::from_url`].
+    pub fn builder_from_url(url: &str) -> crate::Result<PostgresLockManagerBuilder> {
+        PostgresLockManagerBuilder::from_url(url)
+    }
+}
+
+impl fmt::Debug for PostgresLockManagerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresLockManagerBuilder")
+            .field("holder_id", &self.settings.holder_id)
+            .field("max_held_locks", &self.settings.max_held_locks)
+            .field("shared_sessions", &self.settings.shared_sessions)
+            .field("max_wait_sessions", &self.settings.max_wait_sessions)
+            .field("ssl_mode", &self.tls.mode)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,218 @@
+//! [`PostgresLockManager`]: the public lock manager, on top of the adapter:
+//! construction, inspection (`holders`, `verify`) and `close`. Its
+//! implementation of the lock ports is in `lock_ports.rs`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::acquirer::Acquirer;
+use super::connect::Connector;
+use super::session::{Granted, SessionContext};
+use super::settings::Settings;
+use crate::ports::error::{Error, Result};
+use crate::ports::locks::{LockInfo, LockRegistry};
+
+pub(super) struct ManagerState {
+    pub(super) acquirer: Acquirer,
+}
+
+impl Drop for ManagerState {
+    fn drop(&mut self) {
+        // Manual locks belong to the manager: give them back. Guards still
+        // alive keep their sessions until they are dropped.
+        self.acquirer.ctx.registry.drop_manual_locks();
+        self.acquirer.ctx.shared_holds.drop_manual_locks();
+        self.acquirer.close();
+    }
+}
+
+/// A lock manager on PostgreSQL session-level advisory locks.
+///
+/// One per process is the intended shape: it is cheap to clone (clones share
+/// everything) and safe to use from many tasks.
+///
+/// # How it holds locks
+///
+/// - Uncontended locks live on a few long-lived **shared sessions**
+///   (default 2; each lock id always maps to the same one). Concurrent
+///   requests to one session are batched into one statement over an array
+///   of lock ids, so throughput grows with load and 10,000 held locks need
+///   two connections.
+/// - A contended [`acquire`](crate::DistributedLock::acquire) joins the key's
+///   **wait line**: local tasks queue in arrival order, and one wait at a
+///   time runs inside PostgreSQL (`pg_advisory_lock`) on a **dedicated
+///   session** on behalf of the line, so one manager uses at most two
+///   dedicated sessions per contended key (one holding, one waiting).
+///   PostgreSQL serves processes in arrival order; a released lock passes
+///   to the next waiter at once.
+/// - After a wait that did not end in a grant, the session's state is
+///   established (`pg_advisory_unlock_all()`), never assumed: PostgreSQL
+///   can grant a lock and still report the wait's timeout or cancel.
+/// - Locks are held outside transactions, so
+///   `idle_in_transaction_session_timeout` never drops them.
+/// - Two tasks of one manager never share a lock: the manager keeps local
+///   owners of one key apart (advisory locks are re-entrant per session).
+/// - Each guard can tell when its lock is lost ([`LockGuard::lost`](crate::LockGuard::lost)): the
+///   session's connection ended, or its periodic liveness check failed.
+/// - Every SQL function is called `pg_catalog.`-qualified, and a hot
+///   standby is refused ([`AcquireFailure::Standby`](crate::AcquireFailure::Standby)) unless allowed.
+/// - Sessions show up in `pg_stat_activity` with `application_name =
+///   'eventsource/<holder_id>'`.
+///
+/// ```no_run
+/// # async fn run() -> pgcoord::Result<()> {
+/// use std::time::Duration;
+/// use pgcoord::DistributedLock;
+/// use pgcoord::adapters::postgres::PostgresLockManager;
+///
+/// let locks = PostgresLockManager::from_url("postgres://app@localhost/app")?;
+/// let guard = locks.acquire("nightly-report", Some(Duration::from_secs(5))).await?;
+/// // ... only one process in the fleet gets here at a time ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresLockManager {
+    pub(super) state: Arc<ManagerState>,
+}
+
+impl PostgresLockManager {
+    pub(crate) fn from_parts(connector: Arc<Connector>, settings: Settings) -> Self {
+        super::metrics::describe();
+        let ctx = SessionContext::new(connector, settings);
+        Self {
+            state: Arc::new(ManagerState {
+                acquirer: Acquirer::new(ctx),
+            }),
+        }
+    }
+
+    pub(super) fn ctx(&self) -> &Arc<SessionContext> {
+        &self.state.acquirer.ctx
+    }
+
+    /// The holder label given at build time.
+    pub fn holder_id(&self) -> Option<&str> {
+        self.ctx().settings.holder_id.as_deref()
+    }
+
+    /// How many database sessions this manager has open now.
+    pub fn session_count(&self) -> usize {
+        self.ctx().open_sessions()
+    }
+
+    /// How many tasks of this manager wait for a contended key now: in the
+    /// keys' wait lines (at most one wait per key runs in PostgreSQL), and
+    /// for shared holds (each waits in PostgreSQL on its own session).
+    pub fn waiting_tasks(&self) -> usize {
+        self.state.acquirer.waiting()
+    }
+
+    /// The server process ids of this manager's open shared sessions (for
+    /// diagnostics and fault tests).
+    pub fn shared_session_pids(&self) -> Vec<i32> {
+        self.state.acquirer.shared_session_pids()
+    }
+
+    pub(super) fn info(&self, key: &str, lock_id: i64, g: &Granted) -> LockInfo {
+        LockInfo {
+            key: key.to_owned(),
+            lock_id,
+            acquired_at: g.acquired_at,
+            holder_id: self.ctx().settings.holder_id.clone(),
+            fence: g.fence,
+            mode: g.mode,
+        }
+    }
+
+    /// Creates the fencing table and its SQL check functions in this
+    /// database if they are missing (see [`fencing::install`](super::fencing::install)),
+    /// on a short-lived session of its own. Run once per database before
+    /// the first acquisition of a manager built with
+    /// [`fencing(true)`](super::PostgresLockManagerBuilder::fencing);
+    /// idempotent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the install is one transaction; a dropped call commits
+    /// nothing, and its session closes.
+    pub async fn install_fencing(&self) -> Result<()> {
+        let mut connected = self
+            .ctx()
+            .connector
+            .connect()
+            .await
+            .map_err(Error::Backend)?;
+        super::fencing::install(&mut connected.client).await
+    }
+
+    /// Every advisory lock in the database (or those of `keys`): who holds
+    /// it, who waits for it and since when. Unlike [`is_held`](crate::DistributedLock::is_held),
+    /// this sees every process. Opens a short-lived session of its own (in
+    /// [`single_session`](super::PostgresLockManagerBuilder::single_session)
+    /// mode, runs on the manager's one session instead).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; a dropped call closes its session and
+    /// leaves nothing behind.
+    pub async fn holders(&self, keys: &[&str]) -> Result<Vec<super::AdvisoryLock>> {
+        if let Some(r) = self.state.acquirer.holders_on_shared(keys).await {
+            return r; // single-session mode: on the manager's own session
+        }
+        let connected = self
+            .ctx()
+            .connector
+            .connect()
+            .await
+            .map_err(Error::Backend)?;
+        let client = &connected.client;
+        if self.ctx().settings.fencing {
+            // A fencing manager shows each lock's current token.
+            let query = super::HoldersQuery::keys(keys).with_fences(client).await?;
+            return query.run(client).await;
+        }
+        super::holders::query_holders(client, keys).await
+    }
+
+    /// Checks once, on two short-lived sessions of its own, that the server
+    /// really gives session-level advisory locks through this manager's
+    /// connection settings (catches no-op advisory functions and
+    /// transaction-mode poolers). A failure is a
+    /// [`BackendErrorKind::NotPostgres`](crate::BackendErrorKind::NotPostgres) error naming the cause, whose
+    /// [`source`](std::error::Error::source) is a
+    /// [`VerifyProblem`](super::VerifyProblem); the report lists the server
+    /// settings that bound how long a vanished holder keeps its locks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: its test locks live on its own two sessions, which close
+    /// when the future is dropped, freeing them.
+    pub async fn verify(&self) -> Result<super::VerifyReport> {
+        super::verify::verify(&self.ctx().connector, &self.ctx().settings).await
+    }
+
+    /// Releases every lock and closes every session. Later acquisitions
+    /// fail with `AcquireFailure::Closed`. Returns how many locks were released.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, and need not be: the manager is closed as soon as
+    /// this is called, and the releases already sent go ahead if the future
+    /// is dropped; only the count is lost.
+    pub async fn close(&self) -> Result<usize> {
+        let n = self.release_all().await?;
+        self.state.acquirer.close();
+        Ok(n)
+    }
+}
+
+impl fmt::Debug for PostgresLockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresLockManager")
+            .field("holder_id", &self.ctx().settings.holder_id)
+            .field("held", &crate::LockRegistry::held_lock_count(self))
+            .field("sessions", &self.session_count())
+            .finish()
+    }
+}

@@ -1,0 +1,201 @@
+//! [`ConnectOptions`]: the one parser of PostgreSQL connection strings, for
+//! the lock manager and the read-model pool alike.
+//!
+//! A `postgres://` / `postgresql://` URL is read with the `url` crate; its
+//! user name, password, database name and query values are
+//! percent-decoded with `percent-encoding` (`+` stays a plus, as libpq has
+//! it). A `key=value` string (libpq's conninfo, values optionally in single
+//! quotes) is split respecting the quotes. Either way libpq's `sslmode`
+//! (`disable` .. `verify-full`) and `sslrootcert`, which tokio-postgres
+//! refuses or ignores, are taken out into [`TlsSettings`]; every other
+//! parameter (`options`, `application_name`, `connect_timeout`, ...) goes to
+//! tokio-postgres's own parser unchanged, so what it accepts and rejects is
+//! the driver's rule. Errors never repeat the string (it may hold a
+//! password). The splitting itself is `connstring.rs`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use tokio_postgres::Config;
+
+use super::connstring::{from_conninfo, from_url, invalid, is_url};
+use super::tls::{SslMode, TlsSettings};
+use crate::ports::error::{Error, Result};
+
+/// A parsed connection string: the driver's settings and the TLS settings.
+///
+/// ```
+/// use pgcoord::adapters::postgres::{ConnectOptions, SslMode};
+/// let o = ConnectOptions::parse(
+///     "postgres://app:p%40ss@db.internal:6432/orders?sslmode=verify-full&sslrootcert=/etc/ca.pem&options=-c%20search_path%3Dread",
+/// )?;
+/// assert_eq!(o.config().get_password(), Some(&b"p@ss"[..]));
+/// assert_eq!(o.config().get_dbname(), Some("orders"));
+/// assert_eq!(o.config().get_options(), Some("-c search_path=read"));
+/// assert_eq!(o.ssl_mode(), SslMode::VerifyFull);
+/// assert_eq!(o.ssl_root_cert().unwrap().to_str(), Some("/etc/ca.pem"));
+/// # Ok::<(), pgcoord::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ConnectOptions {
+    config: Config,
+    tls: TlsSettings,
+}
+
+impl ConnectOptions {
+    /// Parses a `postgres://` URL or a `key=value` connection string.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a malformed string, an
+    /// unknown `sslmode`, or a parameter tokio-postgres does not know; the
+    /// message never repeats the string.
+    pub fn parse(s: &str) -> Result<Self> {
+        let (conninfo, tls) = if is_url(s) {
+            from_url(s)?
+        } else {
+            from_conninfo(s)?
+        };
+        let config: Config = conninfo.parse().map_err(|e| invalid(format!("{e}")))?;
+        Ok(Self::from_parts(config, tls))
+    }
+
+    /// Options from an already built driver config; the TLS mode is the
+    /// config's own (`prefer` unless it says `disable` or `require`).
+    pub fn from_config(config: Config) -> Self {
+        use tokio_postgres::config::SslMode as D;
+        let mode = match config.get_ssl_mode() {
+            D::Disable => SslMode::Disable,
+            D::Require => SslMode::Require,
+            _ => SslMode::Prefer,
+        };
+        Self::from_parts(
+            config,
+            TlsSettings {
+                mode,
+                root_cert: None,
+            },
+        )
+    }
+
+    pub(crate) fn from_parts(mut config: Config, tls: TlsSettings) -> Self {
+        config.ssl_mode(tls.mode.driver_mode());
+        Self { config, tls }
+    }
+
+    /// The driver's settings (host, port, user, password, database,
+    /// options, ...). Its `ssl_mode` is set from [`ConnectOptions::ssl_mode`].
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// libpq's `sslmode`.
+    pub fn ssl_mode(&self) -> SslMode {
+        self.tls.mode
+    }
+
+    /// libpq's `sslrootcert`, if given.
+    pub fn ssl_root_cert(&self) -> Option<&std::path::Path> {
+        self.tls.root_cert.as_deref()
+    }
+
+    /// Replaces the TLS mode.
+    pub fn with_ssl_mode(mut self, mode: SslMode) -> Self {
+        self.tls.mode = mode;
+        self.config.ssl_mode(mode.driver_mode());
+        self
+    }
+
+    /// Replaces the CA file trusted by `verify-ca` / `verify-full`.
+    pub fn with_ssl_root_cert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.root_cert = Some(path.into());
+        self
+    }
+
+    pub(crate) fn into_parts(self) -> (Config, TlsSettings) {
+        (self.config, self.tls)
+    }
+}
+
+impl fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Config's Debug redacts the password.
+        f.debug_struct("ConnectOptions")
+            .field("config", &self.config)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+impl std::str::FromStr for ConnectOptions {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> ConnectOptions {
+        ConnectOptions::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn urls_and_conninfo_strings_give_the_same_settings() {
+        for s in [
+            "postgres://app:s3cr%27t%20pw@db.example:6432/orders?sslmode=verify-ca&sslrootcert=%2Ftmp%2Fca%20x.pem&application_name=w%2B1",
+            "host=db.example port=6432 user=app password='s3cr\\'t pw' dbname=orders sslmode=verify-ca sslrootcert='/tmp/ca x.pem' application_name=w+1",
+        ] {
+            let o = parse(s);
+            let c = o.config();
+            assert_eq!(c.get_user(), Some("app"), "{s}");
+            assert_eq!(c.get_password(), Some(&b"s3cr't pw"[..]), "{s}");
+            assert_eq!(c.get_ports(), &[6432], "{s}");
+            assert_eq!(c.get_dbname(), Some("orders"), "{s}");
+            assert_eq!(c.get_application_name(), Some("w+1"), "{s}");
+            assert_eq!(o.ssl_mode(), SslMode::VerifyCa, "{s}");
+            assert_eq!(o.ssl_root_cert().unwrap().to_str(), Some("/tmp/ca x.pem"), "{s}");
+            assert_eq!(c.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
+        }
+    }
+
+    #[test]
+    fn options_ipv6_unix_sockets_and_several_hosts_pass_through() {
+        let o = parse("postgresql://u@[::1]:5433/db?options=-c%20statement_timeout%3D5s");
+        assert_eq!(o.config().get_options(), Some("-c statement_timeout=5s"));
+        assert_eq!(o.config().get_ports(), &[5433]);
+        assert_eq!(o.ssl_mode(), SslMode::Prefer);
+        let o = parse("postgres://u@/db?host=%2Fvar%2Frun%2Fpostgresql");
+        assert!(matches!(
+            o.config().get_hosts(),
+            [tokio_postgres::config::Host::Unix(p)] if p.to_str() == Some("/var/run/postgresql")
+        ));
+        let o = parse("postgres://u@h1:5432,h2:5433/db?sslmode=require");
+        assert_eq!(o.config().get_hosts().len(), 2);
+        assert_eq!(o.ssl_mode(), SslMode::Require);
+        assert_eq!(
+            parse("postgres://h/db?sslmode=disable").ssl_mode(),
+            SslMode::Disable
+        );
+        assert_eq!(
+            parse("postgres://h/db?sslmode=verify-full").ssl_mode(),
+            SslMode::VerifyFull
+        );
+    }
+
+    #[test]
+    fn bad_strings_are_refused_without_repeating_them() {
+        for bad in [
+            "postgres://u:hunter2@h/db?sslmode=sometimes",
+            "postgres://u:hunter2@h/db?no_such_option=1",
+            "postgres://u:hunter2%ff@h/db",
+            "host=h password='hunter2",
+            "host=h hunter2",
+        ] {
+            let err = ConnectOptions::parse(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{bad}: {err:?}");
+            assert!(!err.to_string().contains("hunter2"), "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! [`DatabaseUrl`]: what a `postgres://` or `sqlite:` URL names, the
+//! parsing step of [`connect`](super::connect).
+
+use std::path::PathBuf;
+
+use crate::ports::error::{Error, Result};
+
+use super::Dialect;
+
+/// What a database URL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// A PostgreSQL server; the URL as tokio-postgres reads it.
+    Postgres(String),
+    /// A private in-memory SQLite database.
+    SqliteMemory,
+    /// A SQLite database file.
+    SqliteFile(PathBuf),
+}
+
+impl DatabaseUrl {
+    /// Parses a `postgres://` / `postgresql://` / `sqlite:` URL (see
+    /// [`connect`](super::connect) for the forms).
+    ///
+    /// ```
+    /// use pgcoord::adapters::sql::DatabaseUrl;
+    /// assert_eq!(DatabaseUrl::parse("sqlite::memory:").unwrap(), DatabaseUrl::SqliteMemory);
+    /// assert_eq!(
+    ///     DatabaseUrl::parse("sqlite:////var/lib/app.db").unwrap(),
+    ///     DatabaseUrl::SqliteFile("/var/lib/app.db".into())
+    /// );
+    /// assert!(DatabaseUrl::parse("mysql://x").is_err());
+    /// ```
+    pub fn parse(url: &str) -> Result<Self> {
+        let bad =
+            |why: &str| Error::InvalidArgument(format!("unsupported database URL {url:?}: {why}"));
+        let (scheme, rest) = url.split_once(':').ok_or_else(|| bad("no scheme"))?;
+        let base = scheme
+            .split('+')
+            .next()
+            .unwrap_or(scheme)
+            .to_ascii_lowercase();
+        match base.as_str() {
+            "postgres" | "postgresql" => {
+                if !rest.starts_with("//") {
+                    return Err(bad("expected postgres://"));
+                }
+                Ok(DatabaseUrl::Postgres(format!("postgresql:{rest}")))
+            }
+            "sqlite" | "sqlite3" => {
+                let rest = rest.split('?').next().unwrap_or(rest);
+                let path = match rest.strip_prefix("//") {
+                    // `sqlite:path.db`, `sqlite::memory:`
+                    None => rest.to_owned(),
+                    // `sqlite://` + `/path`: what follows the third slash is
+                    // the path, so `////abs` is absolute.
+                    Some(after) => match after.strip_prefix('/') {
+                        Some(path) => path.to_owned(),
+                        None if after.is_empty() || after == ":memory:" => String::new(),
+                        None => return Err(bad("a SQLite URL has no host: use sqlite:///relative.db or sqlite:////absolute.db")),
+                    },
+                };
+                let path = decode_path(&path)
+                    .ok_or_else(|| bad("the path is not UTF-8 once percent-decoded"))?;
+                if path.is_empty() || path == ":memory:" {
+                    Ok(DatabaseUrl::SqliteMemory)
+                } else {
+                    Ok(DatabaseUrl::SqliteFile(PathBuf::from(path)))
+                }
+            }
+            _ => Err(bad("expected postgres:// or sqlite:")),
+        }
+    }
+
+    /// The dialect of the named database.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            DatabaseUrl::Postgres(_) => Dialect::Postgres,
+            DatabaseUrl::SqliteMemory | DatabaseUrl::SqliteFile(_) => Dialect::Sqlite,
+        }
+    }
+}
+
+/// Percent-decodes `%XX` sequences in a URL path.
+fn decode_path(path: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()
+        .map(|p| p.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_follow_the_sqlalchemy_convention() {
+        use DatabaseUrl::*;
+        let file = |p: &str| SqliteFile(p.into());
+        let table = [
+            ("sqlite://", SqliteMemory),
+            ("sqlite:///:memory:", SqliteMemory),
+            ("sqlite+aiosqlite:///:memory:", SqliteMemory),
+            ("sqlite+pysqlite://", SqliteMemory),
+            ("sqlite::memory:", SqliteMemory),
+            ("sqlite://:memory:", SqliteMemory),
+            ("sqlite:///relative.db", file("relative.db")),
+            ("sqlite:///data/rm.db?mode=rwc", file("data/rm.db")),
+            ("sqlite+aiosqlite:///relative.db", file("relative.db")),
+            ("sqlite:////absolute/path.db", file("/absolute/path.db")),
+            ("sqlite+aiosqlite:////tmp/x.db", file("/tmp/x.db")),
+            ("sqlite:////tmp/with%20space.db", file("/tmp/with space.db")),
+            ("sqlite:rel.db", file("rel.db")),
+            ("sqlite3:///a.db", file("a.db")),
+            (
+                "postgresql+asyncpg://u@h/db",
+                Postgres("postgresql://u@h/db".into()),
+            ),
+            (
+                "postgresql+psycopg://u@h/db",
+                Postgres("postgresql://u@h/db".into()),
+            ),
+            (
+                "postgres://u@h:5433/db",
+                Postgres("postgresql://u@h:5433/db".into()),
+            ),
+        ];
+        for (url, expected) in table {
+            assert_eq!(DatabaseUrl::parse(url).unwrap(), expected, "{url}");
+        }
+        for bad in [
+            "mysql://h/db",
+            "no-scheme",
+            "postgres:h/db",
+            "sqlite://host/x.db",
+            "sqlite:////bad%ff.db",
+        ] {
+            assert!(
+                matches!(DatabaseUrl::parse(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! # pgcoord
+//!
+//! Cross-process locks on PostgreSQL session-level advisory locks, and
+//! read-model repositories, built as ports and adapters.
+//!
+//! ## Locks in one screen
+//!
+//! Code that needs "only one of us does this" depends on the
+//! [`DistributedLock`] trait. In production it gets a
+//! [`PostgresLockManager`]; in its tests, an [`InMemoryLockManager`]:
+//!
+//! ```
+//! use std::time::Duration;
+//! use pgcoord::{DistributedLock, InMemoryLockManager, LockRegistry};
+//!
+//! async fn nightly_job(locks: &impl DistributedLock) -> pgcoord::Result<bool> {
+//!     // One attempt: if another process runs the job, skip it.
+//!     let Some(guard) = locks.try_lock("job:nightly").await? else {
+//!         return Ok(false);
+//!     };
+//!     // ... the job; `guard.lost()` resolves if the lock is lost ...
+//!     guard.release().await?;
+//!     Ok(true)
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let locks = InMemoryLockManager::new(Some("test".into()));
+//! assert!(nightly_job(&locks).await?);
+//!
+//! // Held elsewhere: the job is skipped.
+//! let other = locks.acquire("job:nightly", None).await?;
+//! assert!(!nightly_job(&locks).await?);
+//! other.release().await?;
+//! assert_eq!(locks.held_lock_count(), 0);
+//! # Ok::<(), pgcoord::Error>(())
+//! # }).unwrap();
+//! ```
+//!
+//! With PostgreSQL:
+//!
+//! ```no_run
+//! # async fn run() -> pgcoord::Result<()> {
+//! use std::time::Duration;
+//! use pgcoord::{DistributedLock, PostgresLockManager};
+//!
+//! let locks = PostgresLockManager::builder("postgres://app@db.internal/app".parse().unwrap())
+//!     .holder_id("worker-7")
+//!     .build();
+//! let guard = locks.acquire("cutover:tenant-42", Some(Duration::from_secs(30))).await?;
+//! // ... exactly one process in the fleet is here ...
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## What the lock calls promise
+//!
+//! | call | waits? | result when held elsewhere | releases |
+//! | --- | --- | --- | --- |
+//! | [`acquire(key, timeout)`](DistributedLock::acquire) | up to `timeout` (`None`: forever; zero: one attempt) | [`Error::LockAcquisition`] with [`AcquireFailure::Timeout`] | the [`LockGuard`]: `release().await`, or on drop, on every path |
+//! | [`try_lock(key)`](DistributedLock::try_lock) | never | `Ok(None)` | the guard |
+//! | [`try_acquire(key)`](DistributedLock::try_acquire) | never | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
+//! | [`with_lock(key, timeout, f)`](DistributedLock::with_lock) | like `acquire` | like `acquire` | after `f`; `f` is stopped with [`Error::LockLost`] if the lock is lost |
+//!
+//! Every async method documents its **cancel safety** in tokio's sense
+//! (dropping the future and calling again loses nothing). In short: dropping
+//! any future of this crate at any await point leaks no lock and no
+//! database session; `try_acquire` and `try_lock` are cancel safe;
+//! `acquire` is not (a dropped wait loses its place in the queue). Every error is one [`Error`] whose kinds you inspect
+//! with methods ([`Error::is_timeout`], [`Error::is_lock_lost`],
+//! [`Error::is_not_held`], [`Error::key`], [`Error::as_backend`]).
+//!
+//! Lock ids are derived from keys by [`lock_id_for_key`], bit-exact with the
+//! Python reference library, so services in both languages exclude each
+//! other. See `docs/design.md` for the session model.
+//!
+//! ## Features
+//!
+//! | feature | default | gives |
+//! | --- | --- | --- |
+//! | `postgres` | yes | [`PostgresLockManager`], holder inspection, the PostgreSQL read-model repository |
+//! | `sqlite` | no | the SQLite read-model repository |
+//!
+//! Without features the crate is the ports and the in-memory adapters, with
+//! no database driver in the dependency tree. The conformance suites and the
+//! throwaway-PostgreSQL harness live in the separate `pgcoord-testkit`
+//! crate, so nothing a service ships contains them.
+//!
+//! ## Observability
+//!
+//! `acquire`, `try_acquire` and `release` run in `tracing` spans
+//! (`eventsource.lock.*`, with key, lock id, outcome and wait time) and emit
+//! DEBUG events; every read-model repository call runs in a span
+//! `eventsource.readmodel.<operation>` with OpenTelemetry's database field
+//! names. Without a subscriber they cost next to nothing. Names, fields and
+//! exporting to an OpenTelemetry collector: `docs/observability.md`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod adapters;
+pub mod coordination;
+pub mod ports;
+
+pub use ports::dyn_lock::DynLockManager;
+pub use ports::error::{
+    AcquireFailure, BackendError, BackendErrorKind, Error, FencedError, LockAcquisitionError,
+    LockLostError, LockNotHeldError, ReadModelError, Result,
+};
+pub use ports::lock_id::{lock_id_for_key, MAX_KEY_LEN};
+pub use ports::locks::{
+    migration_lock_key, DistributedLock, LeaseClock, LockGuard, LockInfo, LockRegistry, LossSignal,
+    DEFAULT_MIGRATION_OPERATION,
+};
+pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};
+pub use ports::shared_locks::{LockMode, SharedLock};
+
+pub use adapters::memory::{InMemoryLockManager, InMemoryReadModelRepository};
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use adapters::postgres::PostgresLockManager;

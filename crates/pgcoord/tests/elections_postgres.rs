@@ -1,0 +1,210 @@
+//! Leader election on PostgreSQL: the election suite of the testkit (two
+//! fencing managers on a fresh database per case, a leader's hold ended by
+//! `pg_terminate_backend`), then what only a real server shows: terms that
+//! only grow across processes, a SIGKILLed leader's waiting candidate
+//! leads, who leads is seen through `pg_locks`, and a manager without
+//! fencing is refused.
+#![cfg(feature = "postgres")]
+
+mod common;
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{terminate, wait_for_waiters};
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::coordination::{election_key, Election};
+use pgcoord::{lock_id_for_key, Error};
+use pgcoord_testkit::coordination::election::LeadershipBreaker;
+use pgcoord_testkit::pg::TestDatabase;
+use futures_util::StreamExt;
+
+fn fencing_manager(config: tokio_postgres::Config, holder: &str) -> PostgresLockManager {
+    PostgresLockManager::builder(config)
+        .holder_id(holder)
+        .fencing(true)
+        .build()
+}
+
+async fn fenced_db() -> TestDatabase {
+    let db = TestDatabase::create().await.unwrap();
+    fencing_manager(db.config(), "install")
+        .install_fencing()
+        .await
+        .unwrap();
+    db
+}
+
+/// Ends a hold as the server ends a session: `pg_terminate_backend` of the
+/// backend holding the key's advisory lock. Keeps the case's database.
+struct TerminateHolder(TestDatabase);
+
+impl LeadershipBreaker for TerminateHolder {
+    async fn end_hold(&self, key: &str) {
+        let client = self.0.connect().await.unwrap();
+        let pid: i32 = client
+            .query_one(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 \
+                 AND granted AND ((classid::int8 << 32) | objid::int8) = $1",
+                &[&lock_id_for_key(key)],
+            )
+            .await
+            .expect("a granted lock on the key")
+            .get(0);
+        terminate(&client, pid).await;
+    }
+}
+
+pgcoord_testkit::election_conformance_tests!(|| async {
+    let db = fenced_db().await;
+    let primary = fencing_manager(db.config(), "primary");
+    let observer = fencing_manager(db.config(), "observer");
+    (primary, observer, TerminateHolder(db))
+});
+
+/// Run by `a_sigkilled_leader_is_followed_by_the_waiting_candidate` as a
+/// child process: leads, prints its term, and waits to be killed.
+#[tokio::test]
+async fn election_child() {
+    let (Ok(url), Ok(name)) = (
+        std::env::var("ES_ELECT_URL"),
+        std::env::var("ES_ELECT_NAME"),
+    ) else {
+        return; // not running as the child
+    };
+    let election = Election::new(fencing_manager(url.parse().unwrap(), "child"), name);
+    let leading = election.campaign(None).await.unwrap();
+    println!("LEADING term={}", leading.term());
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_across_managers_with_growing_terms() {
+    let db = fenced_db().await;
+    let leaders = Arc::new(AtomicUsize::new(0));
+    let terms = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let election = Election::new(fencing_manager(db.config(), &format!("c{i}")), "jobs");
+        let (leaders, terms) = (leaders.clone(), terms.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                let leading = election.campaign(None).await.unwrap();
+                assert_eq!(leaders.fetch_add(1, Ordering::SeqCst), 0, "two leaders");
+                terms.lock().unwrap().push(leading.term());
+                leaders.fetch_sub(1, Ordering::SeqCst);
+                leading.resign().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let terms = terms.lock().unwrap();
+    assert_eq!(terms.len(), 40);
+    assert!(terms.windows(2).all(|w| w[0] < w[1]), "{terms:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_leader_is_followed_by_the_waiting_candidate() {
+    let db = fenced_db().await;
+    let name = format!("failover-{}", uuid::Uuid::new_v4());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "election_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ES_ELECT_URL", db.url())
+        .env("ES_ELECT_NAME", &name)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child_term: u64 = tokio::task::spawn_blocking(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if let Some(t) = line
+                .trim()
+                .rsplit("LEADING term=")
+                .next()
+                .filter(|_| line.contains("LEADING"))
+            {
+                return t.parse().unwrap();
+            }
+        }
+        panic!("the child never led");
+    })
+    .await
+    .unwrap();
+
+    let election = Election::new(fencing_manager(db.config(), "parent"), name.clone());
+    let seen = election.leader().await.unwrap().expect("the child leads");
+    assert_eq!(seen.holder_id.as_deref(), Some("child"));
+    assert_eq!(
+        seen.term,
+        Some(child_term),
+        "the observer reads the term too"
+    );
+    assert!(election.try_campaign().await.unwrap().is_none());
+    let e2 = election.clone();
+    let waiting = tokio::spawn(async move { e2.campaign(None).await });
+    let observer = db.connect().await.unwrap();
+    wait_for_waiters(&observer, lock_id_for_key(&election_key(&name)), 1).await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let leading = waiting.await.unwrap().unwrap();
+    assert!(leading.term() > child_term);
+    let seen = election.leader().await.unwrap().expect("the parent leads");
+    assert_eq!(seen.holder_id.as_deref(), Some("parent"));
+    assert_eq!(seen.term, Some(leading.term()));
+    leading.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resign_hands_over_and_watch_reports_the_vacancy() {
+    let db = fenced_db().await;
+    let observer = db.connect().await.unwrap();
+    let a = Election::new(fencing_manager(db.config(), "a"), "handover");
+    let b = Election::new(fencing_manager(db.config(), "b"), "handover");
+    let watcher = Election::new(fencing_manager(db.config(), "watcher"), "handover");
+    let mut changes = Box::pin(watcher.watch(Duration::from_millis(20)));
+    assert_eq!(changes.next().await.unwrap().unwrap(), None, "vacant");
+
+    let first = a.campaign(Some(Duration::from_secs(10))).await.unwrap();
+    let seen = changes.next().await.unwrap().unwrap().expect("a leads");
+    assert_eq!(seen.holder_id.as_deref(), Some("a"));
+    let waiting = tokio::spawn(async move { b.campaign(None).await });
+    wait_for_waiters(&observer, lock_id_for_key(a.key()), 1).await;
+    let t1 = first.term();
+    first.resign().await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    assert!(second.term() > t1);
+    // The watcher may or may not have looked during the hand-over.
+    let seen = loop {
+        let now = changes.next().await.unwrap().unwrap();
+        if let Some(l) = now.filter(|l| l.holder_id.as_deref() == Some("b")) {
+            break l;
+        }
+    };
+    assert!(seen.pid.is_some());
+    second.resign().await.unwrap();
+    assert_eq!(changes.next().await.unwrap().unwrap(), None, "vacant again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_without_fencing_is_refused_and_left_free() {
+    let db = TestDatabase::create().await.unwrap();
+    let plain = PostgresLockManager::builder(db.config())
+        .holder_id("plain")
+        .build();
+    let election = Election::new(plain.clone(), "unfenced");
+    let err = election.campaign(None).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("fencing"), "{err}");
+    assert_eq!(election.leader().await.unwrap(), None, "nothing held");
+}

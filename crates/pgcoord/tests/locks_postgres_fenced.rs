@@ -1,0 +1,21 @@
+//! The whole lock conformance suite again, with fencing on: every grant
+//! path (shared-session batches, waits on dedicated sessions, cancels at
+//! every poll) must behave the same while it also bumps the fence table.
+#![cfg(feature = "postgres")]
+
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord_testkit::pg::TestDatabase;
+
+fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
+    PostgresLockManager::builder(db.config())
+        .holder_id(holder)
+        .fencing(true)
+        .build()
+}
+
+pgcoord_testkit::lock_conformance_tests!(|| async {
+    let db = TestDatabase::create().await.expect("test database");
+    let primary = fenced(&db, "primary");
+    primary.install_fencing().await.expect("install fencing");
+    (primary, fenced(&db, "observer"), db)
+});
