@@ -27,6 +27,12 @@ const HOLDERS_TIMEOUT: Duration = Duration::from_secs(1);
 /// How much longer than its timeout an acquisition may take before the
 /// tool concludes that the server did not answer.
 const ANSWER_GRACE: Duration = Duration::from_secs(1);
+/// However short `--timeout` is, the first attempt is given the lock
+/// manager's liveness timeout to answer (the engine's own rule): connecting
+/// alone can take longer than a few milliseconds, and a server that answers
+/// at all gets to say "granted" or "held". Only one silent for this long
+/// is a server that did not answer (exit 69).
+pub const ANSWER_FLOOR: Duration = Duration::from_millis(crate::run_args::DEFAULT_WATCHDOG_MS);
 /// Backoff between connection attempts while `--timeout` lasts.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -82,7 +88,7 @@ async fn attempt(
 ) -> Attempt {
     let backstop = match timeout {
         Some(t) if t.is_zero() => Some(db::CONNECT_TIMEOUT),
-        Some(t) => Some(t + ANSWER_GRACE),
+        Some(t) => Some(t.max(ANSWER_FLOOR) + ANSWER_GRACE),
         None => None,
     };
     let acquiring = async {
@@ -152,6 +158,9 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             // turnstile while it looks at the slots: two locks.
             .single_session(args.permits.is_none() && !set)
             .build();
+        // The last try of a run whose connection kept failing may have
+        // next to nothing left: the engine still gives its first attempt
+        // [`ANSWER_FLOOR`] to be answered.
         let this_try = match (timeout, left()) {
             (Some(t), _) if t.is_zero() => Some(Duration::ZERO),
             (_, Some(l)) => Some(l.max(Duration::from_millis(1))),
@@ -162,10 +171,14 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
             Attempt::Done(Err(e)) => e,
             Attempt::Silent if retried.is_none() => {
+                let waited = match this_try {
+                    Some(t) if !t.is_zero() => t.max(ANSWER_FLOOR) + ANSWER_GRACE,
+                    _ => db::CONNECT_TIMEOUT,
+                };
                 report!(
                     "{what} not acquired: the server did not answer within {} \
                      (database {}); the command was not run",
-                    format_duration(args.timeout.unwrap_or(db::CONNECT_TIMEOUT)),
+                    format_duration(waited),
                     db.shown()
                 );
                 return Acquired::Exit(exit::UNAVAILABLE);
@@ -189,11 +202,14 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             }
             return Acquired::Exit(not_acquired(args, &keys, db, &manager, timeout, &e).await);
         }
-        let pause = backoff;
+        let mut pause = backoff;
         backoff = (backoff * 2).min(RETRY_MAX);
         match left() {
-            // Time for another try after the pause.
-            Some(l) if l > pause => {
+            // Time for another try: after the pause, or at the very end of
+            // the timeout when less than a pause is left (the whole
+            // `--timeout` is used, not only whole pauses of it).
+            Some(l) if !l.is_zero() => {
+                pause = pause.min(l);
                 if retried.is_none() {
                     report!(
                         "{}; retrying until --timeout runs out ({} left)",
@@ -305,9 +321,10 @@ async fn not_acquired(
     if e.as_backend()
         .is_some_and(|b| b.kind() == BackendErrorKind::Timeout)
     {
+        // However short --timeout is, the server was given ANSWER_FLOOR.
         let within = args
             .timeout
-            .map(|t| format!(" within {}", format_duration(t)))
+            .map(|t| format!(" within {}", format_duration(t.max(ANSWER_FLOOR))))
             .unwrap_or_default();
         report!(
             "{what} not acquired: the server did not answer{within} (database {}); \

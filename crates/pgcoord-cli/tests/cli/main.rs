@@ -20,6 +20,7 @@ mod output;
 mod permits;
 mod server_faults;
 mod shared;
+mod short_deadlines;
 mod signals;
 mod standby;
 mod terminal;

@@ -17,11 +17,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::registry::ReserveError;
 use super::session::{
-    self, Granted, Kind, Op, SessionContext, SessionHandle, WaitOutcome, WaitPool, WaitRequest,
+    self, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
 use super::wait_line::WaitLines;
 
+mod reply;
 mod shared;
+
+use reply::{alive, wait_reply};
 
 /// How long past its deadline a caller waits for its line to answer (the
 /// line ends waits at their deadlines itself; this is a backstop).
@@ -41,14 +44,11 @@ pub(super) fn closed_session() -> BackendError {
     BackendError::new(BackendErrorKind::Closed, "the lock session ended")
 }
 
-/// The server did not answer before the caller's deadline.
-pub(crate) fn no_answer(timeout: Option<Duration>) -> AcquireFailure {
-    let within = timeout
-        .map(|t| format!(" within {t:?}"))
-        .unwrap_or_default();
+/// The server sent nothing back for `waited` after a request went to it.
+pub(crate) fn no_answer(waited: Duration) -> AcquireFailure {
     AcquireFailure::Backend(BackendError::new(
         BackendErrorKind::Timeout,
-        format!("the server did not answer{within}"),
+        format!("the server did not answer within {waited:?}"),
     ))
 }
 
@@ -95,12 +95,28 @@ impl Acquirer {
 
     /// One try-lock on the lock id's shared session. `Ok(None)`: held
     /// elsewhere, or by another task of this manager.
+    ///
+    /// What this manager left behind for the key is settled first: a
+    /// server-side wait of a line whose tasks all gave up, and a grant that
+    /// no task took and is being given back. Either would make the key look
+    /// held by this very manager, and the try would lose to nobody.
     pub(crate) async fn try_once(
         &self,
         lock_id: i64,
         key: &Arc<str>,
     ) -> Result<Option<Granted>, AcquireFailure> {
+        self.lines.settled(lock_id).await;
+        self.ctx.registry.settled(lock_id).await;
         self.try_shared(lock_id, key).await?.map(alive).transpose()
+    }
+
+    /// Until when the first attempt of an acquisition sent at `sent` with
+    /// `deadline` is given its answer: the deadline, but never less than
+    /// the liveness timeout. A server that answers at all gets to say
+    /// "granted" or "held", however short the deadline; only one silent
+    /// for the liveness timeout is a server that did not answer.
+    fn answer_by(&self, sent: Instant, deadline: Instant) -> Instant {
+        deadline.max(sent + self.ctx.settings.liveness_timeout)
     }
 
     async fn try_shared(
@@ -220,7 +236,8 @@ impl Acquirer {
         if self.ctx.closed.is_cancelled() {
             return Err(AcquireFailure::Closed);
         }
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let started = Instant::now();
+        let deadline = timeout.and_then(|t| started.checked_add(t));
         if timeout == Some(Duration::ZERO) {
             return self
                 .try_once(lock_id, key)
@@ -231,13 +248,22 @@ impl Acquirer {
         if !self.lines.has_line(lock_id) {
             let attempt = self.try_shared(lock_id, key);
             let first = match deadline {
-                Some(d) => tokio::time::timeout_at(d, attempt)
-                    .await
-                    .map_err(|_| no_answer(timeout))?,
+                Some(d) => {
+                    let answer_by = self.answer_by(started, d);
+                    tokio::time::timeout_at(answer_by, attempt)
+                        .await
+                        .map_err(|_| no_answer(answer_by - started))?
+                }
                 None => attempt.await,
             };
             if let Some(granted) = first? {
                 return Ok(granted);
+            }
+            // Held elsewhere, and the answer came at or after the deadline:
+            // that is the timeout. Queuing now would only leave a wait
+            // behind in the server that nobody wants.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(AcquireFailure::Timeout);
             }
         }
         if self.ctx.settings.single_session {
@@ -288,7 +314,11 @@ impl Acquirer {
             let e = session.open_error().unwrap_or_else(closed_session);
             return Err(AcquireFailure::Backend(e));
         }
-        wait_reply(rx, deadline).await
+        let granted = wait_reply(rx, deadline, self.ctx.settings.liveness_timeout).await?;
+        // The caller owns it now (see `Registry::grant_direct`).
+        let lock = &granted.lock;
+        self.ctx.registry.claim(lock.lock_id(), lock.token());
+        Ok(granted)
     }
 
     /// `holders()` on the manager's own shared session (single-session
@@ -327,46 +357,4 @@ impl Acquirer {
         self.ctx.closed.cancel();
         self.pool.clear();
     }
-}
-
-/// The answer to a wait sent straight to a session (not through a wait
-/// line), as the acquisition's outcome; the session is given until the
-/// deadline plus [`LINE_BACKSTOP`] to answer.
-pub(super) async fn wait_reply(
-    rx: oneshot::Receiver<WaitOutcome>,
-    deadline: Option<Instant>,
-) -> Result<Granted, AcquireFailure> {
-    let outcome = match deadline {
-        None => rx.await,
-        Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, rx).await {
-            Ok(r) => r,
-            Err(_) => return Err(AcquireFailure::Timeout),
-        },
-    };
-    match outcome {
-        Ok(WaitOutcome::Granted(g)) => Ok(g),
-        Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
-        Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
-        Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
-        Err(_) => Err(AcquireFailure::Backend(closed_session())),
-    }
-}
-
-/// The last check before a grant reaches its caller: a session can be
-/// granted a lock and be terminated a moment later, and under load the
-/// client may learn of the grant only after the server has already released
-/// the lock with the dying session. When the session's end is known by now,
-/// the grant is dropped and the acquisition fails as a closed session; when
-/// it is not yet known, the guard's loss signal fires as soon as it is (the
-/// window that only fencing closes; see docs/reliability.md).
-pub(super) fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
-    let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
-    if granted.loss.is_cancelled() || lease_over {
-        drop(granted);
-        return Err(AcquireFailure::Backend(BackendError::new(
-            BackendErrorKind::Closed,
-            "the session ended as the lock was granted",
-        )));
-    }
-    Ok(granted)
 }

@@ -168,10 +168,18 @@ impl DistributedLock for PostgresLockManager {
     /// PostgreSQL, bounded by `timeout` (which also bounds connecting).
     /// `Some(Duration::ZERO)` makes exactly one attempt.
     ///
-    /// A server that does not answer in time is an
-    /// [`AcquireFailure::Backend`] error of kind
-    /// [`BackendErrorKind::Timeout`], never [`AcquireFailure::Timeout`]
-    /// (which means the request was queued and not granted in time).
+    /// However short `timeout` is, the first attempt gets its answer: it is
+    /// given until the deadline or, when that is sooner, the liveness
+    /// timeout (default 2 s) after it was sent, connecting included. So a
+    /// free key is granted (a moment past a tiny deadline, if connecting
+    /// took longer), and a key held elsewhere is [`AcquireFailure::Timeout`]
+    /// ([`Error::is_timeout`](crate::Error::is_timeout)), as with
+    /// `Some(Duration::ZERO)`.
+    ///
+    /// Only a server silent for that long is an [`AcquireFailure::Backend`]
+    /// error of kind [`BackendErrorKind::Timeout`] ("the server did not
+    /// answer"), never [`AcquireFailure::Timeout`] (which means the key was
+    /// held elsewhere and not granted in time).
     ///
     /// # Cancel safety
     ///
@@ -206,6 +214,13 @@ impl DistributedLock for PostgresLockManager {
 
     /// One try-lock, never waiting. `Ok(None)` when another session holds
     /// the key, or another task of this manager holds or is taking it.
+    ///
+    /// What this manager itself left behind for the key is settled first:
+    /// right after an `acquire` of the key timed out, its wait in the
+    /// server may still be queued (it ends by its own `lock_timeout` within
+    /// about 50 ms, or is cancelled), and a grant it got for nobody is being
+    /// given back. The try waits for that, so it never loses to a lock no
+    /// caller of this manager owns.
     ///
     /// # Cancel safety
     ///

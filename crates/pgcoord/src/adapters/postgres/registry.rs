@@ -21,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::held_lock::{HeldLock, ReleaseBook, SessionRef};
 
+mod reservation;
+pub(crate) use reservation::Reservation;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Granted.
@@ -37,6 +40,9 @@ struct Owner {
     loss: CancellationToken,
     /// A manual lock is owned by the registry until `release(key)`.
     manual: Option<HeldLock>,
+    /// Granted after a wait and not yet taken by a task (see
+    /// [`Registry::grant_direct`]): not counted as held.
+    unclaimed: bool,
 }
 
 struct Entry {
@@ -78,6 +84,9 @@ impl State {
 pub(crate) struct Registry {
     state: Mutex<State>,
     budget: usize,
+    /// Told when an unclaimed grant is claimed or gone (see
+    /// [`Registry::settled`]).
+    settles: tokio::sync::Notify,
 }
 
 /// Why a lock id cannot be reserved.
@@ -86,47 +95,6 @@ pub(crate) enum ReserveError {
     Busy,
     /// The budget is used up.
     Budget(usize),
-}
-
-/// A pending try-lock; dropping it un-reserves unless it was granted.
-pub(crate) struct Reservation {
-    registry: Arc<Registry>,
-    lock_id: i64,
-    token: u64,
-    key: Arc<str>,
-    armed: bool,
-}
-
-impl Reservation {
-    pub(crate) fn lock_id(&self) -> i64 {
-        self.lock_id
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let mut state = self.registry.lock();
-        if let Some(e) = state.entries.get_mut(&self.lock_id) {
-            if e.pending == Some(self.token) {
-                e.pending = None;
-            }
-        }
-        state.tidy(self.lock_id);
-    }
-}
-
-/// A wait's place in the budget; see [`Registry::reserve_wait`].
-pub(crate) struct WaitSlot {
-    registry: Arc<Registry>,
-}
-
-impl Drop for WaitSlot {
-    fn drop(&mut self) {
-        self.registry.lock().waits -= 1;
-    }
 }
 
 /// A lock taken away by `release_all`: what is needed to unlock it.
@@ -142,6 +110,7 @@ impl Registry {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             budget,
+            settles: tokio::sync::Notify::new(),
         })
     }
 
@@ -151,51 +120,6 @@ impl Registry {
 
     pub(crate) fn budget(&self) -> usize {
         self.budget
-    }
-
-    /// Reserves `lock_id` for a try-lock on its shared session.
-    pub(crate) fn reserve(
-        self: &Arc<Self>,
-        lock_id: i64,
-        key: &Arc<str>,
-    ) -> Result<Reservation, ReserveError> {
-        let mut state = self.lock();
-        if state.entries.contains_key(&lock_id) {
-            return Err(ReserveError::Busy);
-        }
-        if state.used() >= self.budget {
-            return Err(ReserveError::Budget(self.budget));
-        }
-        let token = state.token();
-        state.entries.insert(
-            lock_id,
-            Entry {
-                key: key.clone(),
-                owner: None,
-                pending: Some(token),
-            },
-        );
-        Ok(Reservation {
-            registry: self.clone(),
-            lock_id,
-            token,
-            key: key.clone(),
-            armed: true,
-        })
-    }
-
-    /// Takes a place in the budget for a wait on a dedicated session; the
-    /// place is given back when the slot is dropped (after the grant has
-    /// been recorded, or the wait ended without one).
-    pub(crate) fn reserve_wait(self: &Arc<Self>) -> Result<WaitSlot, ReserveError> {
-        let mut state = self.lock();
-        if state.used() >= self.budget {
-            return Err(ReserveError::Budget(self.budget));
-        }
-        state.waits += 1;
-        Ok(WaitSlot {
-            registry: self.clone(),
-        })
     }
 
     /// Records the grant of a reserved try-lock; returns its token.
@@ -216,13 +140,16 @@ impl Registry {
             if e.pending == Some(res.token) {
                 e.pending = None;
             }
-            Self::install(&mut state, res.lock_id, res.token, session, loss)
+            Self::install(&mut state, res.lock_id, res.token, session, loss, true)
         };
         drop(previous);
         res.token
     }
 
-    /// Records a grant obtained on a dedicated session (after a wait).
+    /// Records a grant obtained on a dedicated session (after a wait),
+    /// not yet claimed: it counts as held once a task takes it
+    /// ([`claim`](Self::claim)). A wait every task gave up on can still
+    /// be granted, and such a grant is never this manager's to report.
     pub(crate) fn grant_direct(
         &self,
         lock_id: i64,
@@ -240,23 +167,68 @@ impl Registry {
             });
             (
                 token,
-                Self::install(&mut state, lock_id, token, session, loss),
+                Self::install(&mut state, lock_id, token, session, loss, false),
             )
         };
         drop(previous);
         token
     }
 
-    /// Makes `token` the owner. The server granted the lock, so a previous
-    /// owner has released it: its later removal names its own token and is
-    /// ignored, and the lock is not counted twice. Returns the replaced
-    /// owner, to be dropped outside the mutex.
+    /// A task took the waited-for grant `token` of `lock_id`: from now on it
+    /// counts as held. No-op if it is gone already (its session ended).
+    pub(crate) fn claim(&self, lock_id: i64, token: u64) {
+        {
+            let mut state = self.lock();
+            let Some(o) = state
+                .entries
+                .get_mut(&lock_id)
+                .and_then(|e| e.owner.as_mut())
+            else {
+                return;
+            };
+            if o.token != token || !o.unclaimed {
+                return;
+            }
+            o.unclaimed = false;
+            state.held += 1;
+        }
+        self.settles.notify_waiters();
+    }
+
+    /// Resolves once `lock_id` has no grant that no task has claimed: one
+    /// is either taken by a waiting task in a moment, or (its tasks gone)
+    /// already on its way back, about a round trip. A try-lock waits for
+    /// that instead of losing to a grant nobody owns.
+    pub(crate) async fn settled(&self, lock_id: i64) {
+        loop {
+            let settles = self.settles.notified();
+            tokio::pin!(settles);
+            settles.as_mut().enable();
+            let unclaimed = self
+                .lock()
+                .entries
+                .get(&lock_id)
+                .and_then(|e| e.owner.as_ref())
+                .is_some_and(|o| o.unclaimed);
+            if !unclaimed {
+                return;
+            }
+            settles.await;
+        }
+    }
+
+    /// Makes `token` the owner, counted as held when `claimed`. The server
+    /// granted the lock, so a previous owner has released it: its later
+    /// removal names its own token and is ignored, and the lock is not
+    /// counted twice. Returns the replaced owner, to be dropped outside the
+    /// mutex.
     fn install(
         state: &mut State,
         lock_id: i64,
         token: u64,
         session: &SessionRef,
         loss: &CancellationToken,
+        claimed: bool,
     ) -> Option<Owner> {
         let e = state.entries.get_mut(&lock_id).expect("entry just ensured");
         let previous = e.owner.replace(Owner {
@@ -265,10 +237,10 @@ impl Registry {
             session: session.clone(),
             loss: loss.clone(),
             manual: None,
+            unclaimed: !claimed,
         });
-        if previous.is_none() {
-            state.held += 1;
-        }
+        let was_counted = previous.as_ref().is_some_and(|o| !o.unclaimed);
+        state.held = state.held + usize::from(claimed) - usize::from(was_counted);
         previous
     }
 
@@ -296,12 +268,15 @@ impl Registry {
                 Some(e) if e.owner.as_ref().is_some_and(|o| o.token == token) => e.owner.take(),
                 _ => None,
             };
-            if removed.is_some() {
+            if removed.as_ref().is_some_and(|o| !o.unclaimed) {
                 state.held -= 1;
             }
             state.tidy(lock_id);
             removed
         };
+        if removed.as_ref().is_some_and(|o| o.unclaimed) {
+            self.settles.notify_waiters();
+        }
         // Dropped outside the mutex: a manual lock's drop re-enters it.
         drop(removed);
     }
@@ -332,12 +307,14 @@ impl Registry {
         e.owner.as_mut()?.manual.take()
     }
 
-    /// Whether `lock_id` is held (granted and not yet fully released).
+    /// Whether `lock_id` is held (granted and not yet fully released) by
+    /// a local owner.
     pub(crate) fn is_held(&self, lock_id: i64) -> bool {
         self.lock()
             .entries
             .get(&lock_id)
-            .is_some_and(|e| e.owner.is_some())
+            .and_then(|e| e.owner.as_ref())
+            .is_some_and(|o| !o.unclaimed)
     }
 
     /// How many locks are held.
@@ -352,7 +329,7 @@ impl Registry {
         let mut out = Vec::new();
         for (lock_id, e) in state.entries.iter_mut() {
             let Some(o) = e.owner.as_mut() else { continue };
-            if o.phase != Phase::Held {
+            if o.phase != Phase::Held || o.unclaimed {
                 continue;
             }
             o.phase = Phase::Releasing;

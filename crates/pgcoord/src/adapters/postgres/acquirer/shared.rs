@@ -78,7 +78,7 @@ impl Acquirer {
             session::send_dedicated(&self.ctx, &self.pool, request)
                 .map_err(AcquireFailure::Backend)?;
         }
-        alive(wait_reply(rx, deadline).await?)
+        alive(wait_reply(rx, deadline, self.ctx.settings.liveness_timeout).await?)
     }
 
     /// A place among the manager's dedicated sessions, within the deadline

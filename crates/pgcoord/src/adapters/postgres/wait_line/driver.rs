@@ -18,7 +18,7 @@ use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 /// own `lock_timeout` before it is cancelled: a cancel request costs a
 /// connection to the postmaster and, when it races the end of the wait,
 /// the session.
-const LET_SERVER_TIME_OUT: Duration = Duration::from_millis(50);
+pub(super) const LET_SERVER_TIME_OUT: Duration = Duration::from_millis(50);
 
 impl WaitLines {
     /// Ends the wait of every task whose deadline has passed with a

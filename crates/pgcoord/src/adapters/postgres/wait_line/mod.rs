@@ -47,6 +47,8 @@ pub(crate) struct WaitLines {
     pub(super) ctx: Arc<SessionContext>,
     pub(super) pool: Arc<WaitPool>,
     lines: Mutex<HashMap<i64, Line>>,
+    /// Told when a line ends or a task joins one (see [`Self::settled`]).
+    activity: Notify,
 }
 
 /// A place in a line; dropping it leaves the line.
@@ -72,6 +74,7 @@ impl WaitLines {
             ctx,
             pool,
             lines: Mutex::new(HashMap::new()),
+            activity: Notify::new(),
         })
     }
 
@@ -109,7 +112,30 @@ impl WaitLines {
             let changed = line.changed.clone();
             tokio::spawn(self.clone().drive(lock_id, key.clone(), changed));
         }
+        drop(lines);
+        self.activity.notify_waiters();
         ticket
+    }
+
+    /// Resolves once `lock_id` has no line that every task has left: such
+    /// a line still has a wait in the server (left to end by its own
+    /// `lock_timeout`, or being cancelled), which would take the key for
+    /// nobody. That ends within about [`driver::LET_SERVER_TIME_OUT`], or a
+    /// cancel's round trip. A line with tasks in it is no reason to wait.
+    pub(crate) async fn settled(&self, lock_id: i64) {
+        loop {
+            let activity = self.activity.notified();
+            tokio::pin!(activity);
+            activity.as_mut().enable();
+            let deserted = self
+                .lock()
+                .get(&lock_id)
+                .is_some_and(|l| l.waiters.iter().all(|w| w.tx.is_closed()));
+            if !deserted {
+                return;
+            }
+            activity.await;
+        }
     }
 
     /// Drops departed waiters; `None` (and the line removed) when nobody is
@@ -122,6 +148,7 @@ impl WaitLines {
         if line.waiters.is_empty() || self.ctx.closed.is_cancelled() {
             let line = lines.remove(&lock_id)?;
             drop(lines);
+            self.activity.notify_waiters();
             for w in line.waiters {
                 let _ = w.tx.send(Err(AcquireFailure::Closed));
             }
@@ -166,17 +193,25 @@ impl WaitLines {
     /// Gives a grant to the first task still waiting; gives it back if none is.
     pub(super) fn deliver(&self, lock_id: i64, mut granted: Granted) {
         let mut lines = self.lock();
+        let token = granted.lock.token();
         if let Some(line) = lines.get_mut(&lock_id) {
             while let Some(w) = line.waiters.pop_front() {
                 match w.tx.send(Ok(granted)) {
-                    Ok(()) => return,
+                    Ok(()) => {
+                        // The task owns it now (dropped unreceived, it is
+                        // unlocked like any guard).
+                        self.ctx.registry.claim(lock_id, token);
+                        return;
+                    }
                     Err(Ok(g)) => granted = g,
                     Err(Err(_)) => unreachable!("a grant was sent"),
                 }
             }
         }
         drop(lines);
-        drop(granted); // nobody wanted it: the unlock goes to its session
+        // Nobody wanted it: never claimed, it was never counted as this
+        // manager's; the unlock goes to its session.
+        drop(granted);
     }
 
     /// Fails the first waiter (`all`: every waiter) with `failure`.

@@ -1,0 +1,57 @@
+//! How an answer reaches the caller: the reply of a wait sent straight to a
+//! session, and the last check of a grant before it is returned.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::{closed_session, no_answer};
+use crate::adapters::postgres::session::{Granted, WaitOutcome};
+use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
+
+/// The answer to a wait sent straight to a session (not through a wait
+/// line), as the acquisition's outcome. The wait carries the deadline as
+/// its `lock_timeout`, so the server itself ends it then; a server still
+/// silent `grace` past the deadline (the liveness timeout: connecting may
+/// come first) did not answer.
+pub(super) async fn wait_reply(
+    rx: oneshot::Receiver<WaitOutcome>,
+    deadline: Option<Instant>,
+    grace: Duration,
+) -> Result<Granted, AcquireFailure> {
+    let sent = Instant::now();
+    let outcome = match deadline {
+        None => rx.await,
+        Some(d) => match tokio::time::timeout_at(d + grace, rx).await {
+            Ok(r) => r,
+            Err(_) => return Err(no_answer(sent.elapsed())),
+        },
+    };
+    match outcome {
+        Ok(WaitOutcome::Granted(g)) => Ok(g),
+        Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
+        Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
+        Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
+        Err(_) => Err(AcquireFailure::Backend(closed_session())),
+    }
+}
+
+/// The last check before a grant reaches its caller: a session can be
+/// granted a lock and be terminated a moment later, and under load the
+/// client may learn of the grant only after the server has already released
+/// the lock with the dying session. When the session's end is known by now,
+/// the grant is dropped and the acquisition fails as a closed session; when
+/// it is not yet known, the guard's loss signal fires as soon as it is (the
+/// window that only fencing closes; see docs/reliability.md).
+pub(super) fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
+    let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
+    if granted.loss.is_cancelled() || lease_over {
+        drop(granted);
+        return Err(AcquireFailure::Backend(BackendError::new(
+            BackendErrorKind::Closed,
+            "the session ended as the lock was granted",
+        )));
+    }
+    Ok(granted)
+}
