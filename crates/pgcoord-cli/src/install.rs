@@ -10,8 +10,8 @@ pub async fn install(db: Database) -> i32 {
         Ok(()) => {
             let text = format!(
                 "fencing installed in database {}: table eventsource_lock_fences, functions \
-                 eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token) and \
-                 eventsource_lock_fence_check_key(key, token)\n",
+                 eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token), \
+                 eventsource_lock_fence_check_key(key, token) and eventsource_lock_epoch()\n",
                 db.shown()
             );
             match crate::print_stdout(&text) {

@@ -65,4 +65,14 @@ impl TestCluster {
         }
         Err(last_err.unwrap_or_else(|| harness_error("standby did not start")))
     }
+
+    /// Promotes this standby to a primary (`pg_ctl promote -w`): it leaves
+    /// recovery on a new WAL timeline and accepts writes once this returns.
+    pub fn promote(&self) -> Result<()> {
+        let mut cmd = self.pg_command("pg_ctl");
+        cmd.arg("-D")
+            .arg(self.data_dir.join("data"))
+            .args(["-w", "-t", "60", "promote"]);
+        self.run_checked(&mut cmd)
+    }
 }

@@ -18,6 +18,9 @@ use pgcoord_testkit::pg::{StopMode, TestDatabase};
 
 const SECS: Duration = Duration::from_secs(30);
 
+/// A key's first token on a fresh server: the first of epoch 1 (timeline 1).
+const FIRST_TOKEN: u64 = (1 << fencing::EPOCH_SHIFT) + 1;
+
 fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
     PostgresLockManager::builder(db.config())
         .holder_id(holder)
@@ -60,7 +63,7 @@ async fn a_fenced_acquire_without_the_table_names_the_install_step() {
     // After the install, the same manager fences.
     m.install_fencing().await.unwrap();
     let g = m.acquire(&k, Some(SECS)).await.unwrap();
-    assert_eq!(g.fence(), Some(1));
+    assert_eq!(g.fence(), Some(FIRST_TOKEN));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +76,7 @@ async fn install_is_idempotent_even_when_run_concurrently() {
     }
     m.install_fencing().await.expect("install again");
     let g = m.acquire(&key("after-install"), Some(SECS)).await.unwrap();
-    assert_eq!(g.fence(), Some(1));
+    assert_eq!(g.fence(), Some(FIRST_TOKEN));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -272,7 +275,7 @@ async fn many_concurrent_fenced_grants_each_get_their_own_row() {
         .into_iter()
         .map(|r| r.unwrap().expect("free key"))
         .collect();
-    assert!(guards.iter().all(|g| g.fence() == Some(1)));
+    assert!(guards.iter().all(|g| g.fence() == Some(FIRST_TOKEN)));
     let client = db.connect().await.unwrap();
     let rows: i64 = client
         .query_one("SELECT count(*) FROM eventsource_lock_fences", &[])
@@ -361,7 +364,7 @@ async fn a_thousand_fenced_grants_take_a_handful_of_statements() {
         .map(|r| r.unwrap().expect("free key"))
         .collect();
     let statements = proxy.counts().iter().sum::<u64>() - before;
-    assert!(guards.iter().all(|g| g.fence() == Some(1)));
+    assert!(guards.iter().all(|g| g.fence() == Some(FIRST_TOKEN)));
     println!("1000 fenced grants: {statements} statements");
     assert!(
         statements <= 50,

@@ -54,7 +54,23 @@ pub const FENCED_SQLSTATE: &str = "ESF01";
 /// Serializes concurrent installs (an arbitrary constant advisory id).
 const INSTALL_LOCK: i64 = 0x6576_656e_7466_656e; // "eventfen"
 
-const CHECK: &str = "SELECT fence FROM eventsource_lock_fences WHERE lock_id = $1 FOR SHARE";
+/// The key's current token (`FOR SHARE`), and the server's epoch: a token
+/// of an earlier epoch is refused even when it is still the row's value (a
+/// promotion lost the later increments).
+const CHECK: &str = "SELECT f.fence, eventsource_lock_epoch() FROM eventsource_lock_fences f \
+     WHERE f.lock_id = $1 FOR SHARE";
+
+/// How many low bits of a token count grants within one epoch; the bits
+/// above them are the epoch (see [`epoch_of`]).
+pub const EPOCH_SHIFT: u32 = 40;
+
+/// The epoch a fencing token was handed out in: the WAL timeline of the
+/// primary that granted it. A promotion (or a point-in-time restore) starts
+/// a new, higher timeline, and every token of the new timeline is greater
+/// than every token of the earlier ones.
+pub fn epoch_of(token: u64) -> u64 {
+    token >> EPOCH_SHIFT
+}
 
 const CHECK_FUNCTION: &str = "SELECT eventsource_lock_fence_check($1, $2)";
 
@@ -71,6 +87,14 @@ CREATE TABLE IF NOT EXISTS {s}.eventsource_lock_fences (
 );
 COMMENT ON TABLE {s}.eventsource_lock_fences IS
     'eventsource: the last fencing token handed out per advisory lock id';
+-- The epoch of a token: this primary's WAL timeline, which every promotion
+-- and point-in-time restore raises. SECURITY DEFINER: the roles that lock
+-- need no right to the WAL functions, only the role that installs.
+CREATE OR REPLACE FUNCTION {s}.eventsource_lock_epoch() RETURNS bigint
+    LANGUAGE sql STABLE STRICT SECURITY DEFINER SET search_path = pg_catalog AS $$
+    SELECT ('x' || pg_catalog.substr(
+        pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+$$;
 CREATE OR REPLACE FUNCTION {s}.eventsource_lock_id(p_key text) RETURNS bigint
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT ('x' || pg_catalog.substr(pg_catalog.encode(
@@ -89,6 +113,13 @@ BEGIN
             p_token, p_lock_id, coalesce(current_fence::text, '(none)')
             USING ERRCODE = '{FENCED_SQLSTATE}',
                   DETAIL = 'current=' || coalesce(current_fence::text, '');
+    END IF;
+    IF (p_token >> {EPOCH_SHIFT}) <> {s}.eventsource_lock_epoch() THEN
+        RAISE EXCEPTION 'fencing token % of lock id % was handed out before a failover',
+            p_token, p_lock_id
+            USING ERRCODE = '{FENCED_SQLSTATE}',
+                  DETAIL = 'current=',
+                  HINT = 'the server''s timeline changed since: a later holder may exist';
     END IF;
     RETURN current_fence;
 END
@@ -186,10 +217,18 @@ pub async fn check_token(tx: &Transaction<'_>, key: &str, token: u64) -> Result<
         .query_typed_opt(CHECK, &[(&lock_id, Type::INT8)])
         .await
         .map_err(|e| Error::Backend(fence_query_error(e)))?;
-    let current = row.map(|r| r.get::<_, i64>(0) as u64);
-    if current == Some(token) {
+    let (current, epoch) = match &row {
+        Some(r) => (
+            Some(r.get::<_, i64>(0) as u64),
+            Some(r.get::<_, i64>(1) as u64),
+        ),
+        None => (None, None),
+    };
+    if current == Some(token) && epoch == Some(epoch_of(token)) {
         return Ok(token);
     }
+    // Handed out before a failover: no token of this epoch is known yet.
+    let current = current.filter(|c| epoch == Some(epoch_of(*c)));
     Err(Error::Fenced(FencedError {
         key: key.to_owned(),
         token,
@@ -263,8 +302,9 @@ pub(crate) fn fence_query_error(e: tokio_postgres::Error) -> BackendError {
     if missing {
         return BackendError::new(
             BackendErrorKind::FencingNotInstalled,
-            "the fencing table eventsource_lock_fences is missing: run \
-             PostgresLockManager::install_fencing() or `eventsource lock install` once",
+            "the fencing table eventsource_lock_fences or its functions are missing or \
+             from an older version: run PostgresLockManager::install_fencing() or \
+             `eventsource lock install` (once per database, and again after an upgrade)",
         )
         .with_source(e);
     }

@@ -25,7 +25,10 @@ const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
 const TRY_FIRST: &str = "SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1::int8[])) \
      WITH ORDINALITY AS t(id, n) WHERE pg_catalog.pg_try_advisory_lock(t.id) LIMIT 1";
 /// [`BATCH`] with fencing: each lock granted also increments its key's
-/// fence row in the same statement, and the new token comes back. A row
+/// fence row in the same statement, and the new token comes back: one more
+/// than the last, but at least the first token of the server's epoch (its
+/// timeline, shifted by [`EPOCH_SHIFT`](super::super::fencing::EPOCH_SHIFT)
+/// bits), so a token never repeats across a promotion. A row
 /// that an older holder's protected write still has locked `FOR SHARE` is
 /// skipped, not waited for (a shared session never blocks): that grant is
 /// given back at once and reported as not granted, and the caller's wait
@@ -37,14 +40,16 @@ const BATCH_FENCED: &str = "WITH t AS (\
                        pg_catalog.unnest($3::text[])) WITH ORDINALITY AS t(id, op, key, n) \
        ORDER BY t.n), \
      taken AS (SELECT id, key FROM t WHERE op AND ok), \
+     epoch AS (SELECT (eventsource_lock_epoch() << 40) + 1 AS floor), \
      free AS (SELECT f.lock_id FROM eventsource_lock_fences f \
               WHERE f.lock_id IN (SELECT id FROM taken) FOR UPDATE SKIP LOCKED), \
      busy AS (SELECT f.lock_id, pg_catalog.pg_advisory_unlock(f.lock_id) AS given_back \
               FROM eventsource_lock_fences f WHERE f.lock_id IN (SELECT id FROM taken) \
               AND f.lock_id NOT IN (SELECT lock_id FROM free)), \
      bumped AS (INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
-              SELECT id, key, 1 FROM taken WHERE id NOT IN (SELECT lock_id FROM busy) \
-              ON CONFLICT (lock_id) DO UPDATE SET fence = f.fence + 1 \
+              SELECT id, key, (SELECT floor FROM epoch) FROM taken \
+              WHERE id NOT IN (SELECT lock_id FROM busy) \
+              ON CONFLICT (lock_id) DO UPDATE SET fence = GREATEST(f.fence + 1, (SELECT floor FROM epoch)) \
               RETURNING f.lock_id, f.fence) \
      SELECT CASE WHEN t.op THEN t.ok AND b.fence IS NOT NULL ELSE t.ok END, b.fence, u.given_back \
      FROM t LEFT JOIN bumped b ON t.op AND b.lock_id = t.id \
@@ -53,8 +58,10 @@ const BATCH_FENCED: &str = "WITH t AS (\
 /// one statement; the increment waits (within `lock_timeout`) for an older
 /// holder's protected writes to end.
 const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1)) \
-     INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) SELECT $1, $2, 1 FROM l \
-     ON CONFLICT (lock_id) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence";
+     INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
+     SELECT $1, $2, (eventsource_lock_epoch() << 40) + 1 FROM l \
+     ON CONFLICT (lock_id) DO UPDATE \
+     SET fence = GREATEST(f.fence + 1, (eventsource_lock_epoch() << 40) + 1) RETURNING f.fence";
 /// Shared holds (never fenced: fencing protects writes).
 const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1)";
 const TRY_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1)";
@@ -206,4 +213,16 @@ pub(super) async fn prepare(
         in_recovery: row.get(1),
     };
     Ok((statements, identity))
+}
+
+#[cfg(test)]
+mod epoch_tests {
+    use super::super::super::fencing::EPOCH_SHIFT;
+    use super::{BATCH_FENCED, LOCK_FENCED};
+
+    #[test]
+    fn the_fenced_grants_shift_the_epoch_as_the_checks_read_it() {
+        let shift = format!("eventsource_lock_epoch() << {EPOCH_SHIFT})");
+        assert!(BATCH_FENCED.contains(&shift) && LOCK_FENCED.contains(&shift));
+    }
 }
