@@ -34,7 +34,7 @@ pub use holders::{
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
 pub use tls::SslMode;
-pub use verify::{VerifyProblem, VerifyReport};
+pub use verify::{Replication, VerifyProblem, VerifyReport};
 pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
 
 mod readmodels;

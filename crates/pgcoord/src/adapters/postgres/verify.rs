@@ -26,7 +26,10 @@
 
 mod advice;
 mod probe;
+mod replication;
 mod verdict;
+
+pub use replication::Replication;
 
 use std::fmt;
 
@@ -56,6 +59,8 @@ pub struct VerifyReport {
     /// Server settings that bound how long a vanished or frozen holder keeps
     /// its locks, as `(name, value with unit)`.
     pub settings: Vec<(String, String)>,
+    /// The replication the server shows, and what fencing guarantees there.
+    pub replication: Replication,
     /// Advice that does not make the server unusable.
     pub warnings: Vec<String>,
 }
@@ -82,6 +87,7 @@ impl fmt::Display for VerifyReport {
         for (name, value) in &self.settings {
             writeln!(f, "{name} = {value}")?;
         }
+        writeln!(f, "{}", self.replication)?;
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;
         }
@@ -151,6 +157,19 @@ pub enum VerifyProblem {
     /// The unlock of the test key did not free it.
     #[error("after pg_advisory_unlock, a second session still could not take the test lock")]
     NotReleased,
+    /// The two test sessions of one endpoint reached two servers.
+    #[error(
+        "the two test sessions reached two different servers ({first} and {second}): the \
+         endpoint spreads sessions over several servers (a read/write-splitting proxy, a load \
+         balancer over replicas), whose advisory locks do not exclude each other; point the URL \
+         at the primary itself"
+    )]
+    SeveralServers {
+        /// The first session's server (start time and address).
+        first: String,
+        /// The second session's.
+        second: String,
+    },
     /// The server is a hot standby.
     #[error(
         "the server is a standby (pg_is_in_recovery() is true): advisory locks taken there \
@@ -245,8 +264,15 @@ pub(crate) async fn verify(connector: &Connector, settings: &Settings) -> Result
 async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
     let a = connector.connect().await.map_err(Error::Backend)?;
     let b = connector.connect().await.map_err(Error::Backend)?;
-    if probe::in_recovery(&a.client).await? {
+    if probe::in_recovery(&a.client).await? || probe::in_recovery(&b.client).await? {
         return Err(failed(VerifyProblem::Standby));
+    }
+    let (first, second) = (
+        replication::server_identity(&a.client).await?,
+        replication::server_identity(&b.client).await?,
+    );
+    if first != second {
+        return Err(failed(VerifyProblem::SeveralServers { first, second }));
     }
     let lock_id = crate::lock_id_for_key(&format!("eventsource:verify:{}", uuid::Uuid::new_v4()));
     let seen = probe::observe(&a.client, &b.client, lock_id).await?;
@@ -256,6 +282,7 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
         .map_err(failed)?;
     let look_alikes = probe::look_alikes(&a.client).await?;
     let (server_version, numeric, shown, capacity) = server_facts(&a.client).await?;
+    let replication = replication::replication(&a.client).await?;
     let mut warnings = advice(
         &numeric,
         settings.liveness_interval,
@@ -276,6 +303,7 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
         session_pids: (seen.a_pid_first, seen.b_pid),
         lock_table_capacity: capacity,
         settings: shown,
+        replication,
         warnings,
     })
 }
