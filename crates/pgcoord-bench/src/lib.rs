@@ -44,6 +44,7 @@ mod ours_load;
 mod plots;
 mod probe;
 mod raw;
+mod raw_fenced;
 mod readmodels;
 mod report;
 mod run;

@@ -4,16 +4,19 @@
 use crate::ctx::{Ctx, RunOut, ScenarioReport};
 use crate::semaphore_fifo::Layout;
 use crate::{
-    abandoned, contention, election, fenced, holders, ours, ours_load, raw, semaphore_fifo, Res,
+    abandoned, contention, election, fenced, holders, ours, ours_load, raw, raw_fenced,
+    semaphore_fifo, Res,
 };
 
 /// Throughput scenarios, run for a fixed time each, interleaved over rounds.
 /// Ordered so that the scenarios compared in a ratio run next to each other:
 /// load from elsewhere on the machine then hits both alike.
-pub const THROUGHPUT: [&str; 22] = [
+pub const THROUGHPUT: [&str; 26] = [
     "raw_seq",
     "raw_seq_inline",
     "ours_seq",
+    "raw_seq_fenced",
+    "raw_seq_fenced_epoch",
     "ours_seq_fenced",
     "sqlx_seq",
     "ours_try_seq",
@@ -21,6 +24,8 @@ pub const THROUGHPUT: [&str; 22] = [
     "raw_seq_actor_inline",
     "raw_pipelined64",
     "ours_conc64",
+    "raw_pipelined64_fenced",
+    "raw_pipelined64_fenced_epoch",
     "ours_conc64_fenced",
     "held10k",
     "sqlx_pool64",
@@ -70,7 +75,7 @@ pub const METRICS: [&str; 6] = [
 ];
 
 /// Ratios of ops/s reported (numerator, denominator); the first ones carry targets.
-pub const RATIOS: [(&str, &str); 20] = [
+pub const RATIOS: [(&str, &str); 24] = [
     ("ours_seq", "sqlx_seq"),
     ("ours_seq", "raw_seq_inline"),
     ("ours_conc64", "raw_pipelined64"),
@@ -80,6 +85,10 @@ pub const RATIOS: [(&str, &str); 20] = [
     ("contention", "contention_sqlx"),
     ("ours_seq_fenced", "ours_seq"),
     ("ours_conc64_fenced", "ours_conc64"),
+    ("ours_seq_fenced", "raw_seq_fenced_epoch"),
+    ("ours_conc64_fenced", "raw_pipelined64_fenced_epoch"),
+    ("raw_seq_fenced_epoch", "raw_seq_fenced"),
+    ("raw_pipelined64_fenced_epoch", "raw_pipelined64_fenced"),
     ("write_fenced", "write_plain"),
     ("write_fenced_pipelined", "write_plain"),
     ("metrics_on_seq", "metrics_off_seq"),
@@ -118,6 +127,10 @@ pub async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> 
         "ours_seq" => ours::ours_seq(ctx, round).await,
         "ours_try_seq" => ours::ours_try_seq(ctx, round).await,
         "ours_seq_fenced" => fenced::ours_seq_fenced(ctx, round).await,
+        "raw_seq_fenced" => raw_fenced::raw_fenced(ctx, round, 1, false).await,
+        "raw_seq_fenced_epoch" => raw_fenced::raw_fenced(ctx, round, 1, true).await,
+        "raw_pipelined64_fenced" => raw_fenced::raw_fenced(ctx, round, 64, false).await,
+        "raw_pipelined64_fenced_epoch" => raw_fenced::raw_fenced(ctx, round, 64, true).await,
         "ours_conc64_fenced" => ours_load::ours_conc_with(ctx, round, 64, 0, true).await,
         "write_plain" => fenced::write(ctx, round, fenced::Write::Plain).await,
         "write_fenced" => fenced::write(ctx, round, fenced::Write::Checked).await,

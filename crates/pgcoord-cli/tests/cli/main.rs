@@ -8,6 +8,7 @@ mod demo;
 mod doctor;
 mod exclusion;
 mod exit_codes;
+mod failover;
 mod fence;
 mod holders;
 mod holders_shared;
