@@ -348,8 +348,11 @@ async fn the_fence_token_shows_in_holders_watch_and_top() {
     let id = lock_id_for_key(key);
     let install = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(install.code, 0, "{install:?}");
-    // Two fenced runs: the second holds token 2, and tells its command so.
-    for expected in ["1", "2"] {
+    // Two fenced runs: the second holds the second token, and tells its
+    // command so. Tokens carry the server's timeline (1 here) above 40 bits.
+    let first = (1u64 << pgcoord::adapters::postgres::fencing::EPOCH_SHIFT) + 1;
+    let (first, second) = (first.to_string(), (first + 1).to_string());
+    for expected in [first.as_str(), second.as_str()] {
         let mut run = Running::start(eventsource(Some(&db)).args([
             "lock",
             "run",
@@ -363,8 +366,8 @@ async fn the_fence_token_shows_in_holders_watch_and_top() {
             "echo \"fence $EVENTSOURCE_LOCK_FENCE\"; read x",
         ]));
         run.expect_line(&format!("fence {expected}")).await;
-        if expected == "2" {
-            check_views(&db, key, id).await;
+        if expected == second {
+            check_views(&db, key, id, &second).await;
         }
         run.send_line("").await;
         assert_eq!(run.finish().await.code, 0);
@@ -387,13 +390,13 @@ async fn the_fence_token_shows_in_holders_watch_and_top() {
     assert!(json[0].get("fence").is_none(), "{json}");
 }
 
-/// `lock holders` (text and JSON), `--watch` and `lock top` show token 2
-/// for `key`, named by the fencing table (no key is given).
-async fn check_views(db: &TestDatabase, key: &str, id: i64) {
+/// `lock holders` (text and JSON), `--watch` and `lock top` show token
+/// `token` for `key`, named by the fencing table (no key is given).
+async fn check_views(db: &TestDatabase, key: &str, id: i64, token: &str) {
     let out = output(eventsource(Some(db)).args(["lock", "holders", "--json"])).await;
     assert_eq!(out.code, 0, "{out:?}");
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(json[0]["fence"], 2, "{json}");
+    assert_eq!(json[0]["fence"].to_string(), token, "{json}");
     assert_eq!(json[0]["key"], key, "{json}");
     let out = output(eventsource(Some(db)).args(["lock", "holders"])).await;
     let lines: Vec<&str> = out.stdout.lines().collect();
@@ -401,7 +404,7 @@ async fn check_views(db: &TestDatabase, key: &str, id: i64) {
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
         cells[..4],
-        [id.to_string().as_str(), key, "2", "held"],
+        [id.to_string().as_str(), key, token, "held"],
         "{}",
         out.stdout
     );
@@ -409,7 +412,7 @@ async fn check_views(db: &TestDatabase, key: &str, id: i64) {
     let mut watch = Watch::start(db, &[]);
     let (event, f) = parse(&watch.next().await);
     assert_eq!(event, "held");
-    assert_eq!(get(&f, "fence"), Some("2"));
+    assert_eq!(get(&f, "fence"), Some(token));
     assert_eq!(get(&f, "key"), Some(key));
     let (code, _) = watch.stop(Signal::SIGTERM).await;
     assert_eq!(code, 0);
@@ -430,7 +433,7 @@ async fn check_views(db: &TestDatabase, key: &str, id: i64) {
         .find(|l| l.contains("fenced-holder"))
         .unwrap();
     assert!(
-        row.starts_with(key) && row.trim_end().ends_with(" 2"),
+        row.starts_with(key) && row.trim_end().ends_with(&format!(" {token}")),
         "{}",
         out.stdout
     );
