@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{election_key, Election, Leader};
 use pgcoord::lock_id_for_key;
-use futures_util::StreamExt;
 
 use crate::cli::{RunArgs, DEFAULT_WATCHDOG_MS};
 use crate::db::{self, Database};
@@ -53,6 +53,7 @@ fn run_args(a: LeaderRunArgs) -> RunArgs {
         permits: None,
         shared: false,
         also: Vec::new(),
+        min_interval: None,
         key: election_key(&a.name),
         command: a.command,
         extra_env: vec![("EVENTSOURCE_LEADER_NAME", a.name)],

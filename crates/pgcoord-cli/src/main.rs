@@ -29,6 +29,7 @@ mod leader_args;
 mod live;
 mod logging;
 mod messages;
+mod min_interval;
 mod multi;
 mod permits;
 mod redact;

@@ -19,6 +19,7 @@ use crate::duration::format_duration;
 use crate::held::Held;
 use crate::job;
 use crate::messages::{describe_status, exit_code};
+use crate::min_interval::Claimed;
 use crate::signals::Signals;
 use crate::supervise::supervise;
 use crate::watchdog::Watchdog;
@@ -53,6 +54,18 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         return args.lost_exit_code;
     }
 
+    // Under the lock, before COMMAND starts: a crash from here on counts.
+    let started = match args.min_interval {
+        Some(interval) => match crate::min_interval::claim(&args, interval, &db, &what).await {
+            Claimed::Run(at) => Some(at),
+            Claimed::Exit(code) => {
+                release(held, &what).await;
+                return code;
+            }
+        },
+        None => None,
+    };
+
     // In lease mode the server may free the lock a lease after the tool
     // froze: the watchdog must have killed the job well before that.
     let bound = match args.lease {
@@ -83,6 +96,12 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         {
             env.push((name, f.to_string()));
         }
+    }
+    if let Some(at) = started {
+        env.push((
+            crate::min_interval::STARTED_ENV,
+            crate::min_interval::timestamp(at),
+        ));
     }
     if let Held::Set(set) = &held {
         env.extend(crate::multi::env(set));
