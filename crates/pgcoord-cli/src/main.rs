@@ -26,6 +26,7 @@ mod job;
 mod key;
 mod leader;
 mod leader_args;
+mod leader_show;
 mod live;
 mod logging;
 mod messages;

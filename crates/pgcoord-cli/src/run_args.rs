@@ -169,4 +169,8 @@ pub struct RunArgs {
     pub extra_env: Vec<(&'static str, String)>,
     #[arg(skip)]
     pub fence_env: Vec<&'static str>,
+    /// The subcommand that turned --fence on for the user (`leader run`),
+    /// for the message when the fence table is missing.
+    #[arg(skip)]
+    pub fence_needed_by: Option<&'static str>,
 }
