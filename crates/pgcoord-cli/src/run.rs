@@ -149,10 +149,17 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     if watchdog_killed {
         report!(
             "this process was stopped for longer than --watchdog {} while the command ran, so \
-             the watchdog killed the command's process group (exclusion could not be vouched \
-             for); the command {}; exiting with {}",
+             the watchdog sent SIGKILL to the command's process group: while this process \
+             could not look, its lock may have been lost (the server may end a silent session) \
+             before the command finished, so the command's work may have overlapped another \
+             holder's; the command {}{}; exiting with {} (the lock-lost code)",
             format_duration(bound),
             describe_status(status),
+            if status.code().is_some() {
+                " (by itself, before or at the kill)"
+            } else {
+                ""
+            },
             args.lost_exit_code
         );
         return args.lost_exit_code;
@@ -161,7 +168,8 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         let gone = held.lost_name(&what);
         drop(held);
         report!(
-            "{gone} was lost while the command ran; the command {}; exiting with {}",
+            "{gone} was lost while the command ran, so its work may have overlapped the next \
+             holder's; the command {}; exiting with {} (the lock-lost code)",
             describe_status(status),
             args.lost_exit_code
         );
