@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgcoord::adapters::postgres::{PostgresLockManager, PostgresRunLog};
+use pgcoord::adapters::postgres::{HoldersQuery, PostgresLockManager, PostgresRunLog};
 use pgcoord::coordination::{once_per, OncePer, RunLog, RunStart};
 use pgcoord::{BackendErrorKind, DistributedLock};
 use pgcoord_testkit::pg::TestDatabase;
@@ -47,6 +47,14 @@ async fn the_second_run_within_the_interval_is_too_soon_and_gives_the_lock_back(
     let OncePer::Run { guard, started } = first else {
         panic!("the first run must run: {first:?}");
     };
+    // The row the record made hands out no fencing token: none is shown.
+    let query = HoldersQuery::keys(&["report"])
+        .with_fences(&client)
+        .await
+        .unwrap();
+    let held = query.run(&client).await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].fence, None, "{held:?}");
     guard.release().await.unwrap();
     let second = once_per(&locks, &log, "report", HOUR, Some(Duration::ZERO))
         .await

@@ -301,3 +301,24 @@ async fn before_install_and_on_an_older_install_it_says_to_run_lock_install() {
     let out = output(&mut fenced).await;
     assert_eq!((out.code, out.stdout.as_str()), (0, "1\n"), "{out:?}");
 }
+
+#[tokio::test]
+async fn a_zero_interval_and_shared_mode_are_usage_errors() {
+    for flags in [
+        &["lock", "run", "--min-interval", "0s", "k", "--", "true"][..],
+        &[
+            "lock",
+            "run",
+            "--min-interval",
+            "1h",
+            "--shared",
+            "k",
+            "--",
+            "true",
+        ][..],
+    ] {
+        let out = output(eventsource(None).args(flags)).await;
+        assert_eq!(out.code, 2, "{flags:?}: {out:?}");
+        assert!(out.stderr.contains("--min-interval"), "{}", out.stderr);
+    }
+}
