@@ -65,6 +65,15 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         },
         None => None,
     };
+    if started.is_some() && held.is_lost() {
+        report!(
+            "{} was lost while this run's start was recorded; the command was not run, but the \
+             start counts for --min-interval; exiting with {}",
+            held.lost_name(&what),
+            args.lost_exit_code
+        );
+        return args.lost_exit_code;
+    }
 
     // In lease mode the server may free the lock a lease after the tool
     // froze: the watchdog must have killed the job well before that.
