@@ -322,3 +322,57 @@ async fn a_zero_interval_and_shared_mode_are_usage_errors() {
         assert!(out.stderr.contains("--min-interval"), "{}", out.stderr);
     }
 }
+
+#[tokio::test]
+async fn a_lock_lost_while_the_start_is_recorded_does_not_start_the_command() {
+    let db = database().await;
+    install(&db).await;
+    let first = output(&mut once(&db, "1ms", &[], "lossy", "true")).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    // Hold the key's row so that the next claim waits, then end the lock's
+    // session while it does.
+    let mut writer = session(&db, "writer").await;
+    let tx = writer.transaction().await.unwrap();
+    tx.execute(
+        "SELECT fence FROM eventsource_lock_fences WHERE lock_id = eventsource_lock_id('lossy') \
+         FOR SHARE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let mut cmd = once(
+        &db,
+        "1ms",
+        &["--holder-id", "lost-in-claim"],
+        "lossy",
+        "echo ran",
+    );
+    cmd.env("EVENTSOURCE_LOG", "pgcoord=debug");
+    let mut run = Running::start(&mut cmd);
+    let watcher = db.connect().await.unwrap();
+    until_async("the claim waiting on the row lock", || async {
+        watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgcoord-cli' \
+                 AND wait_event_type = 'Lock' AND query LIKE '%eventsource_lock_claim_run%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            == 1
+    })
+    .await;
+    terminate_holder(&db, "lost-in-claim").await;
+    // The library logs this after the loss signal fired.
+    run.expect_stderr("lock session closed").await;
+    tx.commit().await.unwrap();
+    let out = run.finish().await;
+    assert_eq!((out.code, out.stdout.as_str()), (76, ""), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("was lost while this run's start was recorded"),
+        "{}",
+        out.stderr
+    );
+}
