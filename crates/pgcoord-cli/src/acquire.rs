@@ -301,6 +301,14 @@ async fn not_acquired(
         return exit::CANCELLED;
     }
     if let Some(AcquireFailure::FencingNotInstalled) = reason {
+        if let Some(subcommand) = args.fence_needed_by {
+            report!(
+                "{subcommand} needs the fence table (its terms live there), which database {} \
+                 does not have yet: run `eventsource lock install` once; the command was not run",
+                db.shown()
+            );
+            return exit::CONFIG;
+        }
         report!(
             "{what} not acquired: --fence needs the fencing table, which database {} does \
              not have yet; run `eventsource lock install` once (it creates \

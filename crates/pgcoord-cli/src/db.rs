@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use pgcoord::adapters::postgres::{
-    split_ssl_params, PostgresLockManager, PostgresLockManagerBuilder, SslParams,
+    connect_for_inspection, split_ssl_params, ConnectOptions, PostgresLockManager,
+    PostgresLockManagerBuilder, SslParams,
 };
 use pgcoord::{BackendError, BackendErrorKind, Error};
 use tokio_postgres::{Client, Config, NoTls};
@@ -65,6 +66,21 @@ impl Database {
             builder = builder.ssl_root_cert(root);
         }
         builder
+    }
+
+    /// Opens a plain session on the library's TLS (the URL's sslmode and
+    /// sslrootcert), application_name `pgcoord-cli`.
+    pub async fn connect_tls(&self) -> Result<Client, Error> {
+        let mut config = self.config.clone();
+        config.application_name("pgcoord-cli");
+        let mut options = ConnectOptions::from_config(config);
+        if let Some(mode) = self.ssl.mode {
+            options = options.with_ssl_mode(mode);
+        }
+        if let Some(root) = &self.ssl.root_cert {
+            options = options.with_ssl_root_cert(root);
+        }
+        connect_for_inspection(options, CONNECT_TIMEOUT).await
     }
 
     /// The URL with its password masked, for messages.

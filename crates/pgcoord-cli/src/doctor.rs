@@ -34,6 +34,17 @@ pub async fn doctor(db: Database) -> i32 {
                 report!("FAILED: {problem} (database {})", db.shown());
                 CHECK_FAILED
             }
+            None if cancelled(&e) => {
+                report!(
+                    "INCONCLUSIVE: the server cancelled a check's statement ({}) although the \
+                     doctor turns statement_timeout off for its own sessions: something else \
+                     cancels statements (pg_cancel_backend, a pooler's query timeout?); run it \
+                     again (database {})",
+                    db::error_chain(&e),
+                    db.shown()
+                );
+                CHECK_FAILED
+            }
             None => db::fail("cannot check the database", Some(&db), &e),
         },
     }
@@ -61,6 +72,11 @@ fn lease_advice(settings: &[(String, String)]) -> Option<String> {
          tool's session can end before its watchdog has killed the job, and the next holder \
          overlap it; raise the timeout or pass a shorter --watchdog"
     ))
+}
+
+/// Whether the server cancelled a statement (SQLSTATE 57014).
+fn cancelled(e: &pgcoord::Error) -> bool {
+    e.as_backend().and_then(|b| b.code()) == Some("57014")
 }
 
 /// The failed check, when the error is one.

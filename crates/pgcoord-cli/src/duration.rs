@@ -161,6 +161,17 @@ pub fn parse_lease(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses `--min-interval`: more than 0.
+pub fn parse_min_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!(
+            "{text:?} is no interval: --min-interval needs more than 0 (e.g. 1h)"
+        ));
+    }
+    Ok(d)
+}
+
 /// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();

@@ -79,6 +79,16 @@ key gets a token of its own: EVENTSOURCE_LOCK_FENCES is a JSON object of key
 to token, EVENTSOURCE_LOCK_FENCE is KEY's. --also and --permits do not
 combine (a usage error).
 
+Once per interval: with --min-interval DURATION, once KEY is held COMMAND
+runs only if no run of KEY (with --also: of any key of the set; with
+--permits: of the semaphore) started within DURATION before, by the database
+server's clock (clock_timestamp(), so the hosts' clocks do not matter);
+otherwise the run is skipped with the conflict code (75) and a line saying
+when the last run started and when the next may. The start is recorded in
+the fence table before COMMAND starts, so a crash still counts; COMMAND gets
+it as EVENTSOURCE_RUN_STARTED. Needs `eventsource lock install` (again, on a
+database installed by an older version).
+
 The job: COMMAND starts in a process group of its own, which the processes
 it starts join unless they leave it (setsid, setpgid). The lock is released
 only after every process of the group has ended, so work that COMMAND leaves
@@ -115,19 +125,27 @@ Exit codes:
   70              internal error
   75              not acquired: KEY (or a key of the --also set) is held
                   elsewhere (--no-wait) or --timeout elapsed in the server's
-                  queue; stderr names the key and its holder when visible
+                  queue; stderr names the key and its holder when visible;
+                  or a run skipped by --min-interval
                   (--conflict-exit-code changes it)
   76              the lock was lost while COMMAND ran, or the tool was stopped
-                  longer than --watchdog; the job was stopped
-                  (--lost-exit-code changes it)
+                  longer than --watchdog; the job was stopped, and its work
+                  may have overlapped another holder's (--lost-exit-code
+                  changes it)
   77              the server cancelled the wait (pg_cancel_backend,
                   statement_timeout); COMMAND did not run
+  78              the database lacks what the options need (--fence,
+                  --min-interval or leader run before `lock install`);
+                  COMMAND did not run
   126             COMMAND could not be executed
   127             COMMAND was not found
 
 Examples:
   # A cron job that must not overlap itself on any host; skip quietly if busy:
   eventsource lock run --no-wait --conflict-exit-code 0 nightly-report -- /opt/report.sh
+  # An hourly cron job on several hosts: at most one run per hour, by the
+  # database's clock:
+  eventsource lock run --no-wait --min-interval 50m --conflict-exit-code 0 hourly-report -- /opt/report.sh
   # A deploy step: wait up to 10 minutes for the other deploy to finish:
   eventsource lock run --timeout 10m deploy:shop -- ./migrate.sh --apply
   # A transfer between two tenants, whichever order another run names them in:

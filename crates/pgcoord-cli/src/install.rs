@@ -1,4 +1,5 @@
-//! `eventsource lock install`: creates what `lock run --fence` needs (see
+//! `eventsource lock install`: creates what `lock run --fence`, `--min-interval`
+//! and `leader run` need (see
 //! `PostgresLockManager::install_fencing`), once per database.
 
 use crate::db::{self, Database};
@@ -9,9 +10,11 @@ pub async fn install(db: Database) -> i32 {
     match manager.install_fencing().await {
         Ok(()) => {
             let text = format!(
-                "fencing installed in database {}: table eventsource_lock_fences, functions \
+                "fencing installed in database {}: table eventsource_lock_fences (with \
+                 last_run_started, for lock run --min-interval), functions \
                  eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token), \
-                 eventsource_lock_fence_check_key(key, token) and eventsource_lock_epoch()\n",
+                 eventsource_lock_fence_check_key(key, token), eventsource_lock_epoch() and \
+                 eventsource_lock_claim_run(lock_ids, keys, interval_us)\n",
                 db.shown()
             );
             match crate::print_stdout(&text) {

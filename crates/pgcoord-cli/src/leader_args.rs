@@ -21,6 +21,7 @@ pub enum LeaderCommand {
     Run(LeaderRunArgs),
 
     /// Show who leads election NAME (with --watch: every change, vacancies included).
+    #[command(long_about = SHOW_LONG_ABOUT)]
     Show(LeaderShowArgs),
 }
 
@@ -81,10 +82,17 @@ pub struct LeaderRunArgs {
     pub command: Vec<OsString>,
 }
 
+const SHOW_LONG_ABOUT: &str = "Show who leads election NAME and its term, read from the fence \
+table (needs `eventsource lock install` once per database; without it, exit 78). With --watch, \
+look every --every and print a line, starting with the look's time (RFC 3339, UTC), at every \
+change of leader or term; terms that began and ended between two looks are reported as \
+`skipped` lines (terms=FIRST..LAST), never silently missed.";
+
 /// `eventsource leader show`
 #[derive(Debug, Args)]
 pub struct LeaderShowArgs {
-    /// Keep looking, and print a line at every change (a new leader, or vacant).
+    /// Keep looking, and print a line at every change (a new leader, a new
+    /// term, vacant, or terms skipped between looks), each with its time.
     #[arg(long)]
     pub watch: bool,
 

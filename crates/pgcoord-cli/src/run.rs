@@ -19,6 +19,7 @@ use crate::duration::format_duration;
 use crate::held::Held;
 use crate::job;
 use crate::messages::{describe_status, exit_code};
+use crate::min_interval::Claimed;
 use crate::signals::Signals;
 use crate::supervise::supervise;
 use crate::watchdog::Watchdog;
@@ -53,6 +54,27 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         return args.lost_exit_code;
     }
 
+    // Under the lock, before COMMAND starts: a crash from here on counts.
+    let started = match args.min_interval {
+        Some(interval) => match crate::min_interval::claim(&args, interval, &db, &what).await {
+            Claimed::Run(at) => Some(at),
+            Claimed::Exit(code) => {
+                release(held, &what).await;
+                return code;
+            }
+        },
+        None => None,
+    };
+    if started.is_some() && held.is_lost() {
+        report!(
+            "{} was lost while this run's start was recorded; the command was not run, but the \
+             start counts for --min-interval; exiting with {}",
+            held.lost_name(&what),
+            args.lost_exit_code
+        );
+        return args.lost_exit_code;
+    }
+
     // In lease mode the server may free the lock a lease after the tool
     // froze: the watchdog must have killed the job well before that.
     let bound = match args.lease {
@@ -83,6 +105,12 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         {
             env.push((name, f.to_string()));
         }
+    }
+    if let Some(at) = started {
+        env.push((
+            crate::min_interval::STARTED_ENV,
+            crate::min_interval::timestamp(at),
+        ));
     }
     if let Held::Set(set) = &held {
         env.extend(crate::multi::env(set));
@@ -130,10 +158,17 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     if watchdog_killed {
         report!(
             "this process was stopped for longer than --watchdog {} while the command ran, so \
-             the watchdog killed the command's process group (exclusion could not be vouched \
-             for); the command {}; exiting with {}",
+             the watchdog sent SIGKILL to the command's process group: while this process \
+             could not look, its lock may have been lost (the server may end a silent session) \
+             before the command finished, so the command's work may have overlapped another \
+             holder's; the command {}{}; exiting with {} (the lock-lost code)",
             format_duration(bound),
             describe_status(status),
+            if status.code().is_some() {
+                " (by itself, before or at the kill)"
+            } else {
+                ""
+            },
             args.lost_exit_code
         );
         return args.lost_exit_code;
@@ -142,7 +177,8 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         let gone = held.lost_name(&what);
         drop(held);
         report!(
-            "{gone} was lost while the command ran; the command {}; exiting with {}",
+            "{gone} was lost while the command ran, so its work may have overlapped the next \
+             holder's; the command {}; exiting with {} (the lock-lost code)",
             describe_status(status),
             args.lost_exit_code
         );

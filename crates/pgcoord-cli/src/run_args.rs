@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::duration::{parse_duration, parse_lease, parse_timeout, parse_watchdog};
+use crate::duration::{
+    parse_duration, parse_lease, parse_min_interval, parse_timeout, parse_watchdog,
+};
 
 /// `--watchdog`'s default: the lock manager's liveness timeout, the
 /// longest the tool itself waits on a liveness ping.
@@ -120,7 +122,7 @@ pub struct RunArgs {
     /// none while an exclusive run holds it. Waiting stays first come,
     /// first served across both modes, so a queued exclusive run is never
     /// passed by later shared ones. COMMAND gets EVENTSOURCE_LOCK_MODE=shared.
-    #[arg(long, conflicts_with_all = ["permits", "fence", "also"])]
+    #[arg(long, conflicts_with_all = ["permits", "fence", "also", "min_interval"])]
     pub shared: bool,
 
     /// Hold this key too (repeatable): COMMAND runs holding KEY and every
@@ -131,6 +133,20 @@ pub struct RunArgs {
     /// and EVENTSOURCE_LOCK_IDS (space-separated).
     #[arg(long, value_name = "KEY", conflicts_with = "permits")]
     pub also: Vec<String>,
+
+    /// At most one run per DURATION: once the lock is held, COMMAND runs
+    /// only if no run of KEY (with --also: of any key of the set; with
+    /// --permits: of the semaphore) started within DURATION before, by the
+    /// database server's clock; otherwise it is skipped with the conflict
+    /// exit code. The start is recorded before COMMAND starts, so a crash
+    /// still counts (needs `eventsource lock install`).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_min_interval,
+        allow_hyphen_values = true
+    )]
+    pub min_interval: Option<Duration>,
 
     /// The lock key (any string up to 4096 bytes).
     #[arg(value_name = "KEY")]
@@ -153,4 +169,8 @@ pub struct RunArgs {
     pub extra_env: Vec<(&'static str, String)>,
     #[arg(skip)]
     pub fence_env: Vec<&'static str>,
+    /// The subcommand that turned --fence on for the user (`leader run`),
+    /// for the message when the fence table is missing.
+    #[arg(skip)]
+    pub fence_needed_by: Option<&'static str>,
 }

@@ -101,8 +101,13 @@ pub async fn supervise(
                 job.signal(Signal::SIGKILL);
             }
             _ = beat.tick(), if watchdog_alive => {
+                // Gone after its kill, or after COMMAND exited: nothing
+                // left for it to stop, and the end reports the kill.
                 if !watchdog.beat() {
                     watchdog_alive = false;
+                    if status.is_some() || watchdog.has_killed().await {
+                        continue;
+                    }
                     report!(
                         "warning: the watchdog process is gone; if this process stops, \
                          nothing stops the command"

@@ -102,6 +102,14 @@ impl Watchdog {
         }
     }
 
+    /// Whether the watchdog has exited after killing COMMAND's group (its
+    /// pipe just closed, so its exit is a moment away at most: waited for
+    /// briefly). The status stays for [`finish`](Self::finish).
+    pub async fn has_killed(&mut self) -> bool {
+        let exited = tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await;
+        matches!(exited, Ok(Ok(status)) if status.code() == Some(KILLED))
+    }
+
     /// Tells the watchdog that COMMAND's group has ended and waits for it
     /// (briefly). True when it had killed the group before.
     pub async fn finish(mut self) -> bool {

@@ -102,6 +102,27 @@ impl Inspector {
                  (no SELECT privilege): fence tokens are not shown"
             );
         }
+        let in_recovery = client
+            .query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
+            .await
+            .map_err(|e| {
+                fail(
+                    &pgcoord::BackendError::new(
+                        pgcoord::BackendErrorKind::Query,
+                        db::error_chain(&e),
+                    )
+                    .into(),
+                )
+            })?
+            .get::<_, bool>(0);
+        if in_recovery {
+            report!(
+                "warning: the server is a hot standby (in recovery): its advisory locks are \
+                 those of its own sessions only and exclude nobody on the primary, so \
+                 \"not held\" here says nothing about the primary; point the URL at the \
+                 primary to see the holders that count"
+            );
+        }
         Ok(Self {
             options,
             session: tokio::sync::Mutex::new(Some(client)),

@@ -115,3 +115,44 @@ async fn doctor_warns_when_the_lease_is_shorter_than_the_watchdog_needs() {
     assert_eq!(out.code, 0, "{out:?}");
     assert!(!out.stdout.contains("for lock run"), "{}", out.stdout);
 }
+
+#[tokio::test]
+async fn doctor_works_under_a_roles_short_statement_timeout() {
+    let db = database().await;
+    let admin = db.connect().await.unwrap();
+    // A role of its own: ALTER ROLE on the shared cluster's superuser would
+    // reach every other test.
+    let role = format!("doctor_{}", db.name());
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN; ALTER ROLE {role} SET statement_timeout = '50ms'"
+        ))
+        .await
+        .unwrap();
+    let mut config = db.config();
+    config.user(&role);
+    let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let timeout: String = client
+        .query_one("SHOW statement_timeout", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        timeout, "50ms",
+        "the role's setting applies to its sessions"
+    );
+    drop(client);
+    let user_part = format!("{}@", config.get_user().unwrap());
+    let url = db.url().replacen("postgres@", &user_part, 1);
+    assert!(url.contains(&user_part), "{url}");
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(["lock", "doctor"]),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.starts_with("ok:"), "{out:?}");
+    let _ = admin.batch_execute(&format!("DROP ROLE {role}")).await;
+}

@@ -73,6 +73,9 @@ async fn help_texts_are_complete() {
         "127",
         "cron",
         "deploy",
+        "--min-interval",
+        "EVENTSOURCE_RUN_STARTED",
+        "78",
     ] {
         assert!(
             run.stdout.contains(needle),

@@ -132,18 +132,27 @@ async fn an_empty_name_is_a_usage_error() {
     }
 }
 
+/// The next `--watch` line, its time column checked and cut off.
+async fn watched_line(watch: &mut Running) -> String {
+    let line = watch.next_line().await;
+    let (time, rest) = line.split_once('\t').expect("a time column");
+    chrono::DateTime::parse_from_rfc3339(time).unwrap_or_else(|e| panic!("{line}: {e}"));
+    rest.to_owned()
+}
+
 #[tokio::test]
 async fn show_watch_reports_the_leader_and_the_vacancy() {
     let db = installed().await;
     let mut watch = Running::start(
         eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "20ms", "watched"]),
     );
-    watch
-        .expect_line("watched\tvacant\t-\t-\tlast_term=-")
-        .await;
+    assert_eq!(
+        watched_line(&mut watch).await,
+        "watched\tvacant\t-\t-\tlast_term=-"
+    );
     let mut a = Running::start(&mut candidate(&db, "watched-a", "watched"));
     let ta = leading_term(&mut a, "watched").await;
-    let line = watch.next_line().await;
+    let line = watched_line(&mut watch).await;
     assert!(
         line.starts_with("watched\tleader\twatched-a\tpid="),
         "{line}"
@@ -151,9 +160,66 @@ async fn show_watch_reports_the_leader_and_the_vacancy() {
     assert!(line.ends_with(&format!("term={ta}")), "{line}");
     a.send_line("done").await;
     a.finish().await;
-    watch
-        .expect_line(&format!("watched\tvacant\t-\t-\tlast_term={ta}"))
-        .await;
+    assert_eq!(
+        watched_line(&mut watch).await,
+        format!("watched\tvacant\t-\t-\tlast_term={ta}")
+    );
     watch.signal(Signal::SIGINT);
     assert_eq!(watch.finish().await.code, 130);
+}
+
+#[tokio::test]
+async fn show_watch_reports_terms_that_came_and_went_between_looks() {
+    let db = installed().await;
+    let mut watch = Running::start(
+        eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "20ms", "brief"]),
+    );
+    assert_eq!(
+        watched_line(&mut watch).await,
+        "brief\tvacant\t-\t-\tlast_term=-"
+    );
+    // No look happens while the watcher is stopped: two terms begin and
+    // end unseen.
+    watch.signal(Signal::SIGSTOP);
+    for _ in 0..2 {
+        let out =
+            output(eventsource(Some(&db)).args(["leader", "run", "brief", "--", "true"])).await;
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    watch.signal(Signal::SIGCONT);
+    let skipped = watched_line(&mut watch).await;
+    assert!(
+        skipped.starts_with("brief\tskipped\tterms=1..2\t"),
+        "{skipped}"
+    );
+    assert_eq!(
+        watched_line(&mut watch).await,
+        "brief\tvacant\t-\t-\tlast_term=2"
+    );
+    watch.signal(Signal::SIGINT);
+    assert_eq!(watch.finish().await.code, 130);
+}
+
+#[tokio::test]
+async fn before_lock_install_show_and_run_say_to_run_it() {
+    let db = database().await;
+    let out = output(eventsource(Some(&db)).args(["leader", "show", "early"])).await;
+    assert_eq!((out.code, out.stdout.as_str()), (78, ""), "{out:?}");
+    assert!(
+        out.stderr.contains("eventsource lock install"),
+        "{}",
+        out.stderr
+    );
+    let out = output(eventsource(Some(&db)).args(["leader", "show", "--watch", "early"])).await;
+    assert_eq!((out.code, out.stdout.as_str()), (78, ""), "{out:?}");
+    let out =
+        output(eventsource(Some(&db)).args(["leader", "run", "early", "--", "echo", "ran"])).await;
+    assert_eq!((out.code, out.stdout.as_str()), (78, ""), "{out:?}");
+    assert!(
+        out.stderr.contains("leader run needs the fence table")
+            && out.stderr.contains("eventsource lock install")
+            && !out.stderr.contains("--fence"),
+        "{}",
+        out.stderr
+    );
 }

@@ -16,6 +16,7 @@ mod job;
 mod key_and_help;
 mod leader;
 mod lock_loss;
+mod min_interval;
 mod multi_key;
 mod output;
 mod permits;

@@ -1,6 +1,6 @@
 //! A hot standby: `lock doctor` fails with the reason (its advisory locks
 //! exclude only its own sessions), `lock run` refuses it unless
-//! `--allow-standby`. The standby is the test kit's `pg_basebackup -R` of
+//! `--allow-standby`, `lock holders` warns that it shows the standby's own. The standby is the test kit's `pg_basebackup -R` of
 //! a private primary.
 
 use crate::common::*;
@@ -61,7 +61,23 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     .await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "ran\n");
-    // The primary passes.
+    // `lock holders` on the standby lists its own sessions only: it warns.
+    let out =
+        output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .args(["lock", "holders", "on-standby"]),
+        )
+        .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("hot standby") && out.stderr.contains("exclude nobody on the primary"),
+        "{}",
+        out.stderr
+    );
+    // The primary passes, and its holders come without the warning.
     let out = output(eventsource(Some(&db)).args(["lock", "doctor"])).await;
     assert_eq!(out.code, 0, "{out:?}");
+    let out = output(eventsource(Some(&db)).args(["lock", "holders", "on-standby"])).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
 }

@@ -77,6 +77,63 @@ async fn a_stopped_tool_has_its_job_killed_by_the_watchdog() {
     let out = a.finish().await;
     assert_eq!(out.code, 76, "{out:?}");
     assert!(out.stderr.contains("watchdog"), "{}", out.stderr);
+    // The job is dead: no warning that nothing would stop it.
+    assert!(!out.stderr.contains("nothing stops"), "{}", out.stderr);
+}
+
+/// The children of `pid` (from /proc).
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_command_that_exited_0_while_the_tool_was_stopped_gets_an_explained_76() {
+    let db = database().await;
+    let scratch = scratch_dir();
+    let go = scratch.join("go");
+    let mut a = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--watchdog",
+        "200ms",
+        "exited-while-stopped",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "echo \"ready $$\"; while [ ! -e {go} ]; do sleep 0.01; done; exit 0",
+            go = go.display()
+        ),
+    ]));
+    let line = a.next_line().await;
+    let command: i32 = line.strip_prefix("ready ").unwrap().parse().unwrap();
+    let tool = a.pid().as_raw();
+    let watchdog = children(tool)
+        .into_iter()
+        .find(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|l| l.split(|b| *b == 0).any(|arg| arg == b"watchdog"))
+        })
+        .expect("the watchdog process");
+    a.signal(Signal::SIGSTOP);
+    std::fs::write(&go, "").unwrap();
+    until("the command exited", || has_ended(command)).await;
+    until("the watchdog fired", || has_ended(watchdog)).await;
+    a.signal(Signal::SIGCONT);
+    let out = a.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(
+        out.stderr.contains("exited with code 0")
+            && out.stderr.contains("may have overlapped another holder")
+            && out.stderr.contains("exiting with 76"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("nothing stops"), "{}", out.stderr);
 }
 
 /// The realistic case, measured: the server's `idle_session_timeout`

@@ -6,6 +6,8 @@
 //! - [`Election`]: leader election with terms (fencing tokens), a loss
 //!   signal, resign, and who leads now ([`LeaderObserver`], a stream of
 //!   changes).
+//! - [`once_per`]: at most one run of a key per interval, by the clock of
+//!   the store that records the starts ([`RunLog`]), not the hosts' clocks.
 //!
 //! Everything here is generic over [`DistributedLock`](crate::DistributedLock),
 //! so it works with `PostgresLockManager`, `InMemoryLockManager` and any
@@ -19,6 +21,7 @@ mod election;
 mod election_watch;
 mod multi;
 mod multi_guard;
+mod once_per;
 mod semaphore;
 mod semaphore_permit;
 
@@ -26,5 +29,6 @@ pub use election::{election_key, Election, Leadership, ELECTION_KEY_PREFIX};
 pub use election_watch::{Leader, LeaderObserver};
 pub use multi::acquire_many;
 pub use multi_guard::MultiLockGuard;
+pub use once_per::{once_per, OncePer, RunLog, RunStart};
 pub use semaphore::{Semaphore, MAX_PERMITS};
 pub use semaphore_permit::SemaphorePermit;

@@ -83,10 +83,35 @@ fn install_sql(s: &str) -> String {
 CREATE TABLE IF NOT EXISTS {s}.eventsource_lock_fences (
     lock_id bigint PRIMARY KEY,
     key text NOT NULL,
-    fence bigint NOT NULL CHECK (fence > 0)
+    fence bigint NOT NULL CHECK (fence >= 0),
+    last_run_started timestamptz
 );
 COMMENT ON TABLE {s}.eventsource_lock_fences IS
     'eventsource: the last fencing token handed out per advisory lock id';
+DO $migrate$
+DECLARE
+    rel oid := (SELECT c.oid FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = pg_catalog.current_schema() AND c.relname = 'eventsource_lock_fences');
+BEGIN
+    -- Tables created by versions without the run log: add it, and allow
+    -- fence 0 (a row made by a run-start record, no token handed out yet).
+    -- Checked first, so that a current table takes no ALTER TABLE lock.
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = rel
+            AND a.attname = 'last_run_started' AND NOT a.attisdropped) THEN
+        ALTER TABLE {s}.eventsource_lock_fences ADD COLUMN last_run_started timestamptz;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conrelid = rel
+            AND k.conname = 'eventsource_lock_fences_fence_check'
+            AND pg_catalog.pg_get_constraintdef(k.oid) = 'CHECK ((fence > 0))') THEN
+        ALTER TABLE {s}.eventsource_lock_fences
+            DROP CONSTRAINT eventsource_lock_fences_fence_check,
+            ADD CONSTRAINT eventsource_lock_fences_fence_check CHECK (fence >= 0);
+    END IF;
+END
+$migrate$;
+COMMENT ON COLUMN {s}.eventsource_lock_fences.last_run_started IS
+    'eventsource: when the last run of this key started (lock run --min-interval), by the server clock';
 -- The epoch of a token: this primary's WAL timeline, which every promotion
 -- and point-in-time restore raises. SECURITY DEFINER: the roles that lock
 -- need no right to the WAL functions, only the role that installs.
@@ -124,6 +149,35 @@ BEGIN
     RETURN current_fence;
 END
 $$;
+CREATE OR REPLACE FUNCTION {s}.eventsource_lock_claim_run(
+    p_lock_ids bigint[], p_keys text[], p_interval_us bigint,
+    OUT started boolean, OUT at timestamptz, OUT last_started timestamptz)
+    LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.eventsource_lock_fences AS f (lock_id, key, fence)
+        SELECT i.id, i.k, 0 FROM unnest(p_lock_ids, p_keys) AS i(id, k)
+        ORDER BY i.id
+        ON CONFLICT (lock_id) DO NOTHING;
+    PERFORM 1 FROM {s}.eventsource_lock_fences f
+        WHERE f.lock_id = ANY (p_lock_ids) ORDER BY f.lock_id FOR NO KEY UPDATE;
+    SELECT pg_catalog.max(f.last_run_started) INTO last_started
+        FROM {s}.eventsource_lock_fences f WHERE f.lock_id = ANY (p_lock_ids);
+    -- The server's clock now, after the row locks: never now(), the start
+    -- of the transaction.
+    at := pg_catalog.clock_timestamp();
+    IF last_started IS NOT NULL
+            AND last_started > at - p_interval_us * interval '1 microsecond' THEN
+        started := false;
+        RETURN;
+    END IF;
+    -- The record must survive a server crash even where commits are
+    -- asynchronous: this transaction's commit waits for its WAL flush.
+    PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    UPDATE {s}.eventsource_lock_fences f SET last_run_started = at
+        WHERE f.lock_id = ANY (p_lock_ids);
+    started := true;
+END
+$$;
 CREATE OR REPLACE FUNCTION {s}.eventsource_lock_fence_check_key(p_key text, p_token bigint)
     RETURNS bigint LANGUAGE sql AS $$
     SELECT {s}.eventsource_lock_fence_check({s}.eventsource_lock_id(p_key), p_token)
@@ -141,7 +195,11 @@ $$;
 /// `eventsource_lock_fence_check(lock_id bigint, token bigint)` and
 /// `eventsource_lock_fence_check_key(key text, token bigint)`, which take
 /// the same `FOR SHARE` lock as [`check`] and raise SQLSTATE `ESF01`
-/// for a stale token.
+/// for a stale token; and `eventsource_lock_claim_run(lock_ids, keys,
+/// interval_us)`, the run log of [`PostgresRunLog`](super::PostgresRunLog)
+/// (the table's `last_run_started` column). On a table made by an older
+/// version it adds that column and lets `fence` be 0 (a row made by a run
+/// record, no token handed out yet).
 ///
 /// # Cancel safety
 ///

@@ -162,7 +162,7 @@ SELECT pg_catalog.format('%I.%I', n.nspname, c.relname),
 fn holders_sql(fences: &FenceTable) -> String {
     let fence = match fences {
         FenceTable::Joined { table } => format!(
-            ",\n       f.fence::int8 AS fence,\n       f.key::text AS fence_key{FROM}\n  \
+            ",\n       NULLIF(f.fence, 0)::int8 AS fence,\n       f.key::text AS fence_key{FROM}\n  \
              LEFT JOIN {table} f ON l.objsubid = 1 AND f.lock_id = ((l.classid::int8 << 32) | l.objid::int8)\n"
         ),
         _ => format!(",\n       NULL::int8 AS fence,\n       NULL::text AS fence_key{FROM}\n"),

@@ -17,6 +17,7 @@ mod manager;
 mod metrics;
 mod options;
 mod registry;
+mod run_log;
 mod session;
 mod settings;
 mod shared_holds;
@@ -33,6 +34,7 @@ pub use holders::{
 };
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
+pub use run_log::PostgresRunLog;
 pub use tls::SslMode;
 pub use verify::{Replication, VerifyProblem, VerifyReport};
 pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};

@@ -264,6 +264,9 @@ pub(crate) async fn verify(connector: &Connector, settings: &Settings) -> Result
 async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
     let a = connector.connect().await.map_err(Error::Backend)?;
     let b = connector.connect().await.map_err(Error::Backend)?;
+    for session in [&a.client, &b.client] {
+        probe::without_statement_timeout(session).await?;
+    }
     if probe::in_recovery(&a.client).await? || probe::in_recovery(&b.client).await? {
         return Err(failed(VerifyProblem::Standby));
     }

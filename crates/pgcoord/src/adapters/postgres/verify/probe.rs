@@ -54,9 +54,13 @@ async fn holds(c: &Client, id: i64) -> Result<bool> {
 /// its own: `Ok(true)` granted, `Ok(false)` refused after the timeout
 /// (55P03). The session-level lock, if granted, outlives the transaction.
 async fn wait_for(c: &Client, sql: &str, id: i64, wait: &str) -> Result<bool> {
-    c.batch_execute(&format!("BEGIN; SET LOCAL lock_timeout = '{wait}'"))
-        .await
-        .map_err(query_failed)?;
+    // statement_timeout 0: a role's own short timeout must not cancel the
+    // wait that is meant to end by lock_timeout (57014 instead of 55P03).
+    c.batch_execute(&format!(
+        "BEGIN; SET LOCAL lock_timeout = '{wait}'; SET LOCAL statement_timeout = 0"
+    ))
+    .await
+    .map_err(query_failed)?;
     let outcome = c.query_one(sql, &[&id]).await;
     let end = if outcome.is_ok() {
         "COMMIT"
@@ -69,6 +73,24 @@ async fn wait_for(c: &Client, sql: &str, id: i64, wait: &str) -> Result<bool> {
         Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(false),
         Err(e) => Err(query_failed(e)),
     }
+}
+
+/// Turns the role's `statement_timeout` off for the checks' own session:
+/// the checks wait on purpose (a 100 ms lock wait that must be refused),
+/// and a short timeout of the role's would cancel them (SQLSTATE 57014).
+pub(super) async fn without_statement_timeout(c: &Client) -> Result<()> {
+    c.batch_execute("SET statement_timeout = 0")
+        .await
+        .map_err(|e| {
+            let why = format!("cannot turn statement_timeout off for the checks' session: {e}");
+            crate::ports::error::Error::Backend(
+                crate::ports::error::BackendError::new(
+                    crate::ports::error::BackendErrorKind::Query,
+                    why,
+                )
+                .with_source(e),
+            )
+        })
 }
 
 /// The original observations: try-lock, session kept, lock recorded,

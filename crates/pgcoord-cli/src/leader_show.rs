@@ -1,0 +1,209 @@
+//! `eventsource leader show [--watch]`: who leads an election (the
+//! library's `Election::leader`) and its term, read from the fence table,
+//! where `leader run` records each term.
+//!
+//! `--watch` looks every `--every` and prints a line, with the time of the
+//! look, whenever the leader or the term changed. Terms are compared, not
+//! only leaders: a term that began and ended between two looks is reported
+//! as skipped, so a short leadership is never silently missed.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::coordination::{Election, Leader};
+use pgcoord::lock_id_for_key;
+use tokio::time::MissedTickBehavior;
+use tokio_postgres::error::SqlState;
+
+use crate::db::{self, Database};
+use crate::duration::format_duration;
+use crate::leader_args::LeaderShowArgs;
+use crate::signals::Signals;
+use crate::{exit, report};
+
+/// Why the term could not be read.
+enum TermError {
+    /// No fence table: `lock install` has not run.
+    NotInstalled,
+    Other(tokio_postgres::Error),
+}
+
+/// The election's latest term from the fence table (the leader's, while
+/// one leads); `None` when it has had none.
+async fn latest_term(client: &tokio_postgres::Client, key: &str) -> Result<Option<u64>, TermError> {
+    let row = client
+        .query_opt(
+            "SELECT fence FROM eventsource_lock_fences WHERE lock_id = $1",
+            &[&lock_id_for_key(key)],
+        )
+        .await
+        .map_err(|e| match e.code() {
+            Some(c) if *c == SqlState::UNDEFINED_TABLE => TermError::NotInstalled,
+            _ => TermError::Other(e),
+        })?;
+    // Fence 0: a row with no term handed out yet.
+    Ok(row.and_then(|r| u64::try_from(r.get::<_, i64>(0)).ok().filter(|t| *t > 0)))
+}
+
+fn not_installed(db: &Database) -> i32 {
+    report!(
+        "cannot show the leader: election terms live in the fence table, which database {} \
+         does not have (no `leader run` can have led there yet); run `eventsource lock install` \
+         once",
+        db.shown()
+    );
+    exit::CONFIG
+}
+
+fn stamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// One line; `at` (the look's time) in `--watch` output only.
+fn render(
+    name: &str,
+    leader: &Option<Leader>,
+    term: Option<u64>,
+    json: bool,
+    at: Option<DateTime<Utc>>,
+) -> String {
+    let term_text = term.map_or_else(|| "-".to_owned(), |t| t.to_string());
+    let time = at.map(|t| format!("{}\t", stamp(t))).unwrap_or_default();
+    let mut value = match leader {
+        Some(l) if !json => {
+            return format!(
+                "{time}{name}\tleader\t{}\tpid={}\tterm={term_text}\n",
+                l.holder_id.as_deref().unwrap_or("-"),
+                l.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            )
+        }
+        None if !json => return format!("{time}{name}\tvacant\t-\t-\tlast_term={term_text}\n"),
+        Some(l) => serde_json::json!({
+            "name": name,
+            "leader": { "holder_id": l.holder_id, "pid": l.pid, "term": term, "since": l.since },
+        }),
+        None => serde_json::json!({ "name": name, "leader": null, "last_term": term }),
+    };
+    if let Some(at) = at {
+        value["at"] = serde_json::Value::String(stamp(at));
+    }
+    format!("{value}\n")
+}
+
+/// The line for terms `first..=last` that began and ended between looks.
+fn render_skipped(args: &LeaderShowArgs, first: u64, last: u64, at: DateTime<Utc>) -> String {
+    if args.json {
+        let value = serde_json::json!({
+            "at": stamp(at), "name": args.name,
+            "skipped_terms": { "first": first, "last": last },
+        });
+        return format!("{value}\n");
+    }
+    let terms = if first == last {
+        format!("term={first}")
+    } else {
+        format!("terms={first}..{last}")
+    };
+    format!(
+        "{}\t{}\tskipped\t{terms}\tbegan and ended between two looks (--every {})\n",
+        stamp(at),
+        args.name,
+        format_duration(args.every)
+    )
+}
+
+/// Runs `leader show`; returns the exit code.
+pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
+    let election = Election::new(db.manager_builder().build(), args.name.clone());
+    let client = match db.connect_tls().await {
+        Ok(c) => c,
+        Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
+    };
+    if args.watch {
+        return watch(&election, &client, &args, &db).await;
+    }
+    let term = match latest_term(&client, election.key()).await {
+        Ok(t) => t,
+        Err(TermError::NotInstalled) => return not_installed(&db),
+        Err(TermError::Other(e)) => {
+            report!("cannot show the leader: {}", db::error_chain(&e));
+            return exit::UNAVAILABLE;
+        }
+    };
+    let leader = match election.leader().await {
+        Ok(l) => l,
+        Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
+    };
+    match crate::print_stdout(&render(&args.name, &leader, term, args.json, None)) {
+        Ok(()) => 0,
+        Err(code) => code,
+    }
+}
+
+/// What one look saw, as compared between looks.
+type Seen = (Option<(Option<String>, Option<i32>)>, Option<u64>);
+
+async fn watch(
+    election: &Election<PostgresLockManager>,
+    client: &tokio_postgres::Client,
+    args: &LeaderShowArgs,
+    db: &Database,
+) -> i32 {
+    let mut signals = match Signals::catch() {
+        Ok(s) => s,
+        Err(e) => {
+            report!("cannot catch signals: {e}");
+            return exit::SOFTWARE;
+        }
+    };
+    let mut looks = tokio::time::interval(args.every.max(std::time::Duration::from_millis(1)));
+    looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last: Option<Seen> = None;
+    loop {
+        tokio::select! {
+            sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
+            _ = looks.tick() => {}
+        }
+        let leader = match election.leader().await {
+            Ok(l) => l,
+            Err(e) => {
+                report!(
+                    "cannot look at election {:?}: {}; trying again",
+                    args.name,
+                    db::error_chain(&e)
+                );
+                continue;
+            }
+        };
+        let term = match latest_term(client, election.key()).await {
+            Ok(t) => t,
+            Err(TermError::NotInstalled) => return not_installed(db),
+            Err(TermError::Other(e)) => {
+                report!(
+                    "cannot read the term of election {:?}: {}; trying again",
+                    args.name,
+                    db::error_chain(&e)
+                );
+                continue;
+            }
+        };
+        let at = Utc::now();
+        let seen: Seen = (leader.as_ref().map(|l| (l.holder_id.clone(), l.pid)), term);
+        if last.as_ref() == Some(&seen) {
+            continue;
+        }
+        let mut out = String::new();
+        if let (Some((_, before)), Some(now)) = (&last, term) {
+            // Terms begun since the last look; the current leader's is shown.
+            let first = before.unwrap_or(0) + 1;
+            let unseen_last = if leader.is_some() { now - 1 } else { now };
+            if first <= unseen_last {
+                out.push_str(&render_skipped(args, first, unseen_last, at));
+            }
+        }
+        out.push_str(&render(&args.name, &leader, term, args.json, Some(at)));
+        if let Err(code) = crate::print_stdout(&out) {
+            return code;
+        }
+        last = Some(seen);
+    }
+}

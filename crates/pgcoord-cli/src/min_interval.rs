@@ -1,0 +1,92 @@
+//! `lock run --min-interval`: with the lock held, record this run's start
+//! in the fence table (the library's `PostgresRunLog`), or skip the run
+//! when one started within the interval, by the database server's clock.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use pgcoord::adapters::postgres::PostgresRunLog;
+use pgcoord::coordination::{RunLog, RunStart};
+use pgcoord::BackendErrorKind;
+
+use crate::cli::RunArgs;
+use crate::db::{self, Database};
+use crate::duration::format_duration;
+use crate::{exit, report};
+
+/// The environment variable with the recorded start (RFC 3339, UTC).
+pub const STARTED_ENV: &str = "EVENTSOURCE_RUN_STARTED";
+
+/// What the claim came to.
+pub enum Claimed {
+    /// Run COMMAND: its start, recorded.
+    Run(DateTime<Utc>),
+    /// Do not run COMMAND: the tool's exit code (reported already).
+    Exit(i32),
+}
+
+/// Records this run's start for the run's keys (KEY, every `--also`, or
+/// the semaphore KEY), or reports why COMMAND must not run.
+pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str) -> Claimed {
+    let client = match db.connect_tls().await {
+        Ok(c) => c,
+        Err(e) => {
+            let line = db::describe_failure("cannot record the run's start", Some(db), &e);
+            report!("{line}; the command was not run");
+            return Claimed::Exit(exit::for_error(&e));
+        }
+    };
+    let keys = crate::multi::keys(args);
+    let claimed = PostgresRunLog::new(&client)
+        .claim_start(&keys, interval)
+        .await;
+    match claimed {
+        Ok(RunStart::Recorded { at }) => Claimed::Run(at),
+        Ok(RunStart::TooSoon {
+            last_started,
+            now,
+            next_at,
+        }) => {
+            let ago = (now - last_started).to_std().unwrap_or_default();
+            let wait = (next_at - now).to_std().unwrap_or_default();
+            report!(
+                "{what} skipped: the last run started at {} ({} ago by the database's clock), \
+                 within --min-interval {}; the next run may start at {} (in {}); the command \
+                 was not run; exiting with {}",
+                timestamp(last_started),
+                format_duration(round_ms(ago)),
+                format_duration(interval),
+                timestamp(next_at),
+                format_duration(round_ms(wait)),
+                args.conflict_exit_code
+            );
+            Claimed::Exit(args.conflict_exit_code)
+        }
+        Err(e)
+            if e.as_backend()
+                .is_some_and(|b| b.kind() == BackendErrorKind::FencingNotInstalled) =>
+        {
+            report!(
+                "{what} not run: --min-interval records each run's start in the fence table, \
+                 which database {} does not have yet (or has from an older version); run \
+                 `eventsource lock install` once; the command was not run",
+                db.shown()
+            );
+            Claimed::Exit(exit::CONFIG)
+        }
+        Err(e) => {
+            let line = db::describe_failure("cannot record the run's start", Some(db), &e);
+            report!("{line}; the command was not run");
+            Claimed::Exit(exit::for_error(&e))
+        }
+    }
+}
+
+/// A start as messages and COMMAND's environment show it.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
