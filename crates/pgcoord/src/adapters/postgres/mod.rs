@@ -11,12 +11,16 @@ pub mod fencing;
 mod held_lock;
 mod holders;
 mod leader_observer;
+mod libpq_env;
 mod lock_ports;
 mod lock_span;
 mod manager;
 mod metrics;
 mod options;
+mod passfile;
 mod registry;
+mod resolve;
+mod service_file;
 mod session;
 mod settings;
 mod shared_holds;
@@ -31,8 +35,10 @@ pub use connstring::{split_ssl_params, SslParams};
 pub use holders::{
     connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
 };
+pub use libpq_env::LibpqEnv;
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
+pub use resolve::PasswordSource;
 pub use tls::SslMode;
 pub use verify::{VerifyProblem, VerifyReport};
 pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
