@@ -82,15 +82,7 @@ impl Inspector {
     /// Connects, looks the fencing table up, and warns when it cannot be
     /// read. Failures are reported; returns the exit code.
     pub async fn open(db: &Database, query: HoldersQuery) -> Result<Self, i32> {
-        let mut config = db.config.clone();
-        config.application_name("pgcoord-cli");
-        let mut options = ConnectOptions::from_config(config);
-        if let Some(mode) = db.ssl.mode {
-            options = options.with_ssl_mode(mode);
-        }
-        if let Some(root) = &db.ssl.root_cert {
-            options = options.with_ssl_root_cert(root);
-        }
+        let options = db.inspection_options();
         let fail = |e: &pgcoord::Error| db::fail("cannot list lock holders", Some(db), e);
         let client = connect_for_inspection(options.clone(), db::CONNECT_TIMEOUT)
             .await

@@ -14,6 +14,7 @@ mod holders_shared;
 mod job;
 mod key_and_help;
 mod leader;
+mod libpq_env;
 mod lock_loss;
 mod multi_key;
 mod output;
