@@ -62,7 +62,7 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
         // Only when the server's own HINT did not come through.
         (_, Some("53200"))
-            if !crate::db::error_chain(backend).contains("max_locks_per_transaction") =>
+            if !crate::error_line::error_chain(backend).contains("max_locks_per_transaction") =>
         {
             "the server's shared lock table is full: its max_locks_per_transaction is too small \
              for the locks all sessions hold"

@@ -2,7 +2,8 @@
 
 // Layers, top to bottom (each imports only from those below it):
 //   config (builder), lock_ports, shared_lock_ports -> manager -> acquirer -> wait_line -> session/*
-//   -> registry, shared_holds, held_lock, settings, connect, options, tls
+//   -> registry, shared_holds, held_lock, settings, connect, options -> resolve
+//   -> libpq_env, passfile, service_file, connstring, tls
 mod acquirer;
 mod config;
 mod connect;
