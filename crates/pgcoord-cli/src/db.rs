@@ -59,9 +59,8 @@ impl Database {
         if let Some(pw) = options.config().get_password() {
             crate::redact::register([String::from_utf8_lossy(pw).into_owned()]);
         }
-        for warning in options.warnings() {
-            report!("warning: {warning}");
-        }
+        // Its warnings (a password file others may read) were logged by
+        // the library at `warn`, which the tool shows by default.
         Ok(Self {
             url: url.map(str::to_owned),
             options,

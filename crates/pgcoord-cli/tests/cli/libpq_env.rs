@@ -162,6 +162,18 @@ async fn a_password_file_gives_the_password_unless_others_may_read_it() {
         "{}",
         out.stderr
     );
+    assert_eq!(
+        out.stderr.matches("group or world access").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .starts_with("eventsource: warning: password file"),
+        "{}",
+        out.stderr
+    );
     assert!(
         out.stderr.contains("PGPASSWORD"),
         "the hint says where a password goes: {}",

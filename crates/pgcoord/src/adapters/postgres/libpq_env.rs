@@ -59,6 +59,9 @@ pub(super) const DEFAULT_SYSCONFDIR: &str = "/etc/postgresql-common";
 pub struct LibpqEnv {
     vars: HashMap<String, String>,
     os_user: Option<String>,
+    /// The home directory when `HOME` is not set (the user's entry in the
+    /// system's user database).
+    os_home: Option<PathBuf>,
     socket_dirs: Vec<PathBuf>,
 }
 
@@ -69,9 +72,11 @@ impl LibpqEnv {
         let vars = std::env::vars()
             .filter(|(k, _)| k.starts_with("PG") || k == "HOME" || k == "USER")
             .collect();
+        let (os_user, os_home) = process_user();
         Self {
             vars,
-            os_user: process_user(),
+            os_user,
+            os_home,
             socket_dirs: SOCKET_DIRS.iter().map(PathBuf::from).collect(),
         }
     }
@@ -87,6 +92,7 @@ impl LibpqEnv {
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
             os_user: None,
+            os_home: None,
             socket_dirs: Vec::new(),
         }
     }
@@ -113,9 +119,10 @@ impl LibpqEnv {
             .filter(|v| !v.is_empty())
     }
 
-    /// The home directory: `HOME`, as libpq reads it first.
+    /// The home directory: `HOME`, as libpq reads it first, else the
+    /// user's entry in the system's user database.
     pub(super) fn home(&self) -> Option<&Path> {
-        self.var("HOME").map(Path::new)
+        self.var("HOME").map(Path::new).or(self.os_home.as_deref())
     }
 
     /// The default user name: the operating-system user (libpq asks the
@@ -135,18 +142,22 @@ impl LibpqEnv {
     }
 }
 
+/// The effective user's name and home directory.
 #[cfg(unix)]
-fn process_user() -> Option<String> {
+fn process_user() -> (Option<String>, Option<PathBuf>) {
     let uid = nix::unistd::geteuid();
     match nix::unistd::User::from_uid(uid) {
-        Ok(Some(user)) => Some(user.name),
-        _ => std::env::var("USER").ok().filter(|u| !u.is_empty()),
+        Ok(Some(user)) => (Some(user.name), Some(user.dir)),
+        _ => (std::env::var("USER").ok().filter(|u| !u.is_empty()), None),
     }
 }
 
 #[cfg(not(unix))]
-fn process_user() -> Option<String> {
-    std::env::var("USERNAME").ok().filter(|u| !u.is_empty())
+fn process_user() -> (Option<String>, Option<PathBuf>) {
+    (
+        std::env::var("USERNAME").ok().filter(|u| !u.is_empty()),
+        None,
+    )
 }
 
 #[cfg(test)]

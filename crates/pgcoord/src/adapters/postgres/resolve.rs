@@ -124,6 +124,18 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
         return Err(invalid(format!("unknown connection parameter `{key}`")));
     }
+    if env.is_none() {
+        // Both name files that only libpq's rules read: never drop them silently.
+        if let Some(key) = ["service", "passfile"]
+            .into_iter()
+            .find(|k| p.get(k).is_some())
+        {
+            return Err(invalid(format!(
+                "connection parameter `{key}` is read only with libpq's environment rules \
+                 (ConnectOptions::parse_with_env, from_env)"
+            )));
+        }
+    }
     let mut warnings = Vec::new();
     let mut password_source = None;
     if let Some(env) = env {

@@ -102,6 +102,10 @@ fn the_string_wins_over_the_environment_which_wins_over_the_defaults() {
         (o.config().get_user(), o.config().get_hosts().len()),
         (None, 0)
     );
+    for s in ["service=ops", "postgres://h/db?passfile=%2Ftmp%2Fp"] {
+        let msg = ConnectOptions::parse(s).unwrap_err().to_string();
+        assert!(msg.contains("parse_with_env"), "{s}: {msg}");
+    }
 }
 
 #[test]
