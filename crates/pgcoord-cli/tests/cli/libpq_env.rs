@@ -311,3 +311,38 @@ async fn passwords_from_anywhere_never_appear() {
     );
     assert!(!out.stderr.contains("hunter2url"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn pgappname_names_the_inspection_session() {
+    let db = database().await;
+    let admin = db.connect().await.unwrap();
+    let watch = Running::start(
+        eventsource(Some(&db))
+            .env("PGAPPNAME", "nightly-report")
+            .args(["lock", "holders", "--watch", "--interval", "100ms"]),
+    );
+    // No event says a session opened: poll pg_stat_activity, bounded.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let n: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND application_name = 'nightly-report'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no session named by PGAPPNAME"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    watch.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = watch.finish().await;
+    assert!(!out.stderr.contains("error"), "{out:?}");
+}
