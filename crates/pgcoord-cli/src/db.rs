@@ -135,10 +135,25 @@ impl Database {
         )
     }
 
+    /// How long opening a plain session may take: `connect_timeout`
+    /// (`PGCONNECT_TIMEOUT`) when given, else [`CONNECT_TIMEOUT`].
+    pub fn connect_timeout(&self) -> Duration {
+        self.options
+            .config()
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT)
+    }
+
     /// Opens a plain session (see [`inspection_options`](Self::inspection_options));
     /// its connection runs in a background task.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it returns, the half-open connection is
+    /// closed and nothing is left behind (as `connect_for_inspection`).
     pub async fn connect(&self) -> Result<Client, Error> {
-        connect_for_inspection(self.inspection_options(), CONNECT_TIMEOUT).await
+        connect_for_inspection(self.inspection_options(), self.connect_timeout()).await
     }
 }
 
@@ -202,7 +217,12 @@ fn hint(db: Option<&Database>, err: &Error) -> Option<String> {
         (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::Environment)) => {
             "check the user name and the password (PGPASSWORD)".to_owned()
         }
-        _ if db.url.is_none() => hint.replace("the database URL", "the PG* environment"),
+        _ if db.url.is_none() => hint
+            .replace("the database URL", "the PG* environment")
+            .replace(
+                "the database name in the URL",
+                "the database name (PGDATABASE)",
+            ),
         _ => hint.to_owned(),
     })
 }

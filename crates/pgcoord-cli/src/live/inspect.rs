@@ -84,7 +84,7 @@ impl Inspector {
     pub async fn open(db: &Database, query: HoldersQuery) -> Result<Self, i32> {
         let options = db.inspection_options();
         let fail = |e: &pgcoord::Error| db::fail("cannot list lock holders", Some(db), e);
-        let client = connect_for_inspection(options.clone(), db::CONNECT_TIMEOUT)
+        let client = connect_for_inspection(options.clone(), db.connect_timeout())
             .await
             .map_err(|e| fail(&e))?;
         let query = query.with_fences(&client).await.map_err(|e| fail(&e))?;
@@ -125,8 +125,11 @@ impl Inspector {
         let client = match slot.take().filter(|c| !c.is_closed()) {
             Some(c) => slot.insert(c),
             // The last one ended (a restart, a network failure): a new one.
-            None => slot
-                .insert(connect_for_inspection(self.options.clone(), db::CONNECT_TIMEOUT).await?),
+            None => {
+                let timeout = (self.options.config().get_connect_timeout().copied())
+                    .unwrap_or(db::CONNECT_TIMEOUT);
+                slot.insert(connect_for_inspection(self.options.clone(), timeout).await?)
+            }
         };
         let mut locks = self.query.run(client).await?;
         names.apply(&mut locks);

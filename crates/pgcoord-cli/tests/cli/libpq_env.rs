@@ -346,3 +346,28 @@ async fn pgappname_names_the_inspection_session() {
     let out = watch.finish().await;
     assert!(!out.stderr.contains("error"), "{out:?}");
 }
+
+#[tokio::test]
+async fn pgconnect_timeout_bounds_the_connection() {
+    // A server that accepts and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let out = output(
+        eventsource(None)
+            .env("PGHOST", "127.0.0.1")
+            .env("PGPORT", port.to_string())
+            .env("PGUSER", "app")
+            .env("PGCONNECT_TIMEOUT", "1")
+            .args(["lock", "holders"]),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("no answer within 1s"), "{}", out.stderr);
+    silent.abort();
+}
