@@ -5,7 +5,8 @@
 
 use pgcoord::{AcquireFailure, BackendErrorKind, Error};
 
-/// Bad usage: unknown option, bad duration, bad URL, missing URL.
+/// Bad usage: unknown option, bad duration, bad URL or `PG*` variable,
+/// unknown service.
 pub const USAGE: i32 = 2;
 /// The database could not be reached or failed (sysexits `EX_UNAVAILABLE`).
 pub const UNAVAILABLE: i32 = 69;

@@ -117,8 +117,8 @@ Exit codes:
   COMMAND's code  COMMAND ran under the lock and exited (0 = success)
   128+N           COMMAND died of signal N (e.g. 137 for SIGKILL), or the tool
                   was interrupted by signal N while waiting for the lock
-  2               bad usage (unknown option, bad DURATION, bad or missing URL);
-                  nothing was connected to
+  2               bad usage (unknown option, bad DURATION, a bad URL or PG*
+                  variable, an unknown service); nothing was connected to
   69              the database could not be reached, failed, or did not
                   answer within --timeout
   70              internal error
