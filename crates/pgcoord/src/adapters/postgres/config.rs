@@ -238,8 +238,11 @@ impl PostgresLockManagerBuilder {
         self
     }
 
-    /// How long opening a session may take. Default: 10 s. An acquisition's
-    /// own timeout bounds it further.
+    /// How long opening a session may take. Default: the connection
+    /// string's `connect_timeout` (or `PGCONNECT_TIMEOUT`, with the
+    /// environment) for [`from_url`](Self::from_url),
+    /// [`from_env`](Self::from_env) and [`from_options`](Self::from_options),
+    /// else 10 s. An acquisition's own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.connect_timeout = d;
         self
