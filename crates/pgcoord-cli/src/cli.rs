@@ -22,8 +22,10 @@ pub use crate::run_args::{RunArgs, DEFAULT_WATCHDOG_MS};
     propagate_version = true
 )]
 pub struct Cli {
-    /// PostgreSQL URL (postgres://user:pass@host:port/db); defaults to
-    /// $DATABASE_URL. The password is never printed.
+    /// PostgreSQL URL (postgres://user:pass@host:port/db) or key=value
+    /// string; defaults to $DATABASE_URL, else libpq's environment alone
+    /// (PGHOST, PGUSER, PGDATABASE, ~/.pgpass, PGSERVICE, ...). The
+    /// password is never printed.
     #[arg(
         long,
         env = "DATABASE_URL",

@@ -1,154 +1,178 @@
-//! The database URL: where it comes from, parsing, plain sessions.
+//! The connection settings: from `--database-url` / `DATABASE_URL`, filled
+//! from libpq's environment (or from that environment alone), parsing,
+//! plain sessions.
 
 use std::time::Duration;
 
 use pgcoord::adapters::postgres::{
-    connect_for_inspection, split_ssl_params, ConnectOptions, PostgresLockManager,
-    PostgresLockManagerBuilder, SslParams,
+    connect_for_inspection, ConnectOptions, LibpqEnv, PasswordSource, PostgresLockManagerBuilder,
 };
-use pgcoord::{BackendError, BackendErrorKind, Error};
-use tokio_postgres::{Client, Config, NoTls};
+use pgcoord::{BackendErrorKind, Error};
+use tokio_postgres::config::Host;
+use tokio_postgres::Client;
 
+pub use crate::error_line::error_chain;
 use crate::redact::redact_url;
 use crate::{exit, report};
 
 /// How long opening a plain session may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A parsed database URL.
+/// The connection settings of a command.
 #[derive(Debug, Clone)]
 pub struct Database {
-    /// The URL as given (contains the password, if any: never print it).
-    pub url: String,
-    /// The parsed settings.
-    pub config: Config,
-    /// libpq's `sslmode` and `sslrootcert` from the URL, which `Config`
-    /// does not take (up to `verify-full`, on the library's rustls TLS).
-    pub ssl: SslParams,
+    /// The URL as given, if any (contains the password, if any: never
+    /// print it). `None`: the settings come from libpq's environment alone.
+    pub url: Option<String>,
+    /// The settings: the URL's, then libpq's environment, service file,
+    /// defaults and password file, in libpq's precedence.
+    pub options: ConnectOptions,
 }
 
 impl Database {
-    /// Parses `url`; errors are usage errors and print no password.
+    /// Parses `url`, filling what it leaves out from libpq's environment;
+    /// errors are usage errors and print no password.
     pub fn parse(url: &str) -> Result<Self, String> {
         crate::redact::register_url(url);
-        let invalid = |e: &dyn std::fmt::Display| {
+        Self::resolve(Some(url)).map_err(|e| {
             format!(
                 "invalid database URL {}: {}",
                 redact_url(url),
                 crate::redact::scrub_secrets(&e.to_string())
             )
-        };
-        let ssl = split_ssl_params(url).map_err(|e| invalid(&e))?;
-        let mut config: Config = ssl.rest.parse().map_err(|e| invalid(&e))?;
-        // As libpq does: PGPASSWORD when the URL names no password.
-        if config.get_password().is_none() {
-            if let Ok(pw) = std::env::var("PGPASSWORD") {
-                if !pw.is_empty() {
-                    crate::redact::register([pw.clone()]);
-                    config.password(pw);
-                }
-            }
+        })
+    }
+
+    /// The settings from libpq's environment alone (no URL), as psql.
+    pub fn from_env() -> Result<Self, String> {
+        Self::resolve(None).map_err(|e| {
+            format!(
+                "invalid connection settings in the environment: {}",
+                crate::redact::scrub_secrets(&e.to_string())
+            )
+        })
+    }
+
+    fn resolve(url: Option<&str>) -> Result<Self, Error> {
+        let options = ConnectOptions::resolve(url, &LibpqEnv::from_process())?;
+        // A password from a file is masked like one from the URL.
+        if let Some(pw) = options.config().get_password() {
+            crate::redact::register([String::from_utf8_lossy(pw).into_owned()]);
         }
+        // Its warnings (a password file others may read) were logged by
+        // the library at `warn`, which the tool shows by default.
         Ok(Self {
-            url: url.to_owned(),
-            config,
-            ssl,
+            url: url.map(str::to_owned),
+            options,
         })
     }
 
     /// A lock manager builder for this database, with its TLS settings.
     pub fn manager_builder(&self) -> PostgresLockManagerBuilder {
-        let mut builder = PostgresLockManager::builder(self.config.clone());
-        if let Some(mode) = self.ssl.mode {
-            builder = builder.ssl_mode(mode);
-        }
-        if let Some(root) = &self.ssl.root_cert {
-            builder = builder.ssl_root_cert(root);
-        }
-        builder
+        PostgresLockManagerBuilder::from_options(self.options.clone())
     }
 
-    /// Opens a plain session on the library's TLS (the URL's sslmode and
-    /// sslrootcert), application_name `pgcoord-cli`.
+    /// Opens a plain session on the library's TLS (the settings' sslmode
+    /// and sslrootcert), application_name `pgcoord-cli` unless the
+    /// settings name one.
     pub async fn connect_tls(&self) -> Result<Client, Error> {
-        let mut config = self.config.clone();
-        config.application_name("pgcoord-cli");
-        let mut options = ConnectOptions::from_config(config);
-        if let Some(mode) = self.ssl.mode {
-            options = options.with_ssl_mode(mode);
+        connect_for_inspection(self.inspection_options(), CONNECT_TIMEOUT).await
+    }
+
+    /// The options of the tool's own plain sessions: application_name
+    /// `pgcoord-cli` unless the settings name one (`PGAPPNAME`).
+    pub fn inspection_options(&self) -> ConnectOptions {
+        let mut config = self.options.config().clone();
+        if config.get_application_name().is_none() {
+            config.application_name("pgcoord-cli");
         }
-        if let Some(root) = &self.ssl.root_cert {
+        let mut options =
+            ConnectOptions::from_config(config).with_ssl_mode(self.options.ssl_mode());
+        if let Some(root) = self.options.ssl_root_cert() {
             options = options.with_ssl_root_cert(root);
         }
-        connect_for_inspection(options, CONNECT_TIMEOUT).await
+        options
     }
 
-    /// The URL with its password masked, for messages.
+    /// Where the tool connects, for messages: `postgres://USER[:***]@HOST:PORT/DATABASE`
+    /// (`?host=DIR` for a Unix socket), never the password.
     pub fn shown(&self) -> String {
-        redact_url(&self.url)
-    }
-
-    /// Opens a plain session (application_name `pgcoord-cli`); its
-    /// connection runs in a background task.
-    pub async fn connect(&self) -> Result<Client, Error> {
-        let mut config = self.config.clone();
-        config.application_name("pgcoord-cli");
-        config.connect_timeout(CONNECT_TIMEOUT);
-        let connecting = config.connect(NoTls);
-        let (client, connection) = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => {
-                return Err(BackendError::new(BackendErrorKind::Connect, error_chain(&e)).into())
-            }
-            Err(_) => {
-                return Err(BackendError::new(
-                    BackendErrorKind::Connect,
-                    format!("no answer within {CONNECT_TIMEOUT:?}"),
-                )
-                .into())
-            }
+        let c = self.options.config();
+        let user = c.get_user().unwrap_or("");
+        let password = if c.get_password().is_some() {
+            ":***"
+        } else {
+            ""
         };
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "session ended with an error");
+        let ports = c.get_ports();
+        let port_of = |i: usize| {
+            ports
+                .get(i)
+                .or_else(|| ports.first())
+                .copied()
+                .unwrap_or(5432)
+        };
+        let mut tcp = Vec::new();
+        let mut query = Vec::new();
+        for (i, host) in c.get_hosts().iter().enumerate() {
+            match host {
+                Host::Tcp(h) if h.contains(':') => tcp.push(format!("[{h}]:{}", port_of(i))),
+                Host::Tcp(h) => tcp.push(format!("{h}:{}", port_of(i))),
+                #[cfg(unix)]
+                Host::Unix(dir) => {
+                    query.push(format!("host={}", dir.display()));
+                    query.push(format!("port={}", port_of(i)));
+                }
             }
-        });
-        Ok(client)
-    }
-}
-
-/// An error and its causes on one line: the server's DETAIL and HINT,
-/// which the driver puts on lines of their own, follow after `; `.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
         }
-        source = s.source();
+        let userinfo = if user.is_empty() {
+            String::new()
+        } else {
+            format!("{user}{password}@")
+        };
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", query.join("&"))
+        };
+        format!(
+            "postgres://{userinfo}{}/{}{query}",
+            tcp.join(","),
+            c.get_dbname().unwrap_or("")
+        )
     }
-    crate::redact::scrub_secrets(&one_line(&text))
+
+    /// How long opening a plain session may take: `connect_timeout`
+    /// (`PGCONNECT_TIMEOUT`) when given, else [`CONNECT_TIMEOUT`].
+    pub fn connect_timeout(&self) -> Duration {
+        self.options
+            .config()
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT)
+    }
+
+    /// Opens a plain session (see [`inspection_options`](Self::inspection_options));
+    /// its connection runs in a background task.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it returns, the half-open connection is
+    /// closed and nothing is left behind (as `connect_for_inspection`).
+    pub async fn connect(&self) -> Result<Client, Error> {
+        connect_for_inspection(self.inspection_options(), self.connect_timeout()).await
+    }
 }
 
-/// Joins the lines of a message with `; `.
-pub fn one_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The URL from `--database-url` / `DATABASE_URL`, or a usage error (exit 2).
+/// The settings from `--database-url` / `DATABASE_URL` (filled from
+/// libpq's environment), else from libpq's environment alone; bad settings
+/// are a usage error (exit 2).
 pub fn require_url(url: Option<String>) -> Result<Database, i32> {
-    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
-        report!("no database URL: pass --database-url URL or set DATABASE_URL");
-        return Err(exit::USAGE);
+    let parsed = match url.filter(|u| !u.trim().is_empty()) {
+        Some(url) => Database::parse(&url),
+        None => Database::from_env(),
     };
-    Database::parse(&url).map_err(|msg| {
+    parsed.map_err(|msg| {
         report!("{msg}");
         exit::USAGE
     })
@@ -167,10 +191,47 @@ pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> St
             line.push_str(&format!(" (database {})", db.shown()));
         }
     }
-    if let Some(hint) = exit::backend_hint(err) {
+    if let Some(hint) = hint(db, err) {
         line.push_str(&format!("; {hint}"));
     }
     line
+}
+
+/// Our hint for `err`, told by where the settings and the password came from.
+fn hint(db: Option<&Database>, err: &Error) -> Option<String> {
+    let hint = exit::backend_hint(err)?;
+    let Some(db) = db else {
+        return Some(hint.to_owned());
+    };
+    let backend = err.as_backend()?;
+    let source = db.options.password_source();
+    Some(match (backend.kind(), backend.code(), source) {
+        // The driver's "password missing": the server asked for one and
+        // none was given anywhere.
+        (BackendErrorKind::Connect, None, None)
+            if error_chain(backend).contains("password missing") =>
+        {
+            "the server asks for a password: give it in the URL, PGPASSWORD or a password \
+             file (~/.pgpass, PGPASSFILE)"
+                .to_owned()
+        }
+        (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::PasswordFile(f))) => {
+            format!("check the user name and the password in {}", f.display())
+        }
+        (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::ServiceFile(f))) => {
+            format!("check the user name and the password in {}", f.display())
+        }
+        (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::Environment)) => {
+            "check the user name and the password (PGPASSWORD)".to_owned()
+        }
+        _ if db.url.is_none() => hint
+            .replace("the database URL", "the PG* environment")
+            .replace(
+                "the database name in the URL",
+                "the database name (PGDATABASE)",
+            ),
+        _ => hint.to_owned(),
+    })
 }
 
 /// Prints a library error that ends the tool, with a hint, and returns the exit code.

@@ -5,7 +5,8 @@
 
 use pgcoord::{AcquireFailure, BackendErrorKind, Error};
 
-/// Bad usage: unknown option, bad duration, bad URL, missing URL.
+/// Bad usage: unknown option, bad duration, bad URL or `PG*` variable,
+/// unknown service.
 pub const USAGE: i32 = 2;
 /// The database could not be reached or failed (sysexits `EX_UNAVAILABLE`).
 pub const UNAVAILABLE: i32 = 69;
@@ -62,7 +63,7 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
         // Only when the server's own HINT did not come through.
         (_, Some("53200"))
-            if !crate::db::error_chain(backend).contains("max_locks_per_transaction") =>
+            if !crate::error_line::error_chain(backend).contains("max_locks_per_transaction") =>
         {
             "the server's shared lock table is full: its max_locks_per_transaction is too small \
              for the locks all sessions hold"

@@ -20,11 +20,20 @@ pub const AFTER_HELP: &str = "\
 Connection:
   --database-url, else the DATABASE_URL environment variable, in libpq URL
   form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...],
-  or key=value form (host=... dbname=...). PGPASSWORD supplies the password
-  when the URL has none. Passwords are never printed: every message shows
-  them as ***. Prefer the environment to the option, which other users can
-  read in `ps`. TLS: sslmode=disable|prefer|require|verify-ca|verify-full,
-  and sslrootcert=PATH for the CA, as URL parameters.
+  or key=value form (host=... dbname=... service=...). What it leaves out
+  comes from libpq's environment, as for psql: PGHOST, PGPORT, PGUSER,
+  PGDATABASE, PGPASSWORD, PGAPPNAME, PGSSLMODE, PGSSLROOTCERT,
+  PGCONNECT_TIMEOUT, PGOPTIONS, PGTARGETSESSIONATTRS, PGSERVICE (a section
+  of PGSERVICEFILE or ~/.pg_service.conf, then PGSYSCONFDIR/pg_service.conf),
+  then the defaults (a local server's socket, else localhost; port 5432;
+  user = the OS user; database = the user name); a password still missing
+  comes from PGPASSFILE or ~/.pgpass, which is ignored with a warning when
+  its group or others may read it (chmod 0600). Without a URL the tool
+  connects from that environment alone. Passwords are never printed: every
+  message shows them as ***. Prefer the environment or a password file to
+  --database-url, which other users can read in `ps`. TLS:
+  sslmode=disable|prefer|require|verify-ca|verify-full, and
+  sslrootcert=PATH for the CA, as parameters or PGSSLMODE / PGSSLROOTCERT.
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
@@ -118,8 +127,8 @@ Exit codes:
   COMMAND's code  COMMAND ran under the lock and exited (0 = success)
   128+N           COMMAND died of signal N (e.g. 137 for SIGKILL), or the tool
                   was interrupted by signal N while waiting for the lock
-  2               bad usage (unknown option, bad DURATION, bad or missing URL);
-                  nothing was connected to
+  2               bad usage (unknown option, bad DURATION, a bad URL or PG*
+                  variable, an unknown service); nothing was connected to
   69              the database could not be reached, failed, or did not
                   answer within --timeout
   70              internal error

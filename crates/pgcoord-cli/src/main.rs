@@ -17,6 +17,7 @@ mod db;
 mod demo;
 mod doctor;
 mod duration;
+mod error_line;
 mod exit;
 mod held;
 mod help;

@@ -128,12 +128,12 @@ fn mask_url_passwords(text: &str) -> String {
     out
 }
 
-/// Masks the value of every `password=` parameter in `text`.
+/// Masks the value of every `password=` parameter in `text` (also written
+/// `password = value`, as libpq allows).
 fn mask_password_params(text: &str) -> String {
     let mut masked = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(pos) = find_password_key(rest) {
-        let value_start = pos + "password=".len();
+    while let Some(value_start) = find_password_value(rest) {
         masked.push_str(&rest[..value_start]);
         let value_end = value_end(rest, value_start);
         masked.push_str(MASK);
@@ -150,8 +150,7 @@ fn passwords_in(url: &str) -> Vec<String> {
         found.push(url[start..end].to_owned());
     }
     let mut rest = url;
-    while let Some(pos) = find_password_key(rest) {
-        let value_start = pos + "password=".len();
+    while let Some(value_start) = find_password_value(rest) {
         let value_end = value_end(rest, value_start);
         let value = rest[value_start..value_end].trim_matches('\'');
         found.push(value.to_owned());
@@ -169,19 +168,32 @@ fn userinfo_password_span(url: &str) -> Option<(usize, usize)> {
     Some((after_scheme + colon + 1, authority_end))
 }
 
-/// Finds `password=` at the start of a parameter (after `?`, `&`,
-/// whitespace or the start of a key/value string), case-insensitively.
-fn find_password_key(text: &str) -> Option<usize> {
+/// Finds `password=` (spaces allowed around `=`) at the start of a
+/// parameter (after `?`, `&`, whitespace or the start of a key/value
+/// string), case-insensitively; returns where its value starts.
+fn find_password_value(text: &str) -> Option<usize> {
     let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(rel) = lower[from..].find("password=") {
+    while let Some(rel) = lower[from..].find("password") {
         let pos = from + rel;
-        let boundary =
-            pos == 0 || matches!(text.as_bytes()[pos - 1], b'?' | b'&' | b' ' | b'\t' | b'\n');
-        if boundary {
-            return Some(pos);
-        }
         from = pos + 1;
+        let boundary = pos == 0 || matches!(bytes[pos - 1], b'?' | b'&' | b' ' | b'\t' | b'\n');
+        if !boundary {
+            continue;
+        }
+        let mut i = pos + "password".len();
+        while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+            i += 1;
+        }
+        if bytes.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+            i += 1;
+        }
+        return Some(i);
     }
     None
 }
@@ -269,6 +281,14 @@ mod tests {
         assert_eq!(
             passwords_in("host=db user=app password='a b' dbname=x"),
             vec!["a b"]
+        );
+        assert_eq!(
+            passwords_in("host=db user=app password = spaced dbname=x"),
+            vec!["spaced"]
+        );
+        assert_eq!(
+            scrub("host=db password =  'a b' password=c dbname=x"),
+            "host=db password =  *** password=*** dbname=x"
         );
         assert!(passwords_in("postgres://app@db/app").is_empty());
         assert!(passwords_in("postgres://db/app").is_empty());

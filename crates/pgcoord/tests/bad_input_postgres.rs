@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::adapters::postgres::{
+    ConnectOptions, LibpqEnv, PasswordSource, PostgresLockManager, PostgresLockManagerBuilder,
+};
 use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::eventually;
 
@@ -310,6 +312,49 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     g.release().await.unwrap();
     m.close().await.unwrap();
 
+    // The password from a password file (libpq's environment, given as a
+    // map): it works, and shows nowhere either; one that others may read
+    // is refused with a warning (logged) that holds no password.
+    let dir = std::env::temp_dir().join(format!("pgcoord-pgpass-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pgpass = dir.join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!("127.0.0.1:{}:*:app:{RIGHT}\n", cluster.port()),
+    )
+    .unwrap();
+    let set_mode = |mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set_mode(0o600);
+    let env = LibpqEnv::from_vars([("PGPASSFILE", pgpass.display().to_string())]);
+    let no_pw = format!(
+        "postgres://app@127.0.0.1:{}/{}",
+        cluster.port(),
+        admin.name()
+    );
+    let options = ConnectOptions::resolve(Some(&no_pw), &env).unwrap();
+    assert_eq!(
+        options.password_source(),
+        Some(&PasswordSource::PasswordFile(pgpass.clone()))
+    );
+    seen.push_str(&format!("{options:?}"));
+    let m = PostgresLockManagerBuilder::from_options(options)
+        .holder_id("pgpass")
+        .build();
+    let g = m.acquire("k", Some(SECS)).await.unwrap();
+    g.release().await.unwrap();
+    m.close().await.unwrap();
+    set_mode(0o644);
+    let options = ConnectOptions::resolve(Some(&no_pw), &env).unwrap();
+    assert_eq!(options.config().get_password(), None);
+    seen.push_str(&format!("{options:?} {:?}", options.warnings()));
+    let m = PostgresLockManagerBuilder::from_options(options).build();
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    seen.push_str(&format!("{err} {err:?}"));
+    let _ = std::fs::remove_dir_all(&dir);
+
     // A URL that fails to parse does not echo its password.
     let err = PostgresLockManager::from_url(&format!("postgres://app:{WRONG}@h:notaport/db"))
         .unwrap_err();
@@ -320,6 +365,7 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
         !logged.is_empty(),
         "nothing was logged: the check would prove nothing"
     );
+    assert!(logged.contains("group or world access"), "{logged}");
     for secret in [RIGHT, WRONG] {
         assert!(!seen.contains(secret), "password in output: {seen}");
         assert!(!logged.contains(secret), "password in a log line: {logged}");

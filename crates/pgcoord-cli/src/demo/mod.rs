@@ -105,8 +105,10 @@ fn spawn_worker(
         cmd.arg("--stall-after-ms").arg(ms.to_string());
     }
     // The URL goes through the environment, never the command line (`ps`).
-    cmd.env("DATABASE_URL", &db.url)
-        .stdin(Stdio::null())
+    if let Some(url) = &db.url {
+        cmd.env("DATABASE_URL", url);
+    }
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);

@@ -82,17 +82,9 @@ impl Inspector {
     /// Connects, looks the fencing table up, and warns when it cannot be
     /// read. Failures are reported; returns the exit code.
     pub async fn open(db: &Database, query: HoldersQuery) -> Result<Self, i32> {
-        let mut config = db.config.clone();
-        config.application_name("pgcoord-cli");
-        let mut options = ConnectOptions::from_config(config);
-        if let Some(mode) = db.ssl.mode {
-            options = options.with_ssl_mode(mode);
-        }
-        if let Some(root) = &db.ssl.root_cert {
-            options = options.with_ssl_root_cert(root);
-        }
+        let options = db.inspection_options();
         let fail = |e: &pgcoord::Error| db::fail("cannot list lock holders", Some(db), e);
-        let client = connect_for_inspection(options.clone(), db::CONNECT_TIMEOUT)
+        let client = connect_for_inspection(options.clone(), db.connect_timeout())
             .await
             .map_err(|e| fail(&e))?;
         let query = query.with_fences(&client).await.map_err(|e| fail(&e))?;
@@ -154,8 +146,11 @@ impl Inspector {
         let client = match slot.take().filter(|c| !c.is_closed()) {
             Some(c) => slot.insert(c),
             // The last one ended (a restart, a network failure): a new one.
-            None => slot
-                .insert(connect_for_inspection(self.options.clone(), db::CONNECT_TIMEOUT).await?),
+            None => {
+                let timeout = (self.options.config().get_connect_timeout().copied())
+                    .unwrap_or(db::CONNECT_TIMEOUT);
+                slot.insert(connect_for_inspection(self.options.clone(), timeout).await?)
+            }
         };
         let mut locks = self.query.run(client).await?;
         names.apply(&mut locks);

@@ -19,9 +19,25 @@ pub const BOUND: Duration = Duration::from_secs(120);
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_eventsource");
 
-/// `eventsource` with a clean environment: DATABASE_URL only when `db` is given.
+/// A host (a socket directory that does not exist) where no server ever
+/// answers: the libpq default the tests run with, so that nothing reaches
+/// a server of the machine's own.
+pub const NO_SERVER_HOST: &str = "/nonexistent/pgcoord-test-no-server";
+
+/// `eventsource` with a clean environment: DATABASE_URL only when `db` is
+/// given; none of the caller's `PG*` variables, and libpq's defaults aimed
+/// at nothing (no server, no password file, no service file).
 pub fn eventsource(db: Option<&TestDatabase>) -> Command {
     let mut c = Command::new(BIN);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PG") {
+            c.env_remove(key);
+        }
+    }
+    c.env("PGHOST", NO_SERVER_HOST)
+        .env("PGPASSFILE", "/nonexistent/pgcoord-test-pgpass")
+        .env("PGSERVICEFILE", "/nonexistent/pgcoord-test-pg_service.conf")
+        .env("PGSYSCONFDIR", "/nonexistent/pgcoord-test-sysconf");
     c.env_remove("DATABASE_URL")
         .env_remove("EVENTSOURCE_LOG")
         .stdin(Stdio::null())

@@ -188,9 +188,21 @@ async fn bad_usage_exits_2_before_any_connection() {
 
 #[tokio::test]
 async fn missing_or_invalid_url_is_a_usage_error_without_password() {
-    let out = output(eventsource(None).args(["lock", "run", "k", "--", "true"])).await;
+    // No URL: libpq's environment, whose bad values are usage errors too.
+    let out = output(
+        eventsource(None)
+            .env("PGPORT", "notaport")
+            .env("PGPASSWORD", "hunter2secret")
+            .args(["lock", "run", "k", "--", "true"]),
+    )
+    .await;
     assert_eq!(out.code, 2, "{out:?}");
-    assert!(out.stderr.contains("DATABASE_URL"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`port` (from PGPORT)"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("hunter2secret"), "{}", out.stderr);
 
     let out = output(
         eventsource(None)

@@ -15,6 +15,7 @@ mod holders_shared;
 mod job;
 mod key_and_help;
 mod leader;
+mod libpq_env;
 mod lock_loss;
 mod min_interval;
 mod multi_key;

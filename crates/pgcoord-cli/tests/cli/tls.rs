@@ -87,7 +87,24 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
         assert_eq!(out.code, 69, "{args:?}: {out:?}");
         assert!(out.stderr.contains("certificate"), "{args:?}: {out:?}");
     }
-    // Without TLS the role is refused: the URL's sslmode is really applied.
+    // The same from libpq's environment alone: PGSSLMODE, PGSSLROOTCERT.
+    let port = cluster.port().to_string();
+    for (ca, code) in [(&good, 0), (&bad, 69)] {
+        let out = output(
+            eventsource(None)
+                .args(["lock", "holders"])
+                .env("PGHOST", "localhost")
+                .env("PGPORT", &port)
+                .env("PGUSER", "app")
+                .env("PGDATABASE", db.name())
+                .env("PGSSLMODE", "verify-full")
+                .env("PGSSLROOTCERT", ca),
+        )
+        .await;
+        assert_eq!(out.code, code, "PGSSLROOTCERT={}: {out:?}", ca.display());
+    }
+    // Without TLS the role is refused: the URL's sslmode is really applied,
+    // over PGSSLMODE.
     let plain = format!(
         "postgres://app@localhost:{}/{}?sslmode=disable",
         cluster.port(),
@@ -96,6 +113,8 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
     let out = output(
         eventsource(None)
             .args(["lock", "holders"])
+            .env("PGSSLMODE", "verify-full")
+            .env("PGSSLROOTCERT", &good)
             .env("DATABASE_URL", plain),
     )
     .await;

@@ -55,10 +55,45 @@ impl PostgresLockManagerBuilder {
     /// `sslrootcert`. Performs no I/O. Errors never repeat the string (it
     /// may hold a password).
     pub fn from_url(url: &str) -> crate::Result<Self> {
-        let (config, tls) = super::options::ConnectOptions::parse(url)?.into_parts();
+        Ok(Self::from_options(super::options::ConnectOptions::parse(
+            url,
+        )?))
+    }
+
+    /// A builder for libpq's environment alone (`PGHOST`, `PGPORT`,
+    /// `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `~/.pgpass`, `PGSERVICE`, ...),
+    /// as `psql` with no arguments connects; see
+    /// [`ConnectOptions::from_env`](super::ConnectOptions::from_env) for
+    /// what is read and its precedence. For a string filled from the
+    /// environment, `from_options(ConnectOptions::parse_with_env(s)?)`.
+    /// `PGAPPNAME` does not name the lock sessions: they are always
+    /// `eventsource/HOLDER` (see [`holder_id`](Self::holder_id)).
+    /// Performs no network I/O.
+    ///
+    /// ```no_run
+    /// use pgcoord::adapters::postgres::PostgresLockManagerBuilder;
+    /// // PGHOST=db.internal PGUSER=ops PGDATABASE=ops, password in ~/.pgpass
+    /// let locks = PostgresLockManagerBuilder::from_env()?.holder_id("nightly").build();
+    /// # drop(locks);
+    /// # Ok::<(), pgcoord::Error>(())
+    /// ```
+    pub fn from_env() -> crate::Result<Self> {
+        Ok(Self::from_options(
+            super::options::ConnectOptions::from_env()?,
+        ))
+    }
+
+    /// A builder for parsed options: their TLS settings, and their
+    /// `connect_timeout` when they set one.
+    pub fn from_options(options: super::options::ConnectOptions) -> Self {
+        let (config, tls) = options.into_parts();
+        let timeout = config.get_connect_timeout().copied();
         let mut builder = Self::new(config);
         builder.tls = tls;
-        Ok(builder)
+        if let Some(t) = timeout {
+            builder.connect_timeout = t;
+        }
+        builder
     }
 
     /// How sessions use TLS, as libpq's `sslmode`; see [`SslMode`].
@@ -203,8 +238,11 @@ impl PostgresLockManagerBuilder {
         self
     }
 
-    /// How long opening a session may take. Default: 10 s. An acquisition's
-    /// own timeout bounds it further.
+    /// How long opening a session may take. Default: the connection
+    /// string's `connect_timeout` (or `PGCONNECT_TIMEOUT`, with the
+    /// environment) for [`from_url`](Self::from_url),
+    /// [`from_env`](Self::from_env) and [`from_options`](Self::from_options),
+    /// else 10 s. An acquisition's own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.connect_timeout = d;
         self
@@ -233,6 +271,12 @@ impl PostgresLockManager {
     /// (up to `verify-full`) and `sslrootcert`. Performs no I/O.
     pub fn from_url(url: &str) -> crate::Result<Self> {
         Ok(PostgresLockManagerBuilder::from_url(url)?.build())
+    }
+
+    /// A builder for libpq's environment alone; see
+    /// [`PostgresLockManagerBuilder::from_env`].
+    pub fn builder_from_env() -> crate::Result<PostgresLockManagerBuilder> {
+        PostgresLockManagerBuilder::from_env()
     }
 
     /// A builder for a `postgres://` URL or a `key=value` connection

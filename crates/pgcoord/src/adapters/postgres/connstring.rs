@@ -55,7 +55,7 @@ fn decode(raw: &str, what: &str) -> Result<String> {
 }
 
 /// Quotes a conninfo value: `'...'` with `\` and `'` escaped.
-fn quote(value: &str) -> String {
+pub(super) fn quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('\'');
     for c in value.chars() {
@@ -84,67 +84,76 @@ fn take_tls(key: &str, value: &str, tls: &mut TlsSettings) -> Result<bool> {
     }
 }
 
-/// A URL as a conninfo string for tokio-postgres, and its TLS settings.
-pub(super) fn from_url(s: &str) -> Result<(String, TlsSettings)> {
-    let mut tls = TlsSettings::default();
-    let mut parts: Vec<String> = Vec::new();
-    let (base, query) = match url::Url::parse(s) {
-        Ok(url) => {
-            if !url.username().is_empty() {
-                parts.push(format!(
-                    "user={}",
-                    quote(&decode(url.username(), "user name")?)
-                ));
-            }
-            if let Some(pw) = url.password() {
-                parts.push(format!("password={}", quote(&decode(pw, "password")?)));
-            }
-            if let Some(host) = url.host_str().filter(|h| !h.is_empty()) {
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                parts.push(format!("host={}", quote(&decode(host, "host")?)));
-            }
-            if let Some(port) = url.port() {
-                parts.push(format!("port={port}"));
-            }
-            let db = url.path().trim_start_matches('/');
-            if !db.is_empty() {
-                parts.push(format!("dbname={}", quote(&decode(db, "database name")?)));
-            }
-            (None, url.query().map(str::to_owned))
-        }
-        // Several hosts (`h1:5432,h2:5433`), which the url crate does not
-        // take: the driver's own URL parser reads the part before `?`.
-        Err(_) => match s.split_once('?') {
-            Some((base, query)) => (Some(base.to_owned()), Some(query.to_owned())),
-            None => (Some(s.to_owned()), None),
-        },
+/// The parameters of a connection string, in order: a URL's user,
+/// password, hosts, ports and database (percent-decoded) followed by its
+/// query parameters, or a `key=value` string's pairs (unquoted).
+pub(super) fn params(s: &str) -> Result<Vec<(String, String)>> {
+    if is_url(s) {
+        url_params(s)
+    } else {
+        Ok(conninfo_pairs(s)?
+            .into_iter()
+            .map(|(k, v, _)| (k, v))
+            .collect())
+    }
+}
+
+/// A URL's parameters. The `url` crate reads the user info, the path and
+/// the query; the host list (`h1:5432,h2:5433`, `[::1]:5433`), which it
+/// does not take, is split here.
+fn url_params(s: &str) -> Result<Vec<(String, String)>> {
+    let after_scheme = s.find("://").map_or(0, |i| i + 3);
+    let rest = &s[after_scheme..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let (userinfo, hostlist) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
     };
-    let mut kept_raw: Vec<&str> = Vec::new();
-    if let Some(query) = &query {
+    let single = format!("postgres://{userinfo}h{}", &rest[authority_end..]);
+    let url = url::Url::parse(&single).map_err(|e| invalid(format!("not a valid URL ({e})")))?;
+    let mut out = Vec::new();
+    if !url.username().is_empty() {
+        out.push(("user".to_owned(), decode(url.username(), "user name")?));
+    }
+    if let Some(pw) = url.password() {
+        out.push(("password".to_owned(), decode(pw, "password")?));
+    }
+    let (mut hosts, mut ports) = (Vec::new(), Vec::new());
+    for spec in hostlist.split(',') {
+        let (host, port) = match spec.strip_prefix('[') {
+            Some(v6) => {
+                let (host, after) = v6
+                    .split_once(']')
+                    .ok_or_else(|| invalid("an IPv6 host has no closing `]`".into()))?;
+                (host, after.strip_prefix(':').unwrap_or(after))
+            }
+            None => spec.split_once(':').unwrap_or((spec, "")),
+        };
+        hosts.push(decode(host, "host")?);
+        ports.push(decode(port, "port")?);
+    }
+    if hosts.iter().any(|h| !h.is_empty()) {
+        out.push(("host".to_owned(), hosts.join(",")));
+    }
+    if ports.iter().any(|p| !p.is_empty()) {
+        out.push(("port".to_owned(), ports.join(",")));
+    }
+    let db = url.path().trim_start_matches('/');
+    if !db.is_empty() {
+        out.push(("dbname".to_owned(), decode(db, "database name")?));
+    }
+    if let Some(query) = url.query() {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let key = decode(k, "parameter name")?;
-            let value = decode(v, "parameter value")?;
-            if take_tls(&key, &value, &mut tls)? {
-                continue;
-            }
-            if base.is_some() {
-                kept_raw.push(pair);
-            } else {
-                parts.push(format!("{key}={}", quote(&value)));
-            }
+            out.push((decode(k, "parameter name")?, decode(v, "parameter value")?));
         }
     }
-    let conninfo = match base {
-        None => parts.join(" "),
-        Some(base) if kept_raw.is_empty() => base,
-        Some(base) => format!("{base}?{}", kept_raw.join("&")),
-    };
-    Ok((conninfo, tls))
+    Ok(out)
 }
 
 /// A `key=value` string without its TLS parameters, and those parameters.
-pub(super) fn from_conninfo(s: &str) -> Result<(String, TlsSettings)> {
+fn from_conninfo(s: &str) -> Result<(String, TlsSettings)> {
     let mut tls = TlsSettings::default();
     let mut kept = Vec::new();
     for (key, value, raw) in conninfo_pairs(s)? {

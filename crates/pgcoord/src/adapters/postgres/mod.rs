@@ -2,7 +2,8 @@
 
 // Layers, top to bottom (each imports only from those below it):
 //   config (builder), lock_ports, shared_lock_ports -> manager -> acquirer -> wait_line -> session/*
-//   -> registry, shared_holds, held_lock, settings, connect, options, tls
+//   -> registry, shared_holds, held_lock, settings, connect, options -> resolve
+//   -> libpq_env, passfile, service_file, connstring, tls
 mod acquirer;
 mod config;
 mod connect;
@@ -11,13 +12,17 @@ pub mod fencing;
 mod held_lock;
 mod holders;
 mod leader_observer;
+mod libpq_env;
 mod lock_ports;
 mod lock_span;
 mod manager;
 mod metrics;
 mod options;
+mod passfile;
 mod registry;
 mod run_log;
+mod resolve;
+mod service_file;
 mod session;
 mod settings;
 mod shared_holds;
@@ -32,9 +37,11 @@ pub use connstring::{split_ssl_params, SslParams};
 pub use holders::{
     connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
 };
+pub use libpq_env::LibpqEnv;
 pub use manager::PostgresLockManager;
 pub use options::ConnectOptions;
 pub use run_log::PostgresRunLog;
+pub use resolve::PasswordSource;
 pub use tls::SslMode;
 pub use verify::{Replication, VerifyProblem, VerifyReport};
 pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};

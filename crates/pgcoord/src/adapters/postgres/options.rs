@@ -12,13 +12,18 @@
 //! tokio-postgres's own parser unchanged, so what it accepts and rejects is
 //! the driver's rule. Errors never repeat the string (it may hold a
 //! password). The splitting itself is `connstring.rs`.
+//!
+//! [`ConnectOptions::from_env`] and [`ConnectOptions::parse_with_env`] add
+//! libpq's environment, service file, defaults and password file with
+//! libpq's precedence (`resolve.rs`).
 
 use std::fmt;
 use std::path::PathBuf;
 
 use tokio_postgres::Config;
 
-use super::connstring::{from_conninfo, from_url, invalid, is_url};
+use super::libpq_env::LibpqEnv;
+use super::resolve::{resolve, PasswordSource, Resolved};
 use super::tls::{SslMode, TlsSettings};
 use crate::ports::error::{Error, Result};
 
@@ -40,22 +45,85 @@ use crate::ports::error::{Error, Result};
 pub struct ConnectOptions {
     config: Config,
     tls: TlsSettings,
+    password_source: Option<PasswordSource>,
+    warnings: Vec<String>,
 }
 
 impl ConnectOptions {
-    /// Parses a `postgres://` URL or a `key=value` connection string.
+    /// Parses a `postgres://` URL or a `key=value` connection string, by
+    /// itself: no environment variable, file or default is read (as
+    /// tokio-postgres reads a string). For libpq's rules use
+    /// [`ConnectOptions::parse_with_env`].
     ///
     /// Fails with [`Error::InvalidArgument`] for a malformed string, an
-    /// unknown `sslmode`, or a parameter tokio-postgres does not know; the
-    /// message never repeats the string.
+    /// unknown parameter or an invalid value; the message names the
+    /// parameter and never repeats the string or a value.
     pub fn parse(s: &str) -> Result<Self> {
-        let (conninfo, tls) = if is_url(s) {
-            from_url(s)?
-        } else {
-            from_conninfo(s)?
-        };
-        let config: Config = conninfo.parse().map_err(|e| invalid(format!("{e}")))?;
-        Ok(Self::from_parts(config, tls))
+        Ok(Self::from_resolved(resolve(Some(s), None)?))
+    }
+
+    /// Connection settings from libpq's environment alone, as `psql` with
+    /// no arguments finds its server; the same as
+    /// [`parse_with_env`](Self::parse_with_env) with an empty string.
+    ///
+    /// Read, in this order of precedence (the first that sets a parameter
+    /// wins):
+    ///
+    /// 1. the service's section of the service file, when `PGSERVICE`
+    ///    names one (`PGSERVICEFILE`, else `~/.pg_service.conf`; then
+    ///    `PGSYSCONFDIR/pg_service.conf`, else
+    ///    `/etc/postgresql-common/pg_service.conf`);
+    /// 2. `PGHOST`, `PGHOSTADDR`, `PGPORT`, `PGDATABASE`, `PGUSER`,
+    ///    `PGPASSWORD`, `PGPASSFILE`, `PGOPTIONS`, `PGAPPNAME`,
+    ///    `PGSSLMODE`, `PGSSLROOTCERT`, `PGCONNECT_TIMEOUT`,
+    ///    `PGTARGETSESSIONATTRS`, `PGCHANNELBINDING`, `PGLOADBALANCEHOSTS`,
+    ///    `PGSSLNEGOTIATION`;
+    /// 3. the defaults: host = `/var/run/postgresql` or `/tmp` when a
+    ///    server's socket for the port is there, else `localhost`; port
+    ///    5432; user = the operating-system user; database = the user name;
+    /// 4. for a password still missing, the password file (`PGPASSFILE`,
+    ///    else `~/.pgpass`), ignored with a warning
+    ///    ([`warnings`](Self::warnings), and a `tracing` warning) when its
+    ///    group or others may access it.
+    ///
+    /// Errors name the parameter and where its value came from, never the
+    /// value. Performs no network I/O.
+    pub fn from_env() -> Result<Self> {
+        Self::resolve(None, &LibpqEnv::from_process())
+    }
+
+    /// Parses `s` (a URL or a `key=value` string, possibly empty) and fills
+    /// every parameter it does not set from libpq's environment, service
+    /// file, defaults and password file (see [`from_env`](Self::from_env)):
+    /// the string wins over the environment, the environment over the
+    /// defaults, as in libpq.
+    pub fn parse_with_env(s: &str) -> Result<Self> {
+        Self::resolve(Some(s), &LibpqEnv::from_process())
+    }
+
+    /// [`parse_with_env`](Self::parse_with_env) over a given environment
+    /// instead of the process's (tests, programs that keep their own).
+    pub fn resolve(s: Option<&str>, env: &LibpqEnv) -> Result<Self> {
+        Ok(Self::from_resolved(resolve(s, Some(env))?))
+    }
+
+    fn from_resolved(r: Resolved) -> Self {
+        let mut o = Self::from_parts(r.config, r.tls);
+        o.password_source = r.password_source;
+        o.warnings = r.warnings;
+        o
+    }
+
+    /// Where the password came from (`None`: there is none), for messages
+    /// such as "check the password in ~/.pgpass".
+    pub fn password_source(&self) -> Option<&PasswordSource> {
+        self.password_source.as_ref()
+    }
+
+    /// What resolving had to say: a password file ignored for its
+    /// permissions. Never contains a password.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Options from an already built driver config; the TLS mode is the
@@ -78,7 +146,12 @@ impl ConnectOptions {
 
     pub(crate) fn from_parts(mut config: Config, tls: TlsSettings) -> Self {
         config.ssl_mode(tls.mode.driver_mode());
-        Self { config, tls }
+        Self {
+            config,
+            tls,
+            password_source: None,
+            warnings: Vec::new(),
+        }
     }
 
     /// The driver's settings (host, port, user, password, database,
@@ -121,6 +194,7 @@ impl fmt::Debug for ConnectOptions {
         f.debug_struct("ConnectOptions")
             .field("config", &self.config)
             .field("tls", &self.tls)
+            .field("password_source", &self.password_source)
             .finish()
     }
 }

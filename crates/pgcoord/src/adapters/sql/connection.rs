@@ -80,7 +80,7 @@ pub async fn connect(url: &str) -> Result<Database> {
         DatabaseUrl::SqliteFile(path) => Ok(Database::Sqlite(SqliteDatabase::open(path).await?)),
         #[allow(unreachable_patterns)]
         other => Err(Error::InvalidArgument(format!(
-            "{url:?} names a {:?} database, but the crate was built without its feature",
+            "the URL names a {:?} database, but the crate was built without its feature",
             other.dialect()
         ))),
     }

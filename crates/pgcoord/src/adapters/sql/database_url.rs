@@ -7,8 +7,9 @@ use crate::ports::error::{Error, Result};
 
 use super::Dialect;
 
-/// What a database URL names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a database URL names. Its `Debug` never shows a PostgreSQL URL
+/// (it may hold a password).
+#[derive(Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {
     /// A PostgreSQL server; the URL as tokio-postgres reads it.
     Postgres(String),
@@ -31,9 +32,10 @@ impl DatabaseUrl {
     /// );
     /// assert!(DatabaseUrl::parse("mysql://x").is_err());
     /// ```
+    ///
+    /// Errors never repeat the URL (it may hold a password).
     pub fn parse(url: &str) -> Result<Self> {
-        let bad =
-            |why: &str| Error::InvalidArgument(format!("unsupported database URL {url:?}: {why}"));
+        let bad = |why: &str| Error::InvalidArgument(format!("unsupported database URL: {why}"));
         let (scheme, rest) = url.split_once(':').ok_or_else(|| bad("no scheme"))?;
         let base = scheme
             .split('+')
@@ -77,6 +79,16 @@ impl DatabaseUrl {
         match self {
             DatabaseUrl::Postgres(_) => Dialect::Postgres,
             DatabaseUrl::SqliteMemory | DatabaseUrl::SqliteFile(_) => Dialect::Sqlite,
+        }
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatabaseUrl::Postgres(_) => f.write_str("Postgres(\"<not shown>\")"),
+            DatabaseUrl::SqliteMemory => f.write_str("SqliteMemory"),
+            DatabaseUrl::SqliteFile(p) => f.debug_tuple("SqliteFile").field(p).finish(),
         }
     }
 }
@@ -140,5 +152,19 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn errors_and_debug_never_show_the_url() {
+        for bad in [
+            "mysql://u:hunter2@h/db",
+            "postgres:u:hunter2@h/db",
+            "hunter2",
+        ] {
+            let msg = DatabaseUrl::parse(bad).unwrap_err().to_string();
+            assert!(!msg.contains("hunter2"), "{bad}: {msg}");
+        }
+        let url = DatabaseUrl::parse("postgres://u:hunter2@h/db").unwrap();
+        assert!(!format!("{url:?}").contains("hunter2"));
     }
 }

@@ -149,6 +149,14 @@ impl PostgresDatabase {
         Ok(db)
     }
 
+    /// A builder for libpq's environment alone (`PGHOST`, `PGUSER`,
+    /// `PGDATABASE`, `PGPASSWORD`, `~/.pgpass`, `PGSERVICE`, ...); see
+    /// [`ConnectOptions::from_env`] for what is read and its precedence.
+    /// Performs no I/O.
+    pub fn builder_from_env() -> Result<PostgresDatabaseBuilder> {
+        Ok(Self::builder(ConnectOptions::from_env()?))
+    }
+
     /// A builder for `options`, with the defaults: 8 connections, 30 s wait,
     /// 10 s to connect, 5 s to recycle.
     pub fn builder(options: ConnectOptions) -> PostgresDatabaseBuilder {

@@ -1,0 +1,324 @@
+//! libpq's precedence: the connection string's parameters, then those of
+//! its service (`service=`, `PGSERVICE`), then the `PG*` environment, then
+//! the defaults (host: a local server's socket directory, else
+//! `localhost`; port 5432; user: the OS user; database: the user name),
+//! then the password file for a password still missing. Each value
+//! remembers where it came from, so an error names the parameter and its
+//! source, never its value.
+
+use std::path::PathBuf;
+
+use tokio_postgres::Config;
+
+use super::connstring::{invalid, params, quote};
+use super::libpq_env::{LibpqEnv, ENV_PARAMS};
+use super::passfile::{self, Loaded};
+use super::service_file;
+use super::tls::{SslMode, TlsSettings};
+use crate::ports::error::Result;
+
+/// Where a connection's password came from, for messages about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PasswordSource {
+    /// The URL or `key=value` string.
+    ConnectionString,
+    /// `PGPASSWORD`.
+    Environment,
+    /// The service's section of this `pg_service.conf`.
+    ServiceFile(PathBuf),
+    /// A matching line of this password file (`~/.pgpass`, `PGPASSFILE`).
+    PasswordFile(PathBuf),
+}
+
+/// Where one parameter's value came from.
+#[derive(Debug, Clone)]
+enum Origin {
+    String,
+    Service(PathBuf),
+    Env(&'static str),
+    Default,
+}
+
+impl Origin {
+    fn describe(&self) -> String {
+        match self {
+            Origin::String => "in the connection string".to_owned(),
+            Origin::Service(f) => format!("in service file \"{}\"", f.display()),
+            Origin::Env(var) => format!("from {var}"),
+            Origin::Default => "by default".to_owned(),
+        }
+    }
+}
+
+/// The connection parameters this crate takes: tokio-postgres's, and
+/// those it reads itself (TLS beyond `require`, the password file, the
+/// service, libpq's fallback name).
+const KNOWN: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "service",
+    "options",
+    "application_name",
+    "fallback_application_name",
+    "sslmode",
+    "sslrootcert",
+    "sslnegotiation",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
+
+/// What resolving gave: the driver's settings, TLS, the password's
+/// source, warnings (an ignored password file).
+pub(super) struct Resolved {
+    pub(super) config: Config,
+    pub(super) tls: TlsSettings,
+    pub(super) password_source: Option<PasswordSource>,
+    pub(super) warnings: Vec<String>,
+}
+
+#[derive(Default)]
+struct Params(Vec<(String, String, Origin)>);
+
+impl Params {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, v, _)| v.as_str())
+    }
+
+    fn origin(&self, key: &str) -> Option<&Origin> {
+        self.0.iter().find(|(k, _, _)| k == key).map(|(_, _, o)| o)
+    }
+
+    /// Sets `key` unless it is set already (a later source never overrides).
+    fn fill(&mut self, key: &str, value: &str, origin: Origin) {
+        if self.get(key).is_none() {
+            self.0.push((key.to_owned(), value.to_owned(), origin));
+        }
+    }
+}
+
+/// The string's parameters alone (`env: None`, as tokio-postgres reads a
+/// string) or libpq's whole precedence over `env`.
+pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolved> {
+    let mut p = Params::default();
+    for (k, v) in params(s.unwrap_or(""))? {
+        // libpq: a later duplicate in the string replaces the earlier one.
+        p.0.retain(|(key, _, _)| *key != k);
+        p.0.push((k, v, Origin::String));
+    }
+    if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
+        return Err(invalid(format!("unknown connection parameter `{key}`")));
+    }
+    if env.is_none() {
+        // Both name files that only libpq's rules read: never drop them silently.
+        if let Some(key) = ["service", "passfile"]
+            .into_iter()
+            .find(|k| p.get(k).is_some())
+        {
+            return Err(invalid(format!(
+                "connection parameter `{key}` is read only with libpq's environment rules \
+                 (ConnectOptions::parse_with_env, from_env)"
+            )));
+        }
+    }
+    let mut warnings = Vec::new();
+    let mut password_source = None;
+    if let Some(env) = env {
+        let service = p
+            .get("service")
+            .map(|s| (s.to_owned(), Origin::String))
+            .or_else(|| {
+                env.var("PGSERVICE")
+                    .map(|s| (s.to_owned(), Origin::Env("PGSERVICE")))
+            });
+        if let Some((name, _)) = service {
+            let found = service_file::find(&name, env)?;
+            for (k, v) in &found.params {
+                if !KNOWN.contains(&k.as_str()) {
+                    return Err(invalid(format!(
+                        "unknown connection parameter `{k}` in service file \"{}\"",
+                        found.file.display()
+                    )));
+                }
+                p.fill(k, v, Origin::Service(found.file.clone()));
+            }
+        }
+        for (var, key) in ENV_PARAMS {
+            if let Some(v) = env.var(var) {
+                p.fill(key, v, Origin::Env(var));
+            }
+        }
+        let port = p.get("port").unwrap_or("5432").to_owned();
+        p.fill("port", &port, Origin::Default);
+        if p.get("host").is_none() && p.get("hostaddr").is_none() {
+            p.fill("host", &env.default_host(&port), Origin::Default);
+        }
+        if let Some(user) = env.os_user() {
+            p.fill("user", user, Origin::Default);
+        }
+        if let Some(user) = p.get("user").map(str::to_owned) {
+            p.fill("dbname", &user, Origin::Default);
+        }
+        if p.get("password").is_none() {
+            let file = match p.get("passfile") {
+                Some(f) => Some(PathBuf::from(f)),
+                None => env.home().map(|h| h.join(".pgpass")),
+            };
+            if let Some(file) = file {
+                match passfile::load(&file) {
+                    Loaded::Missing => {}
+                    Loaded::Ignored(why) => {
+                        tracing::warn!("{why}");
+                        warnings.push(why);
+                    }
+                    Loaded::Read(entries) => {
+                        if let Some(pw) = password_from(&entries, &p) {
+                            p.fill("password", &pw, Origin::Default);
+                            password_source = Some(PasswordSource::PasswordFile(file));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if password_source.is_none() {
+        password_source = p.origin("password").map(|o| match o {
+            Origin::Service(f) => PasswordSource::ServiceFile(f.clone()),
+            Origin::Env(_) => PasswordSource::Environment,
+            _ => PasswordSource::ConnectionString,
+        });
+    }
+    let (config, tls) = build(&p)?;
+    Ok(Resolved {
+        config,
+        tls,
+        password_source,
+        warnings,
+    })
+}
+
+/// The password file's password for the first host that has one
+/// (tokio-postgres keeps one password for every host).
+fn password_from(file: &passfile::PassFile, p: &Params) -> Option<String> {
+    let hosts: Vec<&str> = p
+        .get("host")
+        .or_else(|| p.get("hostaddr"))
+        .unwrap_or("")
+        .split(',')
+        .collect();
+    let ports: Vec<&str> = p.get("port").unwrap_or("").split(',').collect();
+    let dbname = p.get("dbname").unwrap_or("");
+    let user = p.get("user").unwrap_or("");
+    hosts.iter().enumerate().find_map(|(i, host)| {
+        // libpq: a socket in the default directory, or no host, is `localhost`.
+        let host = if host.is_empty() || ["/var/run/postgresql", "/tmp"].contains(host) {
+            "localhost"
+        } else {
+            host
+        };
+        let port = if ports.len() == 1 {
+            ports[0]
+        } else {
+            ports.get(i).copied().unwrap_or("")
+        };
+        let port = if port.is_empty() { "5432" } else { port };
+        file.lookup(host, port, dbname, user).map(str::to_owned)
+    })
+}
+
+/// The driver's config and the TLS settings from the resolved parameters.
+fn build(p: &Params) -> Result<(Config, TlsSettings)> {
+    let mut tls = TlsSettings::default();
+    let mut conninfo = Vec::new();
+    let bad = |key: &str, origin: &Origin, expected: &str| {
+        invalid(format!(
+            "invalid value for connection parameter `{key}` ({}){expected}",
+            origin.describe()
+        ))
+    };
+    for (key, value, origin) in &p.0 {
+        match key.as_str() {
+            "passfile" | "service" => {}
+            "sslmode" => {
+                tls.mode = SslMode::parse(value).ok_or_else(|| {
+                    bad(
+                        key,
+                        origin,
+                        ": expected disable, allow, prefer, require, verify-ca or verify-full",
+                    )
+                })?;
+            }
+            "sslrootcert" => tls.root_cert = Some(PathBuf::from(value)),
+            "fallback_application_name" if p.get("application_name").is_none() => {
+                conninfo.push(format!("application_name={}", quote(value)));
+            }
+            "fallback_application_name" => {}
+            "target_session_attrs" => {
+                let hosts = p.get("host").or_else(|| p.get("hostaddr")).unwrap_or("");
+                let driver = target_session_attrs(value, hosts.contains(','))
+                    .map_err(|why| bad(key, origin, &why))?;
+                conninfo.push(format!("target_session_attrs={driver}"));
+            }
+            _ => {
+                let pair = format!("{key}={}", quote(value));
+                if pair.parse::<Config>().is_err() {
+                    return Err(bad(key, origin, ""));
+                }
+                conninfo.push(pair);
+            }
+        }
+    }
+    let config = conninfo.join(" ").parse::<Config>().map_err(|_| {
+        invalid("the parameters do not combine (hosts, ports and addresses must be as many)".into())
+    })?;
+    Ok((config, tls))
+}
+
+/// libpq 14's `target_session_attrs` in tokio-postgres's terms: it checks
+/// `transaction_read_only` after connecting, not `pg_is_in_recovery()`, so
+/// `primary` is taken as `read-write` and `standby` as `read-only`; it
+/// cannot prefer one host over another, so `prefer-standby` is `any` for
+/// one host and refused for several.
+fn target_session_attrs(
+    value: &str,
+    several_hosts: bool,
+) -> std::result::Result<&'static str, String> {
+    Ok(match value {
+        "any" => "any",
+        "read-write" | "primary" => "read-write",
+        "read-only" | "standby" => "read-only",
+        "prefer-standby" if !several_hosts => "any",
+        "prefer-standby" => {
+            return Err(
+                ": prefer-standby with several hosts is not supported (the driver cannot \
+                        try the standbys first); use standby, or any with the standby listed first"
+                    .to_owned(),
+            )
+        }
+        _ => {
+            return Err(
+                ": expected any, read-write, read-only, primary, standby or prefer-standby"
+                    .to_owned(),
+            )
+        }
+    })
+}
+
+#[cfg(test)]
+#[path = "resolve_tests.rs"]
+mod tests;

@@ -1,0 +1,164 @@
+//! libpq's connection service file (`pg_service.conf`): the parameters of
+//! a named service (`service=NAME`, `PGSERVICE`).
+//!
+//! Looked up as libpq does: the user's file (`PGSERVICEFILE`, else
+//! `~/.pg_service.conf`) first, then the system's
+//! (`PGSYSCONFDIR/pg_service.conf`, else
+//! `/etc/postgresql-common/pg_service.conf`); the first file with a
+//! `[NAME]` section gives the parameters. Written here rather than taken
+//! from a crate: the crates that read it build a `tokio_postgres::Config`
+//! directly (which drops `sslmode=verify-full` and `sslrootcert`, and loses
+//! the precedence between the file, the string and the environment), and
+//! the format is a few lines of INI: `[name]` headers, `keyword=value`
+//! lines, `#` comments.
+
+use std::path::{Path, PathBuf};
+
+use super::connstring::invalid;
+use super::libpq_env::{LibpqEnv, DEFAULT_SYSCONFDIR};
+use crate::ports::error::Result;
+
+/// A service's parameters and the file they came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Service {
+    pub(super) file: PathBuf,
+    pub(super) params: Vec<(String, String)>,
+}
+
+/// The files searched, in order.
+fn candidates(env: &LibpqEnv) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    match env.var("PGSERVICEFILE") {
+        Some(f) => files.push(PathBuf::from(f)),
+        None => {
+            if let Some(home) = env.home() {
+                files.push(home.join(".pg_service.conf"));
+            }
+        }
+    }
+    let sysconf = env.var("PGSYSCONFDIR").unwrap_or(DEFAULT_SYSCONFDIR);
+    files.push(Path::new(sysconf).join("pg_service.conf"));
+    files
+}
+
+/// The parameters of service `name`; an error when no file defines it.
+pub(super) fn find(name: &str, env: &LibpqEnv) -> Result<Service> {
+    let files = candidates(env);
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        if let Some(params) = section(&text, name, file)? {
+            return Ok(Service {
+                file: file.clone(),
+                params,
+            });
+        }
+    }
+    let searched: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    Err(invalid(format!(
+        "definition of service \"{name}\" not found (searched {})",
+        searched.join(", ")
+    )))
+}
+
+/// The `keyword=value` lines of section `[name]`, if the file has one.
+/// Errors name the file and the line, never the line's text (it may hold
+/// a password).
+fn section(text: &str, name: &str, file: &Path) -> Result<Option<Vec<(String, String)>>> {
+    let mut in_section = false;
+    let mut found = None::<Vec<(String, String)>>;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            if found.is_some() {
+                break;
+            }
+            in_section = header.strip_suffix(']') == Some(name);
+            if in_section {
+                found = Some(Vec::new());
+            }
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        let syntax = |why: &str| {
+            invalid(format!(
+                "syntax error in service file \"{}\", line {}: {why}",
+                file.display(),
+                n + 1
+            ))
+        };
+        let (key, value) = line
+            .split_once('=')
+            .ok_or_else(|| syntax("expected keyword=value"))?;
+        let key = key.trim_end();
+        if key == "service" {
+            return Err(syntax("nested service specifications are not supported"));
+        }
+        if let Some(params) = found.as_mut() {
+            params.push((key.to_owned(), value.trim_start().to_owned()));
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_named_section_gives_its_parameters() {
+        let text = "# services\n[other]\nhost=elsewhere\nnot a pair\n\n[orders]\nhost = db.internal\nport=6432\npassword=p=w\n[after]\nhost=no\n";
+        let got = section(text, "orders", Path::new("/f")).unwrap().unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("host".to_owned(), "db.internal".to_owned()),
+                ("port".to_owned(), "6432".to_owned()),
+                ("password".to_owned(), "p=w".to_owned()),
+            ]
+        );
+        assert_eq!(section(text, "missing", Path::new("/f")).unwrap(), None);
+        let err = section("[s]\nhunter2\n", "s", Path::new("/etc/x.conf")).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("/etc/x.conf") && msg.contains("line 2"),
+            "{msg}"
+        );
+        assert!(!msg.contains("hunter2"), "{msg}");
+        assert!(section("[s]\nservice=t\n", "s", Path::new("/f")).is_err());
+    }
+
+    #[test]
+    fn the_users_file_comes_before_the_systems() {
+        let dir = std::env::temp_dir().join(format!("pgcoord-svc-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sys")).unwrap();
+        std::fs::write(dir.join("user.conf"), "[a]\nport=1\n").unwrap();
+        std::fs::write(
+            dir.join("sys/pg_service.conf"),
+            "[a]\nport=2\n[b]\nport=3\n",
+        )
+        .unwrap();
+        let env = LibpqEnv::from_vars([
+            ("PGSERVICEFILE", dir.join("user.conf").display().to_string()),
+            ("PGSYSCONFDIR", dir.join("sys").display().to_string()),
+        ]);
+        assert_eq!(find("a", &env).unwrap().params[0].1, "1");
+        let b = find("b", &env).unwrap();
+        assert_eq!(
+            (b.params[0].1.as_str(), b.file),
+            ("3", dir.join("sys/pg_service.conf"))
+        );
+        let err = find("c", &env).unwrap_err().to_string();
+        assert!(
+            err.contains("definition of service \"c\" not found"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
