@@ -293,13 +293,18 @@ async fn before_install_and_on_an_older_install_it_says_to_run_lock_install() {
     let out = output(&mut once(&db, "1h", &[], "early", "echo ran")).await;
     assert_eq!((out.code, out.stdout.as_str()), (0, "ran\n"), "{out:?}");
     // A row made by a run record hands out no token: the first fenced
-    // holder of the key still gets 1.
+    // holder of the key still gets the first token (of timeline 1).
     let mut fenced = eventsource(Some(&db));
     fenced
         .args(["lock", "run", "--fence", "early", "--", "sh", "-c"])
         .arg("echo \"$EVENTSOURCE_LOCK_FENCE\"");
     let out = output(&mut fenced).await;
-    assert_eq!((out.code, out.stdout.as_str()), (0, "1\n"), "{out:?}");
+    let first = (1u64 << pgcoord::adapters::postgres::fencing::EPOCH_SHIFT) + 1;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, format!("{first}\n").as_str()),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]

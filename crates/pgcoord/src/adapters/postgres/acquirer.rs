@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::registry::ReserveError;
 use super::session::{
-    self, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
+    self, session_ended, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
 use super::wait_line::WaitLines;
 
@@ -38,10 +38,6 @@ pub(crate) struct Acquirer {
     lines: Arc<WaitLines>,
     /// Tasks waiting for a shared hold (outside the wait lines).
     shared_waiting: std::sync::atomic::AtomicUsize,
-}
-
-pub(super) fn closed_session() -> BackendError {
-    BackendError::new(BackendErrorKind::Closed, "the lock session ended")
 }
 
 /// The server sent nothing back for `waited` after a request went to it.
@@ -134,39 +130,22 @@ impl Acquirer {
             let limit = self.ctx.registry.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         }
-        let mut res = match self.ctx.registry.reserve(lock_id, key) {
+        let res = match self.ctx.registry.reserve(lock_id, key) {
             Ok(res) => res,
             Err(ReserveError::Busy) => return Ok(None),
             Err(ReserveError::Budget(limit)) => {
                 return Err(AcquireFailure::BudgetExceeded { limit })
             }
         };
-        // A session that died between our look and our send is replaced
-        // once. One that could not even open says why.
-        let mut failure = None;
-        for _ in 0..2 {
-            let (tx, rx) = oneshot::channel();
-            let op = Op::TryLock {
-                res,
-                key: key.clone(),
-                reply: tx,
-            };
-            let session = self.shared_session(lock_id);
-            match session.send(op) {
-                Ok(()) => {
-                    let answer = rx.await.unwrap_or_else(|_| Err(closed_session()));
-                    return answer.map_err(AcquireFailure::Backend);
-                }
-                Err(Op::TryLock { res: r, .. }) => {
-                    res = r;
-                    failure = session.open_error();
-                }
-                Err(_) => unreachable!("send gives back the op it was given"),
-            }
-        }
-        Err(AcquireFailure::Backend(
-            failure.unwrap_or_else(closed_session),
-        ))
+        let (tx, rx) = oneshot::channel();
+        let op = Op::TryLock {
+            res,
+            key: key.clone(),
+            reply: tx,
+        };
+        session::send_to(op, || self.shared_session(lock_id)).map_err(AcquireFailure::Backend)?;
+        let answer = rx.await.unwrap_or_else(|_| Err(session_ended()));
+        answer.map_err(AcquireFailure::Backend)
     }
 
     /// The first free lock of `keys` (in order), tried in one statement on
@@ -205,10 +184,10 @@ impl Acquirer {
             reply: tx,
         }) {
             drop(op);
-            let e = session.open_error().unwrap_or_else(closed_session);
+            let e = session.send_failure();
             return Err(AcquireFailure::Backend(e));
         }
-        match rx.await.unwrap_or_else(|_| Err(closed_session())) {
+        match rx.await.unwrap_or_else(|_| Err(session_ended())) {
             Ok(Some((index, granted))) => Ok(Some((positions[index], alive(granted)?))),
             Ok(None) => Ok(None),
             Err(e) => Err(AcquireFailure::Backend(e)),
@@ -311,7 +290,7 @@ impl Acquirer {
         };
         let session = self.shared_session(lock_id);
         if session.send(Op::Wait(request)).is_err() {
-            let e = session.open_error().unwrap_or_else(closed_session);
+            let e = session.send_failure();
             return Err(AcquireFailure::Backend(e));
         }
         let granted = wait_reply(rx, deadline, self.ctx.settings.liveness_timeout).await?;
@@ -334,12 +313,12 @@ impl Acquirer {
         let keys = keys.iter().map(|k| (*k).to_owned()).collect();
         let session = self.shared_session(0);
         if session.send(Op::Holders { keys, reply: tx }).is_err() {
-            let e = session.open_error().unwrap_or_else(closed_session);
+            let e = session.send_failure();
             return Some(Err(crate::Error::Backend(e)));
         }
         Some(
             rx.await
-                .unwrap_or_else(|_| Err(crate::Error::Backend(closed_session()))),
+                .unwrap_or_else(|_| Err(crate::Error::Backend(session_ended()))),
         )
     }
 

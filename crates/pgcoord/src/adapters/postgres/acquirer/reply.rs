@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{closed_session, no_answer};
+use super::no_answer;
+use crate::adapters::postgres::session::session_ended;
 use crate::adapters::postgres::session::{Granted, WaitOutcome};
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
@@ -33,7 +34,7 @@ pub(super) async fn wait_reply(
         Ok(WaitOutcome::TimedOut | WaitOutcome::Abandoned) => Err(AcquireFailure::Timeout),
         Ok(WaitOutcome::Cancelled(reason)) => Err(AcquireFailure::Cancelled { reason }),
         Ok(WaitOutcome::Failed(e)) => Err(AcquireFailure::Backend(e)),
-        Err(_) => Err(AcquireFailure::Backend(closed_session())),
+        Err(_) => Err(AcquireFailure::Backend(session_ended())),
     }
 }
 

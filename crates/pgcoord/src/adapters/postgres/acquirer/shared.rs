@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{alive, closed_session, wait_reply, Acquirer};
+use super::{alive, wait_reply, Acquirer};
 use crate::adapters::postgres::metrics::WaitingTask;
 use crate::adapters::postgres::session::{self, Granted, Op, WaitMode, WaitRequest};
 use crate::ports::error::AcquireFailure;
@@ -70,7 +70,7 @@ impl Acquirer {
         if single {
             let session = self.shared_session(lock_id);
             if session.send(Op::Wait(request)).is_err() {
-                let e = session.open_error().unwrap_or_else(closed_session);
+                let e = session.send_failure();
                 return Err(AcquireFailure::Backend(e));
             }
         } else {

@@ -14,10 +14,10 @@ use tokio::time::MissedTickBehavior;
 
 use super::super::holders::query_holders;
 use super::super::metrics::{self, LossCause};
-use super::batch::{closed_error, run_batch, BatchBuffers};
+use super::batch::{run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::downgrade::run_downgrade;
-use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
+use super::mailbox::{session_ended, Kind, Mailbox, Op, SessionHandle, WaitOutcome};
 use super::pool::WaitPool;
 use super::state::SessionState;
 use super::statements::prepare;
@@ -57,24 +57,13 @@ pub(crate) fn spawn(ctx: Arc<SessionContext>, kind: Kind, pool: Weak<WaitPool>) 
 pub(crate) fn send_dedicated(
     ctx: &Arc<SessionContext>,
     pool: &Arc<WaitPool>,
-    mut request: super::mailbox::WaitRequest,
+    request: super::mailbox::WaitRequest,
 ) -> Result<(), BackendError> {
-    let mut failure = None;
-    for _ in 0..2 {
-        let session = pool
-            .take()
-            .unwrap_or_else(|| spawn(ctx.clone(), Kind::Dedicated, Arc::downgrade(pool)));
-        match session.send(Op::Wait(request)) {
-            Ok(()) => return Ok(()),
-            Err(Op::Wait(r)) => {
-                request = r;
-                failure = session.open_error();
-            }
-            Err(_) => unreachable!("send gives back the op it was given"),
-        }
-    }
-    Err(failure
-        .unwrap_or_else(|| BackendError::new(BackendErrorKind::Closed, "the lock session ended")))
+    super::mailbox::send_to(Op::Wait(request), || {
+        pool.take()
+            .unwrap_or_else(|| spawn(ctx.clone(), Kind::Dedicated, Arc::downgrade(pool)))
+    })
+    .map(drop)
 }
 
 /// Connects and prepares; refuses a standby unless allowed.
@@ -291,7 +280,7 @@ impl Actor {
         metrics::held(-(lost as f64));
         metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
-        self.fail_queued(&ctx, closed_error());
+        self.fail_queued(&ctx, session_ended());
         drop(state);
         ctx.session_closed(self.kind);
         tracing::debug!(kind = ?self.kind, "lock session closed");

@@ -7,9 +7,9 @@ use super::super::connect::{ends_session, pg_error};
 use super::super::fencing::fence_query_error;
 use super::super::held_lock::UnlockReply;
 use super::super::registry::Reservation;
-use super::mailbox::{Granted, Op, Reply};
+use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::state::SessionState;
-use crate::ports::error::{BackendError, BackendErrorKind};
+use crate::ports::error::BackendErrorKind;
 
 struct PendingLock {
     res: Reservation,
@@ -50,10 +50,6 @@ impl BatchBuffers {
             self.is_lock.shrink_to(KEEP);
         }
     }
-}
-
-pub(super) fn closed_error() -> BackendError {
-    BackendError::new(BackendErrorKind::Closed, "the lock session ended")
 }
 
 /// Runs the try-locks and unlocks in `buf.ops` in one statement.
@@ -165,7 +161,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         s.dead().cancel();
         for l in locks.drain(..) {
             drop(l.res);
-            let _ = l.reply.send(Err(closed_error()));
+            let _ = l.reply.send(Err(session_ended()));
         }
         for u in unlocks.drain(..) {
             s.settle_unlock(u.lock_id, u.token, false, u.reply);

@@ -10,8 +10,7 @@ use tokio::sync::oneshot;
 
 use super::super::connect::{ends_session, pg_error};
 use super::super::held_lock::UnlockReply;
-use super::batch::closed_error;
-use super::mailbox::WaitOutcome;
+use super::mailbox::{session_ended, WaitOutcome};
 use super::state::SessionState;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
@@ -39,7 +38,7 @@ pub(super) async fn run_try_shared(
                 return true;
             }
             if s.dead().is_cancelled() {
-                let _ = reply.send(WaitOutcome::Failed(closed_error()));
+                let _ = reply.send(WaitOutcome::Failed(session_ended()));
                 return false;
             }
             if reply.is_closed() {

@@ -13,7 +13,7 @@ use super::super::held_lock::{HeldLock, UnlockReply, UnlockSink};
 use super::super::holders::AdvisoryLock as HoldersRow;
 use super::super::metrics::LossCause;
 use super::super::registry::Reservation;
-use crate::ports::error::BackendError;
+use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::shared_locks::LockMode;
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, BackendError>>;
@@ -198,6 +198,34 @@ impl UnlockSink for Mailbox {
     }
 }
 
+/// The error of a request whose session ended before it was answered (or
+/// before it could be sent): the one way it is worded.
+pub(crate) fn session_ended() -> BackendError {
+    BackendError::new(BackendErrorKind::Closed, "the lock session ended")
+}
+
+/// Sends `op` to the session `pick` gives; if that one has ended, once more
+/// to the one `pick` gives next (a session that died between a caller's
+/// look and its send is replaced once). Returns the session that took it,
+/// or why the last one could not: its open error, else [`session_ended`].
+pub(crate) fn send_to(
+    mut op: Op,
+    mut pick: impl FnMut() -> SessionHandle,
+) -> Result<SessionHandle, BackendError> {
+    let mut last = None;
+    for _ in 0..2 {
+        let session = pick();
+        match session.send(op) {
+            Ok(()) => return Ok(session),
+            Err(back) => {
+                op = back;
+                last = Some(session);
+            }
+        }
+    }
+    Err(last.map_or_else(session_ended, |s| s.send_failure()))
+}
+
 /// A cheap handle on a session actor.
 #[derive(Clone)]
 pub(crate) struct SessionHandle(pub(super) Arc<Mailbox>);
@@ -206,6 +234,12 @@ impl SessionHandle {
     /// Sends `op`, giving it back if the actor is gone.
     pub(crate) fn send(&self, op: Op) -> Result<(), Op> {
         self.0.tx.send(op).map_err(|e| e.0)
+    }
+
+    /// Why a request could not be sent to this session: why it could not
+    /// be opened, else that it ended.
+    pub(crate) fn send_failure(&self) -> BackendError {
+        self.open_error().unwrap_or_else(session_ended)
     }
 
     pub(crate) fn is_dead(&self) -> bool {

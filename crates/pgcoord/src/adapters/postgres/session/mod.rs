@@ -29,5 +29,7 @@ mod wait;
 
 pub(crate) use actor::{send_dedicated, spawn};
 pub(crate) use context::SessionContext;
-pub(crate) use mailbox::{Granted, Kind, Op, SessionHandle, WaitMode, WaitOutcome, WaitRequest};
+pub(crate) use mailbox::{
+    send_to, session_ended, Granted, Kind, Op, SessionHandle, WaitMode, WaitOutcome, WaitRequest,
+};
 pub(crate) use pool::WaitPool;

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::super::connect::{ends_session, pg_error};
 use super::super::registry::Reservation;
-use super::batch::closed_error;
-use super::mailbox::{Granted, Reply};
+use super::mailbox::{session_ended, Granted, Reply};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;
 
@@ -49,7 +48,7 @@ pub(super) async fn run_try_any(
         _ => {
             // No answer, or the session is over: its locks go with it.
             s.dead().cancel();
-            let _ = reply.send(Err(closed_error()));
+            let _ = reply.send(Err(session_ended()));
             return;
         }
     };

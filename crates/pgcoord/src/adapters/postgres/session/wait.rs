@@ -20,8 +20,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::connect::{ends_session, pg_error};
 use super::super::fencing::fence_query_error;
-use super::batch::closed_error;
-use super::mailbox::{WaitMode, WaitOutcome, WaitRequest};
+use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;
 
@@ -113,7 +112,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         let _ = reply.send(match lock {
             _ if abandoned => WaitOutcome::Abandoned,
             Err(e) => WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)),
-            Ok(_) => WaitOutcome::Failed(closed_error()),
+            Ok(_) => WaitOutcome::Failed(session_ended()),
         });
         return false;
     }
@@ -140,14 +139,14 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         }
         Ok(_) if s.dead().is_cancelled() => {
             // Granted on a session already known to be over: never reported.
-            let _ = reply.send(WaitOutcome::Failed(closed_error()));
+            let _ = reply.send(WaitOutcome::Failed(session_ended()));
             false
         }
         Ok(_) if s.lease.is_some() && !s.ping().await => {
             // Lease mode: the wait may have begun long ago; a grant counts
             // only with a confirmation sent after it.
             s.dead().cancel();
-            let _ = reply.send(WaitOutcome::Failed(closed_error()));
+            let _ = reply.send(WaitOutcome::Failed(session_ended()));
             false
         }
         Ok(fence) => {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::session::{self, WaitMode, WaitOutcome, WaitRequest};
 use super::WaitLines;
-use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
+use crate::ports::error::AcquireFailure;
 
 /// How long a server-side wait nobody wants any more is left to end by its
 /// own `lock_timeout` before it is cancelled: a cancel request costs a
@@ -136,10 +136,7 @@ impl WaitLines {
                     self.fail(lock_id, true, || AcquireFailure::Backend(e.clone_shallow()))
                 }
                 Err(_) => self.fail(lock_id, true, || {
-                    AcquireFailure::Backend(BackendError::new(
-                        BackendErrorKind::Closed,
-                        "the lock session ended during the wait",
-                    ))
+                    AcquireFailure::Backend(session::session_ended())
                 }),
             }
         }
