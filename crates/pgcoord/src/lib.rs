@@ -103,19 +103,27 @@ pub mod coordination;
 pub mod ports;
 
 pub use ports::dyn_lock::DynLockManager;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
+pub use ports::error::ReadModelError;
 pub use ports::error::{
     AcquireFailure, BackendError, BackendErrorKind, Error, FencedError, LockAcquisitionError,
-    LockLostError, LockNotHeldError, ReadModelError, Result,
+    LockLostError, LockNotHeldError, Result,
 };
 pub use ports::lock_id::{lock_id_for_key, MAX_KEY_LEN};
 pub use ports::locks::{
     migration_lock_key, DistributedLock, LeaseClock, LockGuard, LockInfo, LockRegistry, LossSignal,
     DEFAULT_MIGRATION_OPERATION,
 };
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};
 pub use ports::shared_locks::{LockMode, SharedLock};
 
-pub use adapters::memory::{InMemoryLockManager, InMemoryReadModelRepository};
+pub use adapters::memory::InMemoryLockManager;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
+pub use adapters::memory::InMemoryReadModelRepository;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use adapters::postgres::PostgresLockManager;
