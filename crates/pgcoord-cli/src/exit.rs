@@ -109,8 +109,8 @@ mod tests {
         let too_long: Error = LockAcquisitionError::new(
             "k",
             AcquireFailure::KeyTooLong {
-                len: 5000,
-                limit: 4096,
+                len: pgcoord::MAX_KEY_LEN + 1,
+                limit: pgcoord::MAX_KEY_LEN,
             },
             None,
         )

@@ -113,6 +113,8 @@ Exit codes:
   69              the database could not be reached, failed, or did not
                   answer within --timeout
   70              internal error
+  74              writing to standard output failed (`--help` into a closed
+                  pipe or a full disk); stderr says so
   75              not acquired: KEY (or a key of the --also set) is held
                   elsewhere (--no-wait) or --timeout elapsed in the server's
                   queue; stderr names the key and its holder when visible
@@ -122,6 +124,9 @@ Exit codes:
                   (--lost-exit-code changes it)
   77              the server cancelled the wait (pg_cancel_backend,
                   statement_timeout); COMMAND did not run
+  78              the database lacks what the options need (--fence before
+                  `eventsource lock install`), or --permits N differs from
+                  the N of the semaphore's holders; COMMAND did not run
   126             COMMAND could not be executed
   127             COMMAND was not found
 

@@ -70,7 +70,7 @@
 //! [`Error::is_not_held`], [`Error::key`], [`Error::as_backend`]).
 //!
 //! Lock ids are derived from keys by [`lock_id_for_key`], bit-exact with the
-//! Python reference library, so services in both languages exclude each
+//! Python library `eventsource-py`, so services in both languages exclude each
 //! other. See `docs/design.md` for the session model.
 //!
 //! ## Features
@@ -101,6 +101,10 @@
 pub mod adapters;
 pub mod coordination;
 pub mod ports;
+
+// The README and docs/*.md as doc tests (never compiled into the crate).
+#[cfg(all(doctest, feature = "postgres", feature = "readmodels"))]
+mod doc_pages;
 
 pub use ports::dyn_lock::DynLockManager;
 #[cfg(feature = "readmodels")]
