@@ -77,11 +77,16 @@
 //!
 //! | feature | default | gives |
 //! | --- | --- | --- |
-//! | `postgres` | yes | [`PostgresLockManager`], holder inspection, the PostgreSQL read-model repository |
-//! | `sqlite` | no | the SQLite read-model repository |
+//! | `postgres` | yes | [`PostgresLockManager`], holder inspection, and with `readmodels` the PostgreSQL read-model repository |
+//! | `readmodels` | yes | the read-model toolkit: its ports, the in-memory repository, schema generation, projections |
+//! | `derive` | yes | `#[derive(ReadModel)]` (turns on `readmodels`) |
+//! | `metrics` | yes | lock metrics through the `metrics` facade |
+//! | `sqlite` | no | the SQLite read-model repository (turns on `readmodels`) |
 //!
-//! Without features the crate is the ports and the in-memory adapters, with
-//! no database driver in the dependency tree. The conformance suites and the
+//! A service that needs only locks compiles none of the read-model code:
+//! `pgcoord = { version = "0.1", default-features = false, features =
+//! ["postgres"] }`. Without features the crate is the lock ports and the
+//! in-memory lock manager, with no database driver in the dependency tree. The conformance suites and the
 //! throwaway-PostgreSQL harness live in the separate `pgcoord-testkit`
 //! crate, so nothing a service ships contains them.
 //!

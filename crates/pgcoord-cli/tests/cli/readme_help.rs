@@ -1,7 +1,10 @@
 //! The README's `lock run` synopsis and exit-code table say what
-//! `eventsource lock run --help` says: the same options, the same codes.
+//! `eventsource lock run --help` says: the same options, the same codes;
+//! and its `psql` fencing recipe runs as written.
 
 use std::collections::BTreeSet;
+
+use tokio::process::Command;
 
 use crate::common::*;
 
@@ -108,4 +111,104 @@ async fn readme_synopsis_names_every_option_of_lock_run_help() {
     in_help.remove("--version");
     assert!(in_help.contains("--timeout"), "{in_help:?}");
     assert_eq!(options_in(readme_synopsis()), in_help);
+}
+
+/// The README's `psql` fencing recipe, run as written: the `lock run`
+/// command line and the SQL file, against a fresh database.
+#[tokio::test]
+async fn readme_psql_fencing_recipe_runs_and_a_stale_token_fails_the_job() {
+    let which_psql = std::process::Command::new("psql").arg("--version").output();
+    if !which_psql.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: no psql binary for the README's fencing recipe (apt-get install postgresql-client)");
+        return;
+    }
+    let section = README
+        .split("#### Fencing and leases")
+        .nth(1)
+        .expect("the README's fencing section");
+    let command = section
+        .split("```sh\n")
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.contains("ON_ERROR_STOP"))
+        .expect("the psql recipe")
+        .trim()
+        .to_string();
+    let sql = section
+        .split("```sql\n")
+        .nth(1)
+        .expect("the SQL file of the recipe")
+        .split("```")
+        .next()
+        .unwrap()
+        .replace(
+            "-- ... the protected writes ...",
+            "CREATE TABLE IF NOT EXISTS shop (n int); INSERT INTO shop VALUES (1);",
+        );
+    let db = database().await;
+    let install = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(install.code, 0, "{install:?}");
+    let scratch = scratch_dir();
+    std::fs::write(scratch.join("migrate-shop.sql"), &sql).unwrap();
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    // As written: the job runs under the lock, its check passes, it writes.
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(&command)
+        .current_dir(scratch.join(""))
+        .env("PATH", &path)
+        .env("DATABASE_URL", db.url())
+        .env_remove("EVENTSOURCE_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let out = output(&mut sh).await;
+    assert_eq!(out.code, 0, "{command}\n{out:?}");
+    let client = db.connect().await.unwrap();
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM shop", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
+
+    // Token 1 is stale once a later holder took token 2: the same SQL with
+    // it fails, psql stops at the error and exits 3.
+    let out = output(&mut sh).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let mut stale = Command::new("psql");
+    stale
+        .arg(db.url())
+        .args([
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            "token=1",
+            "-f",
+            "migrate-shop.sql",
+        ])
+        .current_dir(scratch.join(""))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let out = output(&mut stale).await;
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(
+        out.stderr.contains("ESF01") || out.stderr.contains("fenc"),
+        "{out:?}"
+    );
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM shop", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2, "the stale job's write was rolled back");
 }
