@@ -62,7 +62,7 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
         // Only when the server's own HINT did not come through.
         (_, Some("53200"))
-            if !crate::db::error_chain(backend).contains("max_locks_per_transaction") =>
+            if !chain_mentions(backend, "max_locks_per_transaction") =>
         {
             "the server's shared lock table is full: its max_locks_per_transaction is too small \
              for the locks all sessions hold"
@@ -70,6 +70,19 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
         _ => return None,
     })
+}
+
+/// Whether `e` or one of its causes says `needle` (a walk of its own, so
+/// that this file imports nothing of `db.rs`, which imports it).
+fn chain_mentions(e: &dyn std::error::Error, needle: &str) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if e.to_string().contains(needle) {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 #[cfg(test)]
