@@ -143,6 +143,14 @@ mod tests {
             .with_code("53200")
             .into();
         assert!(backend_hint(&full).is_some_and(|h| h.contains("max_locks_per_transaction")));
+        // The server's own HINT came through: no second one of ours.
+        let hinted: Error = BackendError::new(
+            BackendErrorKind::Connect,
+            "out of shared memory\nHINT: You might need to increase max_locks_per_transaction.",
+        )
+        .with_code("53200")
+        .into();
+        assert_eq!(backend_hint(&hinted), None);
         let too_many: Error = BackendError::new(BackendErrorKind::Connect, "too many clients")
             .with_code("53300")
             .into();
