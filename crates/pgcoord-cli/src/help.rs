@@ -132,6 +132,8 @@ Exit codes:
   69              the database could not be reached, failed, or did not
                   answer within --timeout
   70              internal error
+  74              writing to standard output failed (`--help` into a closed
+                  pipe or a full disk); stderr says so
   75              not acquired: KEY (or a key of the --also set) is held
                   elsewhere (--no-wait) or --timeout elapsed in the server's
                   queue; stderr names the key and its holder when visible;
@@ -144,8 +146,9 @@ Exit codes:
   77              the server cancelled the wait (pg_cancel_backend,
                   statement_timeout); COMMAND did not run
   78              the database lacks what the options need (--fence,
-                  --min-interval or leader run before `lock install`);
-                  COMMAND did not run
+                  --min-interval or leader run before `eventsource lock
+                  install`), or --permits N differs from the N of the
+                  semaphore's holders; COMMAND did not run
   126             COMMAND could not be executed
   127             COMMAND was not found
 
@@ -233,9 +236,11 @@ pub const DEMO_LONG_ABOUT: &str = "\
 Watch the locks at work.
 
 Without a database URL (--database-url or DATABASE_URL), the demo boots a
-throwaway PostgreSQL from the installed server binaries (initdb, pg_ctl) in a
-temporary directory and removes it at the end. With a URL it uses that
-database, with keys of its own (demo:RUN:k0, ...) that no one else takes.
+throwaway PostgreSQL from the installed server binaries (initdb, pg_ctl,
+found on PATH or under /usr/lib/postgresql/VERSION/bin; on Debian and Ubuntu
+`apt-get install postgresql`) in a temporary directory on a free port and
+removes it at the end. With a URL it uses that database, with keys of its
+own (demo:RUN:k0, ...) that no one else takes.
 
 It starts --workers worker processes (this same program) that acquire one of
 --keys keys at random, spend a few milliseconds in a critical section, and
@@ -249,7 +254,9 @@ Every worker appends the times it enters and leaves a critical section to a
 shared record. The summary at the end counts acquisitions, checks the record
 for overlapping critical sections on one key (there must be none), and
 reports the hand-over latency (from one holder leaving to the next waiter
-entering) at p50 and p99.
+entering) at p50 and p99. The end of the run is never a failure: a worker
+starts no acquisition in the last 100 ms of --seconds, and a wait still
+running when the time is up just ends that worker's loop.
 
 Exit code: 0 when no overlap was found and every worker ended normally
 (except the one killed), 1 otherwise, 2 on bad usage, 69 when the database

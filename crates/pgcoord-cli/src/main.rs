@@ -11,6 +11,14 @@
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
+// Process supervision rests on Linux's prctl (the parent-death signal, the
+// child subreaper): say so instead of failing on a missing function.
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "the `eventsource` tool (pgcoord-cli) runs on Linux only: it relies on prctl \
+     (PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER); the pgcoord library itself builds anywhere"
+);
+
 mod acquire;
 mod cli;
 mod db;

@@ -148,7 +148,8 @@ pub struct RunArgs {
     )]
     pub min_interval: Option<Duration>,
 
-    /// The lock key (any string up to 4096 bytes).
+    /// The lock key: any string of up to 1 MiB (1,048,576 bytes) of UTF-8;
+    /// only its 64-bit hash reaches the server.
     #[arg(value_name = "KEY")]
     pub key: String,
 

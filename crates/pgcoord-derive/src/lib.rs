@@ -37,7 +37,11 @@
 //! Container attributes, `#[read_model(...)]`: `table = "name"`,
 //! `index(a, b, ...)` and `unique_index(...)`, each optionally with
 //! `name = "..."` and `where = "..."` (a PostgreSQL-only partial-index
-//! predicate).
+//! predicate), and `crate = "path"`: where the `pgcoord` crate is, when it
+//! is a dependency under another name (`crate = "my_pgcoord"`) or reached
+//! through a re-export (`crate = "my_lib::pgcoord"`), as serde's
+//! `#[serde(crate = "...")]`. Without it the generated code names
+//! `::pgcoord`.
 //!
 //! Field attributes: `#[read_model(meta)]` on the `ReadModelMeta` field (a
 //! field whose type is named `ReadModelMeta` is found without it);
@@ -90,6 +94,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     };
 
     let mut table: Option<LitStr> = None;
+    let mut krate: Option<syn::Path> = None;
     let mut indexes: Vec<IndexSpec> = Vec::new();
     for attr in input
         .attrs
@@ -99,6 +104,14 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("table") {
                 table = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("crate") {
+                let path: LitStr = meta.value()?.parse()?;
+                krate = Some(path.parse().map_err(|_| {
+                    Error::new(
+                        path.span(),
+                        "`crate = \"...\"` takes a path to the pgcoord crate, e.g. `crate = \"my_pgcoord\"`",
+                    )
+                })?);
             } else if meta.path.is_ident("index") || meta.path.is_ident("unique_index") {
                 let content;
                 syn::parenthesized!(content in meta.input);
@@ -110,7 +123,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 indexes.push(spec);
             } else {
                 return Err(meta.error(
-                    "unknown #[read_model] attribute; expected `table = \"...\"`, `index(...)` or `unique_index(...)`",
+                    "unknown #[read_model] attribute; expected `table = \"...\"`, `index(...)`, `unique_index(...)` or `crate = \"...\"`",
                 ));
             }
             Ok(())
@@ -204,7 +217,10 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         seen.insert(c.name.clone(), c.ident.clone());
     }
 
-    let rm = quote!(::pgcoord::ports::readmodels);
+    let rm = match &krate {
+        Some(path) => quote!(#path::ports::readmodels),
+        None => quote!(::pgcoord::ports::readmodels),
+    };
     let stored: Vec<&Column> = columns.iter().filter(|c| !c.attrs.skip).collect();
 
     let descriptors = stored.iter().map(|c| descriptor(c, &rm));

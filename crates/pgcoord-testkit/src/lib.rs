@@ -32,5 +32,3 @@ pub mod readmodels;
 pub mod pg;
 #[cfg(feature = "cluster")]
 pub mod pgbouncer;
-#[cfg(feature = "cluster")]
-mod standby;

@@ -70,18 +70,23 @@
 //! [`Error::is_not_held`], [`Error::key`], [`Error::as_backend`]).
 //!
 //! Lock ids are derived from keys by [`lock_id_for_key`], bit-exact with the
-//! Python reference library, so services in both languages exclude each
+//! Python library `eventsource-py`, so services in both languages exclude each
 //! other. See `docs/design.md` for the session model.
 //!
 //! ## Features
 //!
 //! | feature | default | gives |
 //! | --- | --- | --- |
-//! | `postgres` | yes | [`PostgresLockManager`], holder inspection, the PostgreSQL read-model repository |
-//! | `sqlite` | no | the SQLite read-model repository |
+//! | `postgres` | yes | [`PostgresLockManager`], holder inspection, and with `readmodels` the PostgreSQL read-model repository |
+//! | `readmodels` | yes | the read-model toolkit: its ports, the in-memory repository, schema generation, projections |
+//! | `derive` | yes | `#[derive(ReadModel)]` (turns on `readmodels`) |
+//! | `metrics` | yes | lock metrics through the `metrics` facade |
+//! | `sqlite` | no | the SQLite read-model repository (turns on `readmodels`) |
 //!
-//! Without features the crate is the ports and the in-memory adapters, with
-//! no database driver in the dependency tree. The conformance suites and the
+//! A service that needs only locks compiles none of the read-model code:
+//! `pgcoord = { version = "0.1", default-features = false, features =
+//! ["postgres"] }`. Without features the crate is the lock ports and the
+//! in-memory lock manager, with no database driver in the dependency tree. The conformance suites and the
 //! throwaway-PostgreSQL harness live in the separate `pgcoord-testkit`
 //! crate, so nothing a service ships contains them.
 //!
@@ -102,20 +107,32 @@ pub mod adapters;
 pub mod coordination;
 pub mod ports;
 
+// The README and docs/*.md as doc tests (never compiled into the crate).
+#[cfg(all(doctest, feature = "postgres", feature = "readmodels"))]
+mod doc_pages;
+
 pub use ports::dyn_lock::DynLockManager;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
+pub use ports::error::ReadModelError;
 pub use ports::error::{
     AcquireFailure, BackendError, BackendErrorKind, Error, FencedError, LockAcquisitionError,
-    LockLostError, LockNotHeldError, ReadModelError, Result,
+    LockLostError, LockNotHeldError, Result,
 };
 pub use ports::lock_id::{lock_id_for_key, MAX_KEY_LEN};
 pub use ports::locks::{
     migration_lock_key, DistributedLock, LeaseClock, LockGuard, LockInfo, LockRegistry, LossSignal,
     DEFAULT_MIGRATION_OPERATION,
 };
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};
 pub use ports::shared_locks::{LockMode, SharedLock};
 
-pub use adapters::memory::{InMemoryLockManager, InMemoryReadModelRepository};
+pub use adapters::memory::InMemoryLockManager;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
+pub use adapters::memory::InMemoryReadModelRepository;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use adapters::postgres::PostgresLockManager;

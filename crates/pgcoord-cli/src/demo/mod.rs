@@ -10,13 +10,12 @@ mod summary;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use pgcoord::adapters::postgres::query_holders;
-use pgcoord_testkit::pg::{TestCluster, TestDatabase};
+use pgcoord_cluster::TestCluster;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -47,14 +46,14 @@ enum WorkerLine {
 /// A throwaway server, removed when dropped.
 #[derive(Debug)]
 struct Throwaway {
-    database: Option<TestDatabase>,
+    cluster: Option<TestCluster>,
 }
 
 impl Drop for Throwaway {
     fn drop(&mut self) {
-        if let Some(db) = self.database.take() {
-            // Dropping the last handle stops the cluster and removes its directory.
-            drop(db);
+        if let Some(cluster) = self.cluster.take() {
+            // Dropping the cluster stops the server and removes its directory.
+            drop(cluster);
             eprintln!("demo: stopped and removed the throwaway PostgreSQL");
         }
     }
@@ -70,12 +69,12 @@ async fn boot_throwaway() -> Result<(Database, Throwaway), pgcoord::Error> {
         cluster.port(),
         cluster.dir().display()
     );
-    let database = TestDatabase::create_on(Arc::new(cluster)).await?;
-    let db = Database::parse(&database.url()).map_err(pgcoord::Error::InvalidArgument)?;
+    // The cluster is the demo's alone: its `postgres` database will do.
+    let db = Database::parse(&cluster.url("postgres")).map_err(pgcoord::Error::InvalidArgument)?;
     Ok((
         db,
         Throwaway {
-            database: Some(database),
+            cluster: Some(cluster),
         },
     ))
 }

@@ -1,23 +1,43 @@
 //! One demo worker process (`eventsource demo-worker`, hidden).
 //!
-//! Loops until its time is up: picks a key at random, records `wait`,
+//! Loops until its time is (nearly) up: picks a key at random, records `wait`,
 //! acquires the key, records `enter`, stays a few milliseconds, records
 //! `exit`, releases. Reports `enter KEY`, `exit KEY`, `stall KEY` and
 //! `done N` on stdout for the demo's status line. With `--stall-after-ms`,
 //! it stays inside the first critical section it enters after that time,
-//! until the demo kills it.
+//! until the demo kills it. The end of its time is never a failure: it
+//! starts no acquisition in the last [`LAST_CALL`] of its run, and a wait
+//! cut short by the end of the run ends the loop.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::Duration;
 
-use pgcoord::DistributedLock;
+use pgcoord::{BackendErrorKind, DistributedLock, Error};
 use tokio::time::Instant;
 
 use super::record::{append, Kind};
 use crate::cli::WorkerArgs;
 use crate::db::{self, Database};
 use crate::{exit, report};
+
+/// How close to its end a worker stops starting acquisitions. A wait this
+/// short would be mostly the round trip to the server: whatever the lock
+/// manager answers for it (a grant, a timeout, a server that "did not answer
+/// in time" within a millisecond) says nothing about the locks, so the last
+/// moments of a run are not spent on it.
+pub const LAST_CALL: Duration = Duration::from_millis(100);
+
+/// True when an acquisition failed only because the run's time was up: a
+/// lock timeout, or the server not answering before a deadline that had
+/// (nearly) passed. Any other failure, or a slow server well before the end,
+/// is a real error and fails the worker.
+fn time_was_up(e: &Error, end: Instant) -> bool {
+    e.is_timeout()
+        || (Instant::now() + LAST_CALL >= end
+            && e.as_backend()
+                .is_some_and(|b| b.kind() == BackendErrorKind::Timeout))
+}
 
 /// A small xorshift generator: the demo needs variety, not quality.
 #[derive(Debug)]
@@ -80,7 +100,7 @@ pub async fn worker(args: WorkerArgs) -> i32 {
 
     loop {
         let now = Instant::now();
-        if now >= end {
+        if now + LAST_CALL >= end {
             break;
         }
         let key = format!("{}{}", args.prefix, rng.below(u64::from(args.keys)));
@@ -90,7 +110,7 @@ pub async fn worker(args: WorkerArgs) -> i32 {
         }
         let guard = match locks.acquire(&key, Some(end - now)).await {
             Ok(g) => g,
-            Err(e) if e.is_timeout() => break,
+            Err(e) if time_was_up(&e, end) => break,
             Err(e) => return db::fail(&format!("demo worker {id}"), Some(&db), &e),
         };
         if let Err(e) = append(&mut record, id, Kind::Enter, &key) {

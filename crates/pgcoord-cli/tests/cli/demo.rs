@@ -1,5 +1,8 @@
 //! `eventsource demo` without a URL: boots its own PostgreSQL, runs, checks.
 
+use pgcoord_testkit::pg::TestDatabase;
+use tokio::process::Command;
+
 use crate::common::*;
 
 #[tokio::test]
@@ -24,4 +27,62 @@ async fn demo_runs_on_a_throwaway_server_and_finds_no_overlap() {
         out.stderr
     );
     assert!(out.stderr.contains("stopped and removed"), "{}", out.stderr);
+}
+
+/// A demo worker with the given run time on `db`, its record in `scratch`.
+fn demo_worker(db: &TestDatabase, record: &std::path::Path, prefix: &str, millis: u64) -> Command {
+    std::fs::write(record, b"").unwrap();
+    let mut cmd = eventsource(Some(db));
+    cmd.arg("demo-worker")
+        .args(["--id", "1", "--prefix", prefix, "--keys", "1"])
+        .arg("--millis")
+        .arg(millis.to_string())
+        .arg("--record")
+        .arg(record);
+    cmd
+}
+
+#[tokio::test]
+async fn demo_worker_starts_nothing_in_the_last_moments_of_its_run() {
+    // A run shorter than the last-call margin: the worker must not try at
+    // all (a try with a sub-millisecond deadline could only end in a
+    // misleading failure), and exits 0 having entered nothing.
+    let db = database().await;
+    let scratch = scratch_dir();
+    let record = scratch.join("record");
+    let out = output(&mut demo_worker(&db, &record, "demo:lastcall:k", 30)).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "done 0\n", "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        "",
+        "no wait recorded"
+    );
+}
+
+#[tokio::test]
+async fn demo_worker_whose_wait_is_cut_short_by_the_end_of_its_run_exits_0() {
+    // The only key is held elsewhere for the whole run: the worker's one
+    // wait ends at the end of its run, which ends the loop, not the worker.
+    let db = database().await;
+    let holder = session(&db, "demo-test-holder").await;
+    let key = "demo:cutshort:k0";
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&pgcoord::lock_id_for_key(key)],
+        )
+        .await
+        .unwrap();
+    let scratch = scratch_dir();
+    let record = scratch.join("record");
+    let out = output(&mut demo_worker(&db, &record, "demo:cutshort:k", 1500)).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "done 0\n", "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        recorded.contains("wait") && !recorded.contains("enter"),
+        "{recorded}"
+    );
 }

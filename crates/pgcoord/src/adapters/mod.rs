@@ -9,6 +9,8 @@ pub mod memory;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub mod sql;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 pub use super::backend_error::{BackendError, BackendErrorKind};
 pub use super::fenced::FencedError;
+#[cfg(feature = "readmodels")]
 pub use super::readmodels::ReadModelError;
 
 /// Shorthand for `std::result::Result<T, pgcoord::Error>`.
@@ -31,6 +32,8 @@ pub enum Error {
     #[error(transparent)]
     Fenced(#[from] FencedError),
     /// A read-model repository failure.
+    #[cfg(feature = "readmodels")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
     #[error(transparent)]
     ReadModel(#[from] ReadModelError),
     /// A database failure outside lock acquisition (release, inspection, queries).
@@ -94,6 +97,8 @@ impl Error {
     }
 
     /// The read-model error, if this is one.
+    #[cfg(feature = "readmodels")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
     pub fn as_read_model(&self) -> Option<&ReadModelError> {
         match self {
             Error::ReadModel(e) => Some(e),

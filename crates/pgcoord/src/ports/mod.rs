@@ -12,5 +12,7 @@ pub mod lock_id;
 pub mod lock_mode;
 pub mod locks;
 pub mod loss;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub mod readmodels;
 pub mod shared_locks;

@@ -4,5 +4,8 @@ mod leader_observer;
 mod locks;
 
 pub use locks::InMemoryLockManager;
+#[cfg(feature = "readmodels")]
 mod readmodels;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub use readmodels::InMemoryReadModelRepository;

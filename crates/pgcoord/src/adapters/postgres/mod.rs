@@ -46,7 +46,10 @@ pub use tls::SslMode;
 pub use verify::{Replication, VerifyProblem, VerifyReport};
 pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
 
+#[cfg(feature = "readmodels")]
 mod readmodels;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub use readmodels::{
     ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresDatabase,
     PostgresDatabaseBuilder, PostgresReadModelRepository, DEFAULT_POOL_SIZE,

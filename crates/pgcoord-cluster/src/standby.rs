@@ -1,4 +1,4 @@
-//! A hot standby of a private test cluster (`pg_basebackup -R`), for tests
+//! A hot standby of a throwaway cluster (`pg_basebackup -R`), for tests
 //! of what the lock manager and `verify()` do on a server in recovery.
 
 use std::process::Command;
@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use pgcoord::Result;
 
-use crate::pg::{free_port, harness_error, TestCluster, COUNTER};
+use crate::{free_port, harness_error, TestCluster, COUNTER};
 
 impl TestCluster {
     /// Starts a hot standby of this cluster: a base backup streamed from it
