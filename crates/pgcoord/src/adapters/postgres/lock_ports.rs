@@ -168,13 +168,10 @@ impl DistributedLock for PostgresLockManager {
     /// PostgreSQL, bounded by `timeout` (which also bounds connecting).
     /// `Some(Duration::ZERO)` makes exactly one attempt.
     ///
-    /// However short `timeout` is, the first attempt gets its answer: it is
-    /// given until the deadline or, when that is sooner, the liveness
-    /// timeout (default 2 s) after it was sent, connecting included. So a
-    /// free key is granted (a moment past a tiny deadline, if connecting
-    /// took longer), and a key held elsewhere is [`AcquireFailure::Timeout`]
-    /// ([`Error::is_timeout`](crate::Error::is_timeout)), as with
-    /// `Some(Duration::ZERO)`.
+    /// However short `timeout` is, the first attempt is given until the
+    /// deadline or the liveness timeout (default 2 s), whichever is later,
+    /// to be answered, connecting included: a free key is granted, a key
+    /// held elsewhere is [`AcquireFailure::Timeout`], as with `Some(ZERO)`.
     ///
     /// Only a server silent for that long is an [`AcquireFailure::Backend`]
     /// error of kind [`BackendErrorKind::Timeout`] ("the server did not
@@ -215,12 +212,9 @@ impl DistributedLock for PostgresLockManager {
     /// One try-lock, never waiting. `Ok(None)` when another session holds
     /// the key, or another task of this manager holds or is taking it.
     ///
-    /// What this manager itself left behind for the key is settled first:
-    /// right after an `acquire` of the key timed out, its wait in the
-    /// server may still be queued (it ends by its own `lock_timeout` within
-    /// about 50 ms, or is cancelled), and a grant it got for nobody is being
-    /// given back. The try waits for that, so it never loses to a lock no
-    /// caller of this manager owns.
+    /// Right after an `acquire` of the key timed out here, its server-side
+    /// wait may still be queued (for at most about 50 ms): the try waits
+    /// for it, so it never loses to a lock no caller of this manager owns.
     ///
     /// # Cancel safety
     ///
