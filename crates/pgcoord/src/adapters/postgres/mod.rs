@@ -39,6 +39,7 @@ pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE}
 
 mod readmodels;
 pub use readmodels::{
-    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresDatabase,
-    PostgresDatabaseBuilder, PostgresReadModelRepository, DEFAULT_POOL_SIZE,
+    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresCheckpointWatch,
+    PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable, PostgresReadModelRepository,
+    DEFAULT_POOL_SIZE,
 };

@@ -6,11 +6,15 @@
 //! [`tokio_postgres::Transaction`] (then every statement runs inside it and
 //! nothing is committed by the repository).
 
+mod checkpoint_watch;
 mod codec;
+mod event_table;
+mod listen;
 mod pool;
 mod projection;
 mod repository;
 mod source;
+mod watermark;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -26,7 +30,9 @@ use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
 use crate::ports::readmodels::{Query, ReadModel, ReadModelError, ReadModelRepository};
 
+pub use checkpoint_watch::PostgresCheckpointWatch;
 use codec::{bind, decode_row, typed_params};
+pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
