@@ -5,3 +5,8 @@
 mod support;
 
 mod memory;
+
+#[cfg(feature = "postgres")]
+mod crash;
+#[cfg(feature = "postgres")]
+mod postgres;

@@ -17,8 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
 
-pub type PgRunner =
-    ProjectionRunner<Recorder, PostgresReadModelRepository<Seen, PostgresDatabase>, PostgresEventTable<Ev>>;
+pub type PgRunner = ProjectionRunner<
+    Recorder,
+    PostgresReadModelRepository<Seen, PostgresDatabase>,
+    PostgresEventTable<Ev>,
+>;
 
 pub struct Setup {
     pub test_db: TestDatabase,
@@ -32,20 +35,39 @@ pub struct Setup {
 pub async fn setup() -> Setup {
     let test_db = TestDatabase::create().await.unwrap();
     let db = PostgresDatabase::connect(&test_db.url()).await.unwrap();
-    let feed = PostgresEventTable::<Ev>::new(db.clone(), "events").unwrap().listen();
+    let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
+        .unwrap()
+        .listen();
     feed.create_table().await.unwrap();
     db.create_schema::<Seen>().await.unwrap();
-    let locks = PostgresLockManager::builder(test_db.config()).holder_id("runner-test").build();
-    Setup { test_db, db, feed, locks }
+    let locks = PostgresLockManager::builder(test_db.config())
+        .holder_id("runner-test")
+        .build();
+    Setup {
+        test_db,
+        db,
+        feed,
+        locks,
+    }
 }
 
 pub fn runner(db: &PostgresDatabase, feed: &PostgresEventTable<Ev>, name: &str) -> Arc<PgRunner> {
-    let projection = ReadModelProjection::new(Recorder::default(), db.repository::<Seen>()).named(name);
+    let projection =
+        ReadModelProjection::new(Recorder::default(), db.repository::<Seen>()).named(name);
     // Only LISTEN wakes it: a missed notification would hang the test.
-    Arc::new(ProjectionRunner::new(projection, feed.clone()).batch_size(4).idle_interval(None))
+    Arc::new(
+        ProjectionRunner::new(projection, feed.clone())
+            .batch_size(4)
+            .idle_interval(None),
+    )
 }
 
-pub async fn append_committed(db: &PostgresDatabase, feed: &PostgresEventTable<Ev>, from: i64, to: i64) {
+pub async fn append_committed(
+    db: &PostgresDatabase,
+    feed: &PostgresEventTable<Ev>,
+    from: i64,
+    to: i64,
+) {
     let mut client = db.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
     for n in from..=to {
@@ -54,9 +76,21 @@ pub async fn append_committed(db: &PostgresDatabase, feed: &PostgresEventTable<E
     tx.commit().await.unwrap();
 }
 
-fn spawn_run(r: &Arc<PgRunner>, locks: &PostgresLockManager, stop: &CancellationToken) -> tokio::task::JoinHandle<pgcoord::Result<pgcoord::adapters::sql::RunSummary>> {
+fn spawn_run(r: &Arc<PgRunner>, locks: &PostgresLockManager, stop: &CancellationToken) -> RunTask {
     let (r, l, s) = (r.clone(), locks.clone(), stop.clone());
     tokio::spawn(async move { r.run(&l, &s).await })
+}
+
+type RunTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::adapters::sql::RunSummary>>;
+
+/// Waits (generously) for the runner's checkpoint to reach `position`;
+/// fails at once if the runner stops instead.
+pub async fn reach(r: &PgRunner, task: &mut RunTask, position: i64) {
+    let progress = r.progress();
+    tokio::select! {
+        c = progress.wait_for(position, Some(Duration::from_secs(60))) => { c.unwrap(); }
+        stopped = task => panic!("the runner stopped before {position}: {stopped:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,10 +99,10 @@ async fn a_runner_tails_the_event_table_woken_by_listen() {
     append_committed(&s.db, &s.feed, 1, 10).await;
     let r = runner(&s.db, &s.feed, "seen");
     let stop = CancellationToken::new();
-    let task = spawn_run(&r, &s.locks, &stop);
-    r.progress().wait_for(10, None).await.unwrap();
+    let mut task = spawn_run(&r, &s.locks, &stop);
+    reach(&r, &mut task, 10).await;
     append_committed(&s.db, &s.feed, 11, 13).await;
-    r.progress().wait_for(13, None).await.unwrap();
+    reach(&r, &mut task, 13).await;
     stop.cancel();
     let summary = task.await.unwrap().unwrap();
     assert_eq!((summary.applied, summary.checkpoint), (13, Some(13)));
@@ -81,7 +115,7 @@ async fn a_position_committed_before_an_earlier_one_waits_for_it() {
     let s = setup().await;
     let r = runner(&s.db, &s.feed, "seen");
     let stop = CancellationToken::new();
-    let task = spawn_run(&r, &s.locks, &stop);
+    let mut task = spawn_run(&r, &s.locks, &stop);
 
     // A takes position 1 and stays open; B takes position 2 and commits.
     let mut a_client = s.db.get().await.unwrap();
@@ -101,7 +135,7 @@ async fn a_position_committed_before_an_earlier_one_waits_for_it() {
     assert_eq!(r.projection().checkpoint().await.unwrap(), None);
 
     a.commit().await.unwrap();
-    r.progress().wait_for(2, None).await.unwrap();
+    reach(&r, &mut task, 2).await;
     stop.cancel();
     task.await.unwrap().unwrap();
     assert_eq!(*r.projection().handler().order.lock().unwrap(), vec![1, 2]);
@@ -127,10 +161,11 @@ async fn a_rolled_back_position_is_a_gap_not_a_stall() {
 
 /// The pid of the session holding `key`'s advisory lock.
 async fn lock_holder_pid(client: &tokio_postgres::Client, key: &str) -> i32 {
-    let id = pgcoord::lock_id_for_key(key).unwrap();
+    let id = pgcoord::lock_id_for_key(key);
     client
         .query_one(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
              AND ((classid::int8 << 32) | objid::int8) = $1",
             &[&id],
         )
@@ -145,19 +180,23 @@ async fn a_runner_whose_lock_session_is_terminated_stops_and_the_next_resumes() 
     append_committed(&s.db, &s.feed, 1, 6).await;
     let r = runner(&s.db, &s.feed, "seen");
     let stop = CancellationToken::new();
-    let task = spawn_run(&r, &s.locks, &stop);
-    r.progress().wait_for(6, None).await.unwrap();
+    let mut task = spawn_run(&r, &s.locks, &stop);
+    reach(&r, &mut task, 6).await;
     let admin = s.test_db.connect().await.unwrap();
     let pid = lock_holder_pid(&admin, "projection:seen").await;
-    let ok: bool = admin.query_one("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap().get(0);
+    let ok: bool = admin
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap()
+        .get(0);
     assert!(ok);
     let err = task.await.unwrap().unwrap_err();
     assert!(err.is_lock_lost(), "{err}");
 
     append_committed(&s.db, &s.feed, 7, 9).await;
     let next = runner(&s.db, &s.feed, "seen");
-    let task = spawn_run(&next, &s.locks, &stop);
-    next.progress().wait_for(9, None).await.unwrap();
+    let mut task = spawn_run(&next, &s.locks, &stop);
+    reach(&next, &mut task, 9).await;
     stop.cancel();
     assert_eq!(task.await.unwrap().unwrap().applied, 3);
     assert_each_applied_once(&s.db.repository::<Seen>(), 9).await;
@@ -166,21 +205,31 @@ async fn a_runner_whose_lock_session_is_terminated_stops_and_the_next_resumes() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_projections_share_one_lock_manager_and_one_pool() {
     let s = setup().await;
-    let small = PostgresDatabase::builder(pgcoord::adapters::postgres::ConnectOptions::parse(&s.test_db.url()).unwrap())
-        .max_size(2)
-        .build()
-        .unwrap();
-    let feed = PostgresEventTable::<Ev>::new(small.clone(), "events").unwrap().listen();
+    let small = PostgresDatabase::builder(
+        pgcoord::adapters::postgres::ConnectOptions::parse(&s.test_db.url()).unwrap(),
+    )
+    .max_size(2)
+    .build()
+    .unwrap();
+    let feed = PostgresEventTable::<Ev>::new(small.clone(), "events")
+        .unwrap()
+        .listen();
     append_committed(&small, &feed, 1, 8).await;
-    let runners: Vec<_> = ["left", "right", "third"].iter().map(|n| runner(&small, &feed, n)).collect();
+    let runners: Vec<_> = ["left", "right", "third"]
+        .iter()
+        .map(|n| runner(&small, &feed, n))
+        .collect();
     let stop = CancellationToken::new();
-    let tasks: Vec<_> = runners.iter().map(|r| spawn_run(r, &s.locks, &stop)).collect();
-    for r in &runners {
-        r.progress().wait_for(8, None).await.unwrap();
+    let mut tasks: Vec<_> = runners
+        .iter()
+        .map(|r| spawn_run(r, &s.locks, &stop))
+        .collect();
+    for (r, task) in runners.iter().zip(&mut tasks) {
+        reach(r, task, 8).await;
     }
     append_committed(&small, &feed, 9, 9).await;
-    for r in &runners {
-        r.progress().wait_for(9, None).await.unwrap();
+    for (r, task) in runners.iter().zip(&mut tasks) {
+        reach(r, task, 9).await;
     }
     stop.cancel();
     for t in tasks {
@@ -188,7 +237,10 @@ async fn several_projections_share_one_lock_manager_and_one_pool() {
     }
     // Each projection applied each event once: the handler saw 1..=9 in order.
     for r in &runners {
-        assert_eq!(*r.projection().handler().order.lock().unwrap(), (1..=9).collect::<Vec<_>>());
+        assert_eq!(
+            *r.projection().handler().order.lock().unwrap(),
+            (1..=9).collect::<Vec<_>>()
+        );
     }
 }
 
@@ -215,21 +267,37 @@ async fn a_role_with_only_select_insert_update_runs_the_runner() {
     config.user(&role).password("dml-pw");
     let db = PostgresDatabase::with_config(config.clone(), 4);
     // The role really cannot create anything.
-    let denied = db.get().await.unwrap().batch_execute("CREATE TABLE nope (x int)").await.unwrap_err();
-    assert_eq!(denied.code(), Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
+    let denied = db
+        .get()
+        .await
+        .unwrap()
+        .batch_execute("CREATE TABLE nope (x int)")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        denied.code(),
+        Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
+    );
 
-    let feed = PostgresEventTable::<Ev>::new(db.clone(), "events").unwrap().listen();
+    let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
+        .unwrap()
+        .listen();
     feed.create_table().await.unwrap(); // exists: sends no DDL
     append_committed(&db, &feed, 1, 5).await;
     let r = runner(&db, &feed, "seen");
-    let locks = PostgresLockManager::builder(config).holder_id("dml-runner").build();
+    let locks = PostgresLockManager::builder(config)
+        .holder_id("dml-runner")
+        .build();
     let stop = CancellationToken::new();
-    let task = spawn_run(&r, &locks, &stop);
-    r.progress().wait_for(5, None).await.unwrap();
+    let mut task = spawn_run(&r, &locks, &stop);
+    reach(&r, &mut task, 5).await;
     stop.cancel();
     assert_eq!(task.await.unwrap().unwrap().applied, 5);
     assert_each_applied_once(&db.repository::<Seen>(), 5).await;
-    admin.batch_execute(&format!("DROP OWNED BY {role}")).await.unwrap();
+    admin
+        .batch_execute(&format!("DROP OWNED BY {role}"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,9 +307,15 @@ async fn a_checkpoint_watch_on_another_pool_wakes_on_the_runners_commit() {
     let watch = PostgresCheckpointWatch::start(&elsewhere, "seen");
     let r = runner(&s.db, &s.feed, "seen");
     let stop = CancellationToken::new();
-    let task = spawn_run(&r, &s.locks, &stop);
+    let mut task = spawn_run(&r, &s.locks, &stop);
     append_committed(&s.db, &s.feed, 1, 3).await;
-    assert!(watch.wait_for(3, Some(Duration::from_secs(60))).await.unwrap() >= 3);
+    assert!(
+        watch
+            .wait_for(3, Some(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            >= 3
+    );
     // Read-your-writes: once the watch says so, the row is there.
     let repo = elsewhere.repository::<Seen>();
     use pgcoord::ReadModelRepository;

@@ -39,7 +39,8 @@ pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE}
 
 mod readmodels;
 pub use readmodels::{
-    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresCheckpointWatch,
-    PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable, PostgresReadModelRepository,
+    projection_status, ExclusiveClient, PgClientSource, PgGuard, PooledClient,
+    PostgresCheckpointWatch, PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable,
+    PostgresReadModelRepository, ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE,
     DEFAULT_POOL_SIZE,
 };

@@ -139,7 +139,18 @@ where
     /// lock is released, and the next run resumes at the committed
     /// checkpoint. Nothing leaks either way. Cancelling `shutdown` is the
     /// clean stop: the batch in progress commits first.
-    pub async fn run<L: DistributedLock>(
+    ///
+    /// The future is `Send` (spawn it); its `Send` bound is stated here, so
+    /// that it is proved once for every backend from the port's bounds.
+    pub fn run<'a, L: DistributedLock>(
+        &'a self,
+        locks: &'a L,
+        shutdown: &'a CancellationToken,
+    ) -> impl std::future::Future<Output = Result<RunSummary>> + Send + 'a {
+        self.run_locked(locks, shutdown)
+    }
+
+    async fn run_locked<L: DistributedLock>(
         &self,
         locks: &L,
         shutdown: &CancellationToken,

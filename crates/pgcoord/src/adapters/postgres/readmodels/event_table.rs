@@ -90,17 +90,7 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
     /// The event table `table` (an unquoted lowercase identifier of at most
     /// 48 bytes: letters, digits, `_`) on `db`. Performs no I/O.
     pub fn new(db: PostgresDatabase, table: &str) -> Result<Self> {
-        let ok = !table.is_empty()
-            && table.len() <= MAX_NAME
-            && table.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-            && table
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !ok {
-            return Err(Error::InvalidArgument(format!(
-                "event table name {table:?}: use 1 to {MAX_NAME} lowercase letters, digits or _, not starting with a digit"
-            )));
-        }
+        check_table_name(table)?;
         Ok(Self {
             db,
             table: table.to_owned(),
@@ -228,6 +218,24 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
     fn lock(&self) -> std::sync::MutexGuard<'_, Watermark> {
         // Every update is one small step; a panic cannot leave it torn.
         self.watermark.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Refuses a name that is not a plain lowercase identifier (it goes into
+/// SQL unquoted-safe, and names the sequence and channel).
+pub(crate) fn check_table_name(table: &str) -> Result<()> {
+    let ok = !table.is_empty()
+        && table.len() <= MAX_NAME
+        && table.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && table
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "event table name {table:?}: use 1 to {MAX_NAME} lowercase letters, digits or _, not starting with a digit"
+        )))
     }
 }
 

@@ -14,6 +14,7 @@ mod pool;
 mod projection;
 mod repository;
 mod source;
+mod status;
 mod watermark;
 
 use std::collections::HashMap;
@@ -36,6 +37,7 @@ pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
+pub use status::{projection_status, ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE};
 
 /// The most rows one `save_many` statement carries (PostgreSQL accepts at
 /// most 65535 parameters per statement).

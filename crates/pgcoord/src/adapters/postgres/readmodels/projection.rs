@@ -30,6 +30,11 @@ const RECORD_PROGRESS: &str = r#"INSERT INTO "eventsource_projection_progress" A
 /// [`CHECKPOINT_CHANNEL`] when it moves the checkpoint.
 const ADVANCE_NOTIFY: &str = r#"WITH a AS (INSERT INTO "eventsource_projection_checkpoints" AS c ("projection", "position", "updated_at") VALUES ($1, $2, now()) ON CONFLICT ("projection") DO UPDATE SET "position" = EXCLUDED."position", "updated_at" = EXCLUDED."updated_at" WHERE c."position" < EXCLUDED."position" RETURNING 1) SELECT 1, pg_notify('eventsource_checkpoints', $1) FROM a"#;
 
+/// The transaction-scoped advisory lock id the creation of the tables is
+/// serialised on (`lock_id_for_key("eventsource:prepare-checkpoints")`
+/// would do as well; a constant keeps the script static).
+const PREPARE_LOCK: i64 = 0x6576_7473_6370_7265;
+
 /// True when the tables a projection needs besides its model's are there.
 async fn has_tables<C: GenericClient + Sync>(c: &C) -> Result<bool> {
     let row = c
@@ -104,8 +109,13 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         if has_tables(&*client).await? {
             return Ok(());
         }
+        // Runners starting together would race in CREATE TABLE IF NOT
+        // EXISTS (a duplicate pg_type row): one at a time.
         client
-            .batch_execute(&format!("{};\n{CREATE_PROGRESS};", SQL.create))
+            .batch_execute(&format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({PREPARE_LOCK}); {};\n{CREATE_PROGRESS}; COMMIT;",
+                SQL.create
+            ))
             .await
             .map_err(query_error)
     }
