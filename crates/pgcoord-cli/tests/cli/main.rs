@@ -18,6 +18,7 @@ mod lock_loss;
 mod multi_key;
 mod output;
 mod permits;
+mod projection;
 mod server_faults;
 mod shared;
 mod signals;

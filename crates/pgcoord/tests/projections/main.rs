@@ -10,3 +10,5 @@ mod memory;
 mod crash;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod status;
