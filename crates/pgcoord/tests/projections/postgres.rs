@@ -307,7 +307,7 @@ async fn a_checkpoint_watch_on_another_pool_wakes_on_the_runners_commit() {
     let watch = PostgresCheckpointWatch::start(&elsewhere, "seen");
     let r = runner(&s.db, &s.feed, "seen");
     let stop = CancellationToken::new();
-    let mut task = spawn_run(&r, &s.locks, &stop);
+    let task = spawn_run(&r, &s.locks, &stop);
     append_committed(&s.db, &s.feed, 1, 3).await;
     assert!(
         watch

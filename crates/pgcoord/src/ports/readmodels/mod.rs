@@ -73,3 +73,8 @@ pub use pgcoord_derive::ReadModel;
 #[cfg(doctest)]
 #[doc = include_str!("../../../../../docs/readmodels.md")]
 struct ReadModelsGuide;
+
+/// `docs/projections.md`, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../../docs/projections.md")]
+struct ProjectionsGuide;
