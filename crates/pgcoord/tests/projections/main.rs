@@ -5,6 +5,8 @@
 mod support;
 
 mod memory;
+#[cfg(feature = "metrics")]
+mod metrics;
 
 #[cfg(feature = "postgres")]
 mod crash;

@@ -129,7 +129,9 @@ async fn a_position_committed_before_an_earlier_one_waits_for_it() {
     // Position 2 is visible, but 1 may still come: the feed gives nothing.
     let head = s.feed.head().await.unwrap();
     assert_eq!(head, Some(2), "B's row is committed and visible");
-    let other_reader = PostgresEventTable::<Ev>::new(s.db.clone(), "events").unwrap();
+    let other_reader = PostgresEventTable::<Ev>::new(s.db.clone(), "events")
+        .unwrap()
+        .listen();
     assert!(other_reader.read_after(None, 10).await.unwrap().is_empty());
     assert!(s.feed.read_after(None, 10).await.unwrap().is_empty());
     assert_eq!(r.projection().checkpoint().await.unwrap(), None);
@@ -140,7 +142,7 @@ async fn a_position_committed_before_an_earlier_one_waits_for_it() {
     task.await.unwrap().unwrap();
     assert_eq!(*r.projection().handler().order.lock().unwrap(), vec![1, 2]);
     assert_each_applied_once(&s.db.repository::<Seen>(), 2).await;
-    let read = other_reader.read_after(None, 10).await.unwrap();
+    let read = read_until(&other_reader, 2).await;
     assert_eq!(read.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![1, 2]);
 }
 
@@ -150,13 +152,33 @@ async fn a_rolled_back_position_is_a_gap_not_a_stall() {
     let mut client = s.db.get().await.unwrap();
     let a = client.transaction().await.unwrap();
     assert_eq!(s.feed.append(&a, &ev(99)).await.unwrap(), 1);
+    assert!(s.feed.read_after(None, 10).await.unwrap().is_empty());
     a.rollback().await.unwrap();
     let mut client = s.db.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
     assert_eq!(s.feed.append(&tx, &ev(2)).await.unwrap(), 2);
     tx.commit().await.unwrap();
-    let read = s.feed.read_after(None, 10).await.unwrap();
+    let read = read_until(&s.feed, 1).await;
     assert_eq!(read, vec![(2, ev(2))]);
+}
+
+/// Reads from the start until `n` events come, waiting on the feed's
+/// signal between reads (transactions elsewhere on the server may hold the
+/// watermark back for a while; the feed signals when it looks again).
+async fn read_until(feed: &PostgresEventTable<Ev>, n: usize) -> Vec<(i64, Ev)> {
+    let mut wake = feed.signal().expect("a listening feed").subscribe();
+    let reading = async {
+        loop {
+            let read = feed.read_after(None, 10).await.unwrap();
+            if read.len() >= n {
+                return read;
+            }
+            wake.changed().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), reading)
+        .await
+        .expect("the events never came")
 }
 
 /// The pid of the session holding `key`'s advisory lock.

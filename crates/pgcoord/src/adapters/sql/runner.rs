@@ -190,6 +190,10 @@ where
                 batch = self.guarded(&guard, &lost, self.feed.read_after(checkpoint, self.batch_size)) => batch?,
             };
             if batch.is_empty() {
+                // Caught up with what the feed gives: the lag as it stands.
+                if let Some(head) = self.guarded(&guard, &lost, self.feed.head()).await? {
+                    runner_metrics::lag(name, (head - checkpoint.unwrap_or(0)).max(0));
+                }
                 let idle = async {
                     match (&mut wakeup, self.idle_interval) {
                         (Some(w), Some(every)) => {

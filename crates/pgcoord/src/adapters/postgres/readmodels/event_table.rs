@@ -4,6 +4,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -46,6 +47,10 @@ const MAX_NAME: usize = 48;
 /// still running) has passed that id. A transaction that stays open holds
 /// the feed back (events after it wait; none is skipped); so does any long
 /// writing transaction of the database, as with every reader of this kind.
+///
+/// While positions wait for running transactions, the feed raises its own
+/// signal after a growing pause (10 ms doubling to 1 s) to look again: the
+/// end of a transaction sends nothing.
 ///
 /// [`append`](Self::append) writes an event in the caller's transaction
 /// and, with [`listen`](Self::listen), sends a notification that commits
@@ -210,9 +215,24 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
             .map_err(query_error)?
             .get(0);
         let xmin = parse_xid(&xmin)?;
-        let mut w = self.lock();
-        w.candidate(hi, xid);
-        Ok(w.promote(xmin))
+        let (safe, held_back) = {
+            let mut w = self.lock();
+            w.candidate(hi, xid);
+            let safe = w.promote(xmin);
+            (safe, w.note_held_back())
+        };
+        if let Some(streak) = held_back {
+            // Positions wait for transactions still running, whose end
+            // sends nothing: look again after a growing pause (10 ms
+            // doubling to 1 s) for as long as that lasts.
+            let pause = Duration::from_millis(10u64 << streak.min(7)).min(Duration::from_secs(1));
+            let signal = self.signal.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(pause).await;
+                signal.notify();
+            });
+        }
+        Ok(safe)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Watermark> {

@@ -21,6 +21,9 @@ const MAX_PENDING: usize = 64;
 pub(crate) struct Watermark {
     safe: i64,
     pending: VecDeque<Candidate>,
+    /// Reads in a row that found positions held back by running
+    /// transactions (for the feed's backoff).
+    held_back: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +46,18 @@ impl Watermark {
         let newest = self.pending.back().map_or(self.safe, |c| c.hi);
         if hi > newest && self.pending.len() < MAX_PENDING {
             self.pending.push_back(Candidate { hi, xid });
+        }
+    }
+
+    /// True when positions beyond the final one wait for transactions still
+    /// running; counts such reads in a row (0 once nothing waits).
+    pub(crate) fn note_held_back(&mut self) -> Option<u32> {
+        if self.pending.is_empty() {
+            self.held_back = 0;
+            None
+        } else {
+            self.held_back = self.held_back.saturating_add(1);
+            Some(self.held_back)
         }
     }
 
@@ -83,6 +98,17 @@ mod tests {
         assert_eq!(w.promote(21), 9);
         w.candidate(3, 40);
         assert_eq!(w.promote(1_000), 9);
+    }
+
+    #[test]
+    fn held_back_reads_are_counted_until_nothing_waits() {
+        let mut w = Watermark::default();
+        assert_eq!(w.note_held_back(), None);
+        w.candidate(3, 50);
+        assert_eq!(w.note_held_back(), Some(1));
+        assert_eq!(w.note_held_back(), Some(2));
+        w.promote(51);
+        assert_eq!(w.note_held_back(), None);
     }
 
     #[test]
