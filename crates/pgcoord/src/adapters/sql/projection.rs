@@ -100,9 +100,10 @@ where
 
     /// Creates what the projection keeps in the database besides the
     /// model's table (the checkpoint table) when it is missing. Runs once
-    /// per projection value: the first [`catch_up`](Self::catch_up),
-    /// [`catch_up_batched`](Self::catch_up_batched) or [`run`](Self::run)
-    /// calls it, later calls send nothing. A table that exists is left
+    /// per projection value: the first call that writes a checkpoint
+    /// ([`handle_at`](Self::handle_at), [`catch_up`](Self::catch_up),
+    /// [`apply_batch`](Self::apply_batch), [`run`](Self::run), ...) runs it,
+    /// later calls send nothing. A table that exists is left
     /// alone, so a role with only SELECT, INSERT and UPDATE on tables an
     /// owner created works. Reads ([`checkpoint`](Self::checkpoint)) never
     /// run DDL.
@@ -181,6 +182,7 @@ where
     /// Cancel safe: dropped at any point, the event is either applied and
     /// checkpointed or neither; calling again applies or skips it.
     pub async fn handle_at(&self, position: i64, event: &H::Event) -> Result<Applied> {
+        self.prepare().await?;
         let mut attempt = 1;
         loop {
             match self
@@ -267,7 +269,6 @@ where
     /// increasing) in one transaction with one checkpoint write; a batch
     /// that fails is rolled back and replayed one event per transaction
     /// (with retries), so a failure is reported with its event's position.
-    /// Does not [`prepare`](Self::prepare).
     ///
     /// # Cancel safety
     ///
@@ -275,6 +276,7 @@ where
     /// applied; during the replay, the events before the current one are.
     /// Either way, applying the same batch again applies each event once.
     pub async fn apply_batch(&self, events: &[(i64, &H::Event)]) -> Result<CatchUp> {
+        self.prepare().await?;
         let mut done = CatchUp::default();
         match self
             .backend
