@@ -213,3 +213,80 @@ async fn a_runner_that_loses_its_lock_stops_and_the_next_one_takes_over() {
     assert_eq!(task.await.unwrap().unwrap().applied, 2);
     assert_each_applied_once(&repo, 5).await;
 }
+
+#[tokio::test]
+async fn transient_feed_failures_are_retried_and_a_lasting_one_ends_the_run() {
+    use pgcoord::adapters::sql::RetryPolicy;
+    use pgcoord::ports::readmodels::EventFeed;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Fails the first `failures` reads with a lost connection.
+    struct Flaky {
+        inner: InMemoryFeed<Ev>,
+        failures: u32,
+        reads: AtomicU32,
+    }
+    impl EventFeed for Flaky {
+        type Event = Ev;
+        async fn read_after(
+            &self,
+            after: Option<i64>,
+            limit: usize,
+        ) -> pgcoord::Result<Vec<(i64, Ev)>> {
+            if self.reads.fetch_add(1, Ordering::SeqCst) < self.failures {
+                return Err(pgcoord::BackendError::new(
+                    pgcoord::BackendErrorKind::Closed,
+                    "connection reset",
+                )
+                .into());
+            }
+            self.inner.read_after(after, limit).await
+        }
+        fn signal(&self) -> Option<pgcoord::ports::readmodels::FeedSignal> {
+            self.inner.signal()
+        }
+    }
+    let no_wait = RetryPolicy {
+        max_attempts: 3,
+        initial_backoff: Duration::ZERO,
+        max_backoff: Duration::ZERO,
+        multiplier: 1.0,
+    };
+    let inner = InMemoryFeed::new();
+    inner.append(ev(1));
+    let repo = InMemoryReadModelRepository::new();
+    let projection =
+        ReadModelProjection::new(Recorder::default(), repo.clone()).with_retry(no_wait.clone());
+    let flaky = Flaky {
+        inner: inner.clone(),
+        failures: 2,
+        reads: AtomicU32::new(0),
+    };
+    let r = ProjectionRunner::new(projection, flaky).idle_interval(None);
+    let stop = CancellationToken::new();
+    let locks = InMemoryLockManager::new(None);
+    let (summary, ()) = tokio::join!(r.run(&locks, &stop), async {
+        r.progress().wait_for(1, None).await.unwrap();
+        stop.cancel();
+    });
+    assert_eq!(
+        summary.unwrap().applied,
+        1,
+        "two failed reads, then the event"
+    );
+
+    let projection = ReadModelProjection::new(Recorder::default(), repo).with_retry(no_wait);
+    let lasting = Flaky {
+        inner,
+        failures: 3,
+        reads: AtomicU32::new(0),
+    };
+    let err = ProjectionRunner::new(projection, lasting)
+        .run(&locks, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, pgcoord::Error::Backend(b) if b.kind() == pgcoord::BackendErrorKind::Closed),
+        "{err}"
+    );
+}

@@ -345,3 +345,34 @@ async fn a_checkpoint_watch_on_another_pool_wakes_on_the_runners_commit() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_a_checkpoint_runs_no_ddl_and_prepare_runs_once() {
+    let test_db = TestDatabase::create().await.unwrap();
+    let db = PostgresDatabase::connect(&test_db.url()).await.unwrap();
+    let projection = ReadModelProjection::new(Recorder::default(), db.repository::<Seen>());
+    let admin = test_db.connect().await.unwrap();
+    let exists = || async {
+        admin
+            .query_one(
+                "SELECT to_regclass('eventsource_projection_checkpoints') IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, bool>(0)
+    };
+    assert_eq!(projection.checkpoint().await.unwrap(), None);
+    assert!(!exists().await, "checkpoint() created the table");
+    projection.prepare().await.unwrap();
+    assert!(exists().await);
+    // Once prepared, the projection value never asks again: dropping the
+    // table behind its back shows it (the read says None, nothing re-creates it).
+    admin
+        .batch_execute("DROP TABLE eventsource_projection_checkpoints")
+        .await
+        .unwrap();
+    projection.prepare().await.unwrap();
+    assert_eq!(projection.checkpoint().await.unwrap(), None);
+    assert!(!exists().await, "prepare ran twice");
+}

@@ -13,6 +13,7 @@
 pub mod schema;
 mod schema_types;
 
+mod catch_up;
 mod checkpoints;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
+pub use super::catch_up::CatchUp;
 use super::retry::{is_transient, RetryPolicy};
 use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
@@ -16,15 +17,6 @@ use crate::ports::locks::DistributedLock;
 use crate::ports::readmodels::{
     Applied, ReadModel, ReadModelError, ReadModelHandler, TransactionalReadModels,
 };
-
-/// What a run of events did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CatchUp {
-    /// Events applied (and checkpointed).
-    pub applied: u64,
-    /// Events at or below the checkpoint, skipped.
-    pub skipped: u64,
-}
 
 /// Feeds events to a read model's handler.
 ///
@@ -117,6 +109,12 @@ where
             .get_or_try_init(|| self.backend.prepare_checkpoints())
             .await
             .map(|_| ())
+    }
+
+    /// The retry policy and the classifier of transient errors (for the
+    /// runner's feed reads).
+    pub(crate) fn retry_policy(&self) -> (&RetryPolicy, fn(&Error) -> bool) {
+        (&self.retry, self.classify)
     }
 
     /// The handler.

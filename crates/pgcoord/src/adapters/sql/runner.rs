@@ -39,7 +39,9 @@ pub struct RunSummary {
 ///    [`DistributedLock`] and holds it for the whole run, so one runner
 ///    applies events at a time across every process;
 /// 2. prepares the checkpoint table (once) and reads the checkpoint;
-/// 3. reads up to [`batch_size`](Self::batch_size) events after it and
+/// 3. reads up to [`batch_size`](Self::batch_size) events after it
+///    (transient read failures are retried with the projection's retry
+///    policy) and
 ///    applies them with the new checkpoint in one transaction (see
 ///    [`ReadModelProjection::apply_batch`]: transient failures are
 ///    retried, a failure that stays is returned as
@@ -187,7 +189,7 @@ where
             let batch = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                batch = self.guarded(&guard, &lost, self.feed.read_after(checkpoint, self.batch_size)) => batch?,
+                batch = self.guarded(&guard, &lost, self.read(checkpoint)) => batch?,
             };
             if batch.is_empty() {
                 // Caught up with what the feed gives: the lag as it stands.
@@ -239,6 +241,27 @@ where
         tracing::info!(projection = %name, ?checkpoint, applied = done.applied, "projection runner stopped");
         guard.release().await?;
         Ok(done)
+    }
+
+    /// Reads the next batch, retrying transient failures (a lost
+    /// connection, a restarting server) with the projection's retry policy.
+    async fn read(&self, after: Option<i64>) -> Result<Vec<(i64, H::Event)>> {
+        let (policy, transient) = self.projection.retry_policy();
+        let mut attempt = 1;
+        loop {
+            match self.feed.read_after(after, self.batch_size).await {
+                Ok(batch) => return Ok(batch),
+                Err(e) if attempt < policy.max_attempts && transient(&e) => {
+                    let wait = policy.jittered_backoff(attempt);
+                    runner_metrics::retried(self.projection.name());
+                    tracing::warn!(projection = %self.projection.name(), attempt, ?wait, error = %e,
+                        "projection runner: reading the feed failed, retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Runs `work` unless the lock is lost first (then `work` is dropped:
