@@ -135,3 +135,34 @@ async fn status_of_an_unknown_projection_says_none_yet() {
         out.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_prints_a_json_line_per_look_until_interrupted() {
+    let db = behind().await;
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--watch",
+        "--every",
+        "50ms",
+        "--json",
+        "--events-table",
+        "events",
+        "shop",
+    ]));
+    for _ in 0..2 {
+        let line = run.next_line().await;
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (json["checkpoint"].as_i64(), json["lag_events"].as_i64()),
+            (Some(3), Some(2)),
+            "{line}"
+        );
+    }
+    run.signal(nix::sys::signal::Signal::SIGINT);
+    let status = tokio::time::timeout(BOUND, run.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit_code(status), 130);
+}
