@@ -10,10 +10,12 @@ mod fault_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::{
+    lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
+};
 use pgcoord_testkit::locks::eventually;
+use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);
 

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use pgcoord::adapters::postgres::PostgresDatabase;
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepository};
+use pgcoord::ports::readmodels::{
+    Direction, Filter, Query, ReadModelMeta, ReadModelRepository,
+};
 use uuid::Uuid;
 
 use super::fixture::{order, Order, BATCH, COLS, ROWS};
