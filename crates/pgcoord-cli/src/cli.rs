@@ -71,6 +71,10 @@ pub enum Command {
     /// Leader election: run a command while leading, show who leads.
     #[command(subcommand)]
     Leader(crate::leader_args::LeaderCommand),
+
+    /// Read-model projections: how far behind one is (status).
+    #[command(subcommand)]
+    Projection(crate::projection_args::ProjectionCommand),
 }
 
 /// `eventsource completions`

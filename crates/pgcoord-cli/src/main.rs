@@ -42,6 +42,8 @@ mod messages;
 mod min_interval;
 mod multi;
 mod permits;
+mod projection;
+mod projection_args;
 mod redact;
 mod run;
 mod run_args;
@@ -195,6 +197,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Leader(command) => match db::require_url(url) {
             Ok(db) => leader::leader(command, db).await,
+            Err(code) => code,
+        },
+        Command::Projection(command) => match db::require_url(url) {
+            Ok(db) => projection::projection(command, db).await,
             Err(code) => code,
         },
         Command::Demo(args) => demo::demo(args, url).await,

@@ -21,6 +21,7 @@ mod min_interval;
 mod multi_key;
 mod output;
 mod permits;
+mod projection;
 mod readme_help;
 mod server_faults;
 mod shared;

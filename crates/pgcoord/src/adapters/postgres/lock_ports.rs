@@ -212,9 +212,8 @@ impl DistributedLock for PostgresLockManager {
     /// One try-lock, never waiting. `Ok(None)` when another session holds
     /// the key, or another task of this manager holds or is taking it.
     ///
-    /// Right after an `acquire` of the key timed out here, its server-side
-    /// wait may still be queued (for at most about 50 ms): the try waits
-    /// for it, so it never loses to a lock no caller of this manager owns.
+    /// It first waits out this manager's own abandoned wait for the key
+    /// (at most about 50 ms after a timed-out `acquire`), never losing to it.
     ///
     /// # Cancel safety
     ///

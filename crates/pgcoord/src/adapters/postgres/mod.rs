@@ -51,6 +51,8 @@ mod readmodels;
 #[cfg(feature = "readmodels")]
 #[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub use readmodels::{
-    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresDatabase,
-    PostgresDatabaseBuilder, PostgresReadModelRepository, DEFAULT_POOL_SIZE,
+    projection_status, ExclusiveClient, PgClientSource, PgGuard, PooledClient,
+    PostgresCheckpointWatch, PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable,
+    PostgresReadModelRepository, ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE,
+    DEFAULT_POOL_SIZE,
 };

@@ -5,13 +5,15 @@
 //! - [`SqlTable`]: the repository statements both SQL adapters run, with
 //!   the query semantics spelled out once.
 //! - [`ReadModelProjection`]: events to handlers, one transaction per event,
-//!   retries with backoff.
+//!   retries with backoff; [`ProjectionRunner`]: the one runner of a
+//!   projection, tailing an event feed.
 //! - [`connect`] / [`Database`] (features `postgres` / `sqlite`): the
 //!   connection factory, from a `postgres://` or `sqlite://` URL.
 
 pub mod schema;
 mod schema_types;
 
+mod catch_up;
 mod checkpoints;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -20,6 +22,8 @@ mod connection;
 mod database_url;
 mod projection;
 mod retry;
+mod runner;
+mod runner_metrics;
 mod statements;
 pub(crate) mod telemetry;
 
@@ -32,6 +36,7 @@ pub use connection::{connect, AnyReadModelRepository, Database};
 pub use database_url::DatabaseUrl;
 pub use projection::{CatchUp, ReadModelProjection};
 pub use retry::{is_transient, RetryPolicy};
+pub use runner::{ProjectionRunner, RunSummary, DEFAULT_BATCH_SIZE};
 pub use statements::{Param, SqlTable, Statement};
 pub use telemetry::DbEndpoint;
 

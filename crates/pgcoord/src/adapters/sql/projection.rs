@@ -7,21 +7,16 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::time::Duration;
 
+use tokio::sync::OnceCell;
+
+pub use super::catch_up::CatchUp;
 use super::retry::{is_transient, RetryPolicy};
+use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
 use crate::ports::locks::DistributedLock;
 use crate::ports::readmodels::{
     Applied, ReadModel, ReadModelError, ReadModelHandler, TransactionalReadModels,
 };
-
-/// What a run of events did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CatchUp {
-    /// Events applied (and checkpointed).
-    pub applied: u64,
-    /// Events at or below the checkpoint, skipped.
-    pub skipped: u64,
-}
 
 /// Feeds events to a read model's handler.
 ///
@@ -45,6 +40,7 @@ pub struct ReadModelProjection<H, B> {
     retry: RetryPolicy,
     classify: fn(&Error) -> bool,
     name: String,
+    prepared: OnceCell<()>,
 }
 
 impl<H, B> ReadModelProjection<H, B>
@@ -61,6 +57,7 @@ where
             retry: RetryPolicy::default(),
             classify: is_transient,
             name: H::Model::table_name(),
+            prepared: OnceCell::new(),
         }
     }
 
@@ -91,6 +88,33 @@ where
     pub fn with_classifier(mut self, classify: fn(&Error) -> bool) -> Self {
         self.classify = classify;
         self
+    }
+
+    /// Creates what the projection keeps in the database besides the
+    /// model's table (the checkpoint table) when it is missing. Runs once
+    /// per projection value: the first call that writes a checkpoint
+    /// ([`handle_at`](Self::handle_at), [`catch_up`](Self::catch_up),
+    /// [`apply_batch`](Self::apply_batch), [`run`](Self::run), ...) runs it,
+    /// later calls send nothing. A table that exists is left
+    /// alone, so a role with only SELECT, INSERT and UPDATE on tables an
+    /// owner created works. Reads ([`checkpoint`](Self::checkpoint)) never
+    /// run DDL.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped, the table was created or not, and the next
+    /// call tries again.
+    pub async fn prepare(&self) -> Result<()> {
+        self.prepared
+            .get_or_try_init(|| self.backend.prepare_checkpoints())
+            .await
+            .map(|_| ())
+    }
+
+    /// The retry policy and the classifier of transient errors (for the
+    /// runner's feed reads).
+    pub(crate) fn retry_policy(&self) -> (&RetryPolicy, fn(&Error) -> bool) {
+        (&self.retry, self.classify)
     }
 
     /// The handler.
@@ -156,6 +180,7 @@ where
     /// Cancel safe: dropped at any point, the event is either applied and
     /// checkpointed or neither; calling again applies or skips it.
     pub async fn handle_at(&self, position: i64, event: &H::Event) -> Result<Applied> {
+        self.prepare().await?;
         let mut attempt = 1;
         loop {
             match self
@@ -195,7 +220,7 @@ where
         I: IntoIterator<Item = (i64, E)>,
         E: Borrow<H::Event>,
     {
-        self.backend.prepare_checkpoints().await?;
+        self.prepare().await?;
         let mut done = CatchUp::default();
         for (position, event) in events {
             match self.handle_at(position, event.borrow()).await? {
@@ -221,7 +246,7 @@ where
         I: IntoIterator<Item = (i64, E)>,
         E: Borrow<H::Event>,
     {
-        self.backend.prepare_checkpoints().await?;
+        self.prepare().await?;
         let batch = batch.max(1);
         let mut done = CatchUp::default();
         let mut pending: Vec<(i64, E)> = Vec::with_capacity(batch);
@@ -231,21 +256,40 @@ where
             pending.extend(events.by_ref().take(batch));
             let refs: Vec<(i64, &H::Event)> =
                 pending.iter().map(|(p, e)| (*p, e.borrow())).collect();
-            match self
-                .backend
-                .apply_batch_at(&self.name, &refs, &self.handler)
-                .await
-            {
-                Ok(applied) => {
-                    done.applied += applied;
-                    done.skipped += refs.len() as u64 - applied;
-                }
-                Err(_) => {
-                    for (position, event) in &refs {
-                        match self.handle_at(*position, event).await? {
-                            Applied::Applied => done.applied += 1,
-                            Applied::Skipped => done.skipped += 1,
-                        }
+            let one = self.apply_batch(&refs).await?;
+            done.applied += one.applied;
+            done.skipped += one.skipped;
+        }
+        Ok(done)
+    }
+
+    /// Applies one batch of `(position, event)` pairs (positions
+    /// increasing) in one transaction with one checkpoint write; a batch
+    /// that fails is rolled back and replayed one event per transaction
+    /// (with retries), so a failure is reported with its event's position.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped during the batch transaction, none of it is
+    /// applied; during the replay, the events before the current one are.
+    /// Either way, applying the same batch again applies each event once.
+    pub async fn apply_batch(&self, events: &[(i64, &H::Event)]) -> Result<CatchUp> {
+        self.prepare().await?;
+        let mut done = CatchUp::default();
+        match self
+            .backend
+            .apply_batch_at(&self.name, events, &self.handler)
+            .await
+        {
+            Ok(applied) => {
+                done.applied += applied;
+                done.skipped += events.len() as u64 - applied;
+            }
+            Err(_) => {
+                for (position, event) in events {
+                    match self.handle_at(*position, event).await? {
+                        Applied::Applied => done.applied += 1,
+                        Applied::Skipped => done.skipped += 1,
                     }
                 }
             }
@@ -276,7 +320,7 @@ where
     {
         let key = self.lock_key();
         let guard = locks.acquire(&key, wait).await?;
-        self.backend.prepare_checkpoints().await?;
+        self.prepare().await?;
         let lost = || {
             Error::LockLost(LockLostError {
                 key: key.clone(),
@@ -304,12 +348,12 @@ where
 
     /// The projection's checkpoint: the last position applied, `None`
     /// before the first (or when the checkpoint table does not exist yet).
+    /// One read; no DDL.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a read.
     pub async fn checkpoint(&self) -> Result<Option<i64>> {
-        self.backend.prepare_checkpoints().await?;
         self.backend.checkpoint(&self.name).await
     }
 
@@ -321,12 +365,13 @@ where
     ///
     /// Cancel safe: dropped, both or neither went.
     pub async fn reset(&self) -> Result<u64> {
-        self.backend.prepare_checkpoints().await?;
+        self.prepare().await?;
         self.backend.reset(&self.name).await
     }
 
     async fn wait_before_retry(&self, attempt: u32, position: Option<i64>, e: &Error) {
         let wait = self.retry.jittered_backoff(attempt);
+        runner_metrics::retried(&self.name);
         tracing::warn!(
             projection = %self.name,
             ?position,

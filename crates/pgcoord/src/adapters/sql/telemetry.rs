@@ -102,6 +102,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
             ReadModelError::InvalidModel(_) => "invalid_model",
             ReadModelError::Serialization { .. } => "serialization",
             ReadModelError::ProjectionFailed { .. } => "projection_failed",
+            ReadModelError::NotCaughtUp { .. } => "not_caught_up",
         },
         Error::Backend(b) => match b.kind() {
             BackendErrorKind::Connect => "connect",

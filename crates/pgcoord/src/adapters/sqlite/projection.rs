@@ -70,8 +70,13 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
             .await
     }
 
+    /// `None` also when the checkpoint table does not exist yet (a read
+    /// never creates it).
     async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
-        self.read_checkpoint(projection).await
+        match self.read_checkpoint(projection).await {
+            Err(crate::Error::Backend(b)) if b.message().starts_with("no such table") => Ok(None),
+            other => other,
+        }
     }
 
     async fn apply_at<H>(

@@ -76,6 +76,20 @@ pub enum ReadModelError {
         #[source]
         cause: Box<crate::Error>,
     },
+    /// A wait for a projection's checkpoint to reach a position ended
+    /// first: its timeout ran out, or nothing publishes the checkpoint any
+    /// more.
+    #[error(
+        "the projection's checkpoint ({checkpoint:?}) did not reach position {position}: {reason}"
+    )]
+    NotCaughtUp {
+        /// The position waited for.
+        position: i64,
+        /// The checkpoint when the wait ended.
+        checkpoint: Option<i64>,
+        /// Why the wait ended ("timed out after 2s", ...).
+        reason: String,
+    },
 }
 
 impl ReadModelError {
@@ -115,6 +129,11 @@ impl ReadModelError {
             ReadModelError::ProjectionFailed { position, .. } => Some(*position),
             _ => None,
         }
+    }
+
+    /// True for [`ReadModelError::NotCaughtUp`].
+    pub fn is_not_caught_up(&self) -> bool {
+        matches!(self, ReadModelError::NotCaughtUp { .. })
     }
 
     /// True for [`ReadModelError::InvalidQuery`].

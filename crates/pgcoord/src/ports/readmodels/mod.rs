@@ -30,6 +30,7 @@
 
 mod checked;
 mod error;
+mod feed;
 mod field;
 mod field_type;
 mod index;
@@ -37,6 +38,7 @@ mod kind;
 mod meta;
 mod model;
 mod naming;
+mod progress;
 mod projection;
 mod query;
 mod repository;
@@ -46,6 +48,7 @@ mod terms;
 mod value;
 
 pub use error::{Cause, ReadModelError};
+pub use feed::{EventFeed, FeedSignal, FeedWakeup};
 pub use field::{Column, DefaultValue, FieldDescriptor, SqlTypeOverride};
 pub use field_type::FieldType;
 pub use index::IndexDescriptor;
@@ -53,6 +56,7 @@ pub use kind::FieldKind;
 pub use meta::ReadModelMeta;
 pub use model::ReadModel;
 pub use naming::default_table_name;
+pub use progress::{CheckpointPublisher, ProjectionProgress};
 pub use projection::{Applied, ReadModelHandler, TransactionalReadModels};
 pub use query::{Filter, Query};
 pub use repository::ReadModelRepository;
@@ -69,3 +73,8 @@ pub use pgcoord_derive::ReadModel;
 #[cfg(doctest)]
 #[doc = include_str!("../../../../../docs/readmodels.md")]
 struct ReadModelsGuide;
+
+/// `docs/projections.md`, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../../docs/projections.md")]
+struct ProjectionsGuide;

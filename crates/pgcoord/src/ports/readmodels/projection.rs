@@ -153,6 +153,22 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     where
         H: ReadModelHandler<Model = M>;
 
+    /// Records a sample of `projection`'s checkpoint for the events/s figure
+    /// of a status report (the PostgreSQL backend keeps the last minute's
+    /// samples; the default keeps nothing).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one idempotent write, or nothing.
+    fn record_progress(
+        &self,
+        projection: &str,
+        position: i64,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (projection, position);
+        std::future::ready(Ok(()))
+    }
+
     /// In one transaction: removes every row of the model's table and
     /// `projection`'s checkpoint (for a rebuild); returns the rows removed.
     ///

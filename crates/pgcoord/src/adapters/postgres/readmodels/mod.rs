@@ -6,11 +6,16 @@
 //! [`tokio_postgres::Transaction`] (then every statement runs inside it and
 //! nothing is committed by the repository).
 
+mod checkpoint_watch;
 mod codec;
+mod event_table;
+mod listen;
 mod pool;
 mod projection;
 mod repository;
 mod source;
+mod status;
+mod watermark;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -26,10 +31,13 @@ use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::readmodels::storage::{now_micros, DeletedRows, Record};
 use crate::ports::readmodels::{Query, ReadModel, ReadModelError, ReadModelRepository};
 
+pub use checkpoint_watch::PostgresCheckpointWatch;
 use codec::{bind, decode_row, typed_params};
+pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
+pub use status::{projection_status, ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE};
 
 /// The most rows one `save_many` statement carries (PostgreSQL accepts at
 /// most 65535 parameters per statement).

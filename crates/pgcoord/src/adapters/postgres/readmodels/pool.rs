@@ -54,6 +54,7 @@ pub struct PostgresDatabase {
     tls: MakeRustls,
     settings: PoolSettings,
     endpoint: std::sync::Arc<DbEndpoint>,
+    config: std::sync::Arc<tokio_postgres::Config>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -110,6 +111,7 @@ impl PostgresDatabaseBuilder {
         }
         let (config, tls_settings) = self.options.into_parts();
         let endpoint = std::sync::Arc::new(DbEndpoint::of_config(&config));
+        let direct = std::sync::Arc::new(config.clone());
         let tls = MakeRustls::new(tls_settings);
         let manager = Manager::from_config(
             config,
@@ -131,6 +133,7 @@ impl PostgresDatabaseBuilder {
             tls,
             settings: s,
             endpoint,
+            config: direct,
         })
     }
 }
@@ -179,6 +182,12 @@ impl PostgresDatabase {
             .max_size(max_size.max(1))
             .build()
             .expect("a size of at least 1 and a runtime are all a pool needs")
+    }
+
+    /// The driver settings and TLS of the pool's connections, for a
+    /// connection of its own outside the pool (a `LISTEN` session).
+    pub(crate) fn direct(&self) -> (&tokio_postgres::Config, &MakeRustls) {
+        (&self.config, &self.tls)
     }
 
     /// The deadpool pool underneath (status, resizing, closing).

@@ -5,13 +5,52 @@ use tokio_postgres::GenericClient;
 
 use super::source::{query_error, PgClientSource};
 use super::PostgresReadModelRepository;
-use crate::adapters::sql::{CheckpointSql, Dialect};
+use crate::adapters::sql::{CheckpointSql, Dialect, CHECKPOINT_TABLE};
 use crate::ports::error::Result;
 use crate::ports::readmodels::{
     Applied, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
 };
 
 const SQL: &CheckpointSql = CheckpointSql::for_dialect_const(Dialect::Postgres);
+
+/// The channel on which a batch's checkpoint advance is announced (payload:
+/// the projection's name), delivered when the batch commits.
+pub(crate) const CHECKPOINT_CHANNEL: &str = "eventsource_checkpoints";
+
+/// Checkpoint samples for the events/s of a status report: twelve slots of
+/// five seconds per projection, overwritten in turn (so a role with only
+/// INSERT and UPDATE keeps it; nothing is ever deleted).
+pub(crate) const PROGRESS_TABLE: &str = "eventsource_projection_progress";
+
+const CREATE_PROGRESS: &str = r#"CREATE TABLE IF NOT EXISTS "eventsource_projection_progress" ("projection" TEXT NOT NULL, "slot" INTEGER NOT NULL, "at" TIMESTAMPTZ NOT NULL, "position" BIGINT NOT NULL, PRIMARY KEY ("projection", "slot"))"#;
+
+const RECORD_PROGRESS: &str = r#"INSERT INTO "eventsource_projection_progress" AS p ("projection", "slot", "at", "position") VALUES ($1, (floor(extract(epoch FROM now()) / 5)::bigint % 12)::int, now(), $2) ON CONFLICT ("projection", "slot") DO UPDATE SET "at" = EXCLUDED."at", "position" = EXCLUDED."position""#;
+
+/// [`SQL.advance`](CheckpointSql::advance) that also notifies
+/// [`CHECKPOINT_CHANNEL`] when it moves the checkpoint.
+const ADVANCE_NOTIFY: &str = r#"WITH a AS (INSERT INTO "eventsource_projection_checkpoints" AS c ("projection", "position", "updated_at") VALUES ($1, $2, now()) ON CONFLICT ("projection") DO UPDATE SET "position" = EXCLUDED."position", "updated_at" = EXCLUDED."updated_at" WHERE c."position" < EXCLUDED."position" RETURNING 1) SELECT 1, pg_notify('eventsource_checkpoints', $1) FROM a"#;
+
+/// The transaction-scoped advisory lock id the creation of the tables is
+/// serialised on (`lock_id_for_key("eventsource:prepare-checkpoints")`
+/// would do as well; a constant keeps the script static).
+const PREPARE_LOCK: i64 = 0x6576_7473_6370_7265;
+
+/// True when the tables a projection needs besides its model's are there.
+async fn has_tables<C: GenericClient + Sync>(c: &C) -> Result<bool> {
+    let row = c
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+            &[&CHECKPOINT_TABLE, &PROGRESS_TABLE],
+        )
+        .await
+        .map_err(query_error)?;
+    Ok(row.get(0))
+}
+
+/// 42P01: the checkpoint table does not exist (yet).
+fn is_undefined_table(e: &crate::Error) -> bool {
+    matches!(e, crate::Error::Backend(b) if b.code() == Some("42P01"))
+}
 
 async fn read_checkpoint<C: GenericClient + Sync>(c: &C, projection: &str) -> Result<Option<i64>> {
     let row = c
@@ -63,9 +102,22 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         self.truncate().await
     }
 
+    /// Creates the checkpoint and progress tables when either is missing;
+    /// when both exist, sends no DDL (a role without CREATE works).
     async fn prepare_checkpoints(&self) -> Result<()> {
         let client = self.source.client().await?;
-        client.batch_execute(SQL.create).await.map_err(query_error)
+        if has_tables(&*client).await? {
+            return Ok(());
+        }
+        // Runners starting together would race in CREATE TABLE IF NOT
+        // EXISTS (a duplicate pg_type row): one at a time.
+        client
+            .batch_execute(&format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({PREPARE_LOCK}); {};\n{CREATE_PROGRESS}; COMMIT;",
+                SQL.create
+            ))
+            .await
+            .map_err(query_error)
     }
 
     async fn checkpoint(&self, projection: &str) -> Result<Option<i64>> {
@@ -76,8 +128,21 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
                 &[&projection],
             )
             .await
+            .map_err(query_error);
+        match row {
+            Ok(row) => Ok(row.map(|r| r.get::<_, i64>(0))),
+            Err(e) if is_undefined_table(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn record_progress(&self, projection: &str, position: i64) -> Result<()> {
+        let client = self.source.client().await?;
+        client
+            .execute(RECORD_PROGRESS, &[&projection, &position])
+            .await
             .map_err(query_error)?;
-        Ok(row.map(|r| r.get::<_, i64>(0)))
+        Ok(())
     }
 
     async fn apply_at<H>(
@@ -156,7 +221,11 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             }
         }
         if let (Some(last), true) = (checkpoint, applied > 0) {
-            if !advance(&tx, projection, last).await? {
+            let moved = tx
+                .query(ADVANCE_NOTIFY, &[&projection, &last])
+                .await
+                .map_err(query_error)?;
+            if moved.is_empty() {
                 return Ok(0); // another runner got there first: roll back
             }
         }

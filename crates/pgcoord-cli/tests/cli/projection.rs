@@ -1,0 +1,168 @@
+//! `projection status`: the checkpoint, the event table's head and the
+//! lag, the runner holding the projection's lock; `--json`; bad input.
+
+use pgcoord::adapters::postgres::{PostgresDatabase, PostgresEventTable, PostgresLockManager};
+use pgcoord::DistributedLock;
+
+use crate::common::*;
+
+/// A database with event table `events` (positions 1..=5) and projection
+/// `shop` checkpointed at 3.
+async fn behind() -> pgcoord_testkit::pg::TestDatabase {
+    let db = database().await;
+    let pool = PostgresDatabase::connect(&db.url()).await.unwrap();
+    let feed = PostgresEventTable::<serde_json::Value>::new(pool.clone(), "events").unwrap();
+    feed.create_table().await.unwrap();
+    let client = pool.get().await.unwrap();
+    for n in 1..=5 {
+        feed.append(&*client, &serde_json::json!({ "n": n }))
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(
+            "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
+             position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
+             INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);",
+        )
+        .await
+        .unwrap();
+    db
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_checkpoint_head_lag_and_the_runner() {
+    let db = behind().await;
+    let locks = PostgresLockManager::builder(db.config())
+        .holder_id("shop-runner")
+        .build();
+    let guard = locks.acquire("projection:shop", None).await.unwrap();
+
+    let out = output(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--events-table",
+        "events",
+        "shop",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("checkpoint  3"), "{}", out.stdout);
+    assert!(out.stdout.contains("head        5"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("lag         2 events"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("runner      shop-runner"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("parked"),
+        "no dead-letter table: {}",
+        out.stdout
+    );
+
+    let out = output(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--json",
+        "--events-table",
+        "events",
+        "shop",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(json["checkpoint"], 3);
+    assert_eq!(json["head"], 5);
+    assert_eq!(json["lag_events"], 2);
+    assert_eq!(json["runner"]["holder_id"], "shop-runner");
+    assert!(json["runner"]["backend_pid"].as_i64().unwrap() > 0);
+    guard.release().await.unwrap();
+
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "--json", "shop"])).await;
+    let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert!(json["runner"].is_null(), "released: {json}");
+    assert!(json["lag_events"].is_null(), "no --events-table: no lag");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_refuses_a_bad_or_missing_event_table_with_a_usage_error() {
+    let db = behind().await;
+    let out = output(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--events-table",
+        "Bad;Name",
+        "shop",
+    ]))
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("event table name"), "{}", out.stderr);
+    let out = output(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--events-table",
+        "nope",
+        "shop",
+    ]))
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("no event table \"nope\""),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_of_an_unknown_projection_says_none_yet() {
+    let db = database().await;
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "ghost"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("checkpoint  none yet"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("runner      none holds projection:ghost"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_prints_a_json_line_per_look_until_interrupted() {
+    let db = behind().await;
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--watch",
+        "--every",
+        "50ms",
+        "--json",
+        "--events-table",
+        "events",
+        "shop",
+    ]));
+    for _ in 0..2 {
+        let line = run.next_line().await;
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (json["checkpoint"].as_i64(), json["lag_events"].as_i64()),
+            (Some(3), Some(2)),
+            "{line}"
+        );
+    }
+    run.signal(nix::sys::signal::Signal::SIGINT);
+    let status = tokio::time::timeout(BOUND, run.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit_code(status), 130);
+}

@@ -1,0 +1,229 @@
+//! [`projection_status`]: how far behind a projection is, from the
+//! database alone (any process can ask; `eventsource projection status`
+//! does).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::Client;
+
+use super::event_table::check_table_name;
+use super::projection::PROGRESS_TABLE;
+use super::source::query_error;
+use crate::adapters::postgres::holders::query_holders;
+use crate::ports::error::{Error, Result};
+
+/// Where a dead-letter table would be; counted when it exists.
+pub const DEAD_LETTER_TABLE: &str = "eventsource_projection_dead_letters";
+
+/// A projection's progress, as [`projection_status`] found it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProjectionStatus {
+    /// The projection's name.
+    pub projection: String,
+    /// The committed checkpoint (`None`: no event applied yet).
+    pub checkpoint: Option<i64>,
+    /// When the checkpoint last moved.
+    pub checkpoint_updated_at: Option<DateTime<Utc>>,
+    /// The highest committed position of the event table (with one).
+    pub head: Option<i64>,
+    /// Events of the event table beyond the checkpoint (with one).
+    pub lag_events: Option<i64>,
+    /// How long the oldest event not applied yet has waited, in seconds
+    /// (0 when caught up; with an event table).
+    pub lag_seconds: Option<f64>,
+    /// Events applied per second over about the last minute (from the
+    /// runner's checkpoint samples; `None` before the first sample).
+    pub events_per_second: Option<f64>,
+    /// The runner holding the projection's lock, if one does.
+    pub runner: Option<RunnerInfo>,
+    /// Events parked in the dead-letter table, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked: Option<i64>,
+}
+
+impl ProjectionStatus {
+    /// Seconds until the checkpoint reaches the head at the current rate
+    /// (`None` without a lag or a rate).
+    pub fn eta_seconds(&self) -> Option<f64> {
+        match (self.lag_events, self.events_per_second) {
+            (Some(0), _) => Some(0.0),
+            (Some(lag), Some(rate)) if rate > 0.0 => Some(lag as f64 / rate),
+            _ => None,
+        }
+    }
+}
+
+/// The process holding a projection's runner lock.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunnerInfo {
+    /// The lock manager's holder label (by default `HOSTNAME:PID`).
+    pub holder_id: Option<String>,
+    /// The host, when the label has the default form.
+    pub host: Option<String>,
+    /// The process id, when the label has the default form.
+    pub pid: Option<u32>,
+    /// The server process of the lock's session.
+    pub backend_pid: i32,
+    /// The client address the session came from.
+    pub client_addr: Option<String>,
+    /// Since when it holds the lock.
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// Reads `projection`'s status on `client` (the read-model database, where
+/// its runner's lock is taken too); `events_table` names a
+/// [`PostgresEventTable`](super::PostgresEventTable) for the head and the
+/// lag. Only reads; needs SELECT on the tables involved.
+///
+/// # Cancel safety
+///
+/// Cancel safe: reads only.
+pub async fn projection_status(
+    client: &Client,
+    projection: &str,
+    events_table: Option<&str>,
+) -> Result<ProjectionStatus> {
+    if let Some(t) = events_table {
+        check_table_name(t)?;
+    }
+    let present = client
+        .query_one(
+            "SELECT to_regclass('eventsource_projection_checkpoints') IS NOT NULL, \
+             to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL",
+            &[&PROGRESS_TABLE, &DEAD_LETTER_TABLE],
+        )
+        .await
+        .map_err(query_error)?;
+    let (has_checkpoints, has_progress, has_parked): (bool, bool, bool) =
+        (present.get(0), present.get(1), present.get(2));
+    let (checkpoint, checkpoint_updated_at) = if has_checkpoints {
+        let row = client
+            .query_opt(
+                r#"SELECT "position", "updated_at" FROM "eventsource_projection_checkpoints" WHERE "projection" = $1"#,
+                &[&projection],
+            )
+            .await
+            .map_err(query_error)?;
+        (
+            row.as_ref().map(|r| r.get(0)),
+            row.as_ref().map(|r| r.get(1)),
+        )
+    } else {
+        (None, None)
+    };
+    let mut status = ProjectionStatus {
+        projection: projection.to_owned(),
+        checkpoint,
+        checkpoint_updated_at,
+        head: None,
+        lag_events: None,
+        lag_seconds: None,
+        events_per_second: None,
+        runner: None,
+        parked: None,
+    };
+    if let Some(t) = events_table {
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT max(\"position\"), count(*) FILTER (WHERE \"position\" > $1), \
+                     coalesce(extract(epoch FROM now() - min(\"recorded_at\") FILTER (WHERE \"position\" > $1)), 0)::float8 \
+                     FROM \"{t}\""
+                ),
+                &[&checkpoint.unwrap_or(0)],
+            )
+            .await
+            .map_err(|e| events_table_error(t, e))?;
+        status.head = row.get(0);
+        status.lag_events = Some(row.get(1));
+        status.lag_seconds = Some(row.get(2));
+    }
+    if has_progress {
+        status.events_per_second = rate(client, projection, checkpoint).await?;
+    }
+    let key = format!("projection:{projection}");
+    let locks = query_holders(client, &[key.as_str()]).await?;
+    status.runner = locks
+        .iter()
+        .flat_map(|l| l.holders.iter())
+        .find(|s| s.granted)
+        .map(|s| {
+            let (host, pid) = split_holder(s.holder_id.as_deref());
+            RunnerInfo {
+                holder_id: s.holder_id.clone(),
+                host,
+                pid,
+                backend_pid: s.pid,
+                client_addr: s.client_addr.clone(),
+                since: s.since,
+            }
+        });
+    if has_parked {
+        let row = client
+            .query_one(
+                &format!("SELECT count(*) FROM \"{DEAD_LETTER_TABLE}\" WHERE \"projection\" = $1"),
+                &[&projection],
+            )
+            .await
+            .map_err(query_error)?;
+        status.parked = Some(row.get(0));
+    }
+    Ok(status)
+}
+
+/// Events per second since the oldest sample of about the last minute.
+async fn rate(client: &Client, projection: &str, checkpoint: Option<i64>) -> Result<Option<f64>> {
+    let Some(checkpoint) = checkpoint else {
+        return Ok(None);
+    };
+    let row = client
+        .query_opt(
+            r#"SELECT "position", extract(epoch FROM now() - "at")::float8 FROM "eventsource_projection_progress"
+               WHERE "projection" = $1 AND "at" > now() - interval '65 seconds' ORDER BY "at" LIMIT 1"#,
+            &[&projection],
+        )
+        .await
+        .map_err(query_error)?;
+    Ok(match row {
+        // No sample in the last minute: nothing was applied in it.
+        None => Some(0.0),
+        Some(r) => {
+            let (position, age): (i64, f64) = (r.get(0), r.get(1));
+            (age >= 1.0).then(|| (checkpoint - position).max(0) as f64 / age)
+        }
+    })
+}
+
+/// `host:pid` (the default holder label) into its parts.
+fn split_holder(holder: Option<&str>) -> (Option<String>, Option<u32>) {
+    match holder.and_then(|h| h.rsplit_once(':')) {
+        Some((host, pid)) => match pid.parse() {
+            Ok(pid) if !host.is_empty() => (Some(host.to_owned()), Some(pid)),
+            _ => (None, None),
+        },
+        None => (None, None),
+    }
+}
+
+fn events_table_error(table: &str, e: tokio_postgres::Error) -> Error {
+    if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) {
+        return Error::InvalidArgument(format!("there is no event table {table:?}"));
+    }
+    query_error(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_holder;
+
+    #[test]
+    fn the_default_holder_label_splits_into_host_and_pid() {
+        assert_eq!(
+            split_holder(Some("web-1:4242")),
+            (Some("web-1".into()), Some(4242))
+        );
+        assert_eq!(split_holder(Some("custom")), (None, None));
+        assert_eq!(split_holder(Some("a:b")), (None, None));
+        assert_eq!(split_holder(None), (None, None));
+    }
+}

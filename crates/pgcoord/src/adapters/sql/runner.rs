@@ -1,0 +1,303 @@
+//! [`ProjectionRunner`]: tails an [`EventFeed`] into a
+//! [`ReadModelProjection`], as the one runner of the projection.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::projection::ReadModelProjection;
+use super::runner_metrics;
+use crate::ports::error::{Error, LockLostError, Result};
+use crate::ports::locks::{DistributedLock, LockGuard};
+use crate::ports::readmodels::{
+    CheckpointPublisher, EventFeed, ProjectionProgress, ReadModelHandler, TransactionalReadModels,
+};
+
+/// The default number of events applied per transaction.
+pub const DEFAULT_BATCH_SIZE: usize = 100;
+
+/// How often a sample of the checkpoint is written for the events/s figure
+/// of a status report (at most).
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// What a run did before it stopped on its shutdown token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Events applied (and checkpointed) by this run.
+    pub applied: u64,
+    /// Batches committed by this run.
+    pub batches: u64,
+    /// The committed checkpoint when the run stopped (`None`: no event yet,
+    /// or the run stopped before it held the lock).
+    pub checkpoint: Option<i64>,
+}
+
+/// Runs a projection from a feed for as long as it is allowed to:
+///
+/// 1. takes the projection's runner lock (`projection:{name}`) through any
+///    [`DistributedLock`] and holds it for the whole run, so one runner
+///    applies events at a time across every process;
+/// 2. prepares the checkpoint table (once) and reads the checkpoint;
+/// 3. reads up to [`batch_size`](Self::batch_size) events after it
+///    (transient read failures are retried with the projection's retry
+///    policy) and
+///    applies them with the new checkpoint in one transaction (see
+///    [`ReadModelProjection::apply_batch`]: transient failures are
+///    retried, a failure that stays is returned as
+///    [`ReadModelError::ProjectionFailed`](crate::ports::readmodels::ReadModelError::ProjectionFailed));
+/// 4. when the feed has nothing new, waits for the feed's
+///    [signal](EventFeed::signal) (or, as a fallback, the
+///    [idle interval](Self::idle_interval)) — it never polls in a loop;
+/// 5. stops when the shutdown token is cancelled (after the batch in
+///    progress commits) or when the lock is lost (the batch in progress
+///    rolls back; the run returns [`Error::LockLost`]). The next runner
+///    starts at the committed checkpoint: no event is applied twice or
+///    skipped.
+///
+/// Every committed checkpoint is published to [`progress`](Self::progress),
+/// for [`ProjectionProgress::wait_for`] (read-your-writes in this
+/// process). Several runners in one process share one lock manager and one
+/// database pool: give each its own projection name.
+pub struct ProjectionRunner<H, B, F> {
+    projection: ReadModelProjection<H, B>,
+    feed: F,
+    batch_size: usize,
+    idle_interval: Option<Duration>,
+    lock_wait: Option<Duration>,
+    publisher: CheckpointPublisher,
+}
+
+impl<H, B, F> ProjectionRunner<H, B, F>
+where
+    H: ReadModelHandler,
+    B: TransactionalReadModels<H::Model>,
+    F: EventFeed<Event = H::Event>,
+{
+    /// A runner of `projection` over `feed`: 100 events per batch, waits
+    /// for the lock as long as it takes, reads again after 5 s without a
+    /// signal.
+    pub fn new(projection: ReadModelProjection<H, B>, feed: F) -> Self {
+        Self {
+            projection,
+            feed,
+            batch_size: DEFAULT_BATCH_SIZE,
+            idle_interval: Some(Duration::from_secs(5)),
+            lock_wait: None,
+            publisher: CheckpointPublisher::new(),
+        }
+    }
+
+    /// Events per transaction (at least 1).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.max(1);
+        self
+    }
+
+    /// How long the runner waits, with nothing new, before it reads the
+    /// feed again even without a signal (`None`: only on a signal; refused
+    /// by [`run`](Self::run) for a feed without one). A fallback for
+    /// notifications a feed cannot give (a PostgreSQL event-table write
+    /// that rolled back sends none). Default: 5 s.
+    pub fn idle_interval(mut self, every: Option<Duration>) -> Self {
+        self.idle_interval = every;
+        self
+    }
+
+    /// How long [`run`](Self::run) waits for the runner lock (`None`, the
+    /// default: as long as it takes, e.g. a standby runner waiting to take
+    /// over).
+    pub fn lock_wait(mut self, wait: Option<Duration>) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The projection run.
+    pub fn projection(&self) -> &ReadModelProjection<H, B> {
+        &self.projection
+    }
+
+    /// The feed read.
+    pub fn feed(&self) -> &F {
+        &self.feed
+    }
+
+    /// A view of the checkpoints this runner commits (see
+    /// [`ProjectionProgress::wait_for`]).
+    pub fn progress(&self) -> ProjectionProgress {
+        self.publisher.progress()
+    }
+
+    /// Runs until `shutdown` is cancelled (`Ok`) or the lock is lost
+    /// ([`Error::LockLost`]) or a failure stays after its retries (the
+    /// error). See the type's documentation for the loop.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe while it waits for the runner lock: a dropped run
+    /// loses its place in the lock's queue, as
+    /// [`DistributedLock::acquire`] does. Once it holds the lock, dropping
+    /// the future loses nothing: the batch in progress rolls back, the
+    /// lock is released, and the next run resumes at the committed
+    /// checkpoint. Nothing leaks either way. Cancelling `shutdown` is the
+    /// clean stop: the batch in progress commits first.
+    ///
+    /// The future is `Send` (spawn it); its `Send` bound is stated here, so
+    /// that it is proved once for every backend from the port's bounds.
+    pub fn run<'a, L: DistributedLock>(
+        &'a self,
+        locks: &'a L,
+        shutdown: &'a CancellationToken,
+    ) -> impl std::future::Future<Output = Result<RunSummary>> + Send + 'a {
+        self.run_locked(locks, shutdown)
+    }
+
+    async fn run_locked<L: DistributedLock>(
+        &self,
+        locks: &L,
+        shutdown: &CancellationToken,
+    ) -> Result<RunSummary> {
+        let wake = self.feed.signal();
+        if wake.is_none() && self.idle_interval.is_none() {
+            return Err(Error::InvalidArgument(
+                "a feed without a signal needs an idle interval to read again".into(),
+            ));
+        }
+        let key = self.projection.lock_key();
+        let mut done = RunSummary::default();
+        let guard = tokio::select! {
+            guard = locks.acquire(&key, self.lock_wait) => guard?,
+            _ = shutdown.cancelled() => return Ok(done),
+        };
+        let lost = || lock_lost(&key, self.projection.name());
+        let name = self.projection.name();
+        let mut checkpoint = self
+            .guarded(&guard, &lost, async {
+                self.projection.prepare().await?;
+                self.projection.checkpoint().await
+            })
+            .await?;
+        done.checkpoint = checkpoint;
+        self.publisher.publish(checkpoint);
+        let mut wakeup = wake.map(|s| s.subscribe());
+        let mut last_sample: Option<Instant> = None;
+        tracing::info!(projection = %name, ?checkpoint, "projection runner started");
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let batch = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                batch = self.guarded(&guard, &lost, self.read(checkpoint)) => batch?,
+            };
+            if batch.is_empty() {
+                // Caught up with what the feed gives: the lag as it stands.
+                if let Some(head) = self.guarded(&guard, &lost, self.feed.head()).await? {
+                    runner_metrics::lag(name, (head - checkpoint.unwrap_or(0)).max(0));
+                }
+                let idle = async {
+                    match (&mut wakeup, self.idle_interval) {
+                        (Some(w), Some(every)) => {
+                            let _ = tokio::time::timeout(every, w.changed()).await;
+                        }
+                        (Some(w), None) => w.changed().await,
+                        (None, every) => tokio::time::sleep(every.unwrap_or_default()).await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    _ = guard.lost() => return Err(lost()),
+                    _ = shutdown.cancelled() => break,
+                    _ = idle => {}
+                }
+                continue;
+            }
+            let started = Instant::now();
+            let refs: Vec<(i64, &H::Event)> = batch.iter().map(|(p, e)| (*p, e)).collect();
+            let last = refs.last().map(|(p, _)| *p);
+            let applied = self
+                .guarded(&guard, &lost, self.projection.apply_batch(&refs))
+                .await?;
+            checkpoint = last.max(checkpoint);
+            done.applied += applied.applied;
+            done.batches += 1;
+            done.checkpoint = checkpoint;
+            self.publisher.publish(checkpoint);
+            runner_metrics::batch(name, applied.applied, started.elapsed());
+            if last_sample.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
+                last_sample = Some(Instant::now());
+                if let Some(cp) = checkpoint {
+                    let sample = async {
+                        self.projection.backend().record_progress(name, cp).await?;
+                        self.feed.head().await
+                    };
+                    if let Some(head) = self.guarded(&guard, &lost, sample).await? {
+                        runner_metrics::lag(name, (head - cp).max(0));
+                    }
+                }
+            }
+        }
+        tracing::info!(projection = %name, ?checkpoint, applied = done.applied, "projection runner stopped");
+        guard.release().await?;
+        Ok(done)
+    }
+
+    /// Reads the next batch, retrying transient failures (a lost
+    /// connection, a restarting server) with the projection's retry policy.
+    async fn read(&self, after: Option<i64>) -> Result<Vec<(i64, H::Event)>> {
+        let (policy, transient) = self.projection.retry_policy();
+        let mut attempt = 1;
+        loop {
+            match self.feed.read_after(after, self.batch_size).await {
+                Ok(batch) => return Ok(batch),
+                Err(e) if attempt < policy.max_attempts && transient(&e) => {
+                    let wait = policy.jittered_backoff(attempt);
+                    runner_metrics::retried(self.projection.name());
+                    tracing::warn!(projection = %self.projection.name(), attempt, ?wait, error = %e,
+                        "projection runner: reading the feed failed, retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs `work` unless the lock is lost first (then `work` is dropped:
+    /// its transaction rolls back).
+    async fn guarded<T>(
+        &self,
+        guard: &LockGuard,
+        lost: &impl Fn() -> Error,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if guard.is_lost() {
+            return Err(lost());
+        }
+        tokio::select! {
+            biased;
+            _ = guard.lost() => Err(lost()),
+            r = work => r,
+        }
+    }
+}
+
+fn lock_lost(key: &str, name: &str) -> Error {
+    Error::LockLost(LockLostError {
+        key: key.to_owned(),
+        reason: format!("the runner of projection {name:?} lost its lock"),
+    })
+}
+
+impl<H, B, F> fmt::Debug for ProjectionRunner<H, B, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProjectionRunner")
+            .field("projection", &self.projection)
+            .field("feed", &std::any::type_name::<F>())
+            .field("batch_size", &self.batch_size)
+            .field("idle_interval", &self.idle_interval)
+            .field("lock_wait", &self.lock_wait)
+            .finish()
+    }
+}

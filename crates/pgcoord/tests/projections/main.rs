@@ -1,0 +1,16 @@
+//! The projection runner: tailing a feed, one runner per projection,
+//! shutdown and lock loss, the PostgreSQL event table's out-of-order
+//! commits, runners killed mid-batch, read-your-writes and status.
+
+mod support;
+
+mod memory;
+#[cfg(feature = "metrics")]
+mod metrics;
+
+#[cfg(feature = "postgres")]
+mod crash;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "postgres")]
+mod status;
