@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{election_key, Election, Leader};
 use pgcoord::lock_id_for_key;
-use futures_util::StreamExt;
 
 use crate::cli::{RunArgs, DEFAULT_WATCHDOG_MS};
 use crate::db::{self, Database};

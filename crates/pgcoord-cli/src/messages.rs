@@ -5,8 +5,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
 use nix::sys::signal::Signal;
+use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
 
 use crate::duration::format_duration;
 use crate::exit;

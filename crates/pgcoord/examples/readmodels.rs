@@ -198,5 +198,8 @@ async fn main() -> pgcoord::Result<()> {
     #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
     let _ = url;
     println!("in memory");
-    demo(pgcoord::adapters::memory::InMemoryReadModelRepository::<OrderSummary>::new()).await
+    demo(pgcoord::adapters::memory::InMemoryReadModelRepository::<
+        OrderSummary,
+    >::new())
+    .await
 }

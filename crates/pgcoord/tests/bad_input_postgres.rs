@@ -10,12 +10,10 @@ mod fault_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{
-    lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
-};
-use pgcoord_testkit::locks::eventually;
 use fault_support::*;
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord_testkit::locks::eventually;
 
 const SECS: Duration = Duration::from_secs(30);
 

@@ -35,12 +35,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use checker_support::*;
-use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
-use pgcoord::DistributedLock;
-use pgcoord_testkit::pg::StopMode;
 use fault_support::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
+use pgcoord::DistributedLock;
+use pgcoord_testkit::pg::StopMode;
 
 const LEASE: Duration = Duration::from_secs(2);
 

@@ -21,10 +21,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{acquire_many, Semaphore};
 use pgcoord::{AcquireFailure, LockRegistry};
-use fault_support::*;
 
 fn now_ns() -> u128 {
     SystemTime::now()

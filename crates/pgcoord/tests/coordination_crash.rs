@@ -9,9 +9,9 @@ mod fault_support;
 use std::process::Stdio;
 use std::time::Duration;
 
+use fault_support::private_db;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Semaphore;
-use fault_support::private_db;
 
 fn worker_manager(url: &str, holder: String) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())

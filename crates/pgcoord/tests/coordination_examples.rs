@@ -17,24 +17,18 @@ mod shared_locks;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_acquire_many_example_runs() {
-    let db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     acquire_many::demo(&db.url()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_semaphore_example_runs() {
-    let db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     semaphore::demo(&db.url()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_locks_example_runs() {
-    let db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     shared_locks::demo(&db.url()).await.unwrap();
 }

@@ -40,12 +40,12 @@ use std::time::Duration;
 
 use checker_support::*;
 use election_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::coordination::Election;
-use pgcoord_testkit::pg::StopMode;
 use fault_support::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::coordination::Election;
+use pgcoord_testkit::pg::StopMode;
 
 const LEASE: Duration = Duration::from_secs(2);
 

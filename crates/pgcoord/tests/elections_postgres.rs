@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{terminate, wait_for_waiters};
+use futures_util::StreamExt;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{election_key, Election};
 use pgcoord::{lock_id_for_key, Error};
 use pgcoord_testkit::coordination::election::LeadershipBreaker;
 use pgcoord_testkit::pg::TestDatabase;
-use futures_util::StreamExt;
 
 fn fencing_manager(config: tokio_postgres::Config, holder: &str) -> PostgresLockManager {
     PostgresLockManager::builder(config)

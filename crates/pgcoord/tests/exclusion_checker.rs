@@ -21,9 +21,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use checker_support::*;
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
-use fault_support::*;
 
 /// One worker process (run by the tests below as a child): `ES_MX_TASKS`
 /// tasks on one manager, each looping acquire -> record enter -> 0.2-0.5 ms

@@ -11,10 +11,10 @@ mod fault_support;
 
 use std::time::Duration;
 
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{lock_id_for_key, AcquireFailure, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
-use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);
 

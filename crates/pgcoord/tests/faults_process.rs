@@ -16,10 +16,10 @@ use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 use pgcoord_testkit::pg::TestDatabase;
-use fault_support::*;
 use tokio::sync::mpsc;
 
 const SECS: Duration = Duration::from_secs(30);

@@ -12,10 +12,10 @@ mod fault_support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fault_support::*;
 use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 use pgcoord_testkit::pg::{StopMode, TestCluster};
-use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);
 

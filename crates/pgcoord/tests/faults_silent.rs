@@ -13,10 +13,10 @@ mod fault_support;
 
 use std::time::{Duration, Instant};
 
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::eventually;
-use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);
 

@@ -10,11 +10,11 @@ mod fault_support;
 use std::time::Duration;
 
 use common::lock_rows;
+use fault_support::{key, private_db};
 use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
 use pgcoord::{lock_id_for_key, AcquireFailure, DistributedLock, Error};
 use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::{StopMode, TestDatabase};
-use fault_support::{key, private_db};
 
 const SECS: Duration = Duration::from_secs(30);
 

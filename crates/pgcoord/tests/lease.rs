@@ -12,9 +12,9 @@ mod fault_support;
 
 use std::time::{Duration, Instant};
 
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
-use fault_support::*;
 
 const LEASE: Duration = Duration::from_secs(2);
 

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use common::{lock_rows, manager, terminate, wait_for_waiters};
 use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{
-    lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry,
-};
+use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 use pgcoord_testkit::pg::TestDatabase;
 
@@ -83,9 +81,7 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_locks_use_at_most_two_connections() {
-    let db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let m = PostgresLockManager::builder(db.config())
         .holder_id("capacity")
         .max_held_locks(10_000)
@@ -385,10 +381,7 @@ async fn a_server_that_is_not_postgres_is_a_typed_error() {
 #[tokio::test]
 async fn bad_url_is_invalid_argument() {
     let err = PostgresLockManager::from_url("postgres://host:notaport/db").unwrap_err();
-    assert!(
-        matches!(err, pgcoord::Error::InvalidArgument(_)),
-        "{err:?}"
-    );
+    assert!(matches!(err, pgcoord::Error::InvalidArgument(_)), "{err:?}");
 }
 
 /// Run by `holder_crash_releases_the_lock` in a child process: takes the

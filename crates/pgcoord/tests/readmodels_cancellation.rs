@@ -110,9 +110,7 @@ async fn sqlite_projection_future_dropped_mid_event() {
 #[tokio::test]
 async fn postgres_projection_future_dropped_mid_event() {
     use pgcoord::adapters::postgres::PostgresDatabase;
-    let test_db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     // One connection: the event after the dropped one must reuse it.
     let pool = PostgresDatabase::with_config(test_db.config(), 1);
     pool.create_schema::<ConformanceItem>().await.unwrap();

@@ -217,12 +217,10 @@ fn direct_conversion_agrees_with_the_serde_form() {
         .find(|f| f.name == "total_cents")
         .unwrap()
         .name = "total".into();
-    let via_serde = pgcoord::ports::readmodels::storage::Record::from_model(
-        &Manual(o.clone()),
-        &serde_fields,
-    )
-    .unwrap()
-    .values;
+    let via_serde =
+        pgcoord::ports::readmodels::storage::Record::from_model(&Manual(o.clone()), &serde_fields)
+            .unwrap()
+            .values;
     assert_eq!(direct, via_serde);
     let back = OrderSummary::from_values(o.meta.clone(), direct, &fields).unwrap();
     assert_eq!(back, o);

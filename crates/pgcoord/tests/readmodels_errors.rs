@@ -55,9 +55,7 @@ fn a_serde_failure_keeps_serdes_error() {
 async fn a_read_the_server_refuses_keeps_the_drivers_error() {
     use pgcoord::adapters::postgres::PostgresDatabase;
     use pgcoord::ports::readmodels::ReadModelRepository;
-    let db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let pool = PostgresDatabase::connect(&db.url()).await.unwrap();
     pool.create_schema::<Manual>().await.unwrap();
     let repo = pool.repository::<Manual>();

@@ -19,9 +19,7 @@ async fn the_example_runs_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn the_example_runs_on_postgres() {
-    let test_db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let db = pgcoord::adapters::sql::connect(&test_db.url())
         .await
         .unwrap();

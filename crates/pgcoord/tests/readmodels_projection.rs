@@ -238,10 +238,7 @@ async fn projection_on_sqlite_through_the_connection_factory() {
     let db = pgcoord::adapters::sql::connect("sqlite::memory:")
         .await
         .unwrap();
-    assert!(matches!(
-        db,
-        pgcoord::adapters::sql::Database::Sqlite(_)
-    ));
+    assert!(matches!(db, pgcoord::adapters::sql::Database::Sqlite(_)));
     db.create_schema::<CartSummary>().await.unwrap();
     exercise(db.repository::<CartSummary>()).await;
 }
@@ -249,16 +246,11 @@ async fn projection_on_sqlite_through_the_connection_factory() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn projection_on_postgres_through_the_connection_factory() {
-    let test_db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let db = pgcoord::adapters::sql::connect(&test_db.url())
         .await
         .unwrap();
-    assert!(matches!(
-        db,
-        pgcoord::adapters::sql::Database::Postgres(_)
-    ));
+    assert!(matches!(db, pgcoord::adapters::sql::Database::Postgres(_)));
     db.create_schema::<CartSummary>().await.unwrap();
     exercise(db.repository::<CartSummary>()).await;
 }
@@ -308,9 +300,7 @@ async fn retries_back_off_exponentially() {
 #[tokio::test]
 async fn projection_on_postgres_with_a_single_locked_client() {
     use pgcoord::adapters::postgres::PostgresReadModelRepository;
-    let test_db = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let client = test_db.connect().await.unwrap();
     let repo = PostgresReadModelRepository::<CartSummary, _>::new(tokio::sync::Mutex::new(client));
     repo.create_schema().await.unwrap();

@@ -300,9 +300,7 @@ fn random_queries_agree_between_memory_and_postgres() {
     use pgcoord::adapters::postgres::PostgresDatabase;
     let rt = runtime();
     let (_test_db, pool) = rt.block_on(async {
-        let test_db = pgcoord_testkit::pg::TestDatabase::create()
-            .await
-            .unwrap();
+        let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
         let pool = PostgresDatabase::connect(&test_db.url()).await.unwrap();
         pool.create_schema::<ConformanceItem>().await.unwrap();
         (test_db, pool)

@@ -80,9 +80,7 @@ async fn sqlite_repository_spans_say_sqlite() {
 #[tokio::test]
 async fn postgres_repository_spans_name_the_server_and_the_sqlstate() {
     use pgcoord::adapters::postgres::PostgresDatabase;
-    let pg = pgcoord_testkit::pg::TestDatabase::create()
-        .await
-        .unwrap();
+    let pg = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let db = PostgresDatabase::with_config(pg.config(), 2);
     db.create_schema::<ConformanceItem>().await.unwrap();
     let repo = db.repository::<ConformanceItem>();

@@ -174,9 +174,7 @@ async fn additive_migration_keeps_rows_and_refuses_unfillable_columns() {
 
     match db.migrate_schema::<WidgetBroken>().await {
         Err(pgcoord::Error::ReadModel(ReadModelError::SchemaMismatch {
-            table,
-            column,
-            ..
+            table, column, ..
         })) => {
             assert_eq!((table.as_str(), column.as_str()), ("widgets", "serial"));
         }

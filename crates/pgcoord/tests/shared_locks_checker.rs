@@ -24,9 +24,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use checker_support::{now_ns, stress, Rng};
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{DistributedLock, LockRegistry, SharedLock};
-use fault_support::*;
 
 const KEYS: u64 = 2;
 const TASKS: u64 = 4;

@@ -10,10 +10,10 @@ mod tls_support;
 
 use std::time::Duration;
 
+use fault_support::*;
 use pgcoord::adapters::postgres::{PostgresLockManager, SslMode};
 use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
-use fault_support::*;
 use tls_support::setup;
 
 const SECS: Duration = Duration::from_secs(30);

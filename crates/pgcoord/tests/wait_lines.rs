@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fault_support::*;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
-use fault_support::*;
 
 const SECS: Duration = Duration::from_secs(30);
 

@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use pgcoord::adapters::postgres::PostgresDatabase;
-use pgcoord::ports::readmodels::{
-    Direction, Filter, Query, ReadModelMeta, ReadModelRepository,
-};
+use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepository};
 use uuid::Uuid;
 
 use super::fixture::{order, Order, BATCH, COLS, ROWS};

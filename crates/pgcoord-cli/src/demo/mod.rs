@@ -13,10 +13,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::query_holders;
-use pgcoord_testkit::pg::{TestCluster, TestDatabase};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pgcoord::adapters::postgres::query_holders;
+use pgcoord_testkit::pg::{TestCluster, TestDatabase};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;

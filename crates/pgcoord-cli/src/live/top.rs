@@ -9,8 +9,8 @@ use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyM
 use crossterm::style::Print;
 use crossterm::terminal::{self, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{execute, queue};
-use pgcoord::adapters::postgres::HoldersQuery;
 use futures_util::StreamExt;
+use pgcoord::adapters::postgres::HoldersQuery;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::TopArgs;

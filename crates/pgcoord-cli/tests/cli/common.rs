@@ -5,10 +5,10 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{query_holders, AdvisoryLock};
-use pgcoord_testkit::pg::TestDatabase;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pgcoord::adapters::postgres::{query_holders, AdvisoryLock};
+use pgcoord_testkit::pg::TestDatabase;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio_postgres::{Client, NoTls};

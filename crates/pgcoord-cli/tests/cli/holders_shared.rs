@@ -3,9 +3,9 @@
 //! them: each session's mode and the number of shared holders, in text, in
 //! JSON and in `--watch` events.
 
+use nix::sys::signal::Signal;
 use pgcoord::lock_id_for_key;
 use pgcoord_testkit::pg::TestDatabase;
-use nix::sys::signal::Signal;
 use tokio_postgres::Client;
 
 use crate::common::*;

@@ -2,9 +2,9 @@
 //! queued in arrival order; the permit in EVENTSOURCE_LOCK_PERMIT; a count
 //! mismatch and bad counts refused.
 
+use nix::sys::signal::Signal;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
-use nix::sys::signal::Signal;
 
 use crate::common::*;
 

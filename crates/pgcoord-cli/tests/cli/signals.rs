@@ -1,8 +1,8 @@
 //! SIGINT/SIGTERM to `lock run` reach the command; the lock is released
 //! only after the command has exited. While waiting, they end the wait.
 
-use pgcoord::lock_id_for_key;
 use nix::sys::signal::Signal;
+use pgcoord::lock_id_for_key;
 
 use crate::common::*;
 

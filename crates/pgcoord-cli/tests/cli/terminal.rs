@@ -10,11 +10,7 @@ use tokio::process::{Child, Command};
 use crate::common::*;
 
 /// `eventsource ARGS` on a new pty, through `script`.
-fn on_terminal(
-    db: &pgcoord_testkit::pg::TestDatabase,
-    args: &str,
-    env: &[(&str, &str)],
-) -> Child {
+fn on_terminal(db: &pgcoord_testkit::pg::TestDatabase, args: &str, env: &[(&str, &str)]) -> Child {
     let mut c = Command::new("script");
     c.args(["-q", "-e", "-c"])
         .arg(format!("{BIN} {args}"))

@@ -2,10 +2,10 @@
 //! and as JSON lines; a clean end on SIGINT / SIGTERM and on a closed
 //! stdout; the fence token in `holders`, `--watch` and `top`.
 
-use pgcoord::lock_id_for_key;
-use pgcoord_testkit::pg::TestDatabase;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pgcoord::lock_id_for_key;
+use pgcoord_testkit::pg::TestDatabase;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt};
 use pgcoord::coordination::{Election, Leader, LeaderObserver, Leadership};
 use pgcoord::InMemoryLockManager;
-use futures_util::{Stream, StreamExt};
 
 use crate::locks::{eventually, key, poll_n_then_drop, Conformant, SETTLE};
 

@@ -5,7 +5,8 @@
 //! - [`Semaphore`]: at most N holders of a name ([`SemaphorePermit`]).
 //! - [`Election`]: leader election with terms (fencing tokens), a loss
 //!   signal, resign, and who leads now ([`LeaderObserver`], a stream of
-//!   changes).
+//!   changes); [`Election::run_while_leading`] runs a leader's work term
+//!   after term ([`LeaderTerm`]).
 //!
 //! Everything here is generic over [`DistributedLock`](crate::DistributedLock),
 //! so it works with `PostgresLockManager`, `InMemoryLockManager` and any
@@ -16,6 +17,7 @@
 //! `docs/primitives.md`.
 
 mod election;
+mod election_run;
 mod election_watch;
 mod multi;
 mod multi_guard;
@@ -23,6 +25,7 @@ mod semaphore;
 mod semaphore_permit;
 
 pub use election::{election_key, Election, Leadership, ELECTION_KEY_PREFIX};
+pub use election_run::LeaderTerm;
 pub use election_watch::{Leader, LeaderObserver};
 pub use multi::acquire_many;
 pub use multi_guard::MultiLockGuard;

@@ -7,9 +7,7 @@ use chrono::{Duration, NaiveDate, TimeZone, Utc};
 use uuid::Uuid;
 
 use pgcoord::ports::error::{Error, Result};
-use pgcoord::ports::readmodels::{
-    Direction, Filter, Query, ReadModelError, ReadModelRepository,
-};
+use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelError, ReadModelRepository};
 
 use super::{expect_invalid, names, seed, seed_five, strs, Ctx, Item, Outcome};
 
