@@ -10,6 +10,7 @@ mod connstring;
 pub mod fencing;
 mod held_lock;
 mod holders;
+mod inspection;
 mod leader_observer;
 mod lock_ports;
 mod lock_span;
