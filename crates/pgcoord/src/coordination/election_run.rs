@@ -160,6 +160,7 @@ async fn lead_until_done(
             () = &mut work => return,
             () = &mut lost, if !told => {
                 told = true;
+                leading.gauge.end();
                 ends.cancel();
             }
         }

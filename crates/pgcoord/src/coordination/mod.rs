@@ -17,6 +17,7 @@
 //! `docs/primitives.md`.
 
 mod election;
+mod election_metrics;
 mod election_run;
 mod election_watch;
 mod multi;
