@@ -14,8 +14,9 @@ connecting role (any role that may connect: advisory locks need no privilege), f
 each: lock + unlock pairs per second from one task and from 64 tasks (a key each), the \
 hand-over latency from a holder's release to a waiter queued in PostgreSQL (p50, p99), and, \
 when `eventsource lock install` has run, the cost a fencing token adds to a grant. It also \
-reads the lock-table room, max_locks_per_transaction x (max_connections + \
-max_prepared_transactions): how many locks the whole fleet may hold at once. \n\n\
+reads the lock-table room, max_locks_per_transaction x the backend slots (max_connections, \
+autovacuum and background workers, WAL senders, prepared transactions): how many locks the \
+whole fleet may hold at once. \n\n\
 It leaves nothing behind: its keys are unique to the run and released, its sessions are \
 closed, it creates no table (the fenced run uses the one key eventsource/lock-bench/fenced, \
 whose row in the fencing table every run reuses). It loads the server for the duration: run \
@@ -93,7 +94,8 @@ fn render(f: &Figures, shown: &str) -> String {
          hand-over:                p50 {p50:.0} µs, p99 {p99:.0} µs ({n} hand-overs)\n\
          fenced (1 task):          {fenced}\n\
          lock-table room:          {slots} locks = max_locks_per_transaction {per} x \
-         (max_connections {conns} + max_prepared_transactions {prep})\n\
+         {backends} backend slots (max_connections {conns}, autovacuum and background workers, \
+         WAL senders, prepared transactions)\n\
          \x20 every session's held advisory locks, and the table locks of running queries, \
          share these {slots} slots: past them, any session's next lock fails with \"out of \
          shared memory\" (SQLSTATE 53200). Keep what the fleet holds at once well below it; \
@@ -107,6 +109,6 @@ fn render(f: &Figures, shown: &str) -> String {
         slots = room.slots,
         per = room.max_locks_per_transaction,
         conns = room.max_connections,
-        prep = room.max_prepared_transactions,
+        backends = room.backend_slots,
     )
 }

@@ -9,34 +9,40 @@ pub struct LockTableRoom {
     pub max_locks_per_transaction: i64,
     /// `max_connections`.
     pub max_connections: i64,
-    /// `max_prepared_transactions`.
-    pub max_prepared_transactions: i64,
-    /// `max_locks_per_transaction × (max_connections +
-    /// max_prepared_transactions)`: the lock-table slots of the server,
-    /// shared by every session's locks (advisory locks, and the table
-    /// locks of running queries). Held advisory locks beyond it fail with
-    /// "out of shared memory" (SQLSTATE 53200), whichever session asks.
+    /// Every backend slot the lock table is sized for: `max_connections`,
+    /// `autovacuum_max_workers` + 1 (the launcher), `max_worker_processes`,
+    /// `max_wal_senders` and `max_prepared_transactions`, as PostgreSQL
+    /// counts them (and `lock doctor` reports).
+    pub backend_slots: i64,
+    /// `max_locks_per_transaction × backend_slots`: the lock-table slots of
+    /// the server, shared by every session's locks (advisory locks, and the
+    /// table locks of running queries). Held locks beyond it fail with "out
+    /// of shared memory" (SQLSTATE 53200), whichever session asks (a few
+    /// more fit while the server's spare shared memory lasts).
     pub slots: i64,
 }
 
-/// Reads the three settings (any role may).
+/// Reads the settings (any role may).
 pub async fn lock_table_room(client: &tokio_postgres::Client) -> pgcoord::Result<LockTableRoom> {
-    let row = client
-        .query_one(
-            "SELECT pg_catalog.current_setting('max_locks_per_transaction')::int8, \
-                    pg_catalog.current_setting('max_connections')::int8, \
-                    pg_catalog.current_setting('max_prepared_transactions')::int8",
-            &[],
-        )
-        .await
-        .map_err(|e| {
-            pgcoord::Error::InvalidArgument(format!("reading the lock-table settings: {e}"))
-        })?;
-    let (per, conns, prepared): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let setting = |name: &str| format!("pg_catalog.current_setting('{name}')::int8");
+    let sql = format!(
+        "SELECT {}, {}, {} + {} + 1 + {} + {} + {}",
+        setting("max_locks_per_transaction"),
+        setting("max_connections"),
+        setting("max_connections"),
+        setting("autovacuum_max_workers"),
+        setting("max_worker_processes"),
+        setting("max_wal_senders"),
+        setting("max_prepared_transactions"),
+    );
+    let row = client.query_one(&sql, &[]).await.map_err(|e| {
+        pgcoord::Error::InvalidArgument(format!("reading the lock-table settings: {e}"))
+    })?;
+    let (per, conns, backends): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
     Ok(LockTableRoom {
         max_locks_per_transaction: per,
         max_connections: conns,
-        max_prepared_transactions: prepared,
-        slots: per * (conns + prepared),
+        backend_slots: backends,
+        slots: per * backends,
     })
 }
