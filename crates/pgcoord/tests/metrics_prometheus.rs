@@ -243,4 +243,42 @@ async fn scraped_metrics_match_a_contended_run() {
     assert_eq!(value(&s, "eventsource_lock_waiting", &[]), 0.0);
     assert!(value(&s, "eventsource_lock_sessions", &["kind=\"shared\""]) >= 1.0);
     assert!(value(&s, "eventsource_lock_batch_size_count", &[]) > 0.0);
+
+    // Per key prefix (opt-in): held now, hold durations, losses; a new
+    // prefix's series start at 0.
+    let keyed = PostgresLockManager::builder(db.config())
+        .holder_id("keyed")
+        .metrics_key_prefix(':', 10)
+        .build();
+    let p = ["key_prefix=\"jobs\""];
+    let g = keyed.acquire("jobs:a", None).await.unwrap();
+    let s = samples(&scrape(addr).await);
+    assert_eq!(value(&s, "eventsource_lock_prefix_held", &p), 1.0);
+    assert_eq!(
+        value(&s, "eventsource_lock_prefix_losses_total", &p),
+        0.0,
+        "at 0"
+    );
+    let granted = ["key_prefix=\"jobs\"", "outcome=\"granted\""];
+    assert_eq!(value(&s, acquisitions, &granted), 1.0);
+    g.release().await.unwrap();
+    let g = keyed.acquire("jobs:b", None).await.unwrap();
+    for pid in keyed.shared_session_pids() {
+        common::terminate(&client, pid).await;
+    }
+    g.lost().await;
+    drop(g);
+    let body = scrape(addr).await;
+    assert_conventions(&families(&body));
+    let s = samples(&body);
+    assert_eq!(value(&s, "eventsource_lock_prefix_held", &p), 0.0);
+    assert_eq!(
+        value(
+            &s,
+            "eventsource_lock_prefix_hold_duration_seconds_count",
+            &p
+        ),
+        2.0
+    );
+    assert_eq!(value(&s, "eventsource_lock_prefix_losses_total", &p), 1.0);
 }

@@ -64,7 +64,9 @@ impl PostgresLockManager {
             Some(lease) => LossSignal::with_lease(g.loss, lease),
             None => LossSignal::from_token(g.loss),
         };
-        LockGuard::new(info, loss, Box::new(g.lock))
+        let prefixes = self.ctx().settings.key_prefixes.as_deref();
+        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(g.lock));
+        LockGuard::new(info, loss, backend)
     }
 
     /// An acquisition in either mode, inside the caller's span: the key's

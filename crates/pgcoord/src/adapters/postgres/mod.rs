@@ -16,6 +16,7 @@ mod lock_ports;
 mod lock_span;
 mod manager;
 mod metrics;
+mod metrics_per_key;
 mod options;
 mod registry;
 mod session;
