@@ -122,11 +122,7 @@ impl KeyPrefixes {
         }
         if seen.len() < self.limit {
             seen.insert(prefix.into());
-            super::metrics_per_key::register(prefix);
             return prefix.to_owned();
-        }
-        if seen.insert("other".into()) {
-            super::metrics_per_key::register("other");
         }
         "other".to_owned()
     }

@@ -25,11 +25,23 @@ const HOLD_DURATION: &str = "eventsource_lock_prefix_hold_duration_seconds";
 #[cfg(feature = "metrics")]
 const LOSSES: &str = "eventsource_lock_prefix_losses_total";
 
-/// Describes the per-prefix metrics and registers `prefix`'s series at 0.
+/// Describes the per-prefix metrics and registers `prefix`'s series at 0,
+/// the first time this process sees the prefix (the labels are bounded by
+/// each manager's limit, so the set is too).
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn register(prefix: &str) {
+fn register(prefix: &str) {
     #[cfg(feature = "metrics")]
     {
+        use std::collections::HashSet;
+        use std::sync::{Mutex, OnceLock};
+        static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+        let mut seen = SEEN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !seen.insert(prefix.to_owned()) {
+            return;
+        }
         use metrics::Unit;
         metrics::describe_gauge!(HELD, Unit::Count, "Guards held now, by key prefix");
         metrics::describe_histogram!(
@@ -52,12 +64,16 @@ pub(super) fn wrap(
 ) -> Box<dyn GuardBackend> {
     match prefixes {
         None => backend,
-        Some(p) => Box::new(PrefixHold::begin(
-            p.label(key),
-            loss.clone(),
-            Instant::now(),
-            backend,
-        )),
+        Some(p) => {
+            let label = p.label(key);
+            register(&label);
+            Box::new(PrefixHold::begin(
+                label,
+                loss.clone(),
+                Instant::now(),
+                backend,
+            ))
+        }
     }
 }
 
