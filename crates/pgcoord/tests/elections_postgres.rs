@@ -280,3 +280,35 @@ async fn leader_and_watch_reuse_one_inspection_session() {
     .await;
     leading.resign().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_dropped_at_any_poll_leaves_at_most_the_one_inspection_session() {
+    let db = fenced_db().await;
+    let admin = db.connect().await.unwrap();
+    let watcher = Election::new(fencing_manager(db.config(), "dropped-looks"), "drops");
+    let mut completed = false;
+    for n in 0..32 {
+        let out = pgcoord_testkit::locks::poll_n_then_drop(
+            watcher.leader(),
+            n,
+            Duration::from_millis(50),
+        )
+        .await;
+        // A connection dropped half-open ends on the server a moment later.
+        pgcoord_testkit::locks::eventually_async("at most one session", || async {
+            backends_of(&admin, "dropped-looks").await.len() <= 1
+        })
+        .await;
+        if let Some(r) = out {
+            assert_eq!(r.unwrap(), None);
+            completed = true;
+            break;
+        }
+    }
+    assert!(completed, "leader() did not complete within 32 polls");
+    assert_eq!(watcher.leader().await.unwrap(), None, "still works");
+    pgcoord_testkit::locks::eventually_async("exactly the one session", || async {
+        backends_of(&admin, "dropped-looks").await.len() == 1
+    })
+    .await;
+}

@@ -132,3 +132,20 @@ async fn lock_bench_as_an_ordinary_role_measures_and_leaves_nothing() {
         .get(0);
     assert_eq!(rows, 1, "one fence row, for the fixed key");
 }
+
+#[tokio::test]
+async fn lock_bench_without_a_database_exits_69() {
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+            .args(["lock", "bench", "--seconds", "1", "--json"]),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stdout, "", "no figures");
+    assert!(
+        out.stderr.contains("cannot run the benchmark"),
+        "{}",
+        out.stderr
+    );
+}
