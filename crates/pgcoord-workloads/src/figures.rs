@@ -69,6 +69,12 @@ impl Phase {
 /// Every manager is closed before it returns, on success or failure. The
 /// fenced workload runs when the fencing table exists (else its figures
 /// are `None`).
+///
+/// # Cancel safety
+///
+/// Not cancel safe (the figures so far are lost); leak-free: the
+/// managers close their sessions when dropped, and every guard is
+/// released with them.
 pub async fn run_all(
     builder: impl Fn() -> PostgresLockManagerBuilder,
     client: &tokio_postgres::Client,

@@ -14,6 +14,12 @@ const QUEUE_LIMIT: Duration = Duration::from_secs(10);
 /// the waiter queues for it (seen in `pg_locks` through the holder's
 /// inspection session), the holder releases; the sample is the time from
 /// the release call to the waiter's `acquire` returning.
+///
+/// # Cancel safety
+///
+/// Not cancel safe (the samples are lost); leak-free: the holder's guard
+/// is released in the background when dropped, and the waiter's task ends
+/// once it is served, dropping (releasing) its guard.
 pub async fn handover(
     holder: &PostgresLockManager,
     waiter: &PostgresLockManager,

@@ -9,6 +9,11 @@ use pgcoord::DistributedLock;
 
 /// `acquire` + `release` of `key` in a loop for `window`, one task:
 /// pairs per second.
+///
+/// # Cancel safety
+///
+/// Not cancel safe (the count so far is lost); leak-free: a guard held
+/// when the future is dropped is released in the background.
 pub async fn sequential_pairs(
     locks: &PostgresLockManager,
     key: &str,
@@ -26,6 +31,12 @@ pub async fn sequential_pairs(
 
 /// `tasks` tasks of one manager, each looping `acquire` + `release` on a
 /// key of its own (`{prefix}/{n}`) for `window`: pairs per second in all.
+///
+/// # Cancel safety
+///
+/// Not cancel safe (the counts are lost); leak-free: dropping the future
+/// aborts its tasks (a `JoinSet`), whose guards are released in the
+/// background.
 pub async fn concurrent_pairs(
     locks: &PostgresLockManager,
     prefix: &str,
@@ -33,10 +44,10 @@ pub async fn concurrent_pairs(
     window: Duration,
 ) -> pgcoord::Result<f64> {
     let start = Arc::new(Instant::now());
-    let mut handles = Vec::with_capacity(tasks);
+    let mut handles = tokio::task::JoinSet::new();
     for n in 0..tasks {
         let (locks, key, start) = (locks.clone(), format!("{prefix}/{n}"), start.clone());
-        handles.push(tokio::spawn(async move {
+        handles.spawn(async move {
             let mut pairs = 0u64;
             while start.elapsed() < window {
                 let guard = locks.acquire(&key, None).await?;
@@ -44,11 +55,11 @@ pub async fn concurrent_pairs(
                 pairs += 1;
             }
             Ok::<_, pgcoord::Error>(pairs)
-        }));
+        });
     }
     let mut pairs = 0;
-    for h in handles {
-        pairs += h.await.map_err(|e| {
+    while let Some(done) = handles.join_next().await {
+        pairs += done.map_err(|e| {
             pgcoord::Error::InvalidArgument(format!("a workload task failed: {e}"))
         })??;
     }

@@ -23,6 +23,10 @@ pub struct LockTableRoom {
 }
 
 /// Reads the settings (any role may).
+///
+/// # Cancel safety
+///
+/// Cancel safe: one read.
 pub async fn lock_table_room(client: &tokio_postgres::Client) -> pgcoord::Result<LockTableRoom> {
     let setting = |name: &str| format!("pg_catalog.current_setting('{name}')::int8");
     let sql = format!(
