@@ -76,15 +76,15 @@ impl TermGauge {
 
     /// The term ended (idempotent).
     pub(super) fn end(&self) {
-        if self.ended.swap(true, Ordering::AcqRel) {
-            return;
-        }
+        let first = !self.ended.swap(true, Ordering::AcqRel);
         #[cfg(feature = "metrics")]
-        {
+        if first {
             let label = self.election.clone();
             metrics::gauge!(IS_LEADER, "election" => label.clone()).set(0.0);
             metrics::counter!(TRANSITIONS, "election" => label).increment(1);
         }
+        #[cfg(not(feature = "metrics"))]
+        let _ = first;
     }
 }
 
