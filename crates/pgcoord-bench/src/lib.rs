@@ -37,6 +37,7 @@ mod errors;
 mod fenced;
 mod figures;
 mod holders;
+mod lock_bench;
 mod metrics_overhead;
 mod order;
 mod ours;

@@ -41,8 +41,9 @@ pub const THROUGHPUT: [&str; 26] = [
 ];
 
 /// Latency / correctness scenarios on the lock manager, run once after the throughput rounds.
-pub const OTHERS: [&str; 10] = [
+pub const OTHERS: [&str; 11] = [
     "handoff",
+    "lock_bench",
     "fifo",
     "fifo_one_manager",
     "capacity",
@@ -161,6 +162,7 @@ pub async fn run_throughput(name: &str, ctx: &Ctx, round: usize) -> Res<RunOut> 
 pub async fn run_other(name: &str, ctx: &Ctx) -> Res<ScenarioReport> {
     match name {
         "handoff" => ours::handoff(ctx).await,
+        "lock_bench" => crate::lock_bench::lock_bench(ctx).await,
         "fifo" => ours::fifo(ctx, false).await,
         "fifo_one_manager" => ours::fifo(ctx, true).await,
         "capacity" => ours::capacity(ctx).await,

@@ -125,6 +125,10 @@ pub enum LockCommand {
     /// Create the fencing table and its SQL check functions (for --fence); idempotent.
     #[command(long_about = INSTALL_LONG_ABOUT)]
     Install,
+
+    /// Measure locks on this server: pairs/s, hand-over latency, fenced grants, lock-table room.
+    #[command(long_about = crate::bench::BENCH_LONG_ABOUT)]
+    Bench(crate::bench::BenchArgs),
 }
 
 const INSTALL_LONG_ABOUT: &str = "Create, once per database, what `lock run --fence` needs: the \

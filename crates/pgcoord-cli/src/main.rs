@@ -20,6 +20,7 @@ compile_error!(
 );
 
 mod acquire;
+mod bench;
 mod cli;
 mod db;
 mod demo;
@@ -193,6 +194,10 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Lock(LockCommand::Install) => match db::require_url(url) {
             Ok(db) => install::install(db).await,
+            Err(code) => code,
+        },
+        Command::Lock(LockCommand::Bench(args)) => match db::require_url(url) {
+            Ok(db) => bench::bench(args, db).await,
             Err(code) => code,
         },
         Command::Leader(command) => match db::require_url(url) {

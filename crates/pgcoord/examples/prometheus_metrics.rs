@@ -8,8 +8,9 @@
 //! ```
 //!
 //! `METRICS_ADDR` changes the address (default `127.0.0.1:9184`). The
-//! recorder is installed before the manager is built, as it should be in
-//! any application. Histograms get explicit buckets (up to 120 s, so that
+//! recorder is installed before the manager is built, the usual order
+//! (built the other way round, the names are described and registered at
+//! 0 when the manager opens its first session). Histograms get explicit buckets (up to 120 s, so that
 //! long waits are not all in `+Inf`).
 
 use std::net::SocketAddr;
@@ -29,10 +30,10 @@ pub const DURATION_BUCKETS: &[f64] = &[
 pub fn install(addr: SocketAddr) {
     PrometheusBuilder::new()
         .with_http_listener(addr)
-        .set_buckets_for_metric(Matcher::Suffix("duration".into()), DURATION_BUCKETS)
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
         .expect("valid buckets")
         .set_buckets_for_metric(
-            Matcher::Full("eventsource.lock.batch.size".into()),
+            Matcher::Full("eventsource_lock_batch_size".into()),
             &[1.0, 2.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0],
         )
         .expect("valid buckets")

@@ -208,3 +208,107 @@ async fn a_manager_without_fencing_is_refused_and_left_free() {
     assert!(err.to_string().contains("fencing"), "{err}");
     assert_eq!(election.leader().await.unwrap(), None, "nothing held");
 }
+
+/// The backends with the manager's `application_name`.
+async fn backends_of(client: &tokio_postgres::Client, holder: &str) -> Vec<i32> {
+    client
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid",
+            &[&format!("eventsource/{holder}")],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_and_watch_reuse_one_inspection_session() {
+    let db = fenced_db().await;
+    let admin = db.connect().await.unwrap();
+    let watcher = Election::new(fencing_manager(db.config(), "inspector"), "reuse");
+    assert!(
+        backends_of(&admin, "inspector").await.is_empty(),
+        "none before a look"
+    );
+    assert_eq!(watcher.leader().await.unwrap(), None);
+    let first = backends_of(&admin, "inspector").await;
+    assert_eq!(first.len(), 1, "one inspection session: {first:?}");
+    for _ in 0..5 {
+        assert_eq!(watcher.leader().await.unwrap(), None);
+        assert_eq!(
+            backends_of(&admin, "inspector").await,
+            first,
+            "the same session"
+        );
+    }
+    // Concurrent looks share it too, and so do the looks of watch().
+    let looks = futures_util::future::join_all((0..8).map(|_| watcher.leader())).await;
+    assert!(looks.into_iter().all(|l| l.unwrap().is_none()));
+    let mut changes = Box::pin(watcher.watch(Duration::from_millis(5)));
+    assert_eq!(changes.next().await.unwrap().unwrap(), None);
+    let leading = Election::new(fencing_manager(db.config(), "leader"), "reuse")
+        .campaign(None)
+        .await
+        .unwrap();
+    let seen = changes.next().await.unwrap().unwrap().expect("the leader");
+    assert_eq!(seen.term, Some(leading.term()));
+    assert_eq!(
+        backends_of(&admin, "inspector").await,
+        first,
+        "the same session"
+    );
+
+    // Terminated, it is opened again at the next look.
+    terminate(&admin, first[0]).await;
+    let seen = watcher.leader().await.unwrap().expect("the leader");
+    assert_eq!(seen.term, Some(leading.term()));
+    pgcoord_testkit::locks::eventually_async("the terminated backend gone", || async {
+        !backends_of(&admin, "inspector").await.contains(&first[0])
+    })
+    .await;
+    let second = backends_of(&admin, "inspector").await;
+    assert_eq!(second.len(), 1, "one new session: {second:?}");
+    watcher.leader().await.unwrap();
+    assert_eq!(backends_of(&admin, "inspector").await, second, "kept again");
+    drop(changes);
+    watcher.locks().close().await.unwrap();
+    pgcoord_testkit::locks::eventually_async("closed with the manager", || async {
+        backends_of(&admin, "inspector").await.is_empty()
+    })
+    .await;
+    leading.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_dropped_at_any_poll_leaves_at_most_the_one_inspection_session() {
+    let db = fenced_db().await;
+    let admin = db.connect().await.unwrap();
+    let watcher = Election::new(fencing_manager(db.config(), "dropped-looks"), "drops");
+    let mut completed = false;
+    for n in 0..32 {
+        let out = pgcoord_testkit::locks::poll_n_then_drop(
+            watcher.leader(),
+            n,
+            Duration::from_millis(50),
+        )
+        .await;
+        // A connection dropped half-open ends on the server a moment later.
+        pgcoord_testkit::locks::eventually_async("at most one session", || async {
+            backends_of(&admin, "dropped-looks").await.len() <= 1
+        })
+        .await;
+        if let Some(r) = out {
+            assert_eq!(r.unwrap(), None);
+            completed = true;
+            break;
+        }
+    }
+    assert!(completed, "leader() did not complete within 32 polls");
+    assert_eq!(watcher.leader().await.unwrap(), None, "still works");
+    pgcoord_testkit::locks::eventually_async("exactly the one session", || async {
+        backends_of(&admin, "dropped-looks").await.len() == 1
+    })
+    .await;
+}

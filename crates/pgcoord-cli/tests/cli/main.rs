@@ -2,6 +2,7 @@
 //! per test from the throwaway-PostgreSQL harness). One test binary, one
 //! module per concern.
 
+mod bench;
 mod common;
 mod connections;
 mod demo;

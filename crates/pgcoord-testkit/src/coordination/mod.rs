@@ -35,6 +35,7 @@
 //! [`DistributedLock::try_lock_any`]: pgcoord::DistributedLock::try_lock_any
 
 pub mod election;
+pub mod election_run;
 pub mod multi;
 pub mod semaphore;
 
@@ -103,12 +104,38 @@ macro_rules! election_conformance_tests {
         $crate::__election_cases!($make; with_breaker:
             election_lost_leadership_signals_and_hands_over,
         );
+        $crate::__election_cases!($make; run:
+            election_run_while_leading_runs_each_term_and_stops,
+            election_run_while_leading_stops_while_campaigning,
+            election_cancel_run_while_leading_at_every_poll,
+        );
+        $crate::__election_cases!($make; run_with_breaker:
+            election_run_while_leading_tells_the_work_of_a_loss,
+        );
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __election_cases {
+    ($make:expr; run: $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (primary, observer, _breaker) = ($make)().await;
+                $crate::coordination::election_run::$case(&primary, &observer).await;
+            }
+        )*
+    };
+    ($make:expr; run_with_breaker: $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (primary, observer, breaker) = ($make)().await;
+                $crate::coordination::election_run::$case(&primary, &observer, &breaker).await;
+            }
+        )*
+    };
     ($make:expr; with_breaker: $($case:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use super::election_metrics::{self, TermGauge};
 use crate::ports::error::{Error, Result};
 use crate::ports::locks::{DistributedLock, LockGuard, LockInfo};
 use crate::ports::loss::LossSignal;
@@ -66,10 +67,13 @@ pub struct Election<L> {
 }
 
 impl<L: DistributedLock> Election<L> {
-    /// An election called `name` on `locks`. Performs no I/O.
+    /// An election called `name` on `locks`. Performs no I/O; with the
+    /// `metrics` feature, registers the election's gauges at 0
+    /// (`eventsource_election_*`, see `docs/observability.md`).
     pub fn new(locks: L, name: impl Into<String>) -> Self {
         let name = name.into();
         let key = election_key(&name);
+        election_metrics::register(&name);
         Self { locks, name, key }
     }
 
@@ -130,6 +134,7 @@ impl<L: DistributedLock> Election<L> {
         Ok(Leadership {
             name: self.name.clone(),
             term,
+            gauge: TermGauge::begin(&self.name, term),
             guard,
         })
     }
@@ -143,6 +148,7 @@ impl<L: DistributedLock> Election<L> {
 pub struct Leadership {
     name: String,
     term: u64,
+    pub(super) gauge: TermGauge,
     guard: LockGuard,
 }
 
@@ -196,6 +202,7 @@ impl Leadership {
     /// completes, the release still happens in the background; only its
     /// outcome is lost.
     pub async fn resign(self) -> Result<()> {
+        self.gauge.end();
         self.guard.release().await
     }
 }

@@ -5,7 +5,8 @@
 //! - [`Semaphore`]: at most N holders of a name ([`SemaphorePermit`]).
 //! - [`Election`]: leader election with terms (fencing tokens), a loss
 //!   signal, resign, and who leads now ([`LeaderObserver`], a stream of
-//!   changes).
+//!   changes); [`Election::run_while_leading`] runs a leader's work term
+//!   after term ([`LeaderTerm`]).
 //! - [`once_per`]: at most one run of a key per interval, by the clock of
 //!   the store that records the starts ([`RunLog`]), not the hosts' clocks.
 //!
@@ -18,6 +19,8 @@
 //! `docs/primitives.md`.
 
 mod election;
+mod election_metrics;
+mod election_run;
 mod election_watch;
 mod multi;
 mod multi_guard;
@@ -26,6 +29,7 @@ mod semaphore;
 mod semaphore_permit;
 
 pub use election::{election_key, Election, Leadership, ELECTION_KEY_PREFIX};
+pub use election_run::LeaderTerm;
 pub use election_watch::{Leader, LeaderObserver};
 pub use multi::acquire_many;
 pub use multi_guard::MultiLockGuard;

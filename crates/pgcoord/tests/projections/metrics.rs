@@ -41,19 +41,17 @@ fn applied_events_and_batch_durations_are_counted_per_projection() {
     });
     let text = handle.render();
     assert!(
-        text.contains(
-            r#"eventsource_projection_events_applied{eventsource_projection="metered"} 5"#
-        ),
+        text.contains(r#"eventsource_projection_events_applied_total{projection="metered"} 5"#),
         "{text}"
     );
     assert!(
         text.contains(
-            r#"eventsource_projection_batch_duration_count{eventsource_projection="metered"} 3"#
+            r#"eventsource_projection_batch_duration_seconds_count{projection="metered"} 3"#
         ),
         "{text}"
     );
     assert!(
-        text.contains(r#"eventsource_projection_lag{eventsource_projection="metered"} 0"#),
+        text.contains(r#"eventsource_projection_lag{projection="metered"} 0"#),
         "{text}"
     );
 }

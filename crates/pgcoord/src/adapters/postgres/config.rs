@@ -227,7 +227,7 @@ impl PostgresLockManagerBuilder {
         self
     }
 
-    /// Adds the `eventsource.lock.key_prefix` attribute to the acquisition
+    /// Adds the `key_prefix` label to the acquisition
     /// metrics: each key's part before `separator`, for at most `limit`
     /// distinct prefixes (every later one counts as `other`), so the number
     /// of series stays bounded however many keys there are. Default: no key

@@ -6,8 +6,8 @@ use super::PostgresLockManager;
 use crate::coordination::{Leader, LeaderObserver};
 use crate::ports::error::Result;
 
-/// Through [`PostgresLockManager::holders`], on a short-lived session of
-/// its own; the term is the key's current fencing token (a fencing
+/// Through [`PostgresLockManager::holders`], on the manager's inspection
+/// session (opened once, kept for the next looks); the term is the key's current fencing token (a fencing
 /// manager's `holders()` reads the fence table).
 impl LeaderObserver for PostgresLockManager {
     async fn leader_of(&self, key: &str) -> Result<Option<Leader>> {

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::lock_span::lock_span;
+use super::lock_span::{error_type, lock_span, outcome_name};
 use super::manager::PostgresLockManager;
 use super::metrics::{self, Outcome};
 use super::session::Granted;
@@ -41,19 +41,6 @@ fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) ->
     Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
 }
 
-/// The `error.type` of a failed acquisition's span.
-fn error_type(e: &Error) -> &'static str {
-    match e.as_lock_acquisition().map(|a| &a.reason) {
-        Some(AcquireFailure::Timeout) => "timeout",
-        Some(AcquireFailure::Cancelled { .. }) => "cancelled",
-        Some(AcquireFailure::Standby) => "standby",
-        Some(AcquireFailure::FencingNotInstalled) => "fencing_not_installed",
-        Some(AcquireFailure::BudgetExceeded { .. }) => "budget_exceeded",
-        Some(AcquireFailure::Closed) => "closed",
-        Some(AcquireFailure::KeyTooLong { .. }) => "key_too_long",
-        _ => "backend",
-    }
-}
 
 impl PostgresLockManager {
     /// The guard of a grant: its info, and a loss signal that also watches
@@ -64,7 +51,9 @@ impl PostgresLockManager {
             Some(lease) => LossSignal::with_lease(g.loss, lease),
             None => LossSignal::from_token(g.loss),
         };
-        LockGuard::new(info, loss, Box::new(g.lock))
+        let prefixes = self.ctx().settings.key_prefixes.as_deref();
+        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(g.lock));
+        LockGuard::new(info, loss, backend)
     }
 
     /// An acquisition in either mode, inside the caller's span: the key's
@@ -154,13 +143,6 @@ impl PostgresLockManager {
     }
 }
 
-fn outcome_name(r: &Result<LockGuard>) -> &'static str {
-    match r {
-        Ok(_) => "acquired",
-        Err(e) if e.is_timeout() => "timeout",
-        Err(_) => "error",
-    }
-}
 
 impl DistributedLock for PostgresLockManager {
     /// Acquires `key`: first a try-lock on a shared session; if another

@@ -21,3 +21,28 @@ macro_rules! lock_span {
 }
 
 pub(crate) use lock_span;
+
+use crate::ports::error::{AcquireFailure, Error, Result};
+use crate::ports::locks::LockGuard;
+
+/// The `error.type` of a failed acquisition's span.
+pub(super) fn error_type(e: &Error) -> &'static str {
+    match e.as_lock_acquisition().map(|a| &a.reason) {
+        Some(AcquireFailure::Timeout) => "timeout",
+        Some(AcquireFailure::Cancelled { .. }) => "cancelled",
+        Some(AcquireFailure::Standby) => "standby",
+        Some(AcquireFailure::FencingNotInstalled) => "fencing_not_installed",
+        Some(AcquireFailure::BudgetExceeded { .. }) => "budget_exceeded",
+        Some(AcquireFailure::Closed) => "closed",
+        Some(AcquireFailure::KeyTooLong { .. }) => "key_too_long",
+        _ => "backend",
+    }
+}
+
+pub(super) fn outcome_name(r: &Result<LockGuard>) -> &'static str {
+    match r {
+        Ok(_) => "acquired",
+        Err(e) if e.is_timeout() => "timeout",
+        Err(_) => "error",
+    }
+}

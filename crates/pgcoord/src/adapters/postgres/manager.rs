@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::acquirer::Acquirer;
 use super::connect::Connector;
+use super::inspection::InspectionSession;
 use super::session::{Granted, SessionContext};
 use super::settings::Settings;
 use crate::ports::error::{Error, Result};
@@ -14,6 +15,7 @@ use crate::ports::locks::{LockInfo, LockRegistry};
 
 pub(super) struct ManagerState {
     pub(super) acquirer: Acquirer,
+    inspection: InspectionSession,
 }
 
 impl Drop for ManagerState {
@@ -23,6 +25,7 @@ impl Drop for ManagerState {
         self.acquirer.ctx.registry.drop_manual_locks();
         self.acquirer.ctx.shared_holds.drop_manual_locks();
         self.acquirer.close();
+        self.inspection.close();
     }
 }
 
@@ -83,6 +86,7 @@ impl PostgresLockManager {
         Self {
             state: Arc::new(ManagerState {
                 acquirer: Acquirer::new(ctx),
+                inspection: InspectionSession::default(),
             }),
         }
     }
@@ -148,25 +152,51 @@ impl PostgresLockManager {
 
     /// Every advisory lock in the database (or those of `keys`): who holds
     /// it, who waits for it and since when. Unlike [`is_held`](crate::DistributedLock::is_held),
-    /// this sees every process. Opens a short-lived session of its own (in
+    /// this sees every process. One statement (two for a fencing manager,
+    /// which also shows each lock's current token).
+    ///
+    /// It runs on the manager's **inspection session**, opened at the first
+    /// call and kept for the next ones (and for [`Election::leader`](crate::coordination::Election::leader)
+    /// and every look of [`Election::watch`](crate::coordination::Election::watch),
+    /// which call this), so a look costs a round trip, not a connect, TLS
+    /// handshake and authentication. It is one more connection per manager
+    /// at most, whatever the number of concurrent looks (they share it),
+    /// not counted in [`session_count`](Self::session_count) nor in the
+    /// `max_wait_sessions` bound, and it takes no lock; it is opened again
+    /// when it has ended (a look that fails because it just ended is tried
+    /// once more on a new one), and closed by [`close`](Self::close) or when
+    /// the last clone of the manager is dropped. In
     /// [`single_session`](super::PostgresLockManagerBuilder::single_session)
-    /// mode, runs on the manager's one session instead).
+    /// mode it runs on the manager's one session instead.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: it only reads; a dropped call closes its session and
-    /// leaves nothing behind.
+    /// Cancel safe: it only reads; a call dropped while the session is
+    /// being opened leaves no connection behind.
     pub async fn holders(&self, keys: &[&str]) -> Result<Vec<super::AdvisoryLock>> {
         if let Some(r) = self.state.acquirer.holders_on_shared(keys).await {
             return r; // single-session mode: on the manager's own session
         }
-        let connected = self
-            .ctx()
-            .connector
-            .connect()
-            .await
-            .map_err(Error::Backend)?;
-        let client = &connected.client;
+        let connector = &self.ctx().connector;
+        let session = self.state.inspection.get(connector).await?;
+        match self.holders_on(&session.client, keys).await {
+            Err(Error::Backend(e))
+                if e.kind() == crate::BackendErrorKind::Closed || session.client.is_closed() =>
+            {
+                // The kept session had ended unnoticed: once more, on a new one.
+                let failed = Some(&session);
+                let session = self.state.inspection.get_unless(connector, failed).await?;
+                self.holders_on(&session.client, keys).await
+            }
+            r => r,
+        }
+    }
+
+    async fn holders_on(
+        &self,
+        client: &tokio_postgres::Client,
+        keys: &[&str],
+    ) -> Result<Vec<super::AdvisoryLock>> {
         if self.ctx().settings.fencing {
             // A fencing manager shows each lock's current token.
             let query = super::HoldersQuery::keys(keys).with_fences(client).await?;
@@ -203,6 +233,7 @@ impl PostgresLockManager {
     pub async fn close(&self) -> Result<usize> {
         let n = self.release_all().await?;
         self.state.acquirer.close();
+        self.state.inspection.close();
         Ok(n)
     }
 }

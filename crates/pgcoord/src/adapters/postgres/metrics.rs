@@ -4,17 +4,18 @@
 //! load of the global recorder and a no-op. Without the feature these
 //! functions are empty.
 //!
-//! Names follow OpenTelemetry's style (dotted, unit in the description,
-//! seconds for durations), modelled on `db.client.operation.duration` and
-//! the `db.client.connection.*` pool metrics; `docs/observability.md` lists
-//! them with their attributes. No attribute carries a key (keys are
-//! unbounded) unless the manager opts in to a bounded key prefix.
+//! Names follow the Prometheus conventions (what dashboards and `promtool
+//! check metrics` expect): snake case, `_total` on counters, the base unit
+//! in the name (`_seconds`), with a description and unit registered for
+//! each; `docs/observability.md` lists them with their labels. No label
+//! carries a key (keys are unbounded) unless the manager opts in to a
+//! bounded key prefix.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How an acquisition ended, as the `eventsource.lock.outcome` attribute.
+/// How an acquisition ended, as the `outcome` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Granted at once.
@@ -49,7 +50,7 @@ impl Outcome {
     }
 }
 
-/// Why a session's locks were lost (`eventsource.lock.loss.cause`).
+/// Why a session's locks were lost (the `cause` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LossCause {
     /// The connection ended or a statement on it failed.
@@ -129,46 +130,83 @@ impl KeyPrefixes {
 
 #[cfg(feature = "metrics")]
 mod names {
-    pub(super) const ACQUISITIONS: &str = "eventsource.lock.acquisitions";
-    pub(super) const ACQUIRE_DURATION: &str = "eventsource.lock.acquire.duration";
-    pub(super) const HOLD_DURATION: &str = "eventsource.lock.hold.duration";
-    pub(super) const LOSSES: &str = "eventsource.lock.losses";
-    pub(super) const HELD: &str = "eventsource.lock.held";
-    pub(super) const WAITING: &str = "eventsource.lock.waiting";
-    pub(super) const SESSIONS: &str = "eventsource.lock.session.count";
-    pub(super) const BATCH_SIZE: &str = "eventsource.lock.batch.size";
+    pub(super) const ACQUISITIONS: &str = "eventsource_lock_acquisitions_total";
+    pub(super) const ACQUIRE_DURATION: &str = "eventsource_lock_acquire_duration_seconds";
+    pub(super) const HOLD_DURATION: &str = "eventsource_lock_hold_duration_seconds";
+    pub(super) const LOSSES: &str = "eventsource_lock_losses_total";
+    pub(super) const HELD: &str = "eventsource_lock_held";
+    pub(super) const WAITING: &str = "eventsource_lock_waiting";
+    pub(super) const SESSIONS: &str = "eventsource_lock_sessions";
+    pub(super) const BATCH_SIZE: &str = "eventsource_lock_batch_size";
 }
 
-/// Registers the descriptions (units included) with the installed recorder.
+/// Registers the descriptions (units included) with the recorder installed
+/// now, and the series of static labels at 0, so that a dashboard shows 0
+/// rather than nothing before the first event. Called when a manager is
+/// built and whenever a lock session opens, so a recorder installed after
+/// the manager was built gets them too; registering again changes no value
+/// (a counter is incremented by 0, a gauge by 0.0).
 #[cfg(feature = "metrics")]
 pub(crate) fn describe() {
     use metrics::Unit;
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        metrics::describe_counter!(
-            names::ACQUISITIONS,
-            "Lock acquisitions, by operation and outcome"
-        );
-        metrics::describe_histogram!(
-            names::ACQUIRE_DURATION,
-            Unit::Seconds,
-            "Time from an acquisition's call to its outcome"
-        );
-        metrics::describe_histogram!(
-            names::HOLD_DURATION,
-            Unit::Seconds,
-            "Time from a grant to its release (or the end of a lost lock's guard)"
-        );
-        metrics::describe_counter!(names::LOSSES, "Locks lost while held, by cause");
-        metrics::describe_gauge!(names::HELD, "Locks held now");
-        metrics::describe_gauge!(names::WAITING, "Tasks waiting for a contended key now");
-        metrics::describe_gauge!(names::SESSIONS, "Open lock sessions, by kind");
-        metrics::describe_histogram!(
-            names::BATCH_SIZE,
-            Unit::Count,
-            "Try-locks and unlocks per shared-session statement"
-        );
-    });
+    metrics::describe_counter!(
+        names::ACQUISITIONS,
+        Unit::Count,
+        "Lock acquisitions, by operation and outcome (granted, contended, timeout, error)"
+    );
+    metrics::describe_histogram!(
+        names::ACQUIRE_DURATION,
+        Unit::Seconds,
+        "Time from an acquisition's call to its outcome"
+    );
+    metrics::describe_histogram!(
+        names::HOLD_DURATION,
+        Unit::Seconds,
+        "Time from a grant to its release (or the end of a lost lock's guard)"
+    );
+    metrics::describe_counter!(
+        names::LOSSES,
+        Unit::Count,
+        "Locks lost while held, by cause"
+    );
+    metrics::describe_gauge!(names::HELD, Unit::Count, "Locks held now");
+    metrics::describe_gauge!(
+        names::WAITING,
+        Unit::Count,
+        "Tasks waiting for a contended key now"
+    );
+    metrics::describe_gauge!(names::SESSIONS, Unit::Count, "Open lock sessions, by kind");
+    metrics::describe_histogram!(
+        names::BATCH_SIZE,
+        Unit::Count,
+        "Try-locks and unlocks per shared-session statement"
+    );
+    for (op, outcome, waited) in [
+        ("acquire", "granted", "false"),
+        ("acquire", "granted", "true"),
+        ("acquire", "contended", "false"),
+        ("acquire", "timeout", "false"),
+        ("acquire", "error", "false"),
+        ("try_acquire", "granted", "false"),
+        ("try_acquire", "contended", "false"),
+        ("try_acquire", "error", "false"),
+    ] {
+        metrics::counter!(names::ACQUISITIONS,
+            "operation" => op, "outcome" => outcome, "waited" => waited)
+        .increment(0);
+    }
+    for cause in [
+        LossCause::SessionEnded,
+        LossCause::LivenessFailed,
+        LossCause::LeaseExpired,
+    ] {
+        metrics::counter!(names::LOSSES, "cause" => cause.as_str()).increment(0);
+    }
+    metrics::gauge!(names::HELD).increment(0.0);
+    metrics::gauge!(names::WAITING).increment(0.0);
+    for kind in ["shared", "dedicated"] {
+        metrics::gauge!(names::SESSIONS, "kind" => kind).increment(0.0);
+    }
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -189,12 +227,10 @@ pub(crate) fn acquisition(
             macro_rules! emit {
                 ($op:literal, $o:literal, $w:literal) => {{
                     let counter = metrics::counter!(names::ACQUISITIONS,
-                        "eventsource.lock.operation" => $op, "eventsource.lock.outcome" => $o,
-                        "eventsource.lock.waited" => $w);
+                        "operation" => $op, "outcome" => $o, "waited" => $w);
                     counter.increment(1);
                     metrics::histogram!(names::ACQUIRE_DURATION,
-                        "eventsource.lock.operation" => $op, "eventsource.lock.outcome" => $o,
-                        "eventsource.lock.waited" => $w).record(elapsed);
+                        "operation" => $op, "outcome" => $o, "waited" => $w).record(elapsed);
                 }};
             }
             macro_rules! per_outcome {
@@ -216,10 +252,10 @@ pub(crate) fn acquisition(
             return;
         };
         let labels = [
-            ("eventsource.lock.operation", operation.to_owned()),
-            ("eventsource.lock.outcome", outcome.as_str().to_owned()),
-            ("eventsource.lock.waited", outcome.waited().to_owned()),
-            ("eventsource.lock.key_prefix", prefixes.label(key)),
+            ("operation", operation.to_owned()),
+            ("outcome", outcome.as_str().to_owned()),
+            ("waited", outcome.waited().to_owned()),
+            ("key_prefix", prefixes.label(key)),
         ];
         metrics::counter!(names::ACQUISITIONS, &labels).increment(1);
         metrics::histogram!(names::ACQUIRE_DURATION, &labels).record(elapsed);
@@ -238,8 +274,7 @@ pub(crate) fn held_for(d: Duration) {
 pub(crate) fn lost(n: usize, cause: LossCause) {
     #[cfg(feature = "metrics")]
     if n > 0 {
-        metrics::counter!(names::LOSSES, "eventsource.lock.loss.cause" => cause.as_str())
-            .increment(n as u64);
+        metrics::counter!(names::LOSSES, "cause" => cause.as_str()).increment(n as u64);
     }
 }
 
@@ -261,7 +296,12 @@ pub(crate) fn waiting(delta: f64) {
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn sessions(kind: &'static str, delta: f64) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!(names::SESSIONS, "eventsource.lock.session.kind" => kind).increment(delta);
+    {
+        if delta > 0.0 {
+            describe(); // a recorder installed since the manager was built
+        }
+        metrics::gauge!(names::SESSIONS, "kind" => kind).increment(delta);
+    }
 }
 
 /// A shared-session statement carried `n` items.
@@ -271,7 +311,7 @@ pub(crate) fn batch(n: usize) {
     metrics::histogram!(names::BATCH_SIZE).record(n as f64);
 }
 
-/// Counts one waiting task in `eventsource.lock.waiting` while it lives.
+/// Counts one waiting task in `eventsource_lock_waiting` while it lives.
 pub(crate) struct WaitingTask(());
 
 impl WaitingTask {

@@ -1,5 +1,5 @@
 //! The projection runner's metrics, through the `metrics` facade (feature
-//! `metrics`), with the projection's name as the `eventsource.projection`
+//! `metrics`), with the projection's name as the `projection`
 //! attribute (names are few and chosen by the application). Without the
 //! feature these functions are empty. `docs/observability.md` lists them.
 
@@ -9,11 +9,11 @@ use std::time::Duration;
 
 #[cfg(feature = "metrics")]
 mod names {
-    pub(super) const APPLIED: &str = "eventsource.projection.events.applied";
-    pub(super) const BATCH_DURATION: &str = "eventsource.projection.batch.duration";
-    pub(super) const LAG: &str = "eventsource.projection.lag";
-    pub(super) const RETRIES: &str = "eventsource.projection.retries";
-    pub(super) const PROJECTION: &str = "eventsource.projection";
+    pub(super) const APPLIED: &str = "eventsource_projection_events_applied_total";
+    pub(super) const BATCH_DURATION: &str = "eventsource_projection_batch_duration_seconds";
+    pub(super) const LAG: &str = "eventsource_projection_lag";
+    pub(super) const RETRIES: &str = "eventsource_projection_retries_total";
+    pub(super) const PROJECTION: &str = "projection";
 }
 
 #[cfg(feature = "metrics")]

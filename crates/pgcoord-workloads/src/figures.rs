@@ -1,0 +1,137 @@
+//! Every workload in one run: [`run_all`] and its [`Figures`].
+
+use std::time::Duration;
+
+use pgcoord::adapters::postgres::{PostgresLockManager, PostgresLockManagerBuilder};
+use pgcoord::DistributedLock;
+use serde::Serialize;
+
+use super::LockTableRoom;
+use super::{concurrent_pairs, handover, lock_table_room, percentile_us, sequential_pairs};
+
+/// The one key the fenced run uses, every time: the fence table keeps a
+/// row per key ever fenced, so a fixed key adds one row once, not one per run.
+pub const FENCED_KEY: &str = "eventsource/lock-bench/fenced";
+
+/// The figures of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    /// Seconds each throughput workload ran.
+    pub seconds_per_workload: f64,
+    /// Lock + unlock pairs per second, one task, one key.
+    pub sequential_pairs_per_sec: f64,
+    /// Lock + unlock pairs per second, 64 tasks of one manager, a key each.
+    pub concurrent64_pairs_per_sec: f64,
+    /// Hand-overs measured.
+    pub handovers: usize,
+    /// Hand-over latency, median, µs.
+    pub handover_p50_us: f64,
+    /// Hand-over latency, 99th percentile, µs.
+    pub handover_p99_us: f64,
+    /// Pairs per second with fencing tokens (one task, one key); `None`
+    /// when the fencing table is not installed (`eventsource lock install`).
+    pub fenced_pairs_per_sec: Option<f64>,
+    /// What fencing adds to each grant, µs (fenced pair time minus
+    /// unfenced pair time); `None` without the fencing table.
+    pub fenced_grant_extra_us: Option<f64>,
+    /// The server's lock-table room.
+    pub lock_table: LockTableRoom,
+}
+
+/// Which workload is starting (for a progress line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Sequential pairs.
+    Sequential,
+    /// 64-task pairs.
+    Concurrent,
+    /// Hand-overs.
+    Handover,
+    /// Fenced pairs.
+    Fenced,
+}
+
+impl Phase {
+    /// What the phase measures, in a few words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Phase::Sequential => "sequential lock + unlock pairs",
+            Phase::Concurrent => "64 tasks' lock + unlock pairs",
+            Phase::Handover => "hand-overs between two managers",
+            Phase::Fenced => "fenced lock + unlock pairs",
+        }
+    }
+}
+
+/// Runs every workload for `window` each, on managers built from
+/// `builder` (with holder ids `lock-bench-*`), on keys under a prefix
+/// unique to the run, and reads the lock-table settings on `client`.
+/// Every manager is closed before it returns, on success or failure. The
+/// fenced workload runs when the fencing table exists (else its figures
+/// are `None`).
+///
+/// # Cancel safety
+///
+/// Not cancel safe (the figures so far are lost); leak-free: the
+/// managers close their sessions when dropped, and every guard is
+/// released with them.
+pub async fn run_all(
+    builder: impl Fn() -> PostgresLockManagerBuilder,
+    client: &tokio_postgres::Client,
+    window: Duration,
+    mut progress: impl FnMut(Phase),
+) -> pgcoord::Result<Figures> {
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let prefix = format!("eventsource/lock-bench/{run}");
+    let lock_table = lock_table_room(client).await?;
+    let managers = [
+        builder().holder_id("lock-bench-a").build(),
+        builder().holder_id("lock-bench-b").build(),
+        builder()
+            .holder_id("lock-bench-fenced")
+            .fencing(true)
+            .build(),
+    ];
+    let out = workloads(&managers, &prefix, window, &mut progress, lock_table).await;
+    for m in &managers {
+        let _ = m.close().await;
+    }
+    out
+}
+
+async fn workloads(
+    [a, b, fenced]: &[PostgresLockManager; 3],
+    prefix: &str,
+    window: Duration,
+    progress: &mut impl FnMut(Phase),
+    lock_table: LockTableRoom,
+) -> pgcoord::Result<Figures> {
+    progress(Phase::Sequential);
+    let sequential = sequential_pairs(a, &format!("{prefix}/seq"), window).await?;
+    progress(Phase::Concurrent);
+    let concurrent = concurrent_pairs(a, &format!("{prefix}/conc"), 64, window).await?;
+    progress(Phase::Handover);
+    let samples = handover(a, b, &format!("{prefix}/handover"), window).await?;
+    progress(Phase::Fenced);
+    let fenced_rate = match sequential_pairs(fenced, FENCED_KEY, window).await {
+        Ok(rate) => Some(rate),
+        Err(pgcoord::Error::LockAcquisition(e))
+            if matches!(e.reason, pgcoord::AcquireFailure::FencingNotInstalled) =>
+        {
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    debug_assert!(!a.is_held(FENCED_KEY));
+    Ok(Figures {
+        seconds_per_workload: window.as_secs_f64(),
+        sequential_pairs_per_sec: sequential,
+        concurrent64_pairs_per_sec: concurrent,
+        handovers: samples.len(),
+        handover_p50_us: percentile_us(&samples, 50.0),
+        handover_p99_us: percentile_us(&samples, 99.0),
+        fenced_pairs_per_sec: fenced_rate,
+        fenced_grant_extra_us: fenced_rate.map(|f| 1e6 / f - 1e6 / sequential),
+        lock_table,
+    })
+}

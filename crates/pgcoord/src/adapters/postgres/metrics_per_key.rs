@@ -1,0 +1,153 @@
+//! The per-key-prefix hold metrics (with
+//! [`metrics_key_prefix`](super::PostgresLockManagerBuilder::metrics_key_prefix)
+//! only): a guard's backend wrapped so that its hold is counted under its
+//! key's prefix while it lasts.
+//!
+//! - `eventsource_lock_prefix_held{key_prefix}`: guards held now;
+//! - `eventsource_lock_prefix_hold_duration_seconds{key_prefix}`: from the
+//!   grant to the guard's release or drop;
+//! - `eventsource_lock_prefix_losses_total{key_prefix}`: guards that ended
+//!   lost (counted when the guard ends, not when the session did).
+//!
+//! A guard turned into a manual lock (`into_manual`) leaves these metrics
+//! there: its later `release(key)` is not seen here.
+
+use std::time::Instant;
+
+use super::metrics::KeyPrefixes;
+use crate::ports::error::Result;
+use crate::ports::locks::{BoxFuture, GuardBackend, LossSignal};
+
+#[cfg(feature = "metrics")]
+const HELD: &str = "eventsource_lock_prefix_held";
+#[cfg(feature = "metrics")]
+const HOLD_DURATION: &str = "eventsource_lock_prefix_hold_duration_seconds";
+#[cfg(feature = "metrics")]
+const LOSSES: &str = "eventsource_lock_prefix_losses_total";
+
+/// Describes the per-prefix metrics and registers `prefix`'s series at 0,
+/// the first time this process sees the prefix (the labels are bounded by
+/// each manager's limit, so the set is too).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+fn register(prefix: &str) {
+    #[cfg(feature = "metrics")]
+    {
+        use std::collections::HashSet;
+        use std::sync::{Mutex, OnceLock};
+        static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+        let mut seen = SEEN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !seen.insert(prefix.to_owned()) {
+            return;
+        }
+        use metrics::Unit;
+        metrics::describe_gauge!(HELD, Unit::Count, "Guards held now, by key prefix");
+        metrics::describe_histogram!(
+            HOLD_DURATION,
+            Unit::Seconds,
+            "Time from a grant to its guard's end, by key prefix"
+        );
+        metrics::describe_counter!(LOSSES, Unit::Count, "Guards that ended lost, by key prefix");
+        metrics::gauge!(HELD, "key_prefix" => prefix.to_owned()).increment(0.0);
+        metrics::counter!(LOSSES, "key_prefix" => prefix.to_owned()).increment(0);
+    }
+}
+
+/// `backend` as is without a key prefix; else counted under `key`'s.
+pub(super) fn wrap(
+    prefixes: Option<&KeyPrefixes>,
+    key: &str,
+    loss: &LossSignal,
+    backend: Box<dyn GuardBackend>,
+) -> Box<dyn GuardBackend> {
+    match prefixes {
+        None => backend,
+        Some(p) => {
+            let label = p.label(key);
+            register(&label);
+            Box::new(PrefixHold::begin(
+                label,
+                loss.clone(),
+                Instant::now(),
+                backend,
+            ))
+        }
+    }
+}
+
+struct PrefixHold {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    label: String,
+    loss: LossSignal,
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    since: Instant,
+    inner: Option<Box<dyn GuardBackend>>,
+}
+
+impl PrefixHold {
+    fn begin(
+        label: String,
+        loss: LossSignal,
+        since: Instant,
+        inner: Box<dyn GuardBackend>,
+    ) -> Self {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!(HELD, "key_prefix" => label.clone()).increment(1.0);
+        Self {
+            label,
+            loss,
+            since,
+            inner: Some(inner),
+        }
+    }
+
+    /// Ends the counted hold; the inner backend, if not taken yet.
+    fn end(&mut self) -> Option<Box<dyn GuardBackend>> {
+        let inner = self.inner.take()?;
+        #[cfg(feature = "metrics")]
+        {
+            let label = self.label.clone();
+            metrics::gauge!(HELD, "key_prefix" => label.clone()).decrement(1.0);
+            metrics::histogram!(HOLD_DURATION, "key_prefix" => label.clone())
+                .record(self.since.elapsed());
+            if self.loss.is_lost() {
+                metrics::counter!(LOSSES, "key_prefix" => label).increment(1);
+            }
+        }
+        Some(inner)
+    }
+}
+
+impl Drop for PrefixHold {
+    fn drop(&mut self) {
+        drop(self.end());
+    }
+}
+
+impl GuardBackend for PrefixHold {
+    fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<()>> {
+        let inner = self.end().expect("a hold not yet ended");
+        inner.release()
+    }
+
+    fn into_manual(mut self: Box<Self>) {
+        let inner = self.end().expect("a hold not yet ended");
+        inner.into_manual();
+    }
+
+    fn downgrade(mut self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
+        // The hold goes on in the other mode: counted on, from the same grant.
+        let inner = self.inner.take().expect("a hold not yet ended");
+        let (label, loss, since) = (self.label.clone(), self.loss.clone(), self.since);
+        #[cfg(feature = "metrics")]
+        metrics::gauge!(HELD, "key_prefix" => label.clone()).decrement(1.0);
+        Box::pin(async move {
+            let shared = inner.downgrade().await?;
+            let kept: Box<dyn GuardBackend> =
+                Box::new(PrefixHold::begin(label, loss, since, shared));
+            Ok(kept)
+        })
+    }
+}
