@@ -41,7 +41,6 @@ fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) ->
     Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
 }
 
-
 impl PostgresLockManager {
     /// The guard of a grant: its info, and a loss signal that also watches
     /// the session's lease in lease mode.
@@ -142,7 +141,6 @@ impl PostgresLockManager {
         metrics::acquisition(operation, outcome, elapsed, prefixes.map(|p| (p, key)));
     }
 }
-
 
 impl DistributedLock for PostgresLockManager {
     /// Acquires `key`: first a try-lock on a shared session; if another
