@@ -8,6 +8,7 @@
 //! as skipped, so a short leadership is never silently missed.
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use pgcoord::adapters::postgres::fencing;
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{Election, Leader};
 use pgcoord::lock_id_for_key;
@@ -194,7 +195,11 @@ async fn watch(
         let mut out = String::new();
         if let (Some((_, before)), Some(now)) = (&last, term) {
             // Terms begun since the last look; the current leader's is shown.
-            let first = before.unwrap_or(0) + 1;
+            // Counted within the current term's epoch (the timeline in its
+            // high bits): a failover starts the terms of a new epoch, and
+            // the tokens between the two epochs were never handed out.
+            let epoch_first = (fencing::epoch_of(now) << fencing::EPOCH_SHIFT) + 1;
+            let first = (before.unwrap_or(0) + 1).max(epoch_first);
             let unseen_last = if leader.is_some() { now - 1 } else { now };
             if first <= unseen_last {
                 out.push_str(&render_skipped(args, first, unseen_last, at));

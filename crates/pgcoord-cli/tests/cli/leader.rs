@@ -187,14 +187,16 @@ async fn show_watch_reports_terms_that_came_and_went_between_looks() {
         assert_eq!(out.code, 0, "{out:?}");
     }
     watch.signal(Signal::SIGCONT);
+    // Terms are fencing tokens: timeline 1 above the low 40 bits.
+    let first = (1u64 << pgcoord::adapters::postgres::fencing::EPOCH_SHIFT) + 1;
     let skipped = watched_line(&mut watch).await;
     assert!(
-        skipped.starts_with("brief\tskipped\tterms=1..2\t"),
+        skipped.starts_with(&format!("brief\tskipped\tterms={first}..{}\t", first + 1)),
         "{skipped}"
     );
     assert_eq!(
         watched_line(&mut watch).await,
-        "brief\tvacant\t-\t-\tlast_term=2"
+        format!("brief\tvacant\t-\t-\tlast_term={}", first + 1)
     );
     watch.signal(Signal::SIGINT);
     assert_eq!(watch.finish().await.code, 130);

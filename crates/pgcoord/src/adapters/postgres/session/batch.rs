@@ -202,7 +202,7 @@ async fn query(
             .chain(std::iter::repeat_n("", ids.len() - locks.len()))
             .collect();
         let rows = client
-            .query(&fenced.batch, &[&ids, &is_lock, &keys])
+            .query(&fenced.batch, &[&ids, &is_lock, &keys, &fenced.first_token])
             .await?;
         return Ok(rows
             .iter()

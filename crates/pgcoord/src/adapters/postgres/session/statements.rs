@@ -26,9 +26,8 @@ const TRY_FIRST: &str = "SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1::int8[]
      WITH ORDINALITY AS t(id, n) WHERE pg_catalog.pg_try_advisory_lock(t.id) LIMIT 1";
 /// [`BATCH`] with fencing: each lock granted also increments its key's
 /// fence row in the same statement, and the new token comes back: one more
-/// than the last, but at least the first token of the server's epoch (its
-/// timeline, shifted by [`EPOCH_SHIFT`](super::super::fencing::EPOCH_SHIFT)
-/// bits), so a token never repeats across a promotion. A row
+/// than the last, but at least `$4`, the first token of the server's epoch
+/// ([`FIRST_TOKEN`]), so a token never repeats across a promotion. A row
 /// that an older holder's protected write still has locked `FOR SHARE` is
 /// skipped, not waited for (a shared session never blocks): that grant is
 /// given back at once and reported as not granted, and the caller's wait
@@ -40,16 +39,15 @@ const BATCH_FENCED: &str = "WITH t AS (\
                        pg_catalog.unnest($3::text[])) WITH ORDINALITY AS t(id, op, key, n) \
        ORDER BY t.n), \
      taken AS (SELECT id, key FROM t WHERE op AND ok), \
-     epoch AS (SELECT (eventsource_lock_epoch() << 40) + 1 AS floor), \
      free AS (SELECT f.lock_id FROM eventsource_lock_fences f \
               WHERE f.lock_id IN (SELECT id FROM taken) FOR UPDATE SKIP LOCKED), \
      busy AS (SELECT f.lock_id, pg_catalog.pg_advisory_unlock(f.lock_id) AS given_back \
               FROM eventsource_lock_fences f WHERE f.lock_id IN (SELECT id FROM taken) \
               AND f.lock_id NOT IN (SELECT lock_id FROM free)), \
      bumped AS (INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
-              SELECT id, key, (SELECT floor FROM epoch) FROM taken \
+              SELECT id, key, $4::int8 FROM taken \
               WHERE id NOT IN (SELECT lock_id FROM busy) \
-              ON CONFLICT (lock_id) DO UPDATE SET fence = GREATEST(f.fence + 1, (SELECT floor FROM epoch)) \
+              ON CONFLICT (lock_id) DO UPDATE SET fence = GREATEST(f.fence + 1, $4::int8) \
               RETURNING f.lock_id, f.fence) \
      SELECT CASE WHEN t.op THEN t.ok AND b.fence IS NOT NULL ELSE t.ok END, b.fence, u.given_back \
      FROM t LEFT JOIN bumped b ON t.op AND b.lock_id = t.id \
@@ -59,9 +57,17 @@ const BATCH_FENCED: &str = "WITH t AS (\
 /// holder's protected writes to end.
 const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1)) \
      INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
-     SELECT $1, $2, (eventsource_lock_epoch() << 40) + 1 FROM l \
+     SELECT $1, $2, $3::int8 FROM l \
      ON CONFLICT (lock_id) DO UPDATE \
-     SET fence = GREATEST(f.fence + 1, (eventsource_lock_epoch() << 40) + 1) RETURNING f.fence";
+     SET fence = GREATEST(f.fence + 1, $3::int8) RETURNING f.fence";
+/// The first token of this server's epoch (its timeline), read once when a
+/// fencing session opens and passed to every fenced grant: a primary's
+/// timeline only changes at the end of a recovery, which no session lives
+/// through, so the grants need not call the epoch function each time.
+/// `NULL` on a standby (there is no epoch to read; a grant there fails as
+/// any write does).
+const FIRST_TOKEN: &str = "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL \
+     ELSE (eventsource_lock_epoch() << 40) + 1 END";
 /// Shared holds (never fenced: fencing protects writes).
 const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1)";
 const TRY_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1)";
@@ -104,6 +110,8 @@ pub(super) struct Statements {
 pub(super) struct FencedStatements {
     pub(super) batch: Statement,
     pub(super) lock: Statement,
+    /// The first token of the server's epoch ([`FIRST_TOKEN`]).
+    pub(super) first_token: Option<i64>,
 }
 
 /// What a session learns about its server when it opens.
@@ -133,14 +141,25 @@ pub(super) async fn prepare(
             if !fencing {
                 return Ok(None);
             }
-            let (batch, lock) = tokio::try_join!(
+            let (batch, lock, first) = tokio::try_join!(
                 prep(
                     BATCH_FENCED,
-                    &[Type::INT8_ARRAY, Type::BOOL_ARRAY, Type::TEXT_ARRAY]
+                    &[
+                        Type::INT8_ARRAY,
+                        Type::BOOL_ARRAY,
+                        Type::TEXT_ARRAY,
+                        Type::INT8
+                    ]
                 ),
-                prep(LOCK_FENCED, &[Type::INT8, Type::TEXT]),
+                prep(LOCK_FENCED, &[Type::INT8, Type::TEXT, Type::INT8]),
+                client.query_one(FIRST_TOKEN, &[]),
             )?;
-            Ok(Some(FencedStatements { batch, lock }))
+            let first_token = first.get(0);
+            Ok(Some(FencedStatements {
+                batch,
+                lock,
+                first_token,
+            }))
         },
         async {
             tokio::try_join!(
@@ -218,11 +237,10 @@ pub(super) async fn prepare(
 #[cfg(test)]
 mod epoch_tests {
     use super::super::super::fencing::EPOCH_SHIFT;
-    use super::{BATCH_FENCED, LOCK_FENCED};
+    use super::FIRST_TOKEN;
 
     #[test]
     fn the_fenced_grants_shift_the_epoch_as_the_checks_read_it() {
-        let shift = format!("eventsource_lock_epoch() << {EPOCH_SHIFT})");
-        assert!(BATCH_FENCED.contains(&shift) && LOCK_FENCED.contains(&shift));
+        assert!(FIRST_TOKEN.contains(&format!("eventsource_lock_epoch() << {EPOCH_SHIFT})")));
     }
 }

@@ -64,7 +64,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
                         .await
                         .map(|_| None),
                     Some(f) => client
-                        .query_one(&f.lock, &[&lock_id, &&*key])
+                        .query_one(&f.lock, &[&lock_id, &&*key, &f.first_token])
                         .await
                         .map(|row| Some(row.get::<_, i64>(0) as u64)),
                     None => client.execute(&st.lock, &[&lock_id]).await.map(|_| None),
