@@ -317,9 +317,19 @@ impl SqliteTransaction {
 
     async fn finish(self, sql: &'static str) -> Result<()> {
         let conn = self.db.shared.conn.clone();
-        blocking(move || lock(&conn).execute_batch(sql).map_err(sqlite_error)).await?;
-        self.active.store(false, Ordering::Release);
-        Ok(())
+        let active = self.active.clone();
+        blocking(move || {
+            let conn = lock(&conn);
+            // Checked under the connection's lock: a call dropped before
+            // this ran was rolled back by the transaction's drop, which
+            // also released the gate, so the connection may be another
+            // transaction's by now and this statement must not touch it.
+            if !active.swap(false, Ordering::AcqRel) {
+                return Ok(());
+            }
+            conn.execute_batch(sql).map_err(sqlite_error)
+        })
+        .await
     }
 }
 
