@@ -11,6 +11,7 @@ mod fault_support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::connect;
 use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
 use pgcoord::coordination::Election;
 use pgcoord::{lock_id_for_key, DistributedLock, Error};
@@ -18,14 +19,6 @@ use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::{StopMode, TestCluster};
 
 const SECS: Duration = Duration::from_secs(30);
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-    tokio::spawn(conn);
-    client
-}
 
 fn fenced(url: &str) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())
@@ -97,46 +90,34 @@ async fn fail_over(replication: Replication, key: &str) -> Failover {
         fence_row(&on_standby, key).await == Some(replicated)
     })
     .await;
-    match replication {
-        Replication::Cut => {
-            on_standby
-                .batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
-                .await
-                .unwrap();
-            on_standby
-                .batch_execute("SELECT pg_reload_conf()")
-                .await
-                .unwrap();
-            eventually_async("the standby's WAL receiver stops", || async {
-                let n: i64 = on_standby
-                    .query_one("SELECT count(*) FROM pg_stat_wal_receiver", &[])
-                    .await
-                    .unwrap()
-                    .get(0);
-                n == 0
-            })
-            .await;
-        }
-        Replication::Lagging => {
-            on_standby
-                .batch_execute("ALTER SYSTEM SET recovery_min_apply_delay = '1h'")
-                .await
-                .unwrap();
-            on_standby
-                .batch_execute("SELECT pg_reload_conf()")
-                .await
-                .unwrap();
-            eventually_async("the delay is in force", || async {
-                let v: String = on_standby
-                    .query_one("SHOW recovery_min_apply_delay", &[])
-                    .await
-                    .unwrap()
-                    .get(0);
-                v == "1h"
-            })
-            .await;
-        }
-    }
+    // The setting that stops (or delays) the standby, and the signal that
+    // it took effect.
+    let (setting, took_effect) = match replication {
+        Replication::Cut => (
+            "primary_conninfo = ''",
+            "SELECT count(*) = 0 FROM pg_stat_wal_receiver",
+        ),
+        Replication::Lagging => (
+            "recovery_min_apply_delay = '1h'",
+            "SELECT current_setting('recovery_min_apply_delay') = '1h'",
+        ),
+    };
+    // ALTER SYSTEM cannot run inside the implicit transaction of a
+    // multi-statement query: two calls.
+    let alter = format!("ALTER SYSTEM SET {setting}");
+    on_standby.batch_execute(&alter).await.unwrap();
+    on_standby
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
+    eventually_async("the standby applies the setting", || async {
+        on_standby
+            .query_one(took_effect, &[])
+            .await
+            .unwrap()
+            .get::<_, bool>(0)
+    })
+    .await;
     before.extend(grant_three(&m, key).await);
     let election = Election::new(m.clone(), "failover");
     let mut terms_before = Vec::new();

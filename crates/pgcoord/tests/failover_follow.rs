@@ -11,7 +11,7 @@ mod fault_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::lock_rows;
+use common::{connect, lock_rows};
 use fault_support::{assert_lost, key, private_db};
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Election;
@@ -20,14 +20,6 @@ use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::StopMode;
 
 const SECS: Duration = Duration::from_secs(30);
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-    tokio::spawn(conn);
-    client
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manager_and_its_election_follow_the_promoted_standby() {

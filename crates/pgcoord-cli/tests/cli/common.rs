@@ -339,3 +339,17 @@ pub async fn terminate_holder(db: &TestDatabase, holder_id: &str) {
         .get(0);
     assert!(n >= 1, "found the holder's backend");
 }
+
+/// A server that accepts TCP connections (up to 8, kept open) and never
+/// says a word: its port, and the thread holding them.
+pub fn silent_server() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepting = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(8) {
+            held.push(stream);
+        }
+    });
+    (port, accepting)
+}

@@ -55,16 +55,7 @@ async fn a_wait_cancelled_by_the_server_exits_77_not_as_a_conflict() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_exits_69_within_the_timeout() {
-    // Accepts TCP connections and never says a word.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accepting = std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().take(8) {
-            held.push(stream);
-        }
-        held.len()
-    });
+    let (port, accepting) = silent_server();
     let out = output(
         eventsource(None)
             .env(

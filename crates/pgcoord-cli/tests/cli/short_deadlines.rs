@@ -60,15 +60,7 @@ async fn a_timeout_shorter_than_connecting_still_runs_on_a_free_key() {
 
 #[tokio::test]
 async fn a_tiny_timeout_against_a_silent_server_exits_69_past_the_floor() {
-    // Accepts TCP connections and never says a word.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accepting = std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().take(8) {
-            held.push(stream);
-        }
-    });
+    let (port, accepting) = silent_server();
     let started = Instant::now();
     let out = output(
         eventsource(None)

@@ -50,3 +50,12 @@ pub async fn terminate(client: &tokio_postgres::Client, pid: i32) {
         .get(0);
     assert!(ok, "could not terminate backend {pid}");
 }
+
+/// A plain connection to `url` (its connection task spawned).
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    tokio::spawn(conn);
+    client
+}
