@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::ReserveError;
+use super::holdings::ReserveError;
 use super::session::{
     self, session_ended, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
@@ -102,7 +102,7 @@ impl Acquirer {
         key: &Arc<str>,
     ) -> Result<Option<Granted>, AcquireFailure> {
         self.lines.settled(lock_id).await;
-        self.ctx.registry.settled(lock_id).await;
+        self.ctx.holdings.settled(lock_id).await;
         self.try_shared(lock_id, key).await?.map(alive).transpose()
     }
 
@@ -126,11 +126,11 @@ impl Acquirer {
         // A single session holding a shared hold would also be granted the
         // key exclusively (a session never conflicts with itself): its one
         // lock is taken.
-        if self.ctx.settings.single_session && self.ctx.shared_holds.held() > 0 {
-            let limit = self.ctx.registry.budget();
+        if self.ctx.settings.single_session && self.ctx.holdings.readers_held() > 0 {
+            let limit = self.ctx.holdings.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         }
-        let res = match self.ctx.registry.reserve(lock_id, key) {
+        let res = match self.ctx.holdings.reserve(lock_id, key) {
             Ok(res) => res,
             Err(ReserveError::Busy) => return Ok(None),
             Err(ReserveError::Budget(limit)) => {
@@ -161,7 +161,7 @@ impl Acquirer {
         let mut candidates = Vec::with_capacity(keys.len());
         let mut positions = Vec::with_capacity(keys.len());
         for (i, (lock_id, key)) in keys.iter().enumerate() {
-            match self.ctx.registry.reserve(*lock_id, key) {
+            match self.ctx.holdings.reserve(*lock_id, key) {
                 Ok(res) => {
                     candidates.push((res, key.clone()));
                     positions.push(i);
@@ -267,8 +267,8 @@ impl Acquirer {
         key: &Arc<str>,
         deadline: Option<Instant>,
     ) -> Result<Granted, AcquireFailure> {
-        let Ok(_slot) = self.ctx.registry.reserve_wait() else {
-            let limit = self.ctx.registry.budget();
+        let Ok(_slot) = self.ctx.holdings.reserve_wait() else {
+            let limit = self.ctx.holdings.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         };
         let _waiting = super::metrics::WaitingTask::start();
@@ -294,9 +294,9 @@ impl Acquirer {
             return Err(AcquireFailure::Backend(e));
         }
         let granted = wait_reply(rx, deadline, self.ctx.settings.liveness_timeout).await?;
-        // The caller owns it now (see `Registry::grant_direct`).
+        // The caller owns it now (see `Holdings::grant_direct`).
         let lock = &granted.lock;
-        self.ctx.registry.claim(lock.lock_id(), lock.token());
+        self.ctx.holdings.claim(lock.lock_id(), lock.token());
         Ok(granted)
     }
 

@@ -1,19 +1,20 @@
 //! [`HeldLock`]: ownership of one granted advisory lock.
 //!
-//! Whoever owns a `HeldLock` owns the lock: a guard, the registry (manual
-//! locks), or a reply in flight to a caller. Dropping it, wherever that
+//! Whoever owns a `HeldLock` owns the lock: a guard, the book (manual
+//! locks, as a flag), or a reply in flight to a caller. Dropping it, wherever that
 //! happens (a cancelled future, a panic, a reply nobody received), sends the
 //! unlock to the session that holds the lock. This is what makes every
 //! entry point leak-free when dropped.
 //!
 //! This file sits at the bottom of the adapter: it reaches a session only
 //! through the [`UnlockSink`] trait (the session's mailbox implements it)
-//! and the registry only through [`ReleaseBook`].
+//! and the book of holdings only through [`ReleaseBook`].
 
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use super::hold_token::HoldToken;
 use crate::ports::error::{BackendError, Error, LockLostError, Result};
 use crate::ports::locks::{BoxFuture, GuardBackend};
 
@@ -24,22 +25,23 @@ pub(crate) type UnlockReply = oneshot::Sender<std::result::Result<bool, BackendE
 pub(crate) trait UnlockSink: Send + Sync + 'static {
     /// Queues the unlock of `lock_id` owned by `token`; false if the session
     /// is gone (and the lock with it).
-    fn send_unlock(&self, lock_id: i64, token: u64, reply: Option<UnlockReply>) -> bool;
+    fn send_unlock(&self, lock_id: i64, token: HoldToken, reply: Option<UnlockReply>) -> bool;
     /// Queues turning the exclusive hold of `lock_id` owned by `token` into
     /// a shared one on the same session; the reply says whether it was
     /// still held. False if the session is gone.
-    fn send_downgrade(&self, lock_id: i64, token: u64, reply: UnlockReply) -> bool;
+    fn send_downgrade(&self, lock_id: i64, token: HoldToken, reply: UnlockReply) -> bool;
 }
 
 /// The session a lock lives on, as the bookkeeping sees it.
 pub(crate) type SessionRef = Arc<dyn UnlockSink>;
 
-/// The bookkeeping a lock's release updates (the registry implements it).
+/// The bookkeeping a lock's release updates (the manager's book of
+/// holdings implements it).
 pub(crate) trait ReleaseBook: Send + Sync + 'static {
     /// The owner `token` starts releasing `lock_id`.
-    fn begin_release(&self, lock_id: i64, token: u64) -> bool;
+    fn begin_release(&self, lock_id: i64, token: HoldToken) -> bool;
     /// `lock_id` is no longer held by `token` (released or lost).
-    fn finish(&self, lock_id: i64, token: u64);
+    fn finish(&self, lock_id: i64, token: HoldToken);
     /// Keeps a granted lock until `release(key)`; gives it back if its
     /// owner no longer holds it.
     fn put_manual(&self, lock: HeldLock) -> std::result::Result<(), HeldLock>;
@@ -47,7 +49,7 @@ pub(crate) trait ReleaseBook: Send + Sync + 'static {
 
 pub(crate) struct HeldLock {
     lock_id: i64,
-    token: u64,
+    token: HoldToken,
     key: Arc<str>,
     session: SessionRef,
     book: Arc<dyn ReleaseBook>,
@@ -58,7 +60,7 @@ pub(crate) struct HeldLock {
 impl HeldLock {
     pub(crate) fn new(
         lock_id: i64,
-        token: u64,
+        token: HoldToken,
         key: Arc<str>,
         session: SessionRef,
         book: Arc<dyn ReleaseBook>,
@@ -78,8 +80,21 @@ impl HeldLock {
         self.lock_id
     }
 
-    pub(crate) fn token(&self) -> u64 {
+    pub(crate) fn token(&self) -> HoldToken {
         self.token
+    }
+
+    /// When the lock was granted, if earlier than this owner was built
+    /// (a manual lock rebuilt by the book for its release).
+    pub(crate) fn granted_at(mut self, at: std::time::Instant) -> Self {
+        self.granted_at = at;
+        self
+    }
+
+    /// Gives up ownership without unlocking: the book keeps the lock now
+    /// (a manual lock) and rebuilds its owner when it is released.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
     }
 
     /// Sends the unlock; false if the session is gone (and with it the lock).

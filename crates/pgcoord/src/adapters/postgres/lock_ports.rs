@@ -46,9 +46,13 @@ impl PostgresLockManager {
     /// the session's lease in lease mode.
     pub(super) fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
         let info = self.info(key, lock_id, &g);
+        let token = self
+            .ctx()
+            .holdings
+            .loss_token(lock_id, g.lock.token(), &g.dead);
         let loss = match g.lease {
-            Some(lease) => LossSignal::with_lease(g.loss, lease),
-            None => LossSignal::from_token(g.loss),
+            Some(lease) => LossSignal::with_lease(token, lease),
+            None => LossSignal::from_token(token),
         };
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
         let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(g.lock));
@@ -221,7 +225,7 @@ impl DistributedLock for PostgresLockManager {
             let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
                 Ok(Some(g)) => {
                     let info = self.info(key, lock_id, &g);
-                    match self.ctx().registry.keep_manual(g.lock) {
+                    match self.ctx().holdings.keep_manual(g.lock) {
                         Ok(()) => Ok(Some(info)),
                         Err(lock) => {
                             drop(lock);
@@ -271,8 +275,7 @@ impl DistributedLock for PostgresLockManager {
             key,
             "eventsource.lock.id" = lock_id,
         );
-        let held = self.ctx().registry.take_manual(lock_id, key);
-        let held = held.or_else(|| self.ctx().shared_holds.take_manual(lock_id, key));
+        let held = self.ctx().holdings.take_manual(lock_id, key);
         async move {
             let r = match held {
                 Some(lock) => Box::new(lock).release().await,
@@ -332,7 +335,7 @@ impl DistributedLock for PostgresLockManager {
     /// Whether this manager holds `key` now, in either mode.
     fn is_held(&self, key: &str) -> bool {
         let lock_id = crate::lock_id_for_key(key);
-        self.ctx().registry.is_held(lock_id) || self.ctx().shared_holds.is_held(lock_id)
+        self.ctx().holdings.is_held(lock_id)
     }
 }
 
@@ -345,8 +348,7 @@ impl LockRegistry for PostgresLockManager {
     /// The unlocks are sent before the first await; dropping the future
     /// loses only the count.
     fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
-        let mut items = self.ctx().registry.take_all_held();
-        items.extend(self.ctx().shared_holds.take_all_held());
+        let items = self.ctx().holdings.take_all_held();
         let count = items.len();
         let mut waits = Vec::with_capacity(count);
         for item in items {
@@ -376,6 +378,6 @@ impl LockRegistry for PostgresLockManager {
 
     /// Locks held in either mode (each shared hold counts once).
     fn held_lock_count(&self) -> usize {
-        self.ctx().registry.held() + self.ctx().shared_holds.held()
+        self.ctx().holdings.held()
     }
 }

@@ -22,8 +22,7 @@ impl Drop for ManagerState {
     fn drop(&mut self) {
         // Manual locks belong to the manager: give them back. Guards still
         // alive keep their sessions until they are dropped.
-        self.acquirer.ctx.registry.drop_manual_locks();
-        self.acquirer.ctx.shared_holds.drop_manual_locks();
+        self.acquirer.ctx.holdings.drop_manual_locks();
         self.acquirer.close();
         self.inspection.close();
     }

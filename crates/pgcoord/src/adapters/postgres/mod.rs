@@ -2,7 +2,7 @@
 
 // Layers, top to bottom (each imports only from those below it):
 //   config (builder), lock_ports, shared_lock_ports -> manager -> acquirer -> wait_line -> session/*
-//   -> registry, shared_holds, held_lock, settings, connect, options -> resolve
+//   -> holdings -> held_lock -> hold_token; settings, connect, options -> resolve
 //   -> libpq_env, passfile, service_file, connstring, tls
 mod acquirer;
 mod config;
@@ -10,7 +10,9 @@ mod connect;
 mod connstring;
 pub mod fencing;
 mod held_lock;
+mod hold_token;
 mod holders;
+mod holdings;
 mod inspection;
 mod leader_observer;
 mod libpq_env;
@@ -21,13 +23,11 @@ mod metrics;
 mod metrics_per_key;
 mod options;
 mod passfile;
-mod registry;
 mod resolve;
 mod run_log;
 mod service_file;
 mod session;
 mod settings;
-mod shared_holds;
 mod shared_lock_ports;
 mod tls;
 mod verify;

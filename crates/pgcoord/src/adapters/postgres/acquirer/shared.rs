@@ -35,15 +35,15 @@ impl Acquirer {
             return Err(AcquireFailure::Closed);
         }
         let single = self.ctx.settings.single_session;
-        if single && (self.ctx.shared_holds.held() > 0 || self.ctx.registry.held() > 0) {
-            let limit = self.ctx.registry.budget();
+        if single && self.ctx.holdings.held() > 0 {
+            let limit = self.ctx.holdings.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         }
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let try_only = timeout == Some(Duration::ZERO);
         // A queued shared request takes a place in the server's lock table.
-        let Ok(_slot) = self.ctx.registry.reserve_wait() else {
-            let limit = self.ctx.registry.budget();
+        let Ok(_slot) = self.ctx.holdings.reserve_wait() else {
+            let limit = self.ctx.holdings.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         };
         let _waiting = (!try_only).then(|| (WaitingTask::start(), Waiting::start(self)));

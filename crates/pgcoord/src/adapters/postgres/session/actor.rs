@@ -4,7 +4,7 @@
 //! When the connection ends (backend terminated, server restart) or a
 //! liveness check fails, the actor cancels the session's `dead` token —
 //! every guard's loss signal is a child of it — forgets its locks in the
-//! registry, and exits.
+//! book of holdings, and exits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

@@ -6,7 +6,8 @@ use std::time::Duration;
 use super::super::connect::{ends_session, pg_error};
 use super::super::fencing::fence_query_error;
 use super::super::held_lock::UnlockReply;
-use super::super::registry::Reservation;
+use super::super::hold_token::HoldToken;
+use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;
@@ -19,7 +20,7 @@ struct PendingLock {
 
 struct PendingUnlock {
     lock_id: i64,
-    token: u64,
+    token: HoldToken,
     reply: Option<UnlockReply>,
 }
 

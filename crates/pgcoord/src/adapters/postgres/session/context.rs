@@ -6,17 +6,16 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::super::connect::Connector;
-use super::super::registry::Registry;
+use super::super::hold_token::HoldToken;
+use super::super::holdings::Holdings;
 use super::super::settings::Settings;
-use super::super::shared_holds::{is_shared_token, SharedHolds};
 use super::mailbox::Kind;
 
 /// Shared by a manager and all of its session actors (and nothing else).
 pub(crate) struct SessionContext {
     pub(crate) connector: Arc<Connector>,
-    pub(crate) registry: Arc<Registry>,
-    /// The manager's shared-mode holds (on dedicated sessions).
-    pub(crate) shared_holds: Arc<SharedHolds>,
+    /// The one book of what this manager holds, in both modes.
+    pub(crate) holdings: Arc<Holdings>,
     pub(crate) settings: Settings,
     /// Cancelled when the manager is closed or dropped.
     pub(crate) closed: CancellationToken,
@@ -35,21 +34,16 @@ impl SessionContext {
             server: connector.server(),
             extra_setup,
             connector,
-            registry: Registry::new(settings.max_held_locks),
-            shared_holds: SharedHolds::new(),
+            holdings: Holdings::new(settings.max_held_locks),
             settings,
             closed: CancellationToken::new(),
             open_sessions: AtomicUsize::new(0),
         })
     }
 
-    /// Forgets a lock (released or lost) in whichever book holds it.
-    pub(crate) fn finish(&self, lock_id: i64, token: u64) {
-        if is_shared_token(token) {
-            self.shared_holds.finish(token);
-        } else {
-            self.registry.finish(lock_id, token);
-        }
+    /// Forgets a lock (released or lost).
+    pub(crate) fn finish(&self, lock_id: i64, token: HoldToken) {
+        self.holdings.finish(lock_id, token);
     }
 
     /// How many sessions are connected now.

@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::super::connect::{ends_session, pg_error};
 use super::super::held_lock::UnlockReply;
+use super::super::hold_token::HoldToken;
 use super::mailbox::{session_ended, WaitOutcome};
 use super::state::SessionState;
 use crate::ports::error::{BackendError, BackendErrorKind};
@@ -47,7 +48,7 @@ pub(super) async fn run_try_shared(
                 let _ = reply.send(WaitOutcome::Abandoned);
                 return ok;
             }
-            let g = s.grant_shared(lock_id, key, false);
+            let g = s.grant_reader(lock_id, key, false);
             if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
                 drop(g); // the caller left after all: the unlock is queued to us
             }
@@ -85,7 +86,7 @@ fn no_answer() -> BackendError {
 pub(super) async fn run_downgrade(
     s: &mut SessionState,
     lock_id: i64,
-    token: u64,
+    token: HoldToken,
     reply: UnlockReply,
 ) {
     if s.held.get(&lock_id) != Some(&token) {

@@ -10,9 +10,10 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::super::held_lock::{HeldLock, UnlockReply, UnlockSink};
+use super::super::hold_token::HoldToken;
 use super::super::holders::AdvisoryLock as HoldersRow;
+use super::super::holdings::Reservation;
 use super::super::metrics::LossCause;
-use super::super::registry::Reservation;
 use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::shared_locks::LockMode;
 
@@ -61,14 +62,14 @@ pub(crate) enum Op {
     /// Release a lock held by `token`. Replies whether it was still held.
     Unlock {
         lock_id: i64,
-        token: u64,
+        token: HoldToken,
         reply: Option<UnlockReply>,
     },
     /// Turn the exclusive lock held by `token` into a shared hold, with no
     /// gap. Replies whether it was still held.
     Downgrade {
         lock_id: i64,
-        token: u64,
+        token: HoldToken,
         reply: UnlockReply,
     },
 }
@@ -117,7 +118,9 @@ pub(crate) enum WaitOutcome {
 /// A lock just granted.
 pub(crate) struct Granted {
     pub(crate) lock: HeldLock,
-    pub(crate) loss: CancellationToken,
+    /// The session's death token: the guard's loss signal is made from
+    /// it, by the book ([`Holdings::loss_token`](super::super::holdings::Holdings::loss_token)).
+    pub(crate) dead: CancellationToken,
     /// Granted after a wait in the server's queue (not by a try).
     pub(crate) waited: bool,
     /// Lease mode: the session's lease, which the loss signal also watches.
@@ -177,7 +180,7 @@ impl Mailbox {
 }
 
 impl UnlockSink for Mailbox {
-    fn send_unlock(&self, lock_id: i64, token: u64, reply: Option<UnlockReply>) -> bool {
+    fn send_unlock(&self, lock_id: i64, token: HoldToken, reply: Option<UnlockReply>) -> bool {
         self.tx
             .send(Op::Unlock {
                 lock_id,
@@ -187,7 +190,7 @@ impl UnlockSink for Mailbox {
             .is_ok()
     }
 
-    fn send_downgrade(&self, lock_id: i64, token: u64, reply: UnlockReply) -> bool {
+    fn send_downgrade(&self, lock_id: i64, token: HoldToken, reply: UnlockReply) -> bool {
         self.tx
             .send(Op::Downgrade {
                 lock_id,

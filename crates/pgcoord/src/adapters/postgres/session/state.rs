@@ -11,7 +11,8 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::super::held_lock::{HeldLock, SessionRef, UnlockReply};
-use super::super::registry::Reservation;
+use super::super::hold_token::HoldToken;
+use super::super::holdings::Reservation;
 use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
 use super::statements::Statements;
@@ -24,7 +25,7 @@ pub(super) struct SessionState {
     pub(super) client: Client,
     pub(super) statements: Statements,
     /// lock id -> token of the owner, for every lock this session holds.
-    pub(super) held: HashMap<i64, u64>,
+    pub(super) held: HashMap<i64, HoldToken>,
     /// The lock ids of `held` held in shared mode (a shared hold, or a
     /// downgraded lock): their unlock is `pg_advisory_unlock_shared`.
     pub(super) shared_mode: HashSet<i64>,
@@ -61,7 +62,7 @@ impl SessionState {
         ok
     }
 
-    /// Records a grant in the registry and builds its owner.
+    /// Records an exclusive grant in the book and builds its owner.
     pub(super) fn grant(
         &mut self,
         lock_id: i64,
@@ -71,18 +72,17 @@ impl SessionState {
     ) -> Granted {
         let reservation_was_none = reservation.is_none();
         let session: SessionRef = self.mailbox.clone();
-        let loss = self.mailbox.dead.child_token();
-        let registry = &self.ctx.registry;
+        let book = &self.ctx.holdings;
         let token = match reservation {
-            Some(res) => registry.grant_reserved(res, &session, &loss),
-            None => registry.grant_direct(lock_id, &key, &session, &loss),
+            Some(res) => book.grant_reserved(res, &session),
+            None => book.grant_direct(lock_id, &key, &session),
         };
         self.held.insert(lock_id, token);
         super::super::metrics::held(1.0);
         let waited = reservation_was_none;
         Granted {
-            lock: HeldLock::new(lock_id, token, key, session, registry.clone()),
-            loss,
+            lock: HeldLock::new(lock_id, token, key, session, book.clone()),
+            dead: self.mailbox.dead.clone(),
             waited,
             lease: self.lease.clone(),
             fence,
@@ -91,19 +91,18 @@ impl SessionState {
         }
     }
 
-    /// Records a shared hold granted on this (dedicated) session in the
-    /// manager's book of shared holds, and builds its owner.
-    pub(super) fn grant_shared(&mut self, lock_id: i64, key: Arc<str>, waited: bool) -> Granted {
+    /// Records a reader (shared) hold granted on this dedicated session in
+    /// the book, and builds its owner.
+    pub(super) fn grant_reader(&mut self, lock_id: i64, key: Arc<str>, waited: bool) -> Granted {
         let session: SessionRef = self.mailbox.clone();
-        let loss = self.mailbox.dead.child_token();
-        let book = &self.ctx.shared_holds;
-        let token = book.grant(lock_id, &key, &session, &loss);
+        let book = &self.ctx.holdings;
+        let token = book.grant_reader(lock_id, &key, &session);
         self.held.insert(lock_id, token);
         self.shared_mode.insert(lock_id);
         super::super::metrics::held(1.0);
         Granted {
             lock: HeldLock::new(lock_id, token, key, session, book.clone()),
-            loss,
+            dead: self.mailbox.dead.clone(),
             waited,
             lease: self.lease.clone(),
             fence: None,
@@ -117,7 +116,7 @@ impl SessionState {
     pub(super) fn settle_unlock(
         &mut self,
         lock_id: i64,
-        token: u64,
+        token: HoldToken,
         ok: bool,
         reply: Option<UnlockReply>,
     ) {

@@ -3,7 +3,7 @@
 //!
 //! `LIMIT 1` over the ordinality scan stops at the first id whose try-lock
 //! succeeds, so at most one lock is taken, and it is the first free one in
-//! list order. Each candidate was reserved in the registry first (ids this
+//! list order. Each candidate was reserved in the book first (ids this
 //! manager holds or is taking are left out by the caller).
 
 use std::collections::HashSet;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::super::connect::{ends_session, pg_error};
-use super::super::registry::Reservation;
+use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Reply};
 use super::state::SessionState;
 use crate::ports::error::BackendErrorKind;

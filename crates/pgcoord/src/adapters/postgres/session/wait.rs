@@ -151,7 +151,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         }
         Ok(fence) => {
             let g = match shared {
-                true => s.grant_shared(lock_id, key, true),
+                true => s.grant_reader(lock_id, key, true),
                 false => s.grant(lock_id, key, None, fence),
             };
             if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {

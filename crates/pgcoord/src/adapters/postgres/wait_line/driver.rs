@@ -67,8 +67,8 @@ impl WaitLines {
         while let Some(lock_timeout) = self.next_wait(lock_id) {
             // A queued wait takes a place in the server's lock table: it
             // counts against the budget like a held lock.
-            let Ok(_slot) = self.ctx.registry.reserve_wait() else {
-                let limit = self.ctx.registry.budget();
+            let Ok(_slot) = self.ctx.holdings.reserve_wait() else {
+                let limit = self.ctx.holdings.budget();
                 self.fail(lock_id, true, || AcquireFailure::BudgetExceeded { limit });
                 continue;
             };

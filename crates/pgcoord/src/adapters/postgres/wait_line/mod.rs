@@ -200,7 +200,7 @@ impl WaitLines {
                     Ok(()) => {
                         // The task owns it now (dropped unreceived, it is
                         // unlocked like any guard).
-                        self.ctx.registry.claim(lock_id, token);
+                        self.ctx.holdings.claim(lock_id, token);
                         return;
                     }
                     Err(Ok(g)) => granted = g,

@@ -1,15 +1,16 @@
 //! Places in the budget: a pending try-lock ([`Reservation`]) and a wait
 //! on a dedicated session ([`WaitSlot`]), each given back when dropped.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::{Entry, Registry, ReserveError};
+use super::{Entry, Holdings, ReserveError};
 
 /// A pending try-lock; dropping it un-reserves unless it was granted.
 pub(crate) struct Reservation {
-    registry: Arc<Registry>,
+    book: Arc<Holdings>,
     pub(super) lock_id: i64,
-    pub(super) token: u64,
+    pub(super) serial: NonZeroU64,
     pub(super) key: Arc<str>,
     pub(super) armed: bool,
 }
@@ -25,9 +26,9 @@ impl Drop for Reservation {
         if !self.armed {
             return;
         }
-        let mut state = self.registry.lock();
+        let mut state = self.book.lock();
         if let Some(e) = state.entries.get_mut(&self.lock_id) {
-            if e.pending == Some(self.token) {
+            if e.pending == Some(self.serial) {
                 e.pending = None;
             }
         }
@@ -35,19 +36,19 @@ impl Drop for Reservation {
     }
 }
 
-/// A wait's place in the budget; see [`Registry::reserve_wait`].
+/// A wait's place in the budget; see [`Holdings::reserve_wait`].
 pub(crate) struct WaitSlot {
-    registry: Arc<Registry>,
+    book: Arc<Holdings>,
 }
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
-        self.registry.lock().waits -= 1;
+        self.book.lock().waits -= 1;
     }
 }
 
-impl Registry {
-    /// Reserves `lock_id` for a try-lock on its shared session.
+impl Holdings {
+    /// Reserves `lock_id` for a try-lock on a batched session.
     pub(crate) fn reserve(
         self: &Arc<Self>,
         lock_id: i64,
@@ -60,19 +61,19 @@ impl Registry {
         if state.used() >= self.budget {
             return Err(ReserveError::Budget(self.budget));
         }
-        let token = state.token();
+        let serial = state.serial();
         state.entries.insert(
             lock_id,
             Entry {
                 key: key.clone(),
                 owner: None,
-                pending: Some(token),
+                pending: Some(serial),
             },
         );
         Ok(Reservation {
-            registry: self.clone(),
+            book: self.clone(),
             lock_id,
-            token,
+            serial,
             key: key.clone(),
             armed: true,
         })
@@ -87,8 +88,6 @@ impl Registry {
             return Err(ReserveError::Budget(self.budget));
         }
         state.waits += 1;
-        Ok(WaitSlot {
-            registry: self.clone(),
-        })
+        Ok(WaitSlot { book: self.clone() })
     }
 }

@@ -1,0 +1,351 @@
+//! [`Holdings`]: the manager's one book of the locks it holds, in both
+//! modes, each ownership named by a [`HoldToken`] that says which part of
+//! the book it lives in.
+//!
+//! - **Exclusive**: each lock id this manager takes exclusively has one
+//!   entry with up to two parts: an *owner* (the lock is held, or being
+//!   released, by one local owner) and a *pending* try-lock (a request for
+//!   the id is on its way to a batched session). A new try-lock is only
+//!   sent when the entry has neither part: advisory locks are re-entrant
+//!   per session, so a batched session that might hold the id is never
+//!   asked for it again. A grant obtained on a dedicated session (after a
+//!   wait) replaces the owner but leaves a pending try-lock in place.
+//! - **Reader** (shared mode): any number of holds per lock id, each on a
+//!   dedicated session of its own, so PostgreSQL itself orders the
+//!   requests of both modes, this manager's own included.
+//!
+//! Removals name their token: a late removal never erases the next owner.
+//!
+//! What a held lock costs here is kept small: a lock with no guard (a
+//! manual lock, released by key) is a flag, its [`HeldLock`] rebuilt when
+//! it is released, and a loss signal is made only for a guard
+//! ([`Holdings::loss_token`]).
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::held_lock::{HeldLock, ReleaseBook, SessionRef};
+use super::hold_token::HoldToken;
+
+mod manual;
+mod readers;
+mod reservation;
+
+pub(crate) use reservation::Reservation;
+
+/// What the book keeps of one hold, in either mode.
+struct Hold {
+    session: SessionRef,
+    /// The guard's loss signal, once a guard is built; a manual lock has
+    /// nobody to tell.
+    loss: Option<CancellationToken>,
+    /// When it was granted, in nanoseconds after the book's `epoch`.
+    granted: u64,
+    /// An unlock is on its way; still held on the server until it completes.
+    releasing: bool,
+    /// Kept by the book until `release(key)`: no guard owns it.
+    manual: bool,
+}
+
+/// The exclusive owner of a lock id.
+struct Owner {
+    serial: NonZeroU64,
+    hold: Hold,
+    /// Granted after a wait and not yet taken by a task
+    /// ([`Holdings::grant_direct`]): not counted as held.
+    unclaimed: bool,
+}
+
+struct Entry {
+    key: Arc<str>,
+    owner: Option<Owner>,
+    pending: Option<NonZeroU64>,
+}
+
+/// One shared (reader) hold.
+struct Reader {
+    lock_id: i64,
+    key: Arc<str>,
+    hold: Hold,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<i64, Entry>,
+    readers: HashMap<NonZeroU64, Reader>,
+    /// Exclusive owners counted as held (claimed).
+    held: usize,
+    next_serial: u64,
+    /// Waits in flight on dedicated sessions ([`WaitSlot`]s): a queued
+    /// waiter takes a place in the server's lock table too.
+    waits: usize,
+}
+
+impl State {
+    /// Places used in the budget: exclusive locks held, taken or released,
+    /// and waits.
+    fn used(&self) -> usize {
+        self.entries.len() + self.waits
+    }
+
+    fn serial(&mut self) -> NonZeroU64 {
+        self.next_serial += 1;
+        NonZeroU64::new(self.next_serial).expect("a serial after an increment is never 0")
+    }
+
+    /// Removes an exclusive entry that has become empty.
+    fn tidy(&mut self, lock_id: i64) {
+        if matches!(self.entries.get(&lock_id), Some(e) if e.owner.is_none() && e.pending.is_none())
+        {
+            self.entries.remove(&lock_id);
+        }
+    }
+
+    /// The hold `token` names, if it is still in the book.
+    fn hold_mut(&mut self, lock_id: i64, token: HoldToken) -> Option<&mut Hold> {
+        match token {
+            HoldToken::Exclusive(serial) => self
+                .entries
+                .get_mut(&lock_id)
+                .and_then(|e| e.owner.as_mut())
+                .filter(|o| o.serial == serial)
+                .map(|o| &mut o.hold),
+            HoldToken::Reader(serial) => self.readers.get_mut(&serial).map(|r| &mut r.hold),
+        }
+    }
+}
+
+pub(crate) struct Holdings {
+    state: Mutex<State>,
+    budget: usize,
+    /// Told when an unclaimed grant is claimed or gone (see
+    /// [`Holdings::settled`]).
+    settles: tokio::sync::Notify,
+    /// What `Hold::granted` counts from.
+    epoch: Instant,
+}
+
+/// Why a lock id cannot be reserved.
+pub(crate) enum ReserveError {
+    /// Another local owner holds, acquires or releases it.
+    Busy,
+    /// The budget is used up.
+    Budget(usize),
+}
+
+impl Holdings {
+    pub(crate) fn new(budget: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            budget,
+            settles: tokio::sync::Notify::new(),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    fn hold(&self, session: &SessionRef) -> Hold {
+        Hold {
+            session: session.clone(),
+            loss: None,
+            granted: self.epoch.elapsed().as_nanos() as u64,
+            releasing: false,
+            manual: false,
+        }
+    }
+
+    fn granted_at(&self, hold: &Hold) -> Instant {
+        self.epoch + Duration::from_nanos(hold.granted)
+    }
+
+    /// Records the grant of a reserved try-lock; returns its token.
+    pub(crate) fn grant_reserved(&self, mut res: Reservation, session: &SessionRef) -> HoldToken {
+        res.armed = false;
+        let hold = self.hold(session);
+        let previous = {
+            let mut state = self.lock();
+            let e = state.entries.entry(res.lock_id).or_insert_with(|| Entry {
+                key: res.key.clone(),
+                owner: None,
+                pending: None,
+            });
+            if e.pending == Some(res.serial) {
+                e.pending = None;
+            }
+            Self::install(&mut state, res.lock_id, res.serial, hold, true)
+        };
+        drop(previous);
+        HoldToken::Exclusive(res.serial)
+    }
+
+    /// Records a grant obtained on a dedicated session (after a wait),
+    /// not yet claimed: it counts as held once a task takes it
+    /// ([`claim`](Self::claim)). A wait every task gave up on can still
+    /// be granted, and such a grant is never this manager's to report.
+    pub(crate) fn grant_direct(
+        &self,
+        lock_id: i64,
+        key: &Arc<str>,
+        session: &SessionRef,
+    ) -> HoldToken {
+        let hold = self.hold(session);
+        let (serial, previous) = {
+            let mut state = self.lock();
+            let serial = state.serial();
+            state.entries.entry(lock_id).or_insert_with(|| Entry {
+                key: key.clone(),
+                owner: None,
+                pending: None,
+            });
+            let previous = Self::install(&mut state, lock_id, serial, hold, false);
+            (serial, previous)
+        };
+        drop(previous);
+        HoldToken::Exclusive(serial)
+    }
+
+    /// A task took the waited-for grant `token` of `lock_id`: from now on it
+    /// counts as held. No-op if it is gone already (its session ended).
+    pub(crate) fn claim(&self, lock_id: i64, token: HoldToken) {
+        let HoldToken::Exclusive(serial) = token else {
+            return;
+        };
+        {
+            let mut state = self.lock();
+            let Some(o) = state
+                .entries
+                .get_mut(&lock_id)
+                .and_then(|e| e.owner.as_mut())
+            else {
+                return;
+            };
+            if o.serial != serial || !o.unclaimed {
+                return;
+            }
+            o.unclaimed = false;
+            state.held += 1;
+        }
+        self.settles.notify_waiters();
+    }
+
+    /// Resolves once `lock_id` has no grant that no task has claimed: one
+    /// is either taken by a waiting task in a moment, or (its tasks gone)
+    /// already on its way back, about a round trip. A try-lock waits for
+    /// that instead of losing to a grant nobody owns.
+    pub(crate) async fn settled(&self, lock_id: i64) {
+        loop {
+            let settles = self.settles.notified();
+            tokio::pin!(settles);
+            settles.as_mut().enable();
+            let unclaimed = self
+                .lock()
+                .entries
+                .get(&lock_id)
+                .and_then(|e| e.owner.as_ref())
+                .is_some_and(|o| o.unclaimed);
+            if !unclaimed {
+                return;
+            }
+            settles.await;
+        }
+    }
+
+    /// Makes `serial` the exclusive owner, counted as held when `claimed`.
+    /// The server granted the lock, so a previous owner has released it:
+    /// its later removal names its own token and is ignored, and the lock
+    /// is not counted twice. Returns the replaced owner, to be dropped
+    /// outside the mutex.
+    fn install(
+        state: &mut State,
+        lock_id: i64,
+        serial: NonZeroU64,
+        hold: Hold,
+        claimed: bool,
+    ) -> Option<Owner> {
+        let e = state.entries.get_mut(&lock_id).expect("entry just ensured");
+        let previous = e.owner.replace(Owner {
+            serial,
+            hold,
+            unclaimed: !claimed,
+        });
+        let was_counted = previous.as_ref().is_some_and(|o| !o.unclaimed);
+        state.held = state.held + usize::from(claimed) - usize::from(was_counted);
+        previous
+    }
+
+    /// Forgets a hold (released or lost). No-op for a stale token.
+    pub(crate) fn finish(&self, lock_id: i64, token: HoldToken) {
+        let serial = match token {
+            HoldToken::Exclusive(serial) => serial,
+            HoldToken::Reader(serial) => {
+                let removed = self.lock().readers.remove(&serial);
+                drop(removed);
+                return;
+            }
+        };
+        let unclaimed = {
+            let mut state = self.lock();
+            let removed = match state.entries.get_mut(&lock_id) {
+                Some(e) if e.owner.as_ref().is_some_and(|o| o.serial == serial) => e.owner.take(),
+                _ => None,
+            };
+            if removed.as_ref().is_some_and(|o| !o.unclaimed) {
+                state.held -= 1;
+            }
+            state.tidy(lock_id);
+            removed.is_some_and(|o| o.unclaimed)
+        };
+        if unclaimed {
+            self.settles.notify_waiters();
+        }
+    }
+
+    /// Whether `lock_id` is held (granted and not yet fully released) by
+    /// a local owner, in either mode.
+    pub(crate) fn is_held(&self, lock_id: i64) -> bool {
+        let state = self.lock();
+        let exclusive = state
+            .entries
+            .get(&lock_id)
+            .and_then(|e| e.owner.as_ref())
+            .is_some_and(|o| !o.unclaimed);
+        exclusive || state.readers.values().any(|r| r.lock_id == lock_id)
+    }
+
+    /// How many locks are held, in either mode (each reader hold counts).
+    pub(crate) fn held(&self) -> usize {
+        let state = self.lock();
+        state.held + state.readers.len()
+    }
+}
+
+impl ReleaseBook for Holdings {
+    fn begin_release(&self, lock_id: i64, token: HoldToken) -> bool {
+        match self.lock().hold_mut(lock_id, token) {
+            Some(hold) => {
+                hold.releasing = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn finish(&self, lock_id: i64, token: HoldToken) {
+        Holdings::finish(self, lock_id, token)
+    }
+
+    fn put_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
+        self.keep_manual(lock)
+    }
+}
