@@ -44,10 +44,10 @@ pub struct Args {
     /// Run the read-model scenarios (PostgreSQL and SQLite) instead of the lock ones.
     #[arg(long)]
     pub readmodels: bool,
-    /// Experiment: shared sessions per manager (the builder's `shared_sessions`);
+    /// Experiment: batched sessions per manager (the builder's `batched_sessions`);
     /// default: the manager's own default.
     #[arg(long)]
-    pub shared_sessions: Option<usize>,
+    pub batched_sessions: Option<usize>,
     /// The bench binary built with `--features metrics`: runs the
     /// metrics-overhead scenarios (acquire + release with the library's
     /// `metrics` feature off, on without a recorder, on with a Prometheus

@@ -46,7 +46,7 @@ pub struct Spec {
     pub keys: Vec<String>,
     pub start_unix_ns: u64,
     pub measure_ns: u64,
-    pub shared_sessions: Option<usize>,
+    pub batched_sessions: Option<usize>,
 }
 
 /// What one task of a worker recorded (times relative to the window start).
@@ -109,7 +109,7 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
             keys: keys.clone(),
             start_unix_ns,
             measure_ns: (w.end - w.start).as_nanos() as u64,
-            shared_sessions: ctx.shared_sessions,
+            batched_sessions: ctx.batched_sessions,
         };
         let child = tokio::process::Command::new(&exe)
             .arg("--contention-worker")

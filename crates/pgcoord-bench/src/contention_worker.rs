@@ -27,8 +27,8 @@ pub async fn run(spec_json: &str) -> Res<()> {
         Impl::Ours => {
             let holder = spec.app.trim_start_matches("eventsource/").to_owned();
             let mut b = PostgresLockManager::builder_from_url(&spec.url)?.holder_id(holder);
-            if let Some(n) = spec.shared_sessions {
-                b = b.shared_sessions(n);
+            if let Some(n) = spec.batched_sessions {
+                b = b.batched_sessions(n);
             }
             let mgr = b.build();
             let warm = format!("{}/warm/{}", spec.keys[0], std::process::id());

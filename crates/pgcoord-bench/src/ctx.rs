@@ -22,7 +22,7 @@ pub struct Ctx {
     pub warmup: Duration,
     pub measure: Duration,
     pub quick: bool,
-    pub shared_sessions: Option<usize>,
+    pub batched_sessions: Option<usize>,
     /// `--trials`: trials of the coordination scenarios (None: their defaults).
     pub trials: Option<usize>,
     /// Why `held10k` / `capacity` cannot run on this server (lock table too small), if so.

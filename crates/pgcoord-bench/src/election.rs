@@ -62,7 +62,7 @@ async fn start_leader(ctx: &Ctx, election: &str) -> Res<(tokio::process::Child, 
         url: ctx.url.clone(),
         election: election.to_owned(),
         holder_id: "bench-election-leader".into(),
-        shared_sessions: ctx.shared_sessions,
+        batched_sessions: ctx.batched_sessions,
     };
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
         .arg("--election-leader")

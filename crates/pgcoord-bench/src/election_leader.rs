@@ -21,7 +21,7 @@ pub struct LeaderSpec {
     pub url: String,
     pub election: String,
     pub holder_id: String,
-    pub shared_sessions: Option<usize>,
+    pub batched_sessions: Option<usize>,
 }
 
 /// What it prints once it leads.
@@ -36,8 +36,8 @@ pub async fn run(spec_json: &str) -> Res<()> {
     let mut b = PostgresLockManager::builder_from_url(&spec.url)?
         .holder_id(spec.holder_id)
         .fencing(true);
-    if let Some(n) = spec.shared_sessions {
-        b = b.shared_sessions(n);
+    if let Some(n) = spec.batched_sessions {
+        b = b.batched_sessions(n);
     }
     let mgr = b.build();
     let election = Election::new(mgr.clone(), spec.election);

@@ -28,8 +28,8 @@ pub fn manager_with(ctx: &Ctx, holder: &str, fencing: bool) -> PostgresLockManag
         .holder_id(holder)
         .max_held_locks(20_000)
         .fencing(fencing);
-    match ctx.shared_sessions {
-        Some(n) => builder.shared_sessions(n).build(),
+    match ctx.batched_sessions {
+        Some(n) => builder.batched_sessions(n).build(),
         None => builder.build(),
     }
 }

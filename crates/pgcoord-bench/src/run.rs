@@ -64,7 +64,7 @@ pub async fn bench(args: &Args) -> Res<()> {
         warmup,
         measure,
         quick: args.quick,
-        shared_sessions: args.shared_sessions,
+        batched_sessions: args.batched_sessions,
         trials: args.trials,
         lock_table_short,
         lock_table_slots,
