@@ -147,10 +147,10 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             builder = builder.lease(lease);
         }
         if set {
-            // The set's tries go out together on one shared session; each
+            // The set's tries go out together on one batched session; each
             // key it has to wait for is waited for, and then held, on a
             // session of its own.
-            builder = builder.shared_sessions(1);
+            builder = builder.batched_sessions(1);
         }
         let manager = builder
             // One lock per run: one session for the try, the wait and the

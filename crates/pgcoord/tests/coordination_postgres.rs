@@ -182,10 +182,10 @@ async fn an_uncontended_set_of_ten_costs_at_most_two_round_trips() {
         config.ssl_mode(tokio_postgres::config::SslMode::Disable);
         let m = PostgresLockManager::builder(config)
             .holder_id("round-trips")
-            .shared_sessions(shared)
+            .batched_sessions(shared)
             .liveness_interval(Duration::from_secs(3600))
             .build();
-        // Warm up: every shared session open, its statements prepared.
+        // Warm up: every batched session open, its statements prepared.
         for _ in 0..3 {
             let warm: Vec<String> = (0..10).map(|i| key(&format!("warm-{i}"))).collect();
             acquire_many(&m, &warm, None)
@@ -220,7 +220,7 @@ async fn an_uncontended_set_of_ten_costs_at_most_two_round_trips() {
             }
         }
         report.push(format!(
-            "{shared} shared session(s): round trips per session, by attempt {attempts:?}"
+            "{shared} batched session(s): round trips per session, by attempt {attempts:?}"
         ));
         let best = attempts
             .iter()
@@ -229,7 +229,7 @@ async fn an_uncontended_set_of_ten_costs_at_most_two_round_trips() {
             .unwrap_or(0);
         assert!(
             (1..=2).contains(&best),
-            "{attempts:?} round trips per session for 10 keys on {shared} shared session(s)"
+            "{attempts:?} round trips per session for 10 keys on {shared} batched session(s)"
         );
         m.close().await.unwrap();
     }

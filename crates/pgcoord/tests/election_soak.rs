@@ -3,7 +3,7 @@
 //! `EVENTSOURCE_SOAK_SECS=N` runs it for N seconds; unset, it says so and
 //! passes (it is a soak, not a check for every run of the suite). A
 //! fencing manager in lease mode wins two elections, one at once (its lock
-//! on a shared session, which goes on batching the manager's try-locks)
+//! on a batched session, which goes on batching the manager's try-locks)
 //! and one after waiting for a rival to resign (its lock on a dedicated
 //! session, idle but for the lease's pings), then does ordinary work with
 //! the same manager for N seconds: contended locks against a second

@@ -47,7 +47,7 @@ async fn a_batch_failing_part_way_is_reconciled_with_the_server() {
     assert_eq!(granted_advisory(&observer, db_oid).await, 0);
     let m = PostgresLockManager::builder(db.config())
         .holder_id("overflow")
-        .shared_sessions(1)
+        .batched_sessions(1)
         .max_held_locks(100_000)
         .build();
 

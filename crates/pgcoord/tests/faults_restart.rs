@@ -37,7 +37,7 @@ async fn restart_case(mode: StopMode) {
     let blocker = common::manager(&db, "blocker");
     let client = db.connect().await.unwrap();
 
-    // Uncontended locks on the shared sessions, one on a dedicated session
+    // Uncontended locks on the batched sessions, one on a dedicated session
     // (taken after a wait), and a waiter still queued.
     let mut guards = Vec::new();
     for i in 0..20 {

@@ -1,6 +1,6 @@
 //! Fault injection: `pg_terminate_backend` of the manager's sessions.
 //!
-//! A shared session holding many locks, a dedicated session holding one, a
+//! A batched session holding many locks, a dedicated session holding one, a
 //! dedicated session waiting: every affected guard reports the loss, the
 //! others stay held, the manager goes on with fresh sessions, and nothing
 //! leaks (manager counts, `pg_locks`, server sessions).
@@ -41,7 +41,7 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     let client = db.connect().await.unwrap();
     let m = PostgresLockManager::builder(db.config())
         .holder_id("victim")
-        .shared_sessions(2)
+        .batched_sessions(2)
         .build();
     let observer = common::manager(&db, "observer");
     let mut guards = Vec::new();
@@ -52,8 +52,8 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
                 .unwrap(),
         );
     }
-    let pids = m.shared_session_pids();
-    assert_eq!(pids.len(), 2, "both shared sessions in use");
+    let pids = m.batched_session_pids();
+    assert_eq!(pids.len(), 2, "both batched sessions in use");
     assert_eq!(advisory_locks(&client).await, 200);
     let victim = pids[0];
     let mut on_victim = HashSet::new();
@@ -115,7 +115,7 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     let k = first_lost.info().key.clone();
     assert!(first_lost.release().await.unwrap_err().is_lock_lost());
     let again = m.acquire(&k, Some(SECS)).await.unwrap();
-    let new_pids = m.shared_session_pids();
+    let new_pids = m.batched_session_pids();
     assert_eq!(new_pids.len(), 2);
     assert!(!new_pids.contains(&victim));
     assert_eq!(
@@ -152,7 +152,7 @@ async fn terminated_dedicated_session_loses_its_one_lock() {
         .await
         .expect("granted on the server");
     assert!(
-        !m.shared_session_pids().contains(&pid),
+        !m.batched_session_pids().contains(&pid),
         "not on a dedicated session"
     );
 

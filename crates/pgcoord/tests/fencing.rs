@@ -91,7 +91,7 @@ async fn tokens_increase_across_managers_paths_and_a_server_restart() {
         assert!(f > last, "token {f} after {last}");
         last = f;
     };
-    // Free, on the shared session.
+    // Free, on the batched session.
     let g = a.acquire(&k, Some(SECS)).await.unwrap();
     next(g.fence());
     // Contended: b queues in PostgreSQL, and is granted on a dedicated session.
@@ -174,7 +174,7 @@ async fn the_next_holder_waits_for_an_in_flight_protected_write() {
     fencing::check(&tx, &old).await.unwrap();
     // The holder lets go while its write is still open (as a lost holder would).
     ga.release().await.unwrap();
-    // A try does not wait on a shared session: it reports the key busy and
+    // A try does not wait on a batched session: it reports the key busy and
     // keeps nothing.
     assert!(b.try_acquire(&k).await.unwrap().is_none());
     assert_eq!(lock_rows(&observer, lock_id_for_key(&k)).await, (0, 0));
@@ -346,7 +346,7 @@ async fn a_thousand_fenced_grants_take_a_handful_of_statements() {
     let m = PostgresLockManager::builder(config)
         .holder_id("batched")
         .fencing(true)
-        .shared_sessions(1)
+        .batched_sessions(1)
         .liveness_interval(Duration::from_secs(3600))
         .build();
     // Open the session and prepare its statements first.

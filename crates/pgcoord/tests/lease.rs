@@ -48,7 +48,7 @@ async fn silent_holder_trial(trial: usize) {
     let direct = common::manager(&db, "waiter");
     let client = db.connect().await.unwrap();
 
-    // Locks on the shared sessions, and one on a dedicated session (taken
+    // Locks on the batched sessions, and one on a dedicated session (taken
     // after a wait, so its grant needed a confirmation of its own).
     let mut guards = Vec::new();
     for i in 0..5 {

@@ -181,7 +181,7 @@ async fn terminated_shared_session_signals_loss_and_manager_recovers() {
     let db = &TestDatabase::create().await.unwrap();
     let m = PostgresLockManager::builder(db.config())
         .holder_id("loss")
-        .shared_sessions(1)
+        .batched_sessions(1)
         .build();
     let other = manager(db, "other");
     let k = key("loss");
@@ -189,7 +189,7 @@ async fn terminated_shared_session_signals_loss_and_manager_recovers() {
     let manual = key("loss-manual");
     m.try_acquire(&manual).await.unwrap().unwrap();
     assert!(!guard.is_lost());
-    let pids = m.shared_session_pids();
+    let pids = m.batched_session_pids();
     assert_eq!(pids.len(), 1);
     let client = db.connect().await.unwrap();
     terminate(&client, pids[0]).await;
@@ -215,7 +215,7 @@ async fn terminated_shared_session_signals_loss_and_manager_recovers() {
     // ...releasing the lost guard says so, and the manager works on a new session.
     assert!(guard.release().await.unwrap_err().is_lock_lost());
     let g = m.acquire(&k, Some(Duration::from_secs(5))).await.unwrap();
-    assert_ne!(m.shared_session_pids(), pids);
+    assert_ne!(m.batched_session_pids(), pids);
     g.release().await.unwrap();
 }
 
@@ -251,7 +251,7 @@ async fn with_lock_stops_work_when_the_dedicated_session_dies() {
         .unwrap()
         .get(0);
     assert!(
-        !m.shared_session_pids().contains(&pid),
+        !m.batched_session_pids().contains(&pid),
         "not on a dedicated session"
     );
     terminate(&client, pid).await;

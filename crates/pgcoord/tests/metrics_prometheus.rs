@@ -182,7 +182,7 @@ async fn scraped_metrics_match_a_contended_run() {
     let k = "metrics:lost";
     let g = locks.acquire(k, None).await.unwrap();
     let client = db.connect().await.unwrap();
-    for pid in locks.shared_session_pids() {
+    for pid in locks.batched_session_pids() {
         common::terminate(&client, pid).await;
     }
     g.lost().await;
@@ -263,7 +263,7 @@ async fn scraped_metrics_match_a_contended_run() {
     assert_eq!(value(&s, acquisitions, &granted), 1.0);
     g.release().await.unwrap();
     let g = keyed.acquire("jobs:b", None).await.unwrap();
-    for pid in keyed.shared_session_pids() {
+    for pid in keyed.batched_session_pids() {
         common::terminate(&client, pid).await;
     }
     g.lost().await;

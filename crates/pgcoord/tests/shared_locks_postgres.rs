@@ -192,13 +192,13 @@ async fn downgrade_after_a_wait_keeps_the_queued_writer_out() {
     .await;
 }
 
-/// A downgraded lock on a shared session is unlocked in shared mode: the
+/// A downgraded lock on a batched session is unlocked in shared mode: the
 /// session then holds nothing of the key, and its other locks stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downgraded_lock_on_a_shared_session_is_unlocked_in_shared_mode() {
     let db = &TestDatabase::create().await.unwrap();
     let locks = PostgresLockManager::builder(db.config())
-        .shared_sessions(1)
+        .batched_sessions(1)
         .build();
     let sql = db.connect().await.unwrap();
     let (k, other) = (key("downgrade-shared"), key("neighbour"));
@@ -208,7 +208,7 @@ async fn downgraded_lock_on_a_shared_session_is_unlocked_in_shared_mode() {
     let seen = rows(&sql, lock_id_for_key(&k)).await;
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].0, "ShareLock");
-    assert_eq!(locks.shared_session_pids(), vec![seen[0].2]);
+    assert_eq!(locks.batched_session_pids(), vec![seen[0].2]);
     assert!(
         locks.try_lock(&k).await.unwrap().is_none(),
         "own exclusive re-entered"
@@ -269,7 +269,7 @@ async fn fenced_and_single_session_managers_take_shared_holds() {
     assert_eq!(granted_in(&seen, "ShareLock"), 2, "{seen:?}");
     assert!(seen
         .iter()
-        .any(|r| single.shared_session_pids().contains(&r.2)));
+        .any(|r| single.batched_session_pids().contains(&r.2)));
     let again = single.acquire_shared(&k, WAIT).await.unwrap_err();
     assert!(again.to_string().contains("budget"), "{again}");
     // Its one session must not be granted the key exclusively as well.

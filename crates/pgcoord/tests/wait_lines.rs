@@ -160,7 +160,7 @@ async fn abandoned_waits_do_not_hold_up_the_key() {
     for t in tasks {
         t.await.unwrap();
     }
-    // Two shared sessions, and for the one key at most one holding and one
+    // Two batched sessions, and for the one key at most one holding and one
     // waiting dedicated session (with a little slack for a session being
     // closed after a cancel that raced a grant).
     let seen = max_sessions.load(Ordering::Relaxed);

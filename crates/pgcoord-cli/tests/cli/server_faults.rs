@@ -152,7 +152,7 @@ async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
         out.stderr
     );
     // `lock run`: one line, and the advice once: the server's HINT, or ours
-    // when it did not come through (the engine's shared session reports a
+    // when it did not come through (the engine's batched session reports a
     // copy of the error without the driver's).
     let out =
         output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "full", "--", "true"]))

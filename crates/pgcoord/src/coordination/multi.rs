@@ -20,7 +20,7 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// empty guard.
 ///
 /// How: every key is tried at once, concurrently, without waiting (the
-/// PostgreSQL adapter batches concurrent tries on a shared session into one
+/// PostgreSQL adapter batches concurrent tries on a batched session into one
 /// statement, so an uncontended set costs about one round trip per shared
 /// session). If some key is held elsewhere, only the keys below the first
 /// missing one in canonical order are kept, the others are given back, and

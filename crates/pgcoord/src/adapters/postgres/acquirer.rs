@@ -1,6 +1,6 @@
 //! [`Acquirer`]: how a lock is obtained, below the public manager.
 //!
-//! 1. Fast path: a try-lock on the lock id's shared session (batched with
+//! 1. Fast path: a try-lock on the lock id's batched session (batched with
 //!    whatever else that session has queued).
 //! 2. Contended: the key's [wait line](super::wait_line), which waits inside
 //!    PostgreSQL on a dedicated session.
@@ -33,7 +33,7 @@ use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) struct Acquirer {
     pub(crate) ctx: Arc<SessionContext>,
-    shared: Vec<Mutex<Option<SessionHandle>>>,
+    batched: Vec<Mutex<Option<SessionHandle>>>,
     pub(crate) pool: Arc<WaitPool>,
     lines: Arc<WaitLines>,
     /// Tasks waiting for a shared hold (outside the wait lines).
@@ -52,20 +52,20 @@ impl Acquirer {
     pub(crate) fn new(ctx: Arc<SessionContext>) -> Self {
         let s = &ctx.settings;
         let pool = WaitPool::new(s.max_wait_sessions, s.max_idle_wait_sessions);
-        let shared = (0..s.shared_sessions).map(|_| Mutex::new(None)).collect();
+        let batched = (0..s.batched_sessions).map(|_| Mutex::new(None)).collect();
         let lines = WaitLines::new(ctx.clone(), pool.clone());
         Self {
             ctx,
-            shared,
+            batched,
             pool,
             lines,
             shared_waiting: Default::default(),
         }
     }
 
-    /// The server process ids of the open shared sessions.
-    pub(crate) fn shared_session_pids(&self) -> Vec<i32> {
-        self.shared
+    /// The server process ids of the open batched sessions.
+    pub(crate) fn batched_session_pids(&self) -> Vec<i32> {
+        self.batched
             .iter()
             .filter_map(|slot| {
                 let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -75,21 +75,21 @@ impl Acquirer {
             .collect()
     }
 
-    pub(super) fn shared_session(&self, lock_id: i64) -> SessionHandle {
-        let n = self.shared.len() as u64;
-        let slot = &self.shared[(lock_id as u64 % n) as usize];
+    pub(super) fn batched_session(&self, lock_id: i64) -> SessionHandle {
+        let n = self.batched.len() as u64;
+        let slot = &self.batched[(lock_id as u64 % n) as usize];
         let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
         match slot.as_ref() {
             Some(h) if !h.is_dead() => h.clone(),
             _ => {
-                let h = session::spawn(self.ctx.clone(), Kind::Shared, std::sync::Weak::new());
+                let h = session::spawn(self.ctx.clone(), Kind::Batched, std::sync::Weak::new());
                 *slot = Some(h.clone());
                 h
             }
         }
     }
 
-    /// One try-lock on the lock id's shared session. `Ok(None)`: held
+    /// One try-lock on the lock id's batched session. `Ok(None)`: held
     /// elsewhere, or by another task of this manager.
     ///
     /// What this manager left behind for the key is settled first: a
@@ -103,7 +103,7 @@ impl Acquirer {
     ) -> Result<Option<Granted>, AcquireFailure> {
         self.lines.settled(lock_id).await;
         self.ctx.holdings.settled(lock_id).await;
-        self.try_shared(lock_id, key).await?.map(alive).transpose()
+        self.try_batched(lock_id, key).await?.map(alive).transpose()
     }
 
     /// Until when the first attempt of an acquisition sent at `sent` with
@@ -115,7 +115,7 @@ impl Acquirer {
         deadline.max(sent + self.ctx.settings.liveness_timeout)
     }
 
-    async fn try_shared(
+    async fn try_batched(
         &self,
         lock_id: i64,
         key: &Arc<str>,
@@ -143,13 +143,13 @@ impl Acquirer {
             key: key.clone(),
             reply: tx,
         };
-        session::send_to(op, || self.shared_session(lock_id)).map_err(AcquireFailure::Backend)?;
+        session::send_to(op, || self.batched_session(lock_id)).map_err(AcquireFailure::Backend)?;
         let answer = rx.await.unwrap_or_else(|_| Err(session_ended()));
         answer.map_err(AcquireFailure::Backend)
     }
 
     /// The first free lock of `keys` (in order), tried in one statement on
-    /// one shared session. Keys this manager holds or is taking are left
+    /// one batched session. Keys this manager holds or is taking are left
     /// out. Returns the index into `keys` of the lock taken.
     pub(crate) async fn try_any(
         &self,
@@ -177,7 +177,7 @@ impl Acquirer {
         let Some((first, _)) = candidates.first() else {
             return Ok(None);
         };
-        let session = self.shared_session(first.lock_id());
+        let session = self.batched_session(first.lock_id());
         let (tx, rx) = oneshot::channel();
         if let Err(op) = session.send(Op::TryAny {
             candidates,
@@ -225,7 +225,7 @@ impl Acquirer {
         }
         // Tasks of this manager already queued for the key go first.
         if !self.lines.has_line(lock_id) {
-            let attempt = self.try_shared(lock_id, key);
+            let attempt = self.try_batched(lock_id, key);
             let first = match deadline {
                 Some(d) => {
                     let answer_by = self.answer_by(started, d);
@@ -259,7 +259,7 @@ impl Acquirer {
         result.unwrap_or(Err(AcquireFailure::Closed))
     }
 
-    /// Single-session mode: the wait runs on the shared session itself,
+    /// Single-session mode: the wait runs on the batched session itself,
     /// which holds nothing else (the budget is one lock).
     async fn wait_on_shared(
         &self,
@@ -288,7 +288,7 @@ impl Acquirer {
             permit: None,
             reply: tx,
         };
-        let session = self.shared_session(lock_id);
+        let session = self.batched_session(lock_id);
         if session.send(Op::Wait(request)).is_err() {
             let e = session.send_failure();
             return Err(AcquireFailure::Backend(e));
@@ -300,7 +300,7 @@ impl Acquirer {
         Ok(granted)
     }
 
-    /// `holders()` on the manager's own shared session (single-session
+    /// `holders()` on the manager's own batched session (single-session
     /// mode), or `None` to let the caller open a session of its own.
     pub(crate) async fn holders_on_shared(
         &self,
@@ -311,7 +311,7 @@ impl Acquirer {
         }
         let (tx, rx) = oneshot::channel();
         let keys = keys.iter().map(|k| (*k).to_owned()).collect();
-        let session = self.shared_session(0);
+        let session = self.batched_session(0);
         if session.send(Op::Holders { keys, reply: tx }).is_err() {
             let e = session.send_failure();
             return Some(Err(crate::Error::Backend(e)));

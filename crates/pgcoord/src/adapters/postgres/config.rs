@@ -133,8 +133,8 @@ impl PostgresLockManagerBuilder {
 
     /// How many long-lived sessions carry uncontended locks (each lock id
     /// always maps to the same one). Default: 2.
-    pub fn shared_sessions(mut self, n: usize) -> Self {
-        self.settings.shared_sessions = n.max(1);
+    pub fn batched_sessions(mut self, n: usize) -> Self {
+        self.settings.batched_sessions = n.max(1);
         self
     }
 
@@ -181,11 +181,11 @@ impl PostgresLockManagerBuilder {
     /// and [`holders`](PostgresLockManager::holders) all use it. A second
     /// lock while one is held or awaited is refused
     /// ([`AcquireFailure::BudgetExceeded`](crate::AcquireFailure::BudgetExceeded)).
-    /// Sets `shared_sessions(1)` and `max_held_locks(1)`.
+    /// Sets `batched_sessions(1)` and `max_held_locks(1)`.
     pub fn single_session(mut self, on: bool) -> Self {
         self.settings.single_session = on;
         if on {
-            self.settings.shared_sessions = 1;
+            self.settings.batched_sessions = 1;
             self.settings.max_held_locks = 1;
         }
         self
@@ -292,7 +292,7 @@ impl fmt::Debug for PostgresLockManagerBuilder {
         f.debug_struct("PostgresLockManagerBuilder")
             .field("holder_id", &self.settings.holder_id)
             .field("max_held_locks", &self.settings.max_held_locks)
-            .field("shared_sessions", &self.settings.shared_sessions)
+            .field("batched_sessions", &self.settings.batched_sessions)
             .field("max_wait_sessions", &self.settings.max_wait_sessions)
             .field("ssl_mode", &self.tls.mode)
             .finish_non_exhaustive()

@@ -147,7 +147,7 @@ impl PostgresLockManager {
 }
 
 impl DistributedLock for PostgresLockManager {
-    /// Acquires `key`: first a try-lock on a shared session; if another
+    /// Acquires `key`: first a try-lock on a batched session; if another
     /// session holds the key, a fair wait in the key's wait line and inside
     /// PostgreSQL, bounded by `timeout` (which also bounds connecting).
     /// `Some(Duration::ZERO)` makes exactly one attempt.
@@ -292,7 +292,7 @@ impl DistributedLock for PostgresLockManager {
     }
 
     /// The first free key of `keys`, in order, tried in **one statement**
-    /// on one shared session (`LIMIT 1` stops at the first successful
+    /// on one batched session (`LIMIT 1` stops at the first successful
     /// try-lock, so no later key is taken). Keys this manager holds or is
     /// taking are skipped. A fencing or single-session manager tries the
     /// keys one by one instead (each fenced grant needs its increment).

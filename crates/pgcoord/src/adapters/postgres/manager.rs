@@ -35,7 +35,7 @@ impl Drop for ManagerState {
 ///
 /// # How it holds locks
 ///
-/// - Uncontended locks live on a few long-lived **shared sessions**
+/// - Uncontended locks live on a few long-lived **batched sessions**
 ///   (default 2; each lock id always maps to the same one). Concurrent
 ///   requests to one session are batched into one statement over an array
 ///   of lock ids, so throughput grows with load and 10,000 held locks need
@@ -111,10 +111,10 @@ impl PostgresLockManager {
         self.state.acquirer.waiting()
     }
 
-    /// The server process ids of this manager's open shared sessions (for
+    /// The server process ids of this manager's open batched sessions (for
     /// diagnostics and fault tests).
-    pub fn shared_session_pids(&self) -> Vec<i32> {
-        self.state.acquirer.shared_session_pids()
+    pub fn batched_session_pids(&self) -> Vec<i32> {
+        self.state.acquirer.batched_session_pids()
     }
 
     pub(super) fn info(&self, key: &str, lock_id: i64, g: &Granted) -> LockInfo {

@@ -179,7 +179,7 @@ pub(crate) fn describe() {
     metrics::describe_histogram!(
         names::BATCH_SIZE,
         Unit::Count,
-        "Try-locks and unlocks per shared-session statement"
+        "Try-locks and unlocks per batched-session statement"
     );
     for (op, outcome, waited) in [
         ("acquire", "granted", "false"),
@@ -204,7 +204,7 @@ pub(crate) fn describe() {
     }
     metrics::gauge!(names::HELD).increment(0.0);
     metrics::gauge!(names::WAITING).increment(0.0);
-    for kind in ["shared", "dedicated"] {
+    for kind in ["batched", "dedicated"] {
         metrics::gauge!(names::SESSIONS, "kind" => kind).increment(0.0);
     }
 }
@@ -304,7 +304,7 @@ pub(crate) fn sessions(kind: &'static str, delta: f64) {
     }
 }
 
-/// A shared-session statement carried `n` items.
+/// A batched-session statement carried `n` items.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn batch(n: usize) {
     #[cfg(feature = "metrics")]

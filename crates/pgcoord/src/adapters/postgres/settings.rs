@@ -10,7 +10,7 @@ use std::time::Duration;
 pub(crate) struct Settings {
     pub(crate) holder_id: Option<String>,
     pub(crate) max_held_locks: usize,
-    pub(crate) shared_sessions: usize,
+    pub(crate) batched_sessions: usize,
     pub(crate) max_wait_sessions: usize,
     pub(crate) max_idle_wait_sessions: usize,
     pub(crate) liveness_interval: Duration,
@@ -19,7 +19,7 @@ pub(crate) struct Settings {
     /// Lock on a hot standby anyway (its locks exclude only its own sessions).
     pub(crate) allow_standby: bool,
     /// One session for everything: waits and `holders()` run on the one
-    /// shared session, which then holds at most one lock.
+    /// batched session, which then holds at most one lock.
     pub(crate) single_session: bool,
     /// Every grant bumps the key's row in the fencing table and carries
     /// the new token.
@@ -65,7 +65,7 @@ impl Default for Settings {
         Self {
             holder_id: None,
             max_held_locks: 4096,
-            shared_sessions: 2,
+            batched_sessions: 2,
             max_wait_sessions: 64,
             max_idle_wait_sessions: 4,
             liveness_interval: Duration::from_millis(500),

@@ -1,6 +1,6 @@
 //! Shared-mode acquisition: each shared hold on a session of its own.
 //!
-//! Shared holds do not use the shared sessions' batches or the wait lines:
+//! Shared holds do not use the batched sessions' batches or the wait lines:
 //! a session that already holds a key shared would be granted it again at
 //! once (re-entrancy), even past a queued writer, so that local readers
 //! could starve writers of other processes. Instead every shared hold (or
@@ -68,7 +68,7 @@ impl Acquirer {
             reply: tx,
         };
         if single {
-            let session = self.shared_session(lock_id);
+            let session = self.batched_session(lock_id);
             if session.send(Op::Wait(request)).is_err() {
                 let e = session.send_failure();
                 return Err(AcquireFailure::Backend(e));

@@ -161,7 +161,7 @@ impl Actor {
         self.shutdown(state);
     }
 
-    /// Runs one request (and, on a shared session, whatever queued behind
+    /// Runs one request (and, on a batched session, whatever queued behind
     /// it); false when the session must close.
     async fn handle(&mut self, state: &mut SessionState, first: Op) -> bool {
         let mut buffers = std::mem::take(&mut self.buffers);

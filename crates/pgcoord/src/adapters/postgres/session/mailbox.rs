@@ -22,8 +22,8 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T, BackendError>>;
 /// What a session is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// Carries uncontended locks of many owners.
-    Shared,
+    /// Carries uncontended locks of many owners, their requests batched.
+    Batched,
     /// Runs one blocking wait, then holds that one lock.
     Dedicated,
 }
@@ -32,7 +32,7 @@ impl Kind {
     /// The `eventsource.lock.session.kind` attribute.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Kind::Shared => "shared",
+            Kind::Batched => "batched",
             Kind::Dedicated => "dedicated",
         }
     }
@@ -40,13 +40,13 @@ impl Kind {
 
 /// A request to a session actor.
 pub(crate) enum Op {
-    /// Try to take a reserved lock id (shared sessions).
+    /// Try to take a reserved lock id (batched sessions).
     TryLock {
         res: Reservation,
         key: Arc<str>,
         reply: Reply<Option<Granted>>,
     },
-    /// Take the first free id of the list (shared sessions; never fenced).
+    /// Take the first free id of the list (batched sessions; never fenced).
     TryAny {
         candidates: Vec<(Reservation, Arc<str>)>,
         reply: Reply<Option<(usize, Granted)>>,

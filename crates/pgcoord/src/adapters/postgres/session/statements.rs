@@ -29,7 +29,7 @@ const TRY_FIRST: &str = "SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1::int8[]
 /// than the last, but at least `$4`, the first token of the server's epoch
 /// ([`FIRST_TOKEN`]), so a token never repeats across a promotion. A row
 /// that an older holder's protected write still has locked `FOR SHARE` is
-/// skipped, not waited for (a shared session never blocks): that grant is
+/// skipped, not waited for (a batched session never blocks): that grant is
 /// given back at once and reported as not granted, and the caller's wait
 /// (on a dedicated session) then waits for the write to end.
 const BATCH_FENCED: &str = "WITH t AS (\
