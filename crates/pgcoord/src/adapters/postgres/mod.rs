@@ -1,52 +1,27 @@
 //! PostgreSQL adapters (feature `postgres`): [`PostgresLockManager`].
 
-// Layers, top to bottom (each imports only from those below it):
-//   config (builder), lock_ports, shared_lock_ports -> manager -> acquirer -> wait_line -> session/*
-//   -> holdings -> held_lock -> hold_token; settings, connect, options -> resolve
-//   -> libpq_env, passfile, service_file, connstring, tls
-mod acquirer;
-mod config;
-mod connect;
-mod connstring;
-pub mod fencing;
-mod held_lock;
-mod hold_token;
-mod holders;
-mod holdings;
-mod inspection;
-mod leader_observer;
-mod libpq_env;
-mod lock_ports;
-mod lock_span;
-mod manager;
-mod metrics;
-mod metrics_per_key;
-mod options;
-mod passfile;
-mod resolve;
-mod run_log;
-mod service_file;
-mod session;
-mod settings;
-mod shared_lock_ports;
-mod tls;
-mod verify;
-mod wait_line;
-mod xact_lock;
+// Two parts and their neighbour: `locks` (the lock engine) and
+// `readmodels` (the read-model repositories), both on `connection` (options,
+// libpq's environment, TLS, connecting). Neither part imports the other,
+// except a projection's status naming the runner that holds its lock
+// (`readmodels/status.rs` -> `locks::holders`).
+mod connection;
+mod locks;
 
-pub use config::PostgresLockManagerBuilder;
-pub use connstring::{split_ssl_params, SslParams};
-pub use holders::{
+pub use connection::connstring::{split_ssl_params, SslParams};
+pub use connection::libpq_env::LibpqEnv;
+pub use connection::options::ConnectOptions;
+pub use connection::resolve::PasswordSource;
+pub use connection::tls::SslMode;
+pub use locks::config::PostgresLockManagerBuilder;
+pub use locks::fencing;
+pub use locks::holders::{
     connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
 };
-pub use libpq_env::LibpqEnv;
-pub use manager::PostgresLockManager;
-pub use options::ConnectOptions;
-pub use resolve::PasswordSource;
-pub use run_log::PostgresRunLog;
-pub use tls::SslMode;
-pub use verify::{Replication, VerifyProblem, VerifyReport};
-pub use xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
+pub use locks::manager::PostgresLockManager;
+pub use locks::run_log::PostgresRunLog;
+pub use locks::verify::{Replication, VerifyProblem, VerifyReport};
+pub use locks::xact_lock::{acquire_xact, try_acquire_xact, XactLock, XACT_ANSWER_GRACE};
 
 #[cfg(feature = "readmodels")]
 mod readmodels;

@@ -12,8 +12,8 @@ use tokio_postgres::{Client, Statement};
 
 use super::source::{query_error, ExclusiveClient, PgClientSource, PgGuard};
 use super::PostgresReadModelRepository;
-use crate::adapters::postgres::connect::connect_error;
-use crate::adapters::postgres::tls::MakeRustls;
+use crate::adapters::postgres::connection::connect::connect_error;
+use crate::adapters::postgres::connection::tls::MakeRustls;
 use crate::adapters::postgres::ConnectOptions;
 use crate::adapters::sql::DbEndpoint;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_postgres::{Client, GenericClient, Statement, Transaction};
 
-use crate::adapters::postgres::connect::pg_error;
+use crate::adapters::postgres::connection::connect::pg_error;
 use crate::adapters::sql::DbEndpoint;
 use crate::ports::error::{BackendErrorKind, Error, Result};
 

@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use super::event_table::check_table_name;
 use super::projection::PROGRESS_TABLE;
 use super::source::query_error;
-use crate::adapters::postgres::holders::query_holders;
+use crate::adapters::postgres::locks::holders::query_holders;
 use crate::ports::error::{Error, Result};
 
 /// Where a dead-letter table would be; counted when it exists.

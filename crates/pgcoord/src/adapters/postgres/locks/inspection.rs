@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use super::connect::{Connected, Connector};
+use crate::adapters::postgres::connection::connect::{Connected, Connector};
 use crate::ports::error::{Error, Result};
 
 /// At most one open inspection session, opened at the first look and again

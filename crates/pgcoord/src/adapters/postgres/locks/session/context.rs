@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::super::connect::Connector;
 use super::super::hold_token::HoldToken;
 use super::super::holdings::Holdings;
 use super::super::settings::Settings;
 use super::mailbox::Kind;
+use crate::adapters::postgres::connection::connect::Connector;
 
 /// Shared by a manager and all of its session actors (and nothing else).
 pub(crate) struct SessionContext {

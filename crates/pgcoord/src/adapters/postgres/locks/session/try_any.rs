@@ -10,10 +10,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::connect::{ends_session, pg_error};
 use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Reply};
 use super::state::SessionState;
+use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
 
 /// Tries the candidates in order; replies with the index of the one taken.

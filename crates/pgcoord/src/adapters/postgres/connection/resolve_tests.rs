@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_postgres::config::{Host, TargetSessionAttrs};
 
-use super::super::{ConnectOptions, LibpqEnv, PasswordSource, SslMode};
+use crate::adapters::postgres::{ConnectOptions, LibpqEnv, PasswordSource, SslMode};
 
 fn resolve(s: Option<&str>, env: &LibpqEnv) -> ConnectOptions {
     ConnectOptions::resolve(s, env).unwrap_or_else(|e| panic!("{s:?}: {e}"))

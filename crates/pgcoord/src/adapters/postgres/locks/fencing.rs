@@ -40,7 +40,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Transaction};
 
-use super::connect::pg_error;
+use crate::adapters::postgres::connection::connect::pg_error;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, FencedError, Result};
 use crate::ports::lock_id::lock_id_for_key;
 use crate::ports::locks::LockInfo;
@@ -196,7 +196,7 @@ $$;
 /// `eventsource_lock_fence_check_key(key text, token bigint)`, which take
 /// the same `FOR SHARE` lock as [`check`] and raise SQLSTATE `ESF01`
 /// for a stale token; and `eventsource_lock_claim_run(lock_ids, keys,
-/// interval_us)`, the run log of [`PostgresRunLog`](super::PostgresRunLog)
+/// interval_us)`, the run log of [`PostgresRunLog`](crate::adapters::postgres::PostgresRunLog)
 /// (the table's `last_run_started` column). On a table made by an older
 /// version it adds that column and lets `fence` be 0 (a row made by a run
 /// record, no token handed out yet).
@@ -241,7 +241,7 @@ pub async fn install(client: &mut Client) -> Result<()> {
 /// Fails with [`Error::Fenced`] when a later holder has taken the key (roll
 /// back: nothing written in this transaction may be kept), and with
 /// [`Error::InvalidArgument`] when `info` carries no token (the manager was
-/// not built with [`fencing(true)`](super::PostgresLockManagerBuilder::fencing)).
+/// not built with [`fencing(true)`](crate::adapters::postgres::PostgresLockManagerBuilder::fencing)).
 ///
 /// # Cancel safety
 ///

@@ -305,7 +305,7 @@ impl Acquirer {
     pub(crate) async fn holders_on_shared(
         &self,
         keys: &[&str],
-    ) -> Option<crate::Result<Vec<super::AdvisoryLock>>> {
+    ) -> Option<crate::Result<Vec<crate::adapters::postgres::AdvisoryLock>>> {
         if !self.ctx.settings.single_session {
             return None;
         }

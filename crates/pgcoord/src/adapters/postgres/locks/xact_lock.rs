@@ -6,7 +6,7 @@
 //! one transaction wants: the lock lives exactly as long as the work it
 //! protects, and nothing has to be given back. The lock id is
 //! [`lock_id_for_key`](crate::lock_id_for_key), so a transaction-scoped lock
-//! and a [`PostgresLockManager`](super::PostgresLockManager)'s session-level
+//! and a [`PostgresLockManager`](crate::adapters::postgres::PostgresLockManager)'s session-level
 //! lock on the same key exclude each other (PostgreSQL's advisory locks of
 //! both scopes conflict on one id), in this process and any other.
 //!
@@ -50,8 +50,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{SimpleQueryMessage, Transaction};
 use tracing::Instrument;
 
-use super::connect::pg_error;
 use super::lock_span::lock_span;
+use crate::adapters::postgres::connection::connect::pg_error;
 use crate::ports::error::{
     AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, Result,
 };

@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{alive, wait_reply, Acquirer};
-use crate::adapters::postgres::metrics::WaitingTask;
-use crate::adapters::postgres::session::{self, Granted, Op, WaitMode, WaitRequest};
+use crate::adapters::postgres::locks::metrics::WaitingTask;
+use crate::adapters::postgres::locks::session::{self, Granted, Op, WaitMode, WaitRequest};
 use crate::ports::error::AcquireFailure;
 
 impl Acquirer {

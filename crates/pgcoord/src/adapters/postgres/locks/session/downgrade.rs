@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::super::connect::{ends_session, pg_error};
 use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
 use super::mailbox::{session_ended, WaitOutcome};
 use super::state::SessionState;
+use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// How long a statement here may take before the session counts as gone.

@@ -3,13 +3,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::super::connect::{ends_session, pg_error};
 use super::super::fencing::fence_query_error;
 use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
 use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::state::SessionState;
+use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
 
 struct PendingLock {

@@ -15,10 +15,10 @@ use serde::Serialize;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
-use super::connect::{connect_error, pg_error};
 use super::fencing::FENCE_TABLE;
-use super::options::ConnectOptions;
-use super::tls::MakeRustls;
+use crate::adapters::postgres::connection::connect::{connect_error, pg_error};
+use crate::adapters::postgres::connection::options::ConnectOptions;
+use crate::adapters::postgres::connection::tls::MakeRustls;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 

@@ -2,7 +2,7 @@
 //! election's lock, from `pg_locks` and `pg_stat_activity` (every process
 //! of the database, other languages included).
 
-use super::PostgresLockManager;
+use crate::adapters::postgres::PostgresLockManager;
 use crate::coordination::{Leader, LeaderObserver};
 use crate::ports::error::Result;
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Hold, Holdings};
-use crate::adapters::postgres::held_lock::{HeldLock, SessionRef};
-use crate::adapters::postgres::hold_token::HoldToken;
+use crate::adapters::postgres::locks::held_lock::{HeldLock, SessionRef};
+use crate::adapters::postgres::locks::hold_token::HoldToken;
 
 /// A lock taken away by `release_all`: what is needed to unlock it.
 pub(crate) struct ReleaseAllItem {

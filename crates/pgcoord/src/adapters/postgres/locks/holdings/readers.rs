@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{Holdings, Reader};
-use crate::adapters::postgres::held_lock::SessionRef;
-use crate::adapters::postgres::hold_token::HoldToken;
+use crate::adapters::postgres::locks::held_lock::SessionRef;
+use crate::adapters::postgres::locks::hold_token::HoldToken;
 
 impl Holdings {
     /// Records a shared (reader) grant on `session`; returns its token.

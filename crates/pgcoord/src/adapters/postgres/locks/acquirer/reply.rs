@@ -7,8 +7,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::no_answer;
-use crate::adapters::postgres::session::session_ended;
-use crate::adapters::postgres::session::{Granted, WaitOutcome};
+use crate::adapters::postgres::locks::session::session_ended;
+use crate::adapters::postgres::locks::session::{Granted, WaitOutcome};
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 /// The answer to a wait sent straight to a session (not through a wait

@@ -4,10 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::connect::Connector;
 use super::manager::PostgresLockManager;
 use super::settings::Settings;
-use super::tls::{SslMode, TlsSettings};
+use crate::adapters::postgres::connection::connect::Connector;
+use crate::adapters::postgres::connection::tls::{SslMode, TlsSettings};
 
 /// Builds a [`PostgresLockManager`]. No I/O happens until the first lock call.
 ///
@@ -55,15 +55,15 @@ impl PostgresLockManagerBuilder {
     /// `sslrootcert`. Performs no I/O. Errors never repeat the string (it
     /// may hold a password).
     pub fn from_url(url: &str) -> crate::Result<Self> {
-        Ok(Self::from_options(super::options::ConnectOptions::parse(
-            url,
-        )?))
+        Ok(Self::from_options(
+            crate::adapters::postgres::connection::options::ConnectOptions::parse(url)?,
+        ))
     }
 
     /// A builder for libpq's environment alone (`PGHOST`, `PGPORT`,
     /// `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `~/.pgpass`, `PGSERVICE`, ...),
     /// as `psql` with no arguments connects; see
-    /// [`ConnectOptions::from_env`](super::ConnectOptions::from_env) for
+    /// [`ConnectOptions::from_env`](crate::adapters::postgres::ConnectOptions::from_env) for
     /// what is read and its precedence. For a string filled from the
     /// environment, `from_options(ConnectOptions::parse_with_env(s)?)`.
     /// `PGAPPNAME` does not name the lock sessions: they are always
@@ -79,13 +79,15 @@ impl PostgresLockManagerBuilder {
     /// ```
     pub fn from_env() -> crate::Result<Self> {
         Ok(Self::from_options(
-            super::options::ConnectOptions::from_env()?,
+            crate::adapters::postgres::connection::options::ConnectOptions::from_env()?,
         ))
     }
 
     /// A builder for parsed options: their TLS settings, and their
     /// `connect_timeout` when they set one.
-    pub fn from_options(options: super::options::ConnectOptions) -> Self {
+    pub fn from_options(
+        options: crate::adapters::postgres::connection::options::ConnectOptions,
+    ) -> Self {
         let (config, tls) = options.into_parts();
         let timeout = config.get_connect_timeout().copied();
         let mut builder = Self::new(config);

@@ -1,7 +1,7 @@
 //! Splitting a PostgreSQL connection string (a `postgres://` URL or a
 //! `key=value` conninfo string) into what tokio-postgres parses and libpq's
 //! TLS parameters ([`TlsSettings`]); [`split_ssl_params`], the public form.
-//! [`ConnectOptions`](super::ConnectOptions) is built on it.
+//! [`ConnectOptions`](crate::adapters::postgres::ConnectOptions) is built on it.
 
 use std::path::PathBuf;
 
@@ -26,9 +26,9 @@ pub struct SslParams {
 /// `key=value` connection string: tokio-postgres refuses `verify-ca` and
 /// `verify-full` and ignores `sslrootcert`. For tools that need the
 /// `tokio_postgres::Config` themselves; pass what is found to
-/// [`ssl_mode`](super::PostgresLockManagerBuilder::ssl_mode) and
-/// [`ssl_root_cert`](super::PostgresLockManagerBuilder::ssl_root_cert).
-/// [`ConnectOptions::parse`](super::ConnectOptions::parse) does all of it in
+/// [`ssl_mode`](crate::adapters::postgres::PostgresLockManagerBuilder::ssl_mode) and
+/// [`ssl_root_cert`](crate::adapters::postgres::PostgresLockManagerBuilder::ssl_root_cert).
+/// [`ConnectOptions::parse`](crate::adapters::postgres::ConnectOptions::parse) does all of it in
 /// one step. Errors never repeat the string (it may hold a password).
 pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
     let (rest, tls, saw_mode) = split_tls(url)?;

@@ -8,8 +8,8 @@ use tokio_postgres::{Client, Statement};
 
 use tokio_postgres::error::SqlState;
 
-use super::super::connect::{pg_error, SESSION_SETUP, SESSION_SETUP_PG14};
 use super::super::fencing::fence_query_error;
+use crate::adapters::postgres::connection::connect::{pg_error, SESSION_SETUP, SESSION_SETUP_PG14};
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";

@@ -1,5 +1,5 @@
 //! The per-key-prefix hold metrics (with
-//! [`metrics_key_prefix`](super::PostgresLockManagerBuilder::metrics_key_prefix)
+//! [`metrics_key_prefix`](crate::adapters::postgres::PostgresLockManagerBuilder::metrics_key_prefix)
 //! only): a guard's backend wrapped so that its hold is counted under its
 //! key's prefix while it lasts.
 //!

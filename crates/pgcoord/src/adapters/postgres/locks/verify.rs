@@ -1,4 +1,4 @@
-//! [`PostgresLockManager::verify`](super::PostgresLockManager::verify): a
+//! [`PostgresLockManager::verify`](crate::adapters::postgres::PostgresLockManager::verify): a
 //! one-off check that the server really gives session-level advisory locks.
 //!
 //! Two things silently break session locks while every call still succeeds:
@@ -37,11 +37,11 @@ use tokio_postgres::Client;
 
 use self::advice::{advice, REPORTED};
 use self::verdict::{judge, Observations};
-use super::connect::{pg_error, Connector};
 use super::settings::Settings;
+use crate::adapters::postgres::connection::connect::{pg_error, Connector};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 
-/// What [`verify`](super::PostgresLockManager::verify) found on a server
+/// What [`verify`](crate::adapters::postgres::PostgresLockManager::verify) found on a server
 /// that passed.
 #[derive(Debug, Clone)]
 #[non_exhaustive]

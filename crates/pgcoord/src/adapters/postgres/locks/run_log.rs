@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::GenericClient;
 
-use super::connect::pg_error;
+use crate::adapters::postgres::connection::connect::pg_error;
 use crate::coordination::{RunLog, RunStart};
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::lock_id::checked_lock_id;
@@ -27,7 +27,7 @@ const CLAIM: &str = "SELECT started, at, last_started \
      FROM eventsource_lock_claim_run($1::int8[], $2::text[], $3::int8)";
 
 /// The run log in the fence table (`eventsource lock install` or
-/// [`install_fencing`](super::PostgresLockManager::install_fencing) once;
+/// [`install_fencing`](crate::adapters::postgres::PostgresLockManager::install_fencing) once;
 /// again for a database installed by a version without `--min-interval`),
 /// over a session or a transaction of the caller's.
 #[derive(Debug)]

@@ -18,10 +18,10 @@
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
-use super::super::connect::{ends_session, pg_error};
 use super::super::fencing::fence_query_error;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
 use super::state::SessionState;
+use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
 
 /// Runs one wait; false when the session must not be reused.

@@ -6,10 +6,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::acquirer::Acquirer;
-use super::connect::Connector;
 use super::inspection::InspectionSession;
 use super::session::{Granted, SessionContext};
 use super::settings::Settings;
+use crate::adapters::postgres::connection::connect::Connector;
 use crate::ports::error::{Error, Result};
 use crate::ports::locks::{LockInfo, LockRegistry};
 
@@ -132,7 +132,7 @@ impl PostgresLockManager {
     /// database if they are missing (see [`fencing::install`](super::fencing::install)),
     /// on a short-lived session of its own. Run once per database before
     /// the first acquisition of a manager built with
-    /// [`fencing(true)`](super::PostgresLockManagerBuilder::fencing);
+    /// [`fencing(true)`](crate::adapters::postgres::PostgresLockManagerBuilder::fencing);
     /// idempotent.
     ///
     /// # Cancel safety
@@ -165,14 +165,17 @@ impl PostgresLockManager {
     /// when it has ended (a look that fails because it just ended is tried
     /// once more on a new one), and closed by [`close`](Self::close) or when
     /// the last clone of the manager is dropped. In
-    /// [`single_session`](super::PostgresLockManagerBuilder::single_session)
+    /// [`single_session`](crate::adapters::postgres::PostgresLockManagerBuilder::single_session)
     /// mode it runs on the manager's one session instead.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads; a call dropped while the session is
     /// being opened leaves no connection behind.
-    pub async fn holders(&self, keys: &[&str]) -> Result<Vec<super::AdvisoryLock>> {
+    pub async fn holders(
+        &self,
+        keys: &[&str],
+    ) -> Result<Vec<crate::adapters::postgres::AdvisoryLock>> {
         if let Some(r) = self.state.acquirer.holders_on_shared(keys).await {
             return r; // single-session mode: on the manager's own session
         }
@@ -195,10 +198,12 @@ impl PostgresLockManager {
         &self,
         client: &tokio_postgres::Client,
         keys: &[&str],
-    ) -> Result<Vec<super::AdvisoryLock>> {
+    ) -> Result<Vec<crate::adapters::postgres::AdvisoryLock>> {
         if self.ctx().settings.fencing {
             // A fencing manager shows each lock's current token.
-            let query = super::HoldersQuery::keys(keys).with_fences(client).await?;
+            let query = crate::adapters::postgres::HoldersQuery::keys(keys)
+                .with_fences(client)
+                .await?;
             return query.run(client).await;
         }
         super::holders::query_holders(client, keys).await
@@ -210,14 +215,14 @@ impl PostgresLockManager {
     /// transaction-mode poolers). A failure is a
     /// [`BackendErrorKind::NotPostgres`](crate::BackendErrorKind::NotPostgres) error naming the cause, whose
     /// [`source`](std::error::Error::source) is a
-    /// [`VerifyProblem`](super::VerifyProblem); the report lists the server
+    /// [`VerifyProblem`](crate::adapters::postgres::VerifyProblem); the report lists the server
     /// settings that bound how long a vanished holder keeps its locks.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: its test locks live on its own two sessions, which close
     /// when the future is dropped, freeing them.
-    pub async fn verify(&self) -> Result<super::VerifyReport> {
+    pub async fn verify(&self) -> Result<crate::adapters::postgres::VerifyReport> {
         super::verify::verify(&self.ctx().connector, &self.ctx().settings).await
     }
 

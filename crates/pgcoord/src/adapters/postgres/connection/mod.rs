@@ -1,0 +1,15 @@
+//! How this crate reaches PostgreSQL, for the lock engine and the read
+//! models alike: connection options and libpq's environment conventions
+//! (`PG*` variables, the service file, `.pgpass`), TLS, and opening a
+//! session with its cancel token.
+
+// Layers, top to bottom (each imports only from those below it):
+//   connect -> options -> resolve -> libpq_env, passfile, service_file, connstring -> tls
+pub(crate) mod connect;
+pub(crate) mod connstring;
+pub(crate) mod libpq_env;
+pub(crate) mod options;
+mod passfile;
+pub(crate) mod resolve;
+mod service_file;
+pub(crate) mod tls;

@@ -1,0 +1,30 @@
+//! The PostgreSQL lock engine: [`PostgresLockManager`](manager::PostgresLockManager)
+//! and everything below it.
+
+// Layers, top to bottom (each imports only from those below it):
+//   config (builder), lock_ports, shared_lock_ports, xact_lock -> manager
+//   -> holders, inspection, verify, leader_observer, run_log
+//   -> acquirer -> wait_line -> session/* -> holdings -> held_lock -> hold_token
+//   -> settings, metrics, metrics_per_key, lock_span, fencing
+//   (and below all of them: ../connection)
+mod acquirer;
+pub(crate) mod config;
+pub mod fencing;
+mod held_lock;
+mod hold_token;
+pub(crate) mod holders;
+mod holdings;
+mod inspection;
+mod leader_observer;
+mod lock_ports;
+mod lock_span;
+pub(crate) mod manager;
+mod metrics;
+mod metrics_per_key;
+pub(crate) mod run_log;
+mod session;
+mod settings;
+mod shared_lock_ports;
+pub(crate) mod verify;
+mod wait_line;
+pub(crate) mod xact_lock;
