@@ -19,6 +19,7 @@ use super::holdings::ReserveError;
 use super::session::{
     self, session_ended, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
+use super::settings::LOCKS_PER_BATCHED_SESSION;
 use super::wait_line::WaitLines;
 
 mod reply;
@@ -52,7 +53,8 @@ impl Acquirer {
     pub(crate) fn new(ctx: Arc<SessionContext>) -> Self {
         let s = &ctx.settings;
         let pool = WaitPool::new(s.max_wait_sessions, s.max_idle_wait_sessions);
-        let batched = (0..s.batched_sessions).map(|_| Mutex::new(None)).collect();
+        let slots = s.max_batched_sessions.max(s.batched_sessions);
+        let batched = (0..slots).map(|_| Mutex::new(None)).collect();
         let lines = WaitLines::new(ctx.clone(), pool.clone());
         Self {
             ctx,
@@ -75,10 +77,40 @@ impl Acquirer {
             .collect()
     }
 
-    pub(super) fn batched_session(&self, lock_id: i64) -> SessionHandle {
-        let n = self.batched.len() as u64;
-        let slot = &self.batched[(lock_id as u64 % n) as usize];
-        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+    /// The batched session new work goes to: a base one not open yet, else
+    /// the open one holding fewest locks; when even that one holds
+    /// [`LOCKS_PER_BATCHED_SESSION`] or more, one more is opened (up to
+    /// `max_batched_sessions`). Any session will do: no session of this
+    /// manager holds a lock id the book has no entry for.
+    pub(super) fn batched_session(&self) -> SessionHandle {
+        let base = self.ctx.settings.batched_sessions.min(self.batched.len());
+        let mut fewest: Option<(usize, SessionHandle)> = None;
+        let mut first_free = None;
+        for (i, slot) in self.batched.iter().enumerate() {
+            let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref().filter(|h| !h.is_dead()) {
+                Some(h) => {
+                    let held = h.held();
+                    if fewest.as_ref().is_none_or(|(n, _)| held < *n) {
+                        fewest = Some((held, h.clone()));
+                    }
+                }
+                None if i < base => return self.open_batched(i),
+                None => {
+                    first_free.get_or_insert(i);
+                }
+            }
+        }
+        match (fewest, first_free) {
+            (Some((held, _)), Some(i)) if held >= LOCKS_PER_BATCHED_SESSION => self.open_batched(i),
+            (Some((_, h)), _) => h,
+            (None, _) => self.open_batched(0),
+        }
+    }
+
+    /// The batched session of slot `i`, opened if it is not open.
+    pub(super) fn open_batched(&self, i: usize) -> SessionHandle {
+        let mut slot = self.batched[i].lock().unwrap_or_else(|p| p.into_inner());
         match slot.as_ref() {
             Some(h) if !h.is_dead() => h.clone(),
             _ => {
@@ -89,7 +121,7 @@ impl Acquirer {
         }
     }
 
-    /// One try-lock on the lock id's batched session. `Ok(None)`: held
+    /// One try-lock on a batched session. `Ok(None)`: held
     /// elsewhere, or by another task of this manager.
     ///
     /// What this manager left behind for the key is settled first: a
@@ -143,7 +175,7 @@ impl Acquirer {
             key: key.clone(),
             reply: tx,
         };
-        session::send_to(op, || self.batched_session(lock_id)).map_err(AcquireFailure::Backend)?;
+        session::send_to(op, || self.batched_session()).map_err(AcquireFailure::Backend)?;
         let answer = rx.await.unwrap_or_else(|_| Err(session_ended()));
         answer.map_err(AcquireFailure::Backend)
     }
@@ -174,10 +206,10 @@ impl Acquirer {
                 Err(ReserveError::Budget(_)) => break,
             }
         }
-        let Some((first, _)) = candidates.first() else {
+        if candidates.is_empty() {
             return Ok(None);
-        };
-        let session = self.batched_session(first.lock_id());
+        }
+        let session = self.batched_session();
         let (tx, rx) = oneshot::channel();
         if let Err(op) = session.send(Op::TryAny {
             candidates,
@@ -288,7 +320,7 @@ impl Acquirer {
             permit: None,
             reply: tx,
         };
-        let session = self.batched_session(lock_id);
+        let session = self.open_batched(0);
         if session.send(Op::Wait(request)).is_err() {
             let e = session.send_failure();
             return Err(AcquireFailure::Backend(e));
@@ -311,7 +343,7 @@ impl Acquirer {
         }
         let (tx, rx) = oneshot::channel();
         let keys = keys.iter().map(|k| (*k).to_owned()).collect();
-        let session = self.batched_session(0);
+        let session = self.open_batched(0);
         if session.send(Op::Holders { keys, reply: tx }).is_err() {
             let e = session.send_failure();
             return Some(Err(crate::Error::Backend(e)));

@@ -133,10 +133,22 @@ impl PostgresLockManagerBuilder {
         self
     }
 
-    /// How many long-lived sessions carry uncontended locks (each lock id
-    /// always maps to the same one). Default: 2.
+    /// How many long-lived sessions carry uncontended locks, their requests
+    /// batched. A new lock goes to the open one holding fewest locks.
+    /// Default: 2.
     pub fn batched_sessions(mut self, n: usize) -> Self {
         self.settings.batched_sessions = n.max(1);
+        self
+    }
+
+    /// The most batched sessions. PostgreSQL walks a session's whole local
+    /// lock table at the end of every statement, so a session holding
+    /// thousands of locks makes every statement on it slower: when every
+    /// open batched session holds 5,000 locks or more, the manager opens
+    /// one more for new work, up to this many (never fewer than
+    /// [`batched_sessions`](Self::batched_sessions)). Default: 8.
+    pub fn max_batched_sessions(mut self, n: usize) -> Self {
+        self.settings.max_batched_sessions = n.max(1);
         self
     }
 
@@ -188,6 +200,7 @@ impl PostgresLockManagerBuilder {
         self.settings.single_session = on;
         if on {
             self.settings.batched_sessions = 1;
+            self.settings.max_batched_sessions = 1;
             self.settings.max_held_locks = 1;
         }
         self
@@ -295,6 +308,7 @@ impl fmt::Debug for PostgresLockManagerBuilder {
             .field("holder_id", &self.settings.holder_id)
             .field("max_held_locks", &self.settings.max_held_locks)
             .field("batched_sessions", &self.settings.batched_sessions)
+            .field("max_batched_sessions", &self.settings.max_batched_sessions)
             .field("max_wait_sessions", &self.settings.max_wait_sessions)
             .field("ssl_mode", &self.tls.mode)
             .finish_non_exhaustive()

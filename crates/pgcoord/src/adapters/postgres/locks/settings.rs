@@ -5,12 +5,23 @@
 
 use std::time::Duration;
 
+/// A batched session holding this many locks takes no new work while
+/// another holds fewer, and when all do, the manager opens one more (up to
+/// `max_batched_sessions`). PostgreSQL walks a session's whole local lock
+/// table at the end of every statement, so a statement on a session that
+/// holds thousands of locks costs more: new work goes where it is cheap.
+/// 5,000 keeps 10,000 held locks on the two default sessions.
+pub(crate) const LOCKS_PER_BATCHED_SESSION: usize = 5_000;
+
 /// Settings of a lock manager.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
     pub(crate) holder_id: Option<String>,
     pub(crate) max_held_locks: usize,
     pub(crate) batched_sessions: usize,
+    /// The most batched sessions, opened past `batched_sessions` when every
+    /// open one holds [`LOCKS_PER_BATCHED_SESSION`] locks or more.
+    pub(crate) max_batched_sessions: usize,
     pub(crate) max_wait_sessions: usize,
     pub(crate) max_idle_wait_sessions: usize,
     pub(crate) liveness_interval: Duration,
@@ -66,6 +77,7 @@ impl Default for Settings {
             holder_id: None,
             max_held_locks: 4096,
             batched_sessions: 2,
+            max_batched_sessions: 8,
             max_wait_sessions: 64,
             max_idle_wait_sessions: 4,
             liveness_interval: Duration::from_millis(500),

@@ -68,7 +68,7 @@ impl Acquirer {
             reply: tx,
         };
         if single {
-            let session = self.batched_session(lock_id);
+            let session = self.open_batched(0);
             if session.send(Op::Wait(request)).is_err() {
                 let e = session.send_failure();
                 return Err(AcquireFailure::Backend(e));

@@ -277,6 +277,7 @@ impl Actor {
         for (lock_id, token) in state.held.drain() {
             state.ctx.finish(lock_id, token);
         }
+        state.mailbox.set_held(0);
         metrics::held(-(lost as f64));
         metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();

@@ -141,6 +141,8 @@ pub(crate) struct Mailbox {
     /// Why the session could not be opened, kept for callers whose request
     /// arrived after the actor had already given up.
     open_error: Mutex<Option<BackendError>>,
+    /// How many locks the session holds now (where new work should go).
+    held: std::sync::atomic::AtomicUsize,
 }
 
 impl Mailbox {
@@ -152,12 +154,18 @@ impl Mailbox {
             pid: AtomicI32::new(0),
             loss_cause: std::sync::atomic::AtomicU8::new(0),
             open_error: Mutex::new(None),
+            held: Default::default(),
         });
         (mailbox, rx)
     }
 
     pub(super) fn pid(&self) -> i32 {
         self.pid.load(Ordering::Relaxed)
+    }
+
+    /// Records how many locks the session holds.
+    pub(super) fn set_held(&self, n: usize) {
+        self.held.store(n, Ordering::Relaxed);
     }
 
     /// Ends the session for `cause` (its locks are lost).
@@ -258,5 +266,10 @@ impl SessionHandle {
     /// The server process id of the session (0 until connected).
     pub(crate) fn pid(&self) -> i32 {
         self.0.pid()
+    }
+
+    /// How many locks the session holds now.
+    pub(crate) fn held(&self) -> usize {
+        self.0.held.load(Ordering::Relaxed)
     }
 }

@@ -78,6 +78,7 @@ impl SessionState {
             None => book.grant_direct(lock_id, &key, &session),
         };
         self.held.insert(lock_id, token);
+        self.mailbox.set_held(self.held.len());
         super::super::metrics::held(1.0);
         let waited = reservation_was_none;
         Granted {
@@ -98,6 +99,7 @@ impl SessionState {
         let book = &self.ctx.holdings;
         let token = book.grant_reader(lock_id, &key, &session);
         self.held.insert(lock_id, token);
+        self.mailbox.set_held(self.held.len());
         self.shared_mode.insert(lock_id);
         super::super::metrics::held(1.0);
         Granted {
@@ -125,6 +127,7 @@ impl SessionState {
         }
         self.shared_mode.remove(&lock_id);
         if self.held.remove(&lock_id).is_some() {
+            self.mailbox.set_held(self.held.len());
             super::super::metrics::held(-1.0);
         }
         self.ctx.finish(lock_id, token);
