@@ -8,8 +8,10 @@
 
 mod checkpoint_watch;
 mod codec;
+mod dead_letters;
 mod event_table;
 mod listen;
+mod parking;
 mod pool;
 mod projection;
 mod repository;
@@ -33,6 +35,7 @@ use crate::ports::readmodels::{Query, ReadModel, ReadModelError, ReadModelReposi
 
 pub use checkpoint_watch::PostgresCheckpointWatch;
 use codec::{bind, decode_row, typed_params};
+pub use dead_letters::{count_dead_letters, drop_dead_letters, list_dead_letters, request_replay};
 pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
