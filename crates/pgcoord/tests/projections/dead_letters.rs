@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgcoord::adapters::postgres::{
-    request_replay, PostgresDatabase, PostgresEventTable, PostgresReadModelRepository,
+    projection_status, request_replay, PostgresDatabase, PostgresEventTable,
+    PostgresReadModelRepository,
 };
 use pgcoord::adapters::sql::{
     DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy,
@@ -103,6 +104,9 @@ async fn a_permanent_error_parks_the_event_after_the_attempts_and_the_checkpoint
     assert!(l.error.contains("poison 3"), "{}", l.error);
     assert_eq!(l.payload, Some(serde_json::to_value(ev(3)).unwrap()));
     assert!(l.first_failure <= l.last_failure);
+    let client = s.test_db.connect().await.unwrap();
+    let status = projection_status(&client, "seen", None).await.unwrap();
+    assert_eq!(status.parked, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
