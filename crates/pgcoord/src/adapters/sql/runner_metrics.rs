@@ -36,7 +36,7 @@ fn describe() {
         );
         metrics::describe_counter!(
             names::RETRIES,
-            "Transient failures of a projection retried after a backoff"
+            "Failures of a projection retried after a backoff"
         );
         metrics::describe_gauge!(
             names::PARKED,
