@@ -8,13 +8,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::dead_letter_policy::DeadLetterPolicy;
 use super::projection::ReadModelProjection;
-use super::runner_dead_letters::Replayed;
 use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
 use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
-    CheckpointPublisher, DeadLetterSelection, EventFeed, ProjectionProgress, ReadModelHandler,
-    TransactionalReadModels,
+    CheckpointPublisher, EventFeed, ProjectionProgress, ReadModelHandler, TransactionalReadModels,
 };
 
 /// The default number of events applied per transaction.
@@ -210,8 +208,7 @@ where
         let mut wakeup = wake.map(|s| s.subscribe());
         let mut last_sample: Option<Instant> = None;
         if self.dead_letters.is_some() {
-            self.guarded(&guard, &lost, async { Ok(self.publish_parked().await) })
-                .await?;
+            self.guarded(&guard, &lost, self.count_parked()).await?;
         }
         tracing::info!(projection = %name, ?checkpoint, "projection runner started");
         loop {
@@ -264,8 +261,7 @@ where
                     if step.parked > 0 {
                         done.parked += step.parked;
                         runner_metrics::parked_now(name, step.parked);
-                        self.guarded(&guard, &lost, async { Ok(self.publish_parked().await) })
-                            .await?;
+                        self.guarded(&guard, &lost, self.count_parked()).await?;
                     }
                     step.applied
                 }
@@ -295,30 +291,10 @@ where
         Ok(done)
     }
 
-    /// Replays the parked events marked for replay; a failure other than a
-    /// lost lock is logged, not fatal (the marks stay for the next batch).
-    async fn replay_requested(&self, guard: &LockGuard, lost: &impl Fn() -> Error) -> Result<()> {
-        let marked = DeadLetterSelection::ReplayRequested;
-        let work = async {
-            if self.list_dead_letters(&marked).await?.is_empty() {
-                return Ok(Replayed::default());
-            }
-            self.replay_dead_letters(&marked).await
-        };
-        match self.guarded(guard, lost, work).await {
-            Ok(r) if r.applied > 0 || !r.failed.is_empty() => {
-                tracing::info!(projection = %self.projection.name(), applied = r.applied,
-                    failed = r.failed.len(), "projection runner: replayed the parked events marked for replay");
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(e @ Error::LockLost(_)) => Err(e),
-            Err(e) => {
-                tracing::warn!(projection = %self.projection.name(), error = %e,
-                    "projection runner: replaying the marked parked events failed");
-                Ok(())
-            }
-        }
+    /// [`publish_parked`](Self::publish_parked), for [`guarded`](Self::guarded).
+    async fn count_parked(&self) -> Result<()> {
+        self.publish_parked().await;
+        Ok(())
     }
 
     /// Reads the next batch, retrying transient failures (a lost
@@ -344,7 +320,7 @@ where
 
     /// Runs `work` unless the lock is lost first (then `work` is dropped:
     /// its transaction rolls back).
-    async fn guarded<T>(
+    pub(super) async fn guarded<T>(
         &self,
         guard: &LockGuard,
         lost: &impl Fn() -> Error,

@@ -10,6 +10,7 @@ use super::dead_letter_policy::DeadLetterPolicy;
 use super::runner::ProjectionRunner;
 use super::runner_metrics;
 use crate::ports::error::{Error, Result};
+use crate::ports::locks::LockGuard;
 use crate::ports::readmodels::{
     DeadLetter, DeadLetterSelection, EventFeed, HeldBatch, HoldingBatch, Parking, ReadModelError,
     ReadModelHandler, TransactionalReadModels,
@@ -263,6 +264,36 @@ where
         backend
             .apply_dead_letter(name, position, self.projection.handler(), &event)
             .await
+    }
+
+    /// Replays the parked events marked for replay; a failure other than a
+    /// lost lock is logged, not fatal (the marks stay for the next batch).
+    pub(super) async fn replay_requested(
+        &self,
+        guard: &LockGuard,
+        lost: &impl Fn() -> Error,
+    ) -> Result<()> {
+        let marked = DeadLetterSelection::ReplayRequested;
+        let work = async {
+            if self.list_dead_letters(&marked).await?.is_empty() {
+                return Ok(Replayed::default());
+            }
+            self.replay_dead_letters(&marked).await
+        };
+        match self.guarded(guard, lost, work).await {
+            Ok(r) if r.applied > 0 || !r.failed.is_empty() => {
+                tracing::info!(projection = %self.projection.name(), applied = r.applied,
+                    failed = r.failed.len(), "projection runner: replayed the parked events marked for replay");
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e @ Error::LockLost(_)) => Err(e),
+            Err(e) => {
+                tracing::warn!(projection = %self.projection.name(), error = %e,
+                    "projection runner: replaying the marked parked events failed");
+                Ok(())
+            }
+        }
     }
 
     /// Sets the parked-events gauge from the table (a failure to count is

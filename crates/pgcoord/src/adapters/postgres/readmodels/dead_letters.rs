@@ -9,9 +9,11 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
 
 use super::source::query_error;
-use super::status::DEAD_LETTER_TABLE;
 use crate::ports::error::Result;
 use crate::ports::readmodels::{DeadLetter, DeadLetterSelection, Parking};
+
+/// The dead-letter table of the projection runners.
+pub const DEAD_LETTER_TABLE: &str = "eventsource_projection_dead_letters";
 
 /// The table and its partition index.
 pub(super) const CREATE: &str = r#"CREATE TABLE IF NOT EXISTS "eventsource_projection_dead_letters" ("projection" TEXT NOT NULL, "position" BIGINT NOT NULL, "partition_key" TEXT, "payload" JSONB, "error" TEXT NOT NULL, "attempts" INTEGER NOT NULL, "behind" BIGINT, "first_failure" TIMESTAMPTZ NOT NULL, "last_failure" TIMESTAMPTZ NOT NULL, "replay_requested" BOOLEAN NOT NULL DEFAULT false, PRIMARY KEY ("projection", "position"));

@@ -6,14 +6,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::Client;
 
+use super::dead_letters::DEAD_LETTER_TABLE;
 use super::event_table::check_table_name;
 use super::projection::PROGRESS_TABLE;
 use super::source::query_error;
 use crate::adapters::postgres::holders::query_holders;
 use crate::ports::error::{Error, Result};
-
-/// The dead-letter table of the projection runners.
-pub const DEAD_LETTER_TABLE: &str = "eventsource_projection_dead_letters";
 
 /// A projection's progress, as [`projection_status`] found it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
