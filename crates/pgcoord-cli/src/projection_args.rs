@@ -108,8 +108,8 @@ database (--database-url): its committed checkpoint and when it last moved; with
 event not applied yet has waited) and an estimated time to catch up; the events applied per \
 second over about the last minute (from the runner's checkpoint samples); the runner holding \
 the projection's lock (`projection:NAME`: its holder label, host and pid, server pid, address \
-and since when); and the number of parked events when a dead-letter table exists. On a \
-terminal, a progress bar with the ETA is drawn on standard error while the projection is \
+and since when); and the number of parked events (`projection dlq`; 0 before the dead-letter \
+table exists). On a terminal, a progress bar with the ETA is drawn on standard error while the projection is \
 behind. Exit codes: 0 shown, 2 bad arguments, 69 database unreachable.";
 
 /// `eventsource projection status`

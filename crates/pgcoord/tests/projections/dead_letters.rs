@@ -133,6 +133,36 @@ async fn transient_errors_are_retried_then_applied_and_nothing_is_parked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_failure_that_stays_stops_the_run_and_parks_nothing() {
+    let s = setup().await;
+    append_committed(&s.db, &s.feed, 1, 3).await;
+    let picky = Picky::default();
+    picky.flaky.lock().unwrap().insert(2, u32::MAX);
+    let r = dlq_runner(&s, picky, DeadLetterPolicy::new());
+    let err = r
+        .run(&s.locks, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            pgcoord::Error::ReadModel(pgcoord::ReadModelError::ProjectionFailed {
+                position: 2,
+                attempts: 3,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(r
+        .list_dead_letters(&DeadLetterSelection::All)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(r.projection().checkpoint().await.unwrap(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_is_held_behind_its_parked_event_and_replayed_in_order() {
     let s = setup().await;
     append_committed(&s.db, &s.feed, 1, 8).await;
@@ -189,6 +219,49 @@ async fn a_partition_is_held_behind_its_parked_event_and_replayed_in_order() {
         r.projection().checkpoint().await.unwrap(),
         Some(8),
         "replay leaves the checkpoint"
+    );
+}
+
+/// Cancel safety of `replay_dead_letters`: dropped inside the handler of
+/// the second event of a partition, the first is applied and removed, the
+/// second and third neither; replaying again applies them once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_dropped_midway_leaves_each_event_applied_and_removed_or_neither() {
+    let s = setup().await;
+    append_committed(&s.db, &s.feed, 1, 6).await;
+    let policy = DeadLetterPolicy::new().partition_by(by_parity);
+    let r = dlq_runner(&s, Picky::poisoned(&[1]), policy);
+    let stop = CancellationToken::new();
+    let mut task = spawn(&r, &s, &stop);
+    reach(&r, &mut task, 6).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let all = DeadLetterSelection::All;
+    assert_eq!(
+        positions(&r.list_dead_letters(&all).await.unwrap()),
+        [1, 3, 5]
+    );
+
+    let handler = r.projection().handler();
+    handler.cure();
+    let (tx, stalled) = tokio::sync::oneshot::channel();
+    *handler.stall_at.lock().unwrap() = Some((3, tx));
+    tokio::select! {
+        done = r.replay_dead_letters(&all) => panic!("the replay stalls at 3: {done:?}"),
+        _ = stalled => {} // the replay future is dropped here, inside 3's transaction
+    }
+    assert_eq!(positions(&r.list_dead_letters(&all).await.unwrap()), [3, 5]);
+    let repo = s.db.repository::<Seen>();
+    assert_applied_once(&repo, &[1, 2, 4, 6]).await;
+
+    let done = r.replay_dead_letters(&all).await.unwrap();
+    assert_eq!((done.applied, done.failed.len()), (2, 0));
+    assert_each_applied_once(&repo, 6).await;
+    let order = handler.inner.order.lock().unwrap().clone();
+    assert_eq!(
+        &order[order.len() - 3..],
+        [1, 3, 5],
+        "the partition in order"
     );
 }
 

@@ -118,6 +118,9 @@ pub struct Picky {
     pub poison_every: Option<i64>,
     pub flaky: Mutex<std::collections::HashMap<i64, u32>>,
     pub attempts: Mutex<std::collections::HashMap<i64, u32>>,
+    /// At this event the handler says so on the channel, then never
+    /// finishes (for a caller to drop the call).
+    pub stall_at: Mutex<Option<(i64, tokio::sync::oneshot::Sender<()>)>>,
 }
 
 impl Picky {
@@ -152,6 +155,20 @@ impl ReadModelHandler for Picky {
         repo: &R,
     ) -> pgcoord::Result<()> {
         *self.attempts.lock().unwrap().entry(event.n).or_default() += 1;
+        let stall = {
+            let mut at = self.stall_at.lock().unwrap();
+            match at.take() {
+                Some((n, tx)) if n == event.n => Some(tx),
+                other => {
+                    *at = other;
+                    None
+                }
+            }
+        };
+        if let Some(tx) = stall {
+            let _ = tx.send(());
+            std::future::pending::<()>().await;
+        }
         let poisoned = self.poison.lock().unwrap().contains(&event.n)
             || self.poison_every.is_some_and(|k| event.n % k == 0);
         if poisoned {
