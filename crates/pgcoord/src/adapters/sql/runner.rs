@@ -266,7 +266,6 @@ where
                     step.applied
                 }
             };
-            drop(refs);
             checkpoint = last.max(checkpoint);
             done.applied += applied;
             done.batches += 1;
