@@ -45,6 +45,7 @@ mod multi;
 mod permits;
 mod projection;
 mod projection_args;
+mod projection_dlq;
 mod redact;
 mod run;
 mod run_args;

@@ -15,6 +15,7 @@ use crate::{exit, report};
 pub async fn projection(command: ProjectionCommand, db: Database) -> i32 {
     match command {
         ProjectionCommand::Status(args) => status(args, db).await,
+        ProjectionCommand::Dlq(command) => crate::projection_dlq::dlq(command, db).await,
     }
 }
 
@@ -139,16 +140,14 @@ fn render_report(s: &ProjectionStatus) -> String {
                 .as_str()
         }
     }
-    if let Some(parked) = s.parked {
-        out += &format!("  parked      {parked}\n");
-    }
+    out += &format!("  parked      {}\n", s.parked);
     out
 }
 
 /// One line per look of `--watch`.
 fn line(s: &ProjectionStatus) -> String {
     format!(
-        "checkpoint={} head={} lag={} lag_seconds={} rate={} eta={} runner={}\n",
+        "checkpoint={} head={} lag={} lag_seconds={} rate={} eta={} runner={} parked={}\n",
         or_dash(s.checkpoint),
         or_dash(s.head),
         or_dash(s.lag_events),
@@ -156,6 +155,7 @@ fn line(s: &ProjectionStatus) -> String {
         or_dash(s.events_per_second.map(|v| format!("{v:.1}"))),
         or_dash(s.eta_seconds().map(|v| format!("{v:.1}"))),
         or_dash(s.runner.as_ref().and_then(|r| r.holder_id.clone())),
+        s.parked,
     )
 }
 

@@ -14,6 +14,92 @@ pub enum ProjectionCommand {
     /// How far behind projection NAME is: checkpoint, head, lag, rate, runner.
     #[command(long_about = STATUS_LONG_ABOUT)]
     Status(ProjectionStatusArgs),
+    /// Parked (dead-letter) events of a projection: list, show, replay, drop.
+    #[command(subcommand, long_about = DLQ_LONG_ABOUT)]
+    Dlq(DlqCommand),
+}
+
+const DLQ_LONG_ABOUT: &str = "The events a projection's runner parked in the dead-letter table \
+(eventsource_projection_dead_letters) instead of applying them: a handler that kept failing on \
+them after the retry policy's attempts, or an earlier parked event of their partition they are \
+held behind. `list` and `show` read them (--json for JSON); `drop` removes them without applying \
+them; `replay` marks them for replay by the projection's runner, which applies them through its \
+handler (the tool does not know the handler) before its next batch, or when it starts, and \
+removes them. `replay` and `drop` take POSITIONs or --all. Without --yes, `drop` asks first on a \
+terminal, and never otherwise. Exit codes: 0 done, 1 not done: a POSITION given is not parked \
+(the others were acted on) or `drop` was declined, 2 bad arguments, 69 database unreachable.";
+
+/// `eventsource projection dlq ...`
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// The parked events of projection NAME, by position.
+    List(DlqListArgs),
+    /// One parked event in full: error, attempts, times, payload.
+    Show(DlqShowArgs),
+    /// Mark parked events for replay by the projection's runner (through its handler).
+    Replay(DlqChangeArgs),
+    /// Remove parked events without applying them.
+    Drop(DlqDropArgs),
+}
+
+/// `eventsource projection dlq list`
+#[derive(Debug, Args)]
+pub struct DlqListArgs {
+    /// Print JSON (an array of objects).
+    #[arg(long)]
+    pub json: bool,
+
+    /// The projection's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+/// `eventsource projection dlq show`
+#[derive(Debug, Args)]
+pub struct DlqShowArgs {
+    /// Print JSON (one object).
+    #[arg(long)]
+    pub json: bool,
+
+    /// The projection's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The parked event's position.
+    #[arg(value_name = "POSITION")]
+    pub position: i64,
+}
+
+/// `eventsource projection dlq replay`
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["positions", "all"]))]
+pub struct DlqChangeArgs {
+    /// Every parked event of the projection.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Print JSON (one object with the count).
+    #[arg(long)]
+    pub json: bool,
+
+    /// The projection's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The parked events' positions (or --all).
+    #[arg(value_name = "POSITION")]
+    pub positions: Vec<i64>,
+}
+
+/// `eventsource projection dlq drop`
+#[derive(Debug, Args)]
+pub struct DlqDropArgs {
+    /// Do not ask on a terminal (nothing is asked otherwise).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+
+    #[command(flatten)]
+    pub which: DlqChangeArgs,
 }
 
 const STATUS_LONG_ABOUT: &str = "Show how far behind projection NAME is, from the read-model \
@@ -22,8 +108,8 @@ database (--database-url): its committed checkpoint and when it last moved; with
 event not applied yet has waited) and an estimated time to catch up; the events applied per \
 second over about the last minute (from the runner's checkpoint samples); the runner holding \
 the projection's lock (`projection:NAME`: its holder label, host and pid, server pid, address \
-and since when); and the number of parked events when a dead-letter table exists. On a \
-terminal, a progress bar with the ETA is drawn on standard error while the projection is \
+and since when); and the number of parked events (`projection dlq`; 0 before the dead-letter \
+table exists). On a terminal, a progress bar with the ETA is drawn on standard error while the projection is \
 behind. Exit codes: 0 shown, 2 bad arguments, 69 database unreachable.";
 
 /// `eventsource projection status`

@@ -23,6 +23,7 @@ mod multi_key;
 mod output;
 mod permits;
 mod projection;
+mod projection_dlq;
 mod readme_help;
 mod server_faults;
 mod shared;

@@ -60,8 +60,8 @@ async fn status_shows_checkpoint_head_lag_and_the_runner() {
         out.stdout
     );
     assert!(
-        !out.stdout.contains("parked"),
-        "no dead-letter table: {}",
+        out.stdout.contains("  parked      0\n"),
+        "no dead-letter table: none parked: {}",
         out.stdout
     );
 

@@ -1,6 +1,7 @@
 //! Runners killed with SIGKILL mid-batch, in child processes of this test
 //! binary: the next runner takes over at the committed checkpoint, and in
-//! the end every event is applied exactly once.
+//! the end every event is applied exactly once, or (with dead letters)
+//! parked exactly once and not applied.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -8,8 +9,10 @@ use std::time::Duration;
 use pgcoord::adapters::postgres::{
     PostgresCheckpointWatch, PostgresEventTable, PostgresLockManager,
 };
-use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
-use pgcoord::ports::readmodels::ReadModelRepository;
+use pgcoord::adapters::sql::{
+    DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy,
+};
+use pgcoord::ports::readmodels::{DeadLetterSelection, ReadModelRepository};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
@@ -21,7 +24,7 @@ const EVENTS: i64 = 240;
 /// A runner process: runs the projection until it is killed. Started by
 /// the test below (`--ignored --exact`); ignored in a normal run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a child process of runners_killed_mid_batch_leave_every_event_applied_once"]
+#[ignore = "a child process of the runners_killed_* tests"]
 async fn projection_worker() {
     let url = std::env::var("ES_PROJ_URL").expect("ES_PROJ_URL: run by the crash test");
     let worker = std::env::var("ES_PROJ_WORKER").unwrap();
@@ -31,21 +34,49 @@ async fn projection_worker() {
     let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
         .unwrap()
         .listen();
-    let handler = Recorder {
+    let inner = Recorder {
         delay: Duration::from_millis(3),
         ..Recorder::default()
     };
-    let projection = ReadModelProjection::new(handler, db.repository::<Seen>()).named("seen");
-    let runner = ProjectionRunner::new(projection, feed).batch_size(20);
     let locks = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(format!("proj-worker-{worker}"))
         .build();
-    let result = runner.run(&locks, &CancellationToken::new()).await;
+    let result = if std::env::var("ES_PROJ_POISON_EVERY").is_ok() {
+        let every = std::env::var("ES_PROJ_POISON_EVERY")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let handler = Picky {
+            inner,
+            poison_every: Some(every),
+            ..Picky::default()
+        };
+        let projection = ReadModelProjection::new(handler, db.repository::<Seen>())
+            .named("seen")
+            .with_retry(RetryPolicy {
+                max_attempts: 2,
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+                multiplier: 1.0,
+            });
+        let runner = ProjectionRunner::new(projection, feed)
+            .batch_size(20)
+            .with_dead_letters(DeadLetterPolicy::new().json_payload());
+        runner.run(&locks, &CancellationToken::new()).await
+    } else {
+        let projection = ReadModelProjection::new(inner, db.repository::<Seen>()).named("seen");
+        let runner = ProjectionRunner::new(projection, feed).batch_size(20);
+        runner.run(&locks, &CancellationToken::new()).await
+    };
     panic!("a worker runs until it is killed; its run ended with {result:?}");
 }
 
-fn spawn_worker(url: &str, worker: u32) -> Child {
-    Command::new(std::env::current_exe().unwrap())
+fn spawn_worker(url: &str, worker: u32, poison_every: Option<i64>) -> Child {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if let Some(k) = poison_every {
+        command.env("ES_PROJ_POISON_EVERY", k.to_string());
+    }
+    command
         .args([
             "crash::projection_worker",
             "--exact",
@@ -63,6 +94,17 @@ fn spawn_worker(url: &str, worker: u32) -> Child {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runners_killed_mid_batch_leave_every_event_applied_once() {
+    killed_runners(None).await;
+}
+
+/// Every 7th event is poison: a batch of 20 fails and is replayed event by
+/// event, parking two or three events, so the kills land among parkings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runners_killed_while_parking_leave_each_event_applied_or_parked_once() {
+    killed_runners(Some(7)).await;
+}
+
+async fn killed_runners(poison_every: Option<i64>) {
     let s = setup().await;
     ReadModelProjection::new(Recorder::default(), s.db.repository::<Seen>())
         .prepare()
@@ -80,7 +122,7 @@ async fn runners_killed_mid_batch_leave_every_event_applied_once() {
         let mut pair: Vec<Child> = (0..2)
             .map(|_| {
                 next += 1;
-                spawn_worker(&url, next)
+                spawn_worker(&url, next, poison_every)
             })
             .collect();
         watch
@@ -97,7 +139,7 @@ async fn runners_killed_mid_batch_leave_every_event_applied_once() {
         killed_at.push(watch.checkpoint().unwrap());
     }
     // A last runner finishes the job.
-    let mut last = spawn_worker(&url, next + 1);
+    let mut last = spawn_worker(&url, next + 1, poison_every);
     watch
         .wait_for(EVENTS, Some(Duration::from_secs(120)))
         .await
@@ -110,9 +152,23 @@ async fn runners_killed_mid_batch_leave_every_event_applied_once() {
         "every kill came before the end: {killed_at:?}"
     );
     let repo = s.db.repository::<Seen>();
-    assert_eq!(
-        repo.count(&pgcoord::Query::new()).await.unwrap(),
-        EVENTS as u64
-    );
-    assert_each_applied_once(&repo, EVENTS).await;
+    let Some(k) = poison_every else {
+        assert_eq!(
+            repo.count(&pgcoord::Query::new()).await.unwrap(),
+            EVENTS as u64
+        );
+        assert_each_applied_once(&repo, EVENTS).await;
+        return;
+    };
+    let (poison, good): (Vec<i64>, Vec<i64>) = (1..=EVENTS).partition(|n| n % k == 0);
+    assert_applied_once(&repo, &good).await;
+    let projection = ReadModelProjection::new(Recorder::default(), repo);
+    let runner = ProjectionRunner::new(projection.named("seen"), s.feed.clone());
+    let parked = runner
+        .list_dead_letters(&DeadLetterSelection::All)
+        .await
+        .unwrap();
+    let at: Vec<i64> = parked.iter().map(|l| l.position).collect();
+    assert_eq!(at, poison, "each poison event parked, and only those");
+    assert!(parked.iter().all(|l| l.attempts == 2), "{parked:?}");
 }

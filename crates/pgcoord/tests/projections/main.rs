@@ -11,6 +11,8 @@ mod metrics;
 #[cfg(feature = "postgres")]
 mod crash;
 #[cfg(feature = "postgres")]
+mod dead_letters;
+#[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
 mod status;

@@ -107,3 +107,99 @@ pub async fn assert_each_applied_once<R: ReadModelRepository<Seen>>(repo: &R, n:
         .collect();
     assert!(twice.is_empty(), "applied more than once: {twice:?}");
 }
+
+/// A [`Recorder`] whose handler fails: always on the `poison` events
+/// (until cured), and `flaky` times on an event with an error the
+/// [`transient_in_test`] classifier calls transient. Counts attempts.
+#[derive(Default)]
+pub struct Picky {
+    pub inner: Recorder,
+    pub poison: Mutex<std::collections::HashSet<i64>>,
+    pub poison_every: Option<i64>,
+    pub flaky: Mutex<std::collections::HashMap<i64, u32>>,
+    pub attempts: Mutex<std::collections::HashMap<i64, u32>>,
+    /// At this event the handler says so on the channel, then never
+    /// finishes (for a caller to drop the call).
+    pub stall_at: Mutex<Option<(i64, tokio::sync::oneshot::Sender<()>)>>,
+}
+
+impl Picky {
+    pub fn poisoned(events: &[i64]) -> Self {
+        Self {
+            poison: Mutex::new(events.iter().copied().collect()),
+            ..Self::default()
+        }
+    }
+
+    pub fn cure(&self) {
+        self.poison.lock().unwrap().clear();
+    }
+
+    pub fn attempts_at(&self, n: i64) -> u32 {
+        self.attempts.lock().unwrap().get(&n).copied().unwrap_or(0)
+    }
+}
+
+/// The classifier of the tests: an error saying "transient" is.
+pub fn transient_in_test(e: &pgcoord::Error) -> bool {
+    e.to_string().contains("transient")
+}
+
+impl ReadModelHandler for Picky {
+    type Model = Seen;
+    type Event = Ev;
+
+    async fn handle<R: ReadModelRepository<Seen>>(
+        &self,
+        event: &Ev,
+        repo: &R,
+    ) -> pgcoord::Result<()> {
+        *self.attempts.lock().unwrap().entry(event.n).or_default() += 1;
+        let stall = {
+            let mut at = self.stall_at.lock().unwrap();
+            match at.take() {
+                Some((n, tx)) if n == event.n => Some(tx),
+                other => {
+                    *at = other;
+                    None
+                }
+            }
+        };
+        if let Some(tx) = stall {
+            let _ = tx.send(());
+            std::future::pending::<()>().await;
+        }
+        let poisoned = self.poison.lock().unwrap().contains(&event.n)
+            || self.poison_every.is_some_and(|k| event.n % k == 0);
+        if poisoned {
+            return Err(pgcoord::Error::InvalidArgument(format!(
+                "poison {}",
+                event.n
+            )));
+        }
+        if let Some(left) = self.flaky.lock().unwrap().get_mut(&event.n) {
+            if *left > 0 {
+                *left -= 1;
+                return Err(pgcoord::Error::InvalidArgument(format!(
+                    "transient {}",
+                    event.n
+                )));
+            }
+        }
+        self.inner.handle(event, repo).await
+    }
+}
+
+/// Rows of exactly `positions`, each written once.
+pub async fn assert_applied_once<R: ReadModelRepository<Seen>>(repo: &R, positions: &[i64]) {
+    let mut rows = repo.find(&Query::new()).await.unwrap();
+    rows.sort_by_key(|r| r.position);
+    let got: Vec<i64> = rows.iter().map(|r| r.position).collect();
+    assert_eq!(got, positions, "applied events");
+    let twice: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.meta.version != 1)
+        .map(|r| r.position)
+        .collect();
+    assert!(twice.is_empty(), "applied more than once: {twice:?}");
+}

@@ -28,8 +28,8 @@ mod readmodels;
 #[cfg(feature = "readmodels")]
 #[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub use readmodels::{
-    projection_status, ExclusiveClient, PgClientSource, PgGuard, PooledClient,
-    PostgresCheckpointWatch, PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable,
-    PostgresReadModelRepository, ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE,
-    DEFAULT_POOL_SIZE,
+    count_dead_letters, drop_dead_letters, list_dead_letters, projection_status, request_replay,
+    ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresCheckpointWatch,
+    PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable, PostgresReadModelRepository,
+    ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE, DEFAULT_POOL_SIZE,
 };

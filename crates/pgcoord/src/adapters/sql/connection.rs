@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use crate::ports::error::{Error, Result};
 use crate::ports::readmodels::{
-    Applied, Query, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
+    Applied, DeadLetter, DeadLetterSelection, HeldBatch, HoldingBatch, Parking, Query, ReadModel,
+    ReadModelHandler, ReadModelRepository, TransactionalReadModels,
 };
 
 #[cfg(feature = "postgres")]
@@ -295,5 +296,67 @@ impl<M: ReadModel> TransactionalReadModels<M> for AnyReadModelRepository<M> {
 
     async fn reset(&self, projection: &str) -> Result<u64> {
         delegate!(self, r => r.reset(projection).await)
+    }
+
+    async fn prepare_dead_letters(&self) -> Result<()> {
+        delegate!(self, r => r.prepare_dead_letters().await)
+    }
+
+    async fn apply_batch_holding<H>(
+        &self,
+        projection: &str,
+        batch: &HoldingBatch<'_, H::Event>,
+        handler: &H,
+    ) -> Result<HeldBatch>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply_batch_holding(projection, batch, handler).await)
+    }
+
+    async fn park(&self, projection: &str, parking: &Parking) -> Result<bool> {
+        delegate!(self, r => r.park(projection, parking).await)
+    }
+
+    async fn dead_letters(
+        &self,
+        projection: &str,
+        which: &DeadLetterSelection,
+    ) -> Result<Vec<DeadLetter>> {
+        delegate!(self, r => r.dead_letters(projection, which).await)
+    }
+
+    async fn count_dead_letters(&self, projection: &str) -> Result<u64> {
+        delegate!(self, r => r.count_dead_letters(projection).await)
+    }
+
+    async fn remove_dead_letters(
+        &self,
+        projection: &str,
+        which: &DeadLetterSelection,
+    ) -> Result<u64> {
+        delegate!(self, r => r.remove_dead_letters(projection, which).await)
+    }
+
+    async fn apply_dead_letter<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<bool>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        delegate!(self, r => r.apply_dead_letter(projection, position, handler, event).await)
+    }
+
+    async fn record_dead_letter_failure(
+        &self,
+        projection: &str,
+        position: i64,
+        error: &str,
+    ) -> Result<()> {
+        delegate!(self, r => r.record_dead_letter_failure(projection, position, error).await)
     }
 }

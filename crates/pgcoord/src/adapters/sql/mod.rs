@@ -15,6 +15,7 @@ mod schema_types;
 
 mod catch_up;
 mod checkpoints;
+mod dead_letter_policy;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod connection;
@@ -23,6 +24,7 @@ mod database_url;
 mod projection;
 mod retry;
 mod runner;
+mod runner_dead_letters;
 mod runner_metrics;
 mod statements;
 pub(crate) mod telemetry;
@@ -34,9 +36,11 @@ pub use connection::{connect, AnyReadModelRepository, Database};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]
 pub use database_url::DatabaseUrl;
+pub use dead_letter_policy::DeadLetterPolicy;
 pub use projection::{CatchUp, ReadModelProjection};
 pub use retry::{is_transient, RetryPolicy};
 pub use runner::{ProjectionRunner, RunSummary, DEFAULT_BATCH_SIZE};
+pub use runner_dead_letters::Replayed;
 pub use statements::{Param, SqlTable, Statement};
 pub use telemetry::DbEndpoint;
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::dead_letter_policy::DeadLetterPolicy;
 use super::projection::ReadModelProjection;
 use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
@@ -28,6 +29,9 @@ pub struct RunSummary {
     pub applied: u64,
     /// Batches committed by this run.
     pub batches: u64,
+    /// Events parked in the dead-letter table by this run (with a
+    /// [`DeadLetterPolicy`]).
+    pub parked: u64,
     /// The committed checkpoint when the run stopped (`None`: no event yet,
     /// or the run stopped before it held the lock).
     pub checkpoint: Option<i64>,
@@ -59,13 +63,18 @@ pub struct RunSummary {
 /// for [`ProjectionProgress::wait_for`] (read-your-writes in this
 /// process). Several runners in one process share one lock manager and one
 /// database pool: give each its own projection name.
-pub struct ProjectionRunner<H, B, F> {
-    projection: ReadModelProjection<H, B>,
-    feed: F,
+///
+/// Without a [`DeadLetterPolicy`] a failure that stays stops the run; with
+/// one ([`with_dead_letters`](Self::with_dead_letters)) a poison event is
+/// parked and the run goes on (see `docs/projections.md`, "Poison events").
+pub struct ProjectionRunner<H: ReadModelHandler, B, F> {
+    pub(super) projection: ReadModelProjection<H, B>,
+    pub(super) feed: F,
     batch_size: usize,
     idle_interval: Option<Duration>,
     lock_wait: Option<Duration>,
     publisher: CheckpointPublisher,
+    dead_letters: Option<DeadLetterPolicy<H::Event>>,
 }
 
 impl<H, B, F> ProjectionRunner<H, B, F>
@@ -85,7 +94,21 @@ where
             idle_interval: Some(Duration::from_secs(5)),
             lock_wait: None,
             publisher: CheckpointPublisher::new(),
+            dead_letters: None,
         }
+    }
+
+    /// Parks poison events in the dead-letter table instead of stopping
+    /// (the PostgreSQL backend keeps them; the table is created when the
+    /// run starts). Parked events are listed, replayed through the handler
+    /// and dropped with [`list_dead_letters`](Self::list_dead_letters),
+    /// [`replay_dead_letters`](Self::replay_dead_letters) and
+    /// [`drop_dead_letters`](Self::drop_dead_letters); the run replays
+    /// those marked for replay (`eventsource projection dlq replay`) before
+    /// each batch.
+    pub fn with_dead_letters(mut self, policy: DeadLetterPolicy<H::Event>) -> Self {
+        self.dead_letters = Some(policy);
+        self
     }
 
     /// Events per transaction (at least 1).
@@ -174,6 +197,9 @@ where
         let mut checkpoint = self
             .guarded(&guard, &lost, async {
                 self.projection.prepare().await?;
+                if self.dead_letters.is_some() {
+                    self.projection.backend().prepare_dead_letters().await?;
+                }
                 self.projection.checkpoint().await
             })
             .await?;
@@ -181,10 +207,16 @@ where
         self.publisher.publish(checkpoint);
         let mut wakeup = wake.map(|s| s.subscribe());
         let mut last_sample: Option<Instant> = None;
+        if self.dead_letters.is_some() {
+            self.guarded(&guard, &lost, self.count_parked()).await?;
+        }
         tracing::info!(projection = %name, ?checkpoint, "projection runner started");
         loop {
             if shutdown.is_cancelled() {
                 break;
+            }
+            if self.dead_letters.is_some() {
+                self.replay_requested(&guard, &lost).await?;
             }
             let batch = tokio::select! {
                 biased;
@@ -216,15 +248,30 @@ where
             let started = Instant::now();
             let refs: Vec<(i64, &H::Event)> = batch.iter().map(|(p, e)| (*p, e)).collect();
             let last = refs.last().map(|(p, _)| *p);
-            let applied = self
-                .guarded(&guard, &lost, self.projection.apply_batch(&refs))
-                .await?;
+            let applied = match &self.dead_letters {
+                None => {
+                    self.guarded(&guard, &lost, self.projection.apply_batch(&refs))
+                        .await?
+                        .applied
+                }
+                Some(policy) => {
+                    let step = self
+                        .guarded(&guard, &lost, self.apply_parking(policy, &batch))
+                        .await?;
+                    if step.parked > 0 {
+                        done.parked += step.parked;
+                        runner_metrics::parked_now(name, step.parked);
+                        self.guarded(&guard, &lost, self.count_parked()).await?;
+                    }
+                    step.applied
+                }
+            };
             checkpoint = last.max(checkpoint);
-            done.applied += applied.applied;
+            done.applied += applied;
             done.batches += 1;
             done.checkpoint = checkpoint;
             self.publisher.publish(checkpoint);
-            runner_metrics::batch(name, applied.applied, started.elapsed());
+            runner_metrics::batch(name, applied, started.elapsed());
             if last_sample.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
                 last_sample = Some(Instant::now());
                 if let Some(cp) = checkpoint {
@@ -241,6 +288,12 @@ where
         tracing::info!(projection = %name, ?checkpoint, applied = done.applied, "projection runner stopped");
         guard.release().await?;
         Ok(done)
+    }
+
+    /// [`publish_parked`](Self::publish_parked), for [`guarded`](Self::guarded).
+    async fn count_parked(&self) -> Result<()> {
+        self.publish_parked().await;
+        Ok(())
     }
 
     /// Reads the next batch, retrying transient failures (a lost
@@ -266,7 +319,7 @@ where
 
     /// Runs `work` unless the lock is lost first (then `work` is dropped:
     /// its transaction rolls back).
-    async fn guarded<T>(
+    pub(super) async fn guarded<T>(
         &self,
         guard: &LockGuard,
         lost: &impl Fn() -> Error,
@@ -290,7 +343,7 @@ fn lock_lost(key: &str, name: &str) -> Error {
     })
 }
 
-impl<H, B, F> fmt::Debug for ProjectionRunner<H, B, F> {
+impl<H: ReadModelHandler, B, F> fmt::Debug for ProjectionRunner<H, B, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProjectionRunner")
             .field("projection", &self.projection)
@@ -298,6 +351,7 @@ impl<H, B, F> fmt::Debug for ProjectionRunner<H, B, F> {
             .field("batch_size", &self.batch_size)
             .field("idle_interval", &self.idle_interval)
             .field("lock_wait", &self.lock_wait)
+            .field("dead_letters", &self.dead_letters)
             .finish()
     }
 }

@@ -13,6 +13,8 @@ mod names {
     pub(super) const BATCH_DURATION: &str = "eventsource_projection_batch_duration_seconds";
     pub(super) const LAG: &str = "eventsource_projection_lag";
     pub(super) const RETRIES: &str = "eventsource_projection_retries_total";
+    pub(super) const PARKED: &str = "eventsource_projection_parked_events";
+    pub(super) const PARKED_TOTAL: &str = "eventsource_projection_events_parked_total";
     pub(super) const PROJECTION: &str = "projection";
 }
 
@@ -34,7 +36,16 @@ fn describe() {
         );
         metrics::describe_counter!(
             names::RETRIES,
-            "Transient failures of a projection retried after a backoff"
+            "Failures of a projection retried after a backoff"
+        );
+        metrics::describe_gauge!(
+            names::PARKED,
+            Unit::Count,
+            "Events of a projection parked in the dead-letter table"
+        );
+        metrics::describe_counter!(
+            names::PARKED_TOTAL,
+            "Events a projection's runner parked in the dead-letter table"
         );
     });
 }
@@ -65,5 +76,25 @@ pub(crate) fn retried(projection: &str) {
     {
         describe();
         metrics::counter!(names::RETRIES, names::PROJECTION => projection.to_owned()).increment(1);
+    }
+}
+
+/// The events parked in the dead-letter table now.
+pub(crate) fn parked(projection: &str, events: u64) {
+    #[cfg(feature = "metrics")]
+    {
+        describe();
+        metrics::gauge!(names::PARKED, names::PROJECTION => projection.to_owned())
+            .set(events as f64);
+    }
+}
+
+/// `events` more parked by the runner.
+pub(crate) fn parked_now(projection: &str, events: u64) {
+    #[cfg(feature = "metrics")]
+    {
+        describe();
+        metrics::counter!(names::PARKED_TOTAL, names::PROJECTION => projection.to_owned())
+            .increment(events);
     }
 }

@@ -29,6 +29,7 @@
 //!   [`ReadModelError::InvalidQuery`] before any SQL runs.
 
 mod checked;
+mod dead_letter;
 mod error;
 mod feed;
 mod field;
@@ -47,6 +48,7 @@ pub mod storage;
 mod terms;
 mod value;
 
+pub use dead_letter::{DeadLetter, DeadLetterSelection, HeldBatch, HoldingBatch, Parking};
 pub use error::{Cause, ReadModelError};
 pub use feed::{EventFeed, FeedSignal, FeedWakeup};
 pub use field::{Column, DefaultValue, FieldDescriptor, SqlTypeOverride};

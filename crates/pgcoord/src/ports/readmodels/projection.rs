@@ -4,6 +4,9 @@
 
 use std::future::Future;
 
+use super::dead_letter::{
+    unsupported, DeadLetter, DeadLetterSelection, HeldBatch, HoldingBatch, Parking,
+};
 use super::model::ReadModel;
 use super::repository::ReadModelRepository;
 use crate::ports::error::Result;
@@ -176,4 +179,131 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     ///
     /// Cancel safe: dropped, both or neither went.
     fn reset(&self, projection: &str) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Creates the dead-letter table when it is missing (once, before a
+    /// runner with a dead-letter policy starts). The default: this backend
+    /// keeps no dead letters (an error).
+    ///
+    /// # Cancel safety
+    ///
+    /// One idempotent statement: dropped, the table exists or not.
+    fn prepare_dead_letters(&self) -> impl Future<Output = Result<()>> + Send {
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// [`apply_batch_at`](Self::apply_batch_at) that, with
+    /// `batch.sequenced`, parks (instead of applying) each event whose
+    /// partition already has a parked event of `projection` (reason
+    /// `behind position N`), in the same transaction as the applied events
+    /// and the checkpoint.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before the commit, nothing of the batch is
+    /// applied, parked or checkpointed; after it, all of it is.
+    fn apply_batch_holding<H>(
+        &self,
+        projection: &str,
+        batch: &HoldingBatch<'_, H::Event>,
+        handler: &H,
+    ) -> impl Future<Output = Result<HeldBatch>> + Send
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _ = (projection, batch, handler);
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// In one transaction: parks the event (unless `projection`'s
+    /// checkpoint is already at or past it: `false`) and moves the
+    /// checkpoint to its position.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped, it is parked and checkpointed, or neither.
+    fn park(
+        &self,
+        projection: &str,
+        parking: &Parking,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (projection, parking);
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// `projection`'s dead letters that `selection` selects, by position.
+    /// A read (no DDL: none before the table exists).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    fn dead_letters(
+        &self,
+        projection: &str,
+        selection: &DeadLetterSelection,
+    ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send {
+        let _ = (projection, selection);
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// How many dead letters `projection` has.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    fn count_dead_letters(&self, projection: &str) -> impl Future<Output = Result<u64>> + Send {
+        let _ = projection;
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// Removes the selected dead letters; returns how many went.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement: dropped, they went or not.
+    fn remove_dead_letters(
+        &self,
+        projection: &str,
+        selection: &DeadLetterSelection,
+    ) -> impl Future<Output = Result<u64>> + Send {
+        let _ = (projection, selection);
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// In one transaction: removes the dead letter at `position` and runs
+    /// `handler` on its event (`false`, nothing run: there is no such dead
+    /// letter, e.g. another replay took it). The checkpoint is not touched.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before the commit, the letter stays and the
+    /// event is not applied; after it, both happened.
+    fn apply_dead_letter<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> impl Future<Output = Result<bool>> + Send
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        let _ = (projection, position, handler, event);
+        std::future::ready(Err(unsupported()))
+    }
+
+    /// Records a failed replay of the dead letter at `position`: one more
+    /// attempt, `error`, the time, and no replay request any more.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement: dropped, it was recorded or not.
+    fn record_dead_letter_failure(
+        &self,
+        projection: &str,
+        position: i64,
+        error: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (projection, position, error);
+        std::future::ready(Err(unsupported()))
+    }
 }

@@ -8,8 +8,10 @@
 
 mod checkpoint_watch;
 mod codec;
+mod dead_letters;
 mod event_table;
 mod listen;
+mod parking;
 mod pool;
 mod projection;
 mod repository;
@@ -33,11 +35,14 @@ use crate::ports::readmodels::{Query, ReadModel, ReadModelError, ReadModelReposi
 
 pub use checkpoint_watch::PostgresCheckpointWatch;
 use codec::{bind, decode_row, typed_params};
+pub use dead_letters::{
+    count_dead_letters, drop_dead_letters, list_dead_letters, request_replay, DEAD_LETTER_TABLE,
+};
 pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
-pub use status::{projection_status, ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE};
+pub use status::{projection_status, ProjectionStatus, RunnerInfo};
 
 /// The most rows one `save_many` statement carries (PostgreSQL accepts at
 /// most 65535 parameters per statement).

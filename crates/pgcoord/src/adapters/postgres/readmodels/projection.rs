@@ -3,12 +3,14 @@
 
 use tokio_postgres::GenericClient;
 
+use super::dead_letters;
 use super::source::{query_error, PgClientSource};
 use super::PostgresReadModelRepository;
 use crate::adapters::sql::{CheckpointSql, Dialect, CHECKPOINT_TABLE};
 use crate::ports::error::Result;
 use crate::ports::readmodels::{
-    Applied, ReadModel, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
+    Applied, DeadLetter, DeadLetterSelection, HeldBatch, HoldingBatch, Parking, ReadModel,
+    ReadModelHandler, ReadModelRepository, TransactionalReadModels,
 };
 
 const SQL: &CheckpointSql = CheckpointSql::for_dialect_const(Dialect::Postgres);
@@ -52,7 +54,10 @@ fn is_undefined_table(e: &crate::Error) -> bool {
     matches!(e, crate::Error::Backend(b) if b.code() == Some("42P01"))
 }
 
-async fn read_checkpoint<C: GenericClient + Sync>(c: &C, projection: &str) -> Result<Option<i64>> {
+pub(super) async fn read_checkpoint<C: GenericClient + Sync>(
+    c: &C,
+    projection: &str,
+) -> Result<Option<i64>> {
     let row = c
         .query_opt(SQL.read, &[&projection])
         .await
@@ -68,6 +73,20 @@ async fn advance<C: GenericClient + Sync>(c: &C, projection: &str, position: i64
         .await
         .map_err(query_error)?;
     Ok(!rows.is_empty())
+}
+
+/// Moves the checkpoint to `position` with [`ADVANCE_NOTIFY`]; false when
+/// it already was there or beyond (another runner got there first).
+pub(super) async fn advance_notify<C: GenericClient + Sync>(
+    c: &C,
+    projection: &str,
+    position: i64,
+) -> Result<bool> {
+    let moved = c
+        .query(ADVANCE_NOTIFY, &[&projection, &position])
+        .await
+        .map_err(query_error)?;
+    Ok(!moved.is_empty())
 }
 
 impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
@@ -221,11 +240,7 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             }
         }
         if let (Some(last), true) = (checkpoint, applied > 0) {
-            let moved = tx
-                .query(ADVANCE_NOTIFY, &[&projection, &last])
-                .await
-                .map_err(query_error)?;
-            if moved.is_empty() {
+            if !advance_notify(&tx, projection, last).await? {
                 return Ok(0); // another runner got there first: roll back
             }
         }
@@ -253,5 +268,71 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             .map_err(query_error)?;
         tx.commit().await.map_err(query_error)?;
         Ok(n)
+    }
+
+    async fn prepare_dead_letters(&self) -> Result<()> {
+        self.prepare_dead_letter_table().await
+    }
+
+    async fn apply_batch_holding<H>(
+        &self,
+        projection: &str,
+        batch: &HoldingBatch<'_, H::Event>,
+        handler: &H,
+    ) -> Result<HeldBatch>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        self.hold_batch(projection, batch, handler).await
+    }
+
+    async fn park(&self, projection: &str, parking: &Parking) -> Result<bool> {
+        self.park_event(projection, parking).await
+    }
+
+    async fn dead_letters(
+        &self,
+        projection: &str,
+        selection: &DeadLetterSelection,
+    ) -> Result<Vec<DeadLetter>> {
+        let client = self.source.client().await?;
+        dead_letters::list_dead_letters(&*client, projection, selection).await
+    }
+
+    async fn count_dead_letters(&self, projection: &str) -> Result<u64> {
+        let client = self.source.client().await?;
+        dead_letters::count_dead_letters(&*client, projection).await
+    }
+
+    async fn remove_dead_letters(
+        &self,
+        projection: &str,
+        selection: &DeadLetterSelection,
+    ) -> Result<u64> {
+        let client = self.source.client().await?;
+        dead_letters::drop_dead_letters(&*client, projection, selection).await
+    }
+
+    async fn apply_dead_letter<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<bool>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        self.replay_one(projection, position, handler, event).await
+    }
+
+    async fn record_dead_letter_failure(
+        &self,
+        projection: &str,
+        position: i64,
+        error: &str,
+    ) -> Result<()> {
+        let client = self.source.client().await?;
+        dead_letters::record_failure(&*client, projection, position, error).await
     }
 }

@@ -6,14 +6,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::Client;
 
+use super::dead_letters::DEAD_LETTER_TABLE;
 use super::event_table::check_table_name;
 use super::projection::PROGRESS_TABLE;
 use super::source::query_error;
 use crate::adapters::postgres::locks::holders::query_holders;
 use crate::ports::error::{Error, Result};
-
-/// Where a dead-letter table would be; counted when it exists.
-pub const DEAD_LETTER_TABLE: &str = "eventsource_projection_dead_letters";
 
 /// A projection's progress, as [`projection_status`] found it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -36,9 +34,8 @@ pub struct ProjectionStatus {
     pub events_per_second: Option<f64>,
     /// The runner holding the projection's lock, if one does.
     pub runner: Option<RunnerInfo>,
-    /// Events parked in the dead-letter table, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parked: Option<i64>,
+    /// Events parked in the dead-letter table (0 before the table exists).
+    pub parked: i64,
 }
 
 impl ProjectionStatus {
@@ -120,7 +117,7 @@ pub async fn projection_status(
         lag_seconds: None,
         events_per_second: None,
         runner: None,
-        parked: None,
+        parked: 0,
     };
     if let Some(t) = events_table {
         let row = client
@@ -166,7 +163,7 @@ pub async fn projection_status(
             )
             .await
             .map_err(query_error)?;
-        status.parked = Some(row.get(0));
+        status.parked = row.get(0);
     }
     Ok(status)
 }
