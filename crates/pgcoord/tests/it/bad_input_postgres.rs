@@ -2,10 +2,9 @@
 //! keys, a working lock), and nothing leaks: no held lock, no session, no
 //! row in `pg_locks`. Passwords never show in errors, `Debug` output or
 //! log lines.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

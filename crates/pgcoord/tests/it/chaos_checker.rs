@@ -22,11 +22,10 @@
 //! one (`EVENTSOURCE_STRESS_SECS`, `EVENTSOURCE_STRESS_WORKERS`).
 //! `EVENTSOURCE_CHAOS_UNFENCED=1` is the control: the same run with the
 //! writes' fence check left out, where the audit is reported, not asserted.
-#![cfg(feature = "postgres")]
 
-mod checker_support;
-mod common;
-mod fault_support;
+use crate::checker_support;
+use crate::common;
+use crate::fault_support;
 
 use std::collections::HashMap;
 use std::io::Write;

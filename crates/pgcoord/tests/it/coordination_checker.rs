@@ -11,10 +11,9 @@
 //!   holds nothing (no partial holds).
 //!
 //! `EVENTSOURCE_STRESS=1` runs longer with more workers.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -1,10 +1,9 @@
 //! A semaphore permit holder killed with SIGKILL (a child process of this
 //! test binary): its permit comes to a waiter. No timing threshold: only
 //! that it happens (within a generous bound that fails the test).
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::process::Stdio;
 use std::time::Duration;

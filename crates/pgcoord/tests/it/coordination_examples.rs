@@ -2,22 +2,21 @@
 //! (`examples/acquire_many.rs`, `examples/semaphore.rs`,
 //! `examples/shared_locks.rs`) and of a leader that runs work
 //! (`examples/leader_work.rs`) run as tests against PostgreSQL.
-#![cfg(feature = "postgres")]
 
 #[allow(dead_code)]
-#[path = "../examples/acquire_many.rs"]
+#[path = "../../examples/acquire_many.rs"]
 mod acquire_many;
 
 #[allow(dead_code)]
-#[path = "../examples/leader_work.rs"]
+#[path = "../../examples/leader_work.rs"]
 mod leader_work;
 
 #[allow(dead_code)]
-#[path = "../examples/semaphore.rs"]
+#[path = "../../examples/semaphore.rs"]
 mod semaphore;
 
 #[allow(dead_code)]
-#[path = "../examples/shared_locks.rs"]
+#[path = "../../examples/shared_locks.rs"]
 mod shared_locks;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,10 +1,9 @@
 //! The coordination primitives on `PostgresLockManager`: the conformance
 //! suite, then what only a real server shows (`pg_locks` after a dropped
 //! wait, arrival order across managers, round trips of an uncontended set).
-#![cfg(feature = "postgres")]
 
-mod common;
-mod counting_proxy;
+use crate::common;
+use crate::counting_proxy;
 
 use std::time::Duration;
 

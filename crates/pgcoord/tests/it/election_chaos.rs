@@ -25,12 +25,11 @@
 //! `EVENTSOURCE_STRESS_TASKS`). `EVENTSOURCE_ELECTION_UNFENCED=1` is the
 //! control: the same run with the term check left out, where the audit is
 //! reported, not asserted.
-#![cfg(feature = "postgres")]
 
-mod checker_support;
-mod common;
-mod election_support;
-mod fault_support;
+use crate::checker_support;
+use crate::common;
+use crate::election_support;
+use crate::fault_support;
 
 use std::collections::HashSet;
 use std::io::Write;

@@ -17,7 +17,6 @@
 //! is not lost. The loss signals are watched the whole time, every rival
 //! campaign must time out, and the ordinary work must see no error but
 //! timeouts.
-#![cfg(feature = "postgres")]
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,9 +4,8 @@
 //! only grow across processes, a SIGKILLed leader's waiting candidate
 //! leads, who leads is seen through `pg_locks`, and a manager without
 //! fencing is refused.
-#![cfg(feature = "postgres")]
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::process::{Command, Stdio};

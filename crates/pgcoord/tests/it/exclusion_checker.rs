@@ -10,11 +10,10 @@
 //! during the run). A small run is part of the suite; a larger one with
 //! `EVENTSOURCE_STRESS=1` (`EVENTSOURCE_STRESS_SECS`,
 //! `EVENTSOURCE_STRESS_WORKERS` tune it).
-#![cfg(feature = "postgres")]
 
-mod checker_support;
-mod common;
-mod fault_support;
+use crate::checker_support;
+use crate::common;
+use crate::fault_support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -3,10 +3,9 @@
 //! token handed out before, whether replication had lost the last
 //! increments or only lagged, and every pre-failover token is refused on
 //! the new primary, by `fencing::check` and by the SQL check functions.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,10 +3,9 @@
 //! its leader are told the moment the primary dies, nothing is taken while
 //! no server accepts writes, and once the standby is promoted the same
 //! manager locks there, with tokens and terms above every earlier one.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! A batch that fails part-way: session locks survive a statement's error,
 //! so the manager must reconcile with `pg_locks` rather than assume.
 //! Provoked by filling a deliberately tiny server lock table (private cluster).
-#![cfg(feature = "postgres")]
 
 use std::sync::Arc;
 

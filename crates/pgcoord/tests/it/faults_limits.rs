@@ -4,10 +4,9 @@
 //! `lock_timeout` set on the server, `idle_session_timeout` set on the
 //! server: typed errors or keepalive, never a hang past the caller's
 //! timeout.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::time::Duration;
 

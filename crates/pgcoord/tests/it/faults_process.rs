@@ -7,10 +7,9 @@
 //! server-side `idle_session_timeout` (longer than the manager's liveness
 //! interval) bounds that; with it the frozen holder loses its lock, and
 //! learns so when it wakes.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};

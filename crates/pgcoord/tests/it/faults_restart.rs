@@ -4,10 +4,9 @@
 //! Every guard reports the loss; while the server is down acquisitions fail
 //! with a typed error within the caller's timeout; once it is back the same
 //! manager (same process) works again, and nothing leaks.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,10 +6,9 @@
 //! configured bound; the server keeps the locks until it notices on its own
 //! (here: `idle_session_timeout`), so nobody else gets them before the
 //! holder was told.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::time::{Duration, Instant};
 

@@ -4,10 +4,9 @@
 //! dedicated session waiting: every affected guard reports the loss, the
 //! others stay held, the manager goes on with fresh sessions, and nothing
 //! leaks (manager counts, `pg_locks`, server sessions).
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -1,11 +1,10 @@
 //! Fencing tokens against a real PostgreSQL: the install step, the token
 //! sequence across managers and restarts, and protected writes that refuse
 //! a replaced holder and hold back the next one until they end.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod counting_proxy;
-mod fault_support;
+use crate::common;
+use crate::counting_proxy;
+use crate::fault_support;
 
 use std::time::Duration;
 

@@ -1,5 +1,4 @@
 //! The throwaway-PostgreSQL harness itself.
-#![cfg(feature = "postgres")]
 
 use pgcoord_testkit::pg::TestDatabase;
 

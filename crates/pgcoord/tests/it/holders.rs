@@ -1,6 +1,5 @@
 //! `query_holders`: the inspection of advisory locks through `pg_locks`,
 //! against a real PostgreSQL with raw sessions holding and waiting.
-#![cfg(feature = "postgres")]
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! `HoldersQuery::with_fences`: the fencing table, found through the
 //! `search_path` once, joined so that each lock shows its current token;
 //! missing or unreadable tables are left out.
-#![cfg(feature = "postgres")]
 
 use pgcoord::adapters::postgres::fencing::FENCE_TABLE;
 use pgcoord::adapters::postgres::{query_holders, FenceTable, HoldersQuery};

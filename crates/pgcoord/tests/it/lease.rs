@@ -5,10 +5,9 @@
 //! No timing is asserted: the figures (how long after the silence the
 //! waiter got the lock) are printed for the record; what is asserted is the
 //! order of events, which lease mode guarantees by construction.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,9 @@
 //! The lock manager's `tracing` spans: names and OpenTelemetry-style
 //! fields of acquire (granted, and timed out), try_acquire and release, as
 //! `docs/observability.md` lists them.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod span_capture;
+use crate::common;
+use crate::span_capture;
 
 use std::time::Duration;
 

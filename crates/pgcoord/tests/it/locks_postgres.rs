@@ -1,8 +1,7 @@
 //! `PostgresLockManager` against a real PostgreSQL: the conformance suite,
 //! then what only a database-backed manager can promise.
-#![cfg(feature = "postgres")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! The whole lock conformance suite again, with fencing on: every grant
 //! path (shared-session batches, waits on dedicated sessions, cancels at
 //! every poll) must behave the same while it also bumps the fence table.
-#![cfg(feature = "postgres")]
 
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord_testkit::pg::TestDatabase;

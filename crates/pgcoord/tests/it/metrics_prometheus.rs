@@ -4,13 +4,12 @@
 //! labels are there at 0 before anything happened, although the manager
 //! was built before the recorder was installed. One test per binary (the
 //! recorder is process-wide).
-#![cfg(all(feature = "postgres", feature = "metrics"))]
 
-#[path = "../examples/prometheus_metrics.rs"]
+#[path = "../../examples/prometheus_metrics.rs"]
 #[allow(dead_code)]
 mod example;
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

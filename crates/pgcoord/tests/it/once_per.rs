@@ -1,7 +1,6 @@
 //! `coordination::once_per` with `PostgresRunLog` against a real
 //! PostgreSQL: one run per interval, the server's clock at the claim (not
 //! a transaction's start), and what a dropped call leaves.
-#![cfg(feature = "postgres")]
 
 use std::time::Duration;
 

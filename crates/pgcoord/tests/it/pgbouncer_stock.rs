@@ -6,10 +6,9 @@
 //!
 //! Skipped without the `pgbouncer` binary unless
 //! `EVENTSOURCE_REQUIRE_PGBOUNCER=1` (CI sets it).
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::time::Duration;
 

@@ -1,13 +1,12 @@
 //! The primitives' worked examples (`examples/xact_lock.rs`,
 //! `examples/leader_election.rs`) run as tests against PostgreSQL.
-#![cfg(feature = "postgres")]
 
 #[allow(dead_code)]
-#[path = "../examples/xact_lock.rs"]
+#[path = "../../examples/xact_lock.rs"]
 mod xact_lock;
 
 #[allow(dead_code)]
-#[path = "../examples/leader_election.rs"]
+#[path = "../../examples/leader_election.rs"]
 mod leader_election;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //! queries.
 
 #[allow(dead_code)]
-#[path = "../examples/readmodels.rs"]
+#[path = "../../examples/readmodels.rs"]
 mod example;
 
 #[cfg(feature = "sqlite")]

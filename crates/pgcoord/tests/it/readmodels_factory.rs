@@ -1,6 +1,5 @@
 //! The connection factory: URLs to databases, SQLite pragmas, the shared
 //! in-memory connection, and the errors for bad URLs or unreachable servers.
-#![cfg(any(feature = "postgres", feature = "sqlite"))]
 
 use pgcoord::adapters::sql::{connect, Database, Dialect};
 use pgcoord::ports::readmodels::{Query, ReadModelRepository};

@@ -1,7 +1,6 @@
 //! The PostgreSQL read-model adapter on a fresh database per test: the
 //! conformance suite on the pool, on a plain client and inside a caller's
 //! transaction; schema creation and migration.
-#![cfg(feature = "postgres")]
 
 use pgcoord::adapters::postgres::{PostgresDatabase, PostgresReadModelRepository};
 use pgcoord::ports::readmodels::{

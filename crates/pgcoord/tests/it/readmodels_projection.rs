@@ -1,7 +1,6 @@
 //! The read-model projection: one transaction per event, retries with
 //! backoff on transient errors, reset; on the in-memory, SQLite and
 //! PostgreSQL backends and through the connection factory.
-#![cfg(any(feature = "postgres", feature = "sqlite"))]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -6,7 +6,7 @@ use pgcoord::adapters::memory::InMemoryReadModelRepository;
 use pgcoord::ports::readmodels::{Direction, Query, ReadModel, ReadModelRepository};
 use pgcoord_testkit::readmodels::ConformanceItem;
 
-mod span_capture;
+use crate::span_capture;
 use span_capture::{Capture, Captured};
 
 fn item() -> ConformanceItem {

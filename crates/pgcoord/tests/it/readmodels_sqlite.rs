@@ -1,6 +1,5 @@
 //! The SQLite read-model adapter: the conformance suite on an in-memory and
 //! a file database, pragmas, transactions, and schema migration.
-#![cfg(feature = "sqlite")]
 
 use pgcoord::adapters::sql::schema;
 use pgcoord::adapters::sql::Dialect;

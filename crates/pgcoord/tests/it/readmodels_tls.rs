@@ -1,11 +1,8 @@
 //! One connection story: the URL a lock manager takes, TLS parameters
 //! included, is the URL the read-model pool and the connection factory take,
 //! and all of them connect over the same verified TLS.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
-mod tls_support;
+use crate::tls_support;
 
 use std::time::Duration;
 

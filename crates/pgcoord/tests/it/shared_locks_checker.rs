@@ -12,11 +12,10 @@
 //! - after a given-up wait, its manager holds nothing of it.
 //!
 //! `EVENTSOURCE_STRESS=1` runs longer with more workers.
-#![cfg(feature = "postgres")]
 
-mod checker_support;
-mod common;
-mod fault_support;
+use crate::checker_support;
+use crate::common;
+use crate::fault_support;
 
 use std::collections::HashMap;
 use std::io::Write;

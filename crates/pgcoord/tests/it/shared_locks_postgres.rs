@@ -3,9 +3,8 @@
 //! shows and keeps: modes and counts in `pg_locks`, interop with plain
 //! `pg_advisory_lock_shared` callers, fairness inside PostgreSQL's queue,
 //! downgrades on both kinds of session, and loss.
-#![cfg(feature = "postgres")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,10 +3,9 @@
 //! a free key the first attempt is granted however long connecting takes,
 //! only a server that stays silent is reported as not answering, and a
 //! timed-out wait never leaves the manager believing it holds the key.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,10 +1,8 @@
 //! A lock manager pointed at a hot standby: advisory locks there exclude
 //! only the standby's own sessions, never holders on the primary, so the
 //! manager refuses with a typed error unless told to allow it.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::fault_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,11 +2,10 @@
 //! `verify-full` connects (and cancels) over TLS; a wrong CA, a wrong host
 //! name, a missing root file and `sslmode=disable` against a TLS-only role
 //! are typed connect errors; `verify-ca` and `require` check less.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
-mod tls_support;
+use crate::common;
+use crate::fault_support;
+use crate::tls_support;
 
 use std::time::Duration;
 

@@ -1,9 +1,8 @@
 //! `PostgresLockManager::verify()` on a real server: a plain PostgreSQL
 //! passes; one whose advisory functions do nothing is caught.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::BackendErrorKind;

@@ -1,10 +1,8 @@
 //! `verify()` (and so `eventsource lock doctor`) reports the replication it
 //! sees and what fencing guarantees there, and refuses an endpoint that
 //! sends its sessions to several servers.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::fault_support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

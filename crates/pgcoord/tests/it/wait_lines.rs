@@ -1,10 +1,9 @@
 //! The contended path: wait lines, failed and abandoned waits, and the
 //! sessions they use. Each test runs on a private cluster, so that
 //! `pg_locks` and `pg_stat_activity` show only its own sessions.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,10 +2,9 @@
 //! against a real PostgreSQL: released by commit and rollback, exclusive
 //! with the manager's session-level locks, a timeout or a dropped call
 //! leaves the caller's transaction usable and nothing held.
-#![cfg(feature = "postgres")]
 
-mod common;
-mod fault_support;
+use crate::common;
+use crate::fault_support;
 
 use std::future::Future;
 use std::pin::pin;

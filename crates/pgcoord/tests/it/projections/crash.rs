@@ -13,8 +13,8 @@ use pgcoord::ports::readmodels::ReadModelRepository;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
-use crate::postgres::{append_committed, setup};
-use crate::support::*;
+use super::postgres::{append_committed, setup};
+use super::support::*;
 
 const EVENTS: i64 = 240;
 

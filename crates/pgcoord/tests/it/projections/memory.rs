@@ -9,7 +9,7 @@ use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
 use pgcoord::{DistributedLock, InMemoryLockManager};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::*;
+use super::support::*;
 
 type Runner = ProjectionRunner<Recorder, InMemoryReadModelRepository<Seen>, InMemoryFeed<Ev>>;
 

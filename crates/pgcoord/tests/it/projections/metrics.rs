@@ -6,7 +6,7 @@ use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
 use pgcoord::InMemoryLockManager;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::*;
+use super::support::*;
 
 #[test]
 fn applied_events_and_batch_durations_are_counted_per_projection() {

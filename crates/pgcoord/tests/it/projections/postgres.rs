@@ -15,7 +15,7 @@ use pgcoord::ports::readmodels::EventFeed;
 use pgcoord_testkit::pg::TestDatabase;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::*;
+use super::support::*;
 
 pub type PgRunner = ProjectionRunner<
     Recorder,

@@ -4,7 +4,7 @@
 use pgcoord::adapters::postgres::projection_status;
 use tokio_util::sync::CancellationToken;
 
-use crate::postgres::{append_committed, reach, runner, setup};
+use super::postgres::{append_committed, reach, runner, setup};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_names_checkpoint_head_lag_and_runner() {
