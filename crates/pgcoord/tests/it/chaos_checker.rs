@@ -107,10 +107,10 @@ async fn protected_write(
 
 /// One worker process (run by the test below as a child).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the tests in this file"]
 async fn chaos_worker() {
-    let Ok(url) = std::env::var("ES_CX_URL") else {
-        return; // not running as a worker
-    };
+    let url =
+        std::env::var("ES_CX_URL").expect("ES_CX_URL: a worker, started by the tests in this file");
     let var = |n: &str| std::env::var(n).unwrap();
     let (worker, log, data_url) = (var("ES_CX_WORKER"), var("ES_CX_LOG"), var("ES_CX_DATA_URL"));
     let keys: u64 = var("ES_CX_KEYS").parse().unwrap();
@@ -211,7 +211,7 @@ fn spawn_worker(
 ) -> Worker {
     let url = format!("postgres://postgres@127.0.0.1:{}/{db_name}", proxy.port);
     let child = Command::new(std::env::current_exe().unwrap())
-        .args(["chaos_worker", "--exact", "--test-threads=1"])
+        .args(common::worker_args(module_path!(), "chaos_worker"))
         .env("ES_CX_URL", url)
         .env("ES_CX_DATA_URL", data_url)
         .env("ES_CX_WORKER", name)

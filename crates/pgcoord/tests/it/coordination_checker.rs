@@ -63,10 +63,10 @@ fn append(file: &std::sync::Mutex<std::fs::File>, line: String) {
 /// manager) or `many` (one manager per task, so that a task's manager
 /// holding anything after a failed call is a partial hold).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the tests in this file"]
 async fn coordination_worker() {
-    let Ok(url) = std::env::var("ES_CO_URL") else {
-        return; // not running as a worker
-    };
+    let url =
+        std::env::var("ES_CO_URL").expect("ES_CO_URL: a worker, started by the tests in this file");
     let var = |n: &str| std::env::var(n).unwrap();
     let (mode, worker, log) = (var("ES_CO_MODE"), var("ES_CO_WORKER"), var("ES_CO_LOG"));
     let tasks: u64 = var("ES_CO_TASKS").parse().unwrap();
@@ -284,12 +284,8 @@ async fn run(mode: &str) -> Verdict {
     for w in 0..workers {
         children.push(
             Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "coordination_worker",
-                    "--exact",
-                    "--test-threads=1",
-                    "--nocapture",
-                ])
+                .args(common::worker_args(module_path!(), "coordination_worker"))
+                .arg("--nocapture")
                 .env("ES_CO_URL", db.url())
                 .env("ES_CO_MODE", mode)
                 .env("ES_CO_WORKER", format!("w{w}"))

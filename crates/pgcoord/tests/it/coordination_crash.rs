@@ -21,10 +21,10 @@ fn worker_manager(url: &str, holder: String) -> PostgresLockManager {
 /// Run as a child: takes the one permit of `co:crash`, says which slot
 /// on stdout, and keeps it until killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the tests in this file"]
 async fn coordination_holder() {
-    let Ok(url) = std::env::var("ES_CO_HOLD_URL") else {
-        return; // not running as a holder
-    };
+    let url = std::env::var("ES_CO_HOLD_URL")
+        .expect("ES_CO_HOLD_URL: a holder, started by the tests in this file");
     let sem = Semaphore::new(worker_manager(&url, "co-holder".into()), "co:crash", 1).unwrap();
     let permit = sem.acquire(None).await.unwrap();
     println!("held {}", permit.slot());
@@ -36,12 +36,8 @@ async fn a_killed_holders_permit_comes_to_a_waiter() {
     use tokio::io::AsyncBufReadExt;
     let (_cluster, db) = private_db(&[]).await;
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "coordination_holder",
-            "--exact",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+        .args(common::worker_args(module_path!(), "coordination_holder"))
+        .arg("--nocapture")
         .env("ES_CO_HOLD_URL", db.url())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

@@ -51,10 +51,10 @@ const LEASE: Duration = Duration::from_secs(2);
 /// One candidate process (run by the test below as a child). A tenure is
 /// logged as `task key enter exit loss term committed refused failed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the tests in this file"]
 async fn election_candidate() {
-    let Ok(url) = std::env::var("ES_EL_URL") else {
-        return; // not running as a candidate
-    };
+    let url = std::env::var("ES_EL_URL")
+        .expect("ES_EL_URL: a candidate, started by the tests in this file");
     let var = |n: &str| std::env::var(n).unwrap();
     let (worker, log, data_url) = (var("ES_EL_WORKER"), var("ES_EL_LOG"), var("ES_EL_DATA_URL"));
     let tasks: u64 = var("ES_EL_TASKS").parse().unwrap();
@@ -172,7 +172,7 @@ impl Run {
             proxy.port, self.db_name
         );
         let child = Command::new(std::env::current_exe().unwrap())
-            .args(["election_candidate", "--exact", "--test-threads=1"])
+            .args(common::worker_args(module_path!(), "election_candidate"))
             .env("ES_EL_URL", url)
             .env("ES_EL_DATA_URL", &self.data_url)
             .env("ES_EL_WORKER", &name)

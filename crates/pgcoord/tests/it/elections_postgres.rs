@@ -67,13 +67,11 @@ pgcoord_testkit::election_conformance_tests!(|| async {
 /// Run by `a_sigkilled_leader_is_followed_by_the_waiting_candidate` as a
 /// child process: leads, prints its term, and waits to be killed.
 #[tokio::test]
+#[ignore = "a child process of the tests in this file"]
 async fn election_child() {
-    let (Ok(url), Ok(name)) = (
-        std::env::var("ES_ELECT_URL"),
-        std::env::var("ES_ELECT_NAME"),
-    ) else {
-        return; // not running as the child
-    };
+    let var =
+        |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
+    let (url, name) = (var("ES_ELECT_URL"), var("ES_ELECT_NAME"));
     let election = Election::new(fencing_manager(url.parse().unwrap(), "child"), name);
     let leading = election.campaign(None).await.unwrap();
     println!("LEADING term={}", leading.term());
@@ -112,12 +110,8 @@ async fn a_sigkilled_leader_is_followed_by_the_waiting_candidate() {
     let db = fenced_db().await;
     let name = format!("failover-{}", uuid::Uuid::new_v4());
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "election_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(common::worker_args(module_path!(), "election_child"))
+        .arg("--nocapture")
         .env("ES_ELECT_URL", db.url())
         .env("ES_ELECT_NAME", &name)
         .stdout(Stdio::piped())

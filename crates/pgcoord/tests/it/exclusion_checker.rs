@@ -28,10 +28,10 @@ use pgcoord::DistributedLock;
 /// tasks on one manager, each looping acquire -> record enter -> 0.2-0.5 ms
 /// of work -> record exit and loss -> release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the tests in this file"]
 async fn exclusion_worker() {
-    let Ok(url) = std::env::var("ES_MX_URL") else {
-        return; // not running as a worker
-    };
+    let url =
+        std::env::var("ES_MX_URL").expect("ES_MX_URL: a worker, started by the tests in this file");
     let var = |n: &str| std::env::var(n).unwrap();
     let (worker, log) = (var("ES_MX_WORKER"), var("ES_MX_LOG"));
     let keys: u64 = var("ES_MX_KEYS").parse().unwrap();
@@ -136,7 +136,7 @@ async fn run(faults: bool) -> Verdict {
     for w in 0..workers {
         children.push(
             Command::new(std::env::current_exe().unwrap())
-                .args(["exclusion_worker", "--exact", "--test-threads=1"])
+                .args(common::worker_args(module_path!(), "exclusion_worker"))
                 .env("ES_MX_URL", db.url())
                 .env("ES_MX_WORKER", format!("w{w}"))
                 .env("ES_MX_LOG", &log)

@@ -26,10 +26,11 @@ const SECS: Duration = Duration::from_secs(30);
 /// Run by the tests below in a child process: takes the lock, then prints
 /// whether it is lost every 50 ms until killed.
 #[tokio::test]
+#[ignore = "a child process of the tests in this file"]
 async fn fault_child() {
-    let (Ok(url), Ok(k)) = (std::env::var("ES_FAULT_URL"), std::env::var("ES_FAULT_KEY")) else {
-        return; // not running as the child
-    };
+    let var =
+        |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
+    let (url, k) = (var("ES_FAULT_URL"), var("ES_FAULT_KEY"));
     let m = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("child")
         .liveness_interval(Duration::from_millis(200))
@@ -50,7 +51,8 @@ struct Holder {
 impl Holder {
     async fn start(db: &TestDatabase, key: &str) -> Holder {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["fault_child", "--exact", "--nocapture", "--test-threads=1"])
+            .args(common::worker_args(module_path!(), "fault_child"))
+            .arg("--nocapture")
             .env("ES_FAULT_URL", db.url())
             .env("ES_FAULT_KEY", key)
             .stdout(Stdio::piped())

@@ -386,10 +386,10 @@ async fn bad_url_is_invalid_argument() {
 /// Run by `holder_crash_releases_the_lock` in a child process: takes the
 /// lock, reports it, and waits to be killed.
 #[tokio::test]
+#[ignore = "a child process of the tests in this file"]
 async fn child_holder() {
-    let (Ok(url), Ok(k)) = (std::env::var("ES_CHILD_URL"), std::env::var("ES_CHILD_KEY")) else {
-        return; // not running as the child
-    };
+    let var = |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
+    let (url, k) = (var("ES_CHILD_URL"), var("ES_CHILD_KEY"));
     let m = PostgresLockManager::from_url(&url).unwrap();
     let _g = m.acquire(&k, None).await.unwrap();
     println!("HELD");
@@ -402,7 +402,8 @@ async fn holder_crash_releases_the_lock() {
     let db = &TestDatabase::create().await.unwrap();
     let k = key("crash");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child_holder", "--exact", "--nocapture", "--test-threads=1"])
+        .args(common::worker_args(module_path!(), "child_holder"))
+        .arg("--nocapture")
         .env("ES_CHILD_URL", db.url())
         .env("ES_CHILD_KEY", &k)
         .stdout(std::process::Stdio::piped())

@@ -2,6 +2,11 @@
 //! concern (building and linking one binary instead of one per file is most
 //! of what a clean build of the tests costs). A new test file goes in this
 //! folder, with a `mod` line below (and the `#[cfg(feature = ...)]` it needs).
+//!
+//! Child processes: a test that needs another process runs this binary
+//! again on one `#[ignore]`d worker test, by its full name
+//! ([`common::worker_args`]); a worker never runs in a normal run, and fails
+//! when started without the environment its parent gives it.
 
 // What several modules share.
 #[cfg(feature = "postgres")]

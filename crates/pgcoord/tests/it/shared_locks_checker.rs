@@ -36,10 +36,10 @@ fn append(file: &std::sync::Mutex<std::fs::File>, line: String) {
 
 /// One worker process: `TASKS` tasks on one manager.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the tests in this file"]
 async fn rw_worker() {
-    let Ok(url) = std::env::var("ES_RW_URL") else {
-        return; // not running as a worker
-    };
+    let url =
+        std::env::var("ES_RW_URL").expect("ES_RW_URL: a worker, started by the tests in this file");
     let var = |n: &str| std::env::var(n).unwrap();
     let (worker, log) = (var("ES_RW_WORKER"), var("ES_RW_LOG"));
     let until: u128 = var("ES_RW_UNTIL_NS").parse().unwrap();
@@ -199,7 +199,8 @@ async fn readers_share_writers_exclude_and_nobody_starves_across_processes() {
     for w in 0..workers {
         children.push(
             Command::new(std::env::current_exe().unwrap())
-                .args(["rw_worker", "--exact", "--test-threads=1", "--nocapture"])
+                .args(common::worker_args(module_path!(), "rw_worker"))
+                .arg("--nocapture")
                 .env("ES_RW_URL", db.url())
                 .env("ES_RW_WORKER", format!("w{w}"))
                 .env("ES_RW_LOG", &log)

@@ -59,3 +59,39 @@ pub async fn connect(url: &str) -> tokio_postgres::Client {
     tokio::spawn(conn);
     client
 }
+
+/// The arguments that run this test binary again as a child process on
+/// exactly one `#[ignore]`d worker test: `module` is the caller's
+/// `module_path!()`, `worker` the name of the worker's test function. Checks
+/// first that the binary has that test, so that a renamed or moved worker
+/// is an error here rather than a child that runs no test and exits 0.
+pub fn worker_args(module: &str, worker: &str) -> [String; 4] {
+    // Test names leave out the crate (`it::`).
+    let name = match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{worker}"),
+        None => worker.to_owned(),
+    };
+    static FOUND: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    if !found.contains(&name) {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let listed = std::process::Command::new(&exe)
+            .args([&name, "--exact", "--ignored", "--list", "--format=terse"])
+            .output()
+            .expect("list the worker test");
+        let listing = String::from_utf8_lossy(&listed.stdout);
+        assert!(
+            listing.lines().any(|l| l == format!("{name}: test")),
+            "{} has no ignored test {name}: {listing}",
+            exe.display()
+        );
+        found.push(name.clone());
+    }
+    drop(found);
+    [
+        name,
+        "--exact".into(),
+        "--ignored".into(),
+        "--test-threads=1".into(),
+    ]
+}

@@ -46,13 +46,11 @@ async fn projection_worker() {
 
 fn spawn_worker(url: &str, worker: u32) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args([
-            "crash::projection_worker",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(crate::common::worker_args(
+            module_path!(),
+            "projection_worker",
+        ))
+        .arg("--nocapture")
         .env("ES_PROJ_URL", url)
         .env("ES_PROJ_WORKER", worker.to_string())
         .stdout(Stdio::null())
