@@ -2,8 +2,10 @@
 //! run: the figures must match what the run did, every name follows the
 //! Prometheus conventions with its HELP and TYPE, and the series of static
 //! labels are there at 0 before anything happened, although the manager
-//! was built before the recorder was installed. One test per binary (the
-//! recorder is process-wide).
+//! was built before the recorder was installed. The recorder is
+//! process-wide and would count the locks of every other test of this
+//! binary: the run has a process of its own, this binary again on one
+//! ignored test.
 
 #[path = "../../examples/prometheus_metrics.rs"]
 #[allow(dead_code)]
@@ -113,18 +115,42 @@ const FAMILIES: &[(&str, &str)] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scraped_metrics_match_a_contended_run() {
+    let db = TestDatabase::create().await.unwrap();
+    let run = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(common::worker_args(module_path!(), "contended_run"))
+        .env("ES_METRICS_URL", db.url())
+        .output()
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && out.contains("test result: ok. 1 passed"),
+        "the run in its own process failed ({}):\n{out}{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+fn manager(url: &str, holder: &str) -> PostgresLockManager {
+    PostgresLockManager::builder(url.parse().unwrap())
+        .holder_id(holder)
+        .build()
+}
+
+/// The run, in a process with no other test: the example's recorder
+/// counts only what this run does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of scraped_metrics_match_a_contended_run"]
+async fn contended_run() {
+    let url = std::env::var("ES_METRICS_URL").expect("ES_METRICS_URL: run by its parent test");
     let addr: SocketAddr = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap()
     };
-    let db = TestDatabase::create().await.unwrap();
     // Every manager is built before the recorder exists: the names must
     // reach it anyway (when the first session opens).
-    let (locks, other) = (
-        common::manager(&db, "metrics"),
-        common::manager(&db, "other"),
-    );
-    let fenced = PostgresLockManager::builder(db.config())
+    let (locks, other) = (manager(&url, "metrics"), manager(&url, "other"));
+    let fenced = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("leader")
         .fencing(true)
         .build();
@@ -180,7 +206,7 @@ async fn scraped_metrics_match_a_contended_run() {
     // A lock lost with its session: counted by cause.
     let k = "metrics:lost";
     let g = locks.acquire(k, None).await.unwrap();
-    let client = db.connect().await.unwrap();
+    let client = common::connect(&url).await;
     for pid in locks.shared_session_pids() {
         common::terminate(&client, pid).await;
     }
@@ -245,7 +271,7 @@ async fn scraped_metrics_match_a_contended_run() {
 
     // Per key prefix (opt-in): held now, hold durations, losses; a new
     // prefix's series start at 0.
-    let keyed = PostgresLockManager::builder(db.config())
+    let keyed = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("keyed")
         .metrics_key_prefix(':', 10)
         .build();
