@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use pgcoord::{DistributedLock, InMemoryLockManager, LockRegistry};
+use pgcoord_testkit::locks::Fencing;
 
-pgcoord_testkit::lock_conformance_tests!(|| async {
+pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::Tokens, || async {
     let primary = InMemoryLockManager::new(Some("memory-test".into()));
     let observer = primary.clone();
     (primary, observer, ())

@@ -8,11 +8,11 @@ use std::time::Duration;
 use common::{lock_rows, manager, terminate, wait_for_waiters};
 use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
-use pgcoord_testkit::locks::{eventually, eventually_async};
+use pgcoord_testkit::locks::{eventually, eventually_async, Fencing};
 use pgcoord_testkit::pg::TestDatabase;
 
 // Each case gets its own database (advisory locks are per database).
-pgcoord_testkit::lock_conformance_tests!(|| async {
+pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::NoTokens, || async {
     let db = TestDatabase::create().await.expect("test database");
     (manager(&db, "primary"), manager(&db, "observer"), db)
 });
@@ -388,7 +388,8 @@ async fn bad_url_is_invalid_argument() {
 #[tokio::test]
 #[ignore = "a child process of the tests in this file"]
 async fn child_holder() {
-    let var = |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
+    let var =
+        |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
     let (url, k) = (var("ES_CHILD_URL"), var("ES_CHILD_KEY"));
     let m = PostgresLockManager::from_url(&url).unwrap();
     let _g = m.acquire(&k, None).await.unwrap();

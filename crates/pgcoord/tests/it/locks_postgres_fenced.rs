@@ -3,6 +3,7 @@
 //! every poll) must behave the same while it also bumps the fence table.
 
 use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord_testkit::locks::Fencing;
 use pgcoord_testkit::pg::TestDatabase;
 
 fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
@@ -12,7 +13,7 @@ fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
         .build()
 }
 
-pgcoord_testkit::lock_conformance_tests!(|| async {
+pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::Tokens, || async {
     let db = TestDatabase::create().await.expect("test database");
     let primary = fenced(&db, "primary");
     primary.install_fencing().await.expect("install fencing");
