@@ -1,4 +1,4 @@
-//! Helpers of the fault-injection suites (`tests/faults_*.rs`).
+//! Helpers of the fault-injection suites (`tests/it/faults_*.rs`).
 //!
 //! Every fault test runs on a private cluster of its own
 //! ([`private_cluster`]): terminating backends, restarting the server or
