@@ -5,14 +5,18 @@
 //!
 //! ```no_run
 //! use pgcoord::InMemoryLockManager;
+//! use pgcoord_testkit::locks::Fencing;
 //!
-//! pgcoord_testkit::lock_conformance_tests!(|| async {
+//! pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::Tokens, || async {
 //!     let primary = InMemoryLockManager::new(Some("t".into()));
 //!     let observer = primary.clone();
 //!     (primary, observer, ())
 //! });
 //! ```
 //!
+//! `fencing:` says whether the implementation hands out fencing tokens
+//! ([`Fencing::Tokens`], [`Fencing::NoTokens`]); the fence cases hold it
+//! to that, so a fencing implementation that stops issuing tokens fails.
 //! The factory returns two managers over the same lock space: `primary`,
 //! which every case exercises, and `observer`, which must exclude against
 //! it (for PostgreSQL, a second manager on the same database; for the
@@ -50,7 +54,7 @@ impl<T: DistributedLock + LockRegistry + Clone + Send + Sync + 'static> Conforma
 /// Generates one `#[tokio::test]` per conformance case; see the module docs.
 #[macro_export]
 macro_rules! lock_conformance_tests {
-    ($make:expr) => {
+    (fencing: $fencing:expr, $make:expr $(,)?) => {
         $crate::__lock_conformance_cases!($make;
             acquire_yields_info_for_the_key,
             is_held_inside_and_outside_the_scope,
@@ -76,8 +80,16 @@ macro_rules! lock_conformance_tests {
             cancel_release_at_every_poll,
             cancel_contended_acquire_at_every_poll,
             timeouts_racing_handovers_leave_the_key_free,
+        );
+        $crate::__lock_fence_cases!($fencing, $make;
             fences_increase_on_every_path,
             fences_are_per_key_and_never_repeat,
+        );
+    };
+    ($make:expr) => {
+        compile_error!(
+            "say whether the implementation hands out fencing tokens: \
+             `lock_conformance_tests!(fencing: Fencing::Tokens, || ...)` or `Fencing::NoTokens`"
         );
     };
 }
@@ -91,6 +103,20 @@ macro_rules! __lock_conformance_cases {
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
                 $crate::locks::$case(&primary, &observer).await;
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __lock_fence_cases {
+    ($fencing:expr, $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (primary, observer, _keep) = ($make)().await;
+                $crate::locks::$case(&primary, &observer, $fencing).await;
             }
         )*
     };

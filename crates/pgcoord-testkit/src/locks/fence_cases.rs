@@ -1,7 +1,9 @@
-//! Conformance cases for fencing tokens: an implementation either hands
-//! out no tokens at all, or a token with every acquisition that is strictly
-//! greater than every earlier token of the same key, whichever path the
-//! grant took (free, contended, try, manual).
+//! Conformance cases for fencing tokens. The suite's caller says whether
+//! its implementation hands out tokens ([`Fencing`]): one that does must
+//! give a token with every exclusive acquisition, strictly greater than
+//! every earlier token of the same key, whichever path the grant took
+//! (free, contended, try, manual); one that does not must give none. A
+//! fencing implementation that stops issuing tokens fails here.
 
 use std::time::Duration;
 
@@ -9,15 +11,31 @@ use pgcoord::LockInfo;
 
 use super::{key, Conformant};
 
-/// Checks that the tokens seen so far are all absent or strictly increasing.
-fn check_sequence(infos: &[LockInfo]) {
+/// Whether the implementation under test hands out fencing tokens; the
+/// fence cases of [`lock_conformance_tests!`](crate::lock_conformance_tests)
+/// check the tokens against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fencing {
+    /// Every exclusive grant carries a token, increasing per key.
+    Tokens,
+    /// No grant carries a token.
+    NoTokens,
+}
+
+/// Checks the tokens seen so far against `fencing`: all absent, or all
+/// present and strictly increasing.
+fn check_sequence(infos: &[LockInfo], fencing: Fencing) {
     let fences: Vec<Option<u64>> = infos.iter().map(|i| i.fence).collect();
-    if fences.iter().all(Option::is_none) {
+    if fencing == Fencing::NoTokens {
+        assert!(
+            fences.iter().all(Option::is_none),
+            "an implementation without fencing handed out tokens: {fences:?}"
+        );
         return;
     }
     assert!(
         fences.iter().all(Option::is_some),
-        "either every acquisition carries a fencing token or none does: {fences:?}"
+        "a fencing implementation must give a token with every acquisition: {fences:?}"
     );
     for pair in fences.windows(2) {
         assert!(
@@ -28,7 +46,11 @@ fn check_sequence(infos: &[LockInfo]) {
 }
 
 /// Every path of a grant yields a larger token than the grant before it.
-pub async fn fences_increase_on_every_path<L: Conformant>(lock: &L, observer: &L) {
+pub async fn fences_increase_on_every_path<L: Conformant>(
+    lock: &L,
+    observer: &L,
+    fencing: Fencing,
+) {
     let k = key("fences");
     let mut seen = Vec::new();
     // Free key, through acquire.
@@ -63,24 +85,31 @@ pub async fn fences_increase_on_every_path<L: Conformant>(lock: &L, observer: &L
         .await
         .unwrap();
     seen.push(info);
-    check_sequence(&seen);
+    check_sequence(&seen, fencing);
 }
 
 /// Distinct keys have independent tokens; a key's token never goes back
 /// after another key was locked in between.
-pub async fn fences_are_per_key_and_never_repeat<L: Conformant>(lock: &L, observer: &L) {
+pub async fn fences_are_per_key_and_never_repeat<L: Conformant>(
+    lock: &L,
+    observer: &L,
+    fencing: Fencing,
+) {
     let (a, b) = (key("fence-a"), key("fence-b"));
     let mut seen_a = Vec::new();
     for round in 0..3 {
         let ga = lock.acquire(&a, None).await.unwrap();
         let gb = observer.acquire(&b, None).await.unwrap();
+        let want = fencing == Fencing::Tokens;
         assert!(
-            ga.fence().is_some() == gb.fence().is_some(),
-            "round {round}: one key fenced and the other not"
+            ga.fence().is_some() == want && gb.fence().is_some() == want,
+            "round {round}: {fencing:?} expected, tokens {:?} and {:?}",
+            ga.fence(),
+            gb.fence()
         );
         seen_a.push(ga.info().clone());
         gb.release().await.unwrap();
         ga.release().await.unwrap();
     }
-    check_sequence(&seen_a);
+    check_sequence(&seen_a, fencing);
 }

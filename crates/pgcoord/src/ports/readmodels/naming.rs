@@ -1,6 +1,6 @@
 //! Table names from type names: snake_case, then an English plural. The
 //! derive (`pgcoord-derive`) applies the same rules at compile time; a
-//! test in `tests/readmodels_derive.rs` keeps the two in step.
+//! test in `tests/it/readmodels_derive.rs` keeps the two in step.
 
 /// Converts `CamelCase` to `snake_case`, keeping acronyms together
 /// (`HTTPRequest` -> `http_request`).

@@ -1,0 +1,372 @@
+//! The bad-input matrix: each case is a typed error (or, for odd but valid
+//! keys, a working lock), and nothing leaks: no held lock, no session, no
+//! row in `pg_locks`. Passwords never show in errors, `Debug` output or
+//! log lines.
+
+use crate::common;
+use crate::fault_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fault_support::*;
+use pgcoord::adapters::postgres::{
+    ConnectOptions, LibpqEnv, PasswordSource, PostgresLockManager, PostgresLockManagerBuilder,
+};
+use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord_testkit::locks::eventually;
+
+const SECS: Duration = Duration::from_secs(30);
+
+async fn assert_nothing_held(m: &PostgresLockManager) {
+    assert_eq!(m.held_lock_count(), 0);
+    eventually("no session left open", SECS, || m.session_count() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_keys_lock_and_huge_keys_are_refused_before_any_io() {
+    let db = common::shared_db().await;
+    let client = db.connect().await.unwrap();
+    let m = common::manager(db, "odd-keys");
+    let other = common::manager(db, "odd-keys-other");
+
+    // Over 1 MiB: refused before any I/O.
+    let huge = "k".repeat((1 << 20) + 1);
+    for timeout in [None, Some(Duration::ZERO), Some(SECS)] {
+        let err = m.acquire(&huge, timeout).await.unwrap_err();
+        assert!(
+            matches!(
+                err.as_lock_acquisition().map(|e| &e.reason),
+                Some(AcquireFailure::KeyTooLong { len, .. }) if *len == (1 << 20) + 1
+            ),
+            "{err:?}"
+        );
+    }
+    assert!(m.try_acquire(&huge).await.is_err());
+    assert!(m.release(&huge).await.unwrap_err().is_not_held());
+    assert_eq!(m.session_count(), 0, "a refused key opened a session");
+
+    // Empty, NUL and non-ASCII keys are ordinary keys, distinct from each other.
+    let nonce = uuid::Uuid::new_v4().to_string();
+    let keys = [
+        String::new(),
+        format!("a\0b{nonce}"),
+        format!("a\0c{nonce}"),
+        format!("ключ-🔒-{nonce}"),
+        format!("\u{202e}rtl{nonce}"),
+    ];
+    let mut ids: Vec<i64> = keys.iter().map(|k| lock_id_for_key(k)).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), keys.len());
+    let mut guards = Vec::new();
+    for k in &keys {
+        let g = m.acquire(k, Some(SECS)).await.unwrap();
+        assert_eq!(&g.info().key, k);
+        assert!(
+            other.try_acquire(k).await.unwrap().is_none(),
+            "{k:?} not excluded"
+        );
+        guards.push(g);
+    }
+    assert_eq!(m.held_lock_count(), keys.len());
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    for id in ids {
+        assert_eq!(common::lock_rows(&client, id).await, (0, 0));
+    }
+    m.close().await.unwrap();
+    other.close().await.unwrap();
+    assert_nothing_held(&m).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_hosts_are_typed_connect_errors() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = listener.local_addr().unwrap().port();
+    drop(listener);
+    for url in [
+        format!("postgres://app:hunter2-secret@127.0.0.1:{closed_port}/x"),
+        "postgres://app:hunter2-secret@no-such-host.invalid/x".to_owned(),
+    ] {
+        let m = PostgresLockManager::builder(url.parse().unwrap())
+            .connect_timeout(Duration::from_secs(5))
+            .build();
+        for timeout in [None, Some(Duration::from_secs(5))] {
+            let err = tokio::time::timeout(SECS, m.acquire("k", timeout))
+                .await
+                .expect("hung on an unreachable host")
+                .unwrap_err();
+            assert_eq!(
+                err.as_backend().map(|b| b.kind()),
+                Some(BackendErrorKind::Connect),
+                "{err:?}"
+            );
+            assert!(!format!("{err} {err:?}").contains("hunter2"));
+        }
+        let err = m.try_acquire("k").await.unwrap_err();
+        assert_eq!(
+            err.as_backend().map(|b| b.kind()),
+            Some(BackendErrorKind::Connect)
+        );
+        assert!(m.holders(&[]).await.is_err());
+        assert_nothing_held(&m).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_that_are_not_postgres_are_typed_errors() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // One answers garbage, one accepts and says nothing.
+    let garbage = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (gp, sp) = (
+        garbage.local_addr().unwrap().port(),
+        silent.local_addr().unwrap().port(),
+    );
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = garbage.accept().await {
+            tokio::spawn(async move {
+                // Read the client's first message whole (so closing sends
+                // FIN, not RST), answer garbage, close our side.
+                let mut len = [0u8; 4];
+                if s.read_exact(&mut len).await.is_err() {
+                    return;
+                }
+                let mut rest = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+                let _ = s.read_exact(&mut rest).await;
+                let _ = s
+                    .write_all(b"SSH-2.0-OpenSSH_9.2\r\nthis is not postgres at all\r\n")
+                    .await;
+                let _ = s.shutdown().await;
+                let mut sink = Vec::new();
+                let _ = s.read_to_end(&mut sink).await;
+            });
+        }
+    });
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = held.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = silent.accept().await {
+            h.lock().unwrap().push(s);
+        }
+    });
+    let m = PostgresLockManager::from_url(&format!("postgres://u@127.0.0.1:{gp}/x")).unwrap();
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    assert_eq!(
+        err.as_backend().map(|b| b.kind()),
+        Some(BackendErrorKind::NotPostgres),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    assert_nothing_held(&m).await;
+
+    let m = PostgresLockManager::builder(format!("postgres://u@127.0.0.1:{sp}/x").parse().unwrap())
+        .connect_timeout(Duration::from_secs(1))
+        .build();
+    // The caller's timeout bounds the wait for the silent server...
+    let err = tokio::time::timeout(SECS, m.acquire("k", Some(Duration::from_millis(300))))
+        .await
+        .expect("hung on a silent server")
+        .unwrap_err();
+    assert!(err.is_timeout() || err.as_backend().is_some(), "{err:?}");
+    // ...and the connect timeout bounds try_acquire, which has none. (Not
+    // on "k": until the session gives up connecting, the abandoned request
+    // above still reserves it, and try_acquire would say "busy".)
+    let err = tokio::time::timeout(SECS, m.try_acquire("k2"))
+        .await
+        .expect("hung on a silent server")
+        .unwrap_err();
+    assert_eq!(
+        err.as_backend().map(|b| b.kind()),
+        Some(BackendErrorKind::Connect),
+        "{err:?}"
+    );
+    assert_nothing_held(&m).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_manager_refuses_everything() {
+    let db = common::shared_db().await;
+    let m = common::manager(db, "closed");
+    let k = format!("closed-{}", uuid::Uuid::new_v4());
+    let g = m.acquire(&k, None).await.unwrap();
+    assert_eq!(m.close().await.unwrap(), 1);
+    assert!(g.is_lost(), "a guard released by close() must report it");
+    for timeout in [None, Some(Duration::ZERO), Some(SECS)] {
+        let err = m.acquire(&k, timeout).await.unwrap_err();
+        assert!(
+            matches!(
+                err.as_lock_acquisition().map(|e| &e.reason),
+                Some(AcquireFailure::Closed)
+            ),
+            "{err:?}"
+        );
+    }
+    let err = m.try_acquire(&k).await.unwrap_err();
+    assert!(matches!(
+        err.as_lock_acquisition().map(|e| &e.reason),
+        Some(AcquireFailure::Closed)
+    ));
+    assert!(m.release(&k).await.unwrap_err().is_not_held());
+    assert_nothing_held(&m).await;
+    // Closing twice is fine.
+    assert_eq!(m.close().await.unwrap(), 0);
+}
+
+/// A `tracing` writer that keeps everything in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
+    const RIGHT: &str = "right-Pa55word-1f3a";
+    const WRONG: &str = "wrong-Pa55word-9c7e";
+    let cluster = private_cluster(&[("password_encryption", "scram-sha-256")]).await;
+    let admin = pgcoord_testkit::pg::TestDatabase::create_on(cluster.clone())
+        .await
+        .unwrap();
+    admin
+        .connect()
+        .await
+        .unwrap()
+        .batch_execute(&format!("CREATE ROLE app LOGIN PASSWORD '{RIGHT}'"))
+        .await
+        .unwrap();
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        c.set_hba(
+            "local all all trust\n\
+             host all app 127.0.0.1/32 scram-sha-256\n\
+             host all all 127.0.0.1/32 trust\n",
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let url = |pw: &str| {
+        format!(
+            "postgres://app:{pw}@127.0.0.1:{}/{}",
+            cluster.port(),
+            admin.name()
+        )
+    };
+    let mut seen = String::new();
+
+    // Wrong password: a typed connect error with the server's SQLSTATE.
+    let m = PostgresLockManager::from_url(&url(WRONG)).unwrap();
+    let builder = PostgresLockManager::builder(url(WRONG).parse().unwrap()).holder_id("pw");
+    seen.push_str(&format!("{builder:?} {m:?}"));
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(backend.kind(), BackendErrorKind::Connect, "{err:?}");
+    assert_eq!(backend.code(), Some("28P01"), "{err:?}");
+    seen.push_str(&format!("{err} {err:?} {backend} {backend:?}"));
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        seen.push_str(&format!(" {s} {s:?}"));
+        source = s.source();
+    }
+    let err = m.try_acquire("k").await.unwrap_err();
+    seen.push_str(&format!("{err} {err:?}"));
+    let err = m.holders(&[]).await.unwrap_err();
+    seen.push_str(&format!("{err} {err:?}"));
+    let err = m.verify().await.unwrap_err();
+    assert_eq!(
+        err.as_backend().map(|b| b.code()),
+        Some(Some("28P01")),
+        "{err:?}"
+    );
+    seen.push_str(&format!("{err} {err:?}"));
+    assert_nothing_held(&m).await;
+
+    // Right password: authentication is really enforced, and works.
+    let m = PostgresLockManager::builder(url(RIGHT).parse().unwrap())
+        .holder_id("pw")
+        .build();
+    seen.push_str(&format!("{m:?}"));
+    let g = m.acquire("k", Some(SECS)).await.unwrap();
+    seen.push_str(&format!("{g:?} {:?}", g.info()));
+    g.release().await.unwrap();
+    m.close().await.unwrap();
+
+    // The password from a password file (libpq's environment, given as a
+    // map): it works, and shows nowhere either; one that others may read
+    // is refused with a warning (logged) that holds no password.
+    let dir = std::env::temp_dir().join(format!("pgcoord-pgpass-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pgpass = dir.join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!("127.0.0.1:{}:*:app:{RIGHT}\n", cluster.port()),
+    )
+    .unwrap();
+    let set_mode = |mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set_mode(0o600);
+    let env = LibpqEnv::from_vars([("PGPASSFILE", pgpass.display().to_string())]);
+    let no_pw = format!(
+        "postgres://app@127.0.0.1:{}/{}",
+        cluster.port(),
+        admin.name()
+    );
+    let options = ConnectOptions::resolve(Some(&no_pw), &env).unwrap();
+    assert_eq!(
+        options.password_source(),
+        Some(&PasswordSource::PasswordFile(pgpass.clone()))
+    );
+    seen.push_str(&format!("{options:?}"));
+    let m = PostgresLockManagerBuilder::from_options(options)
+        .holder_id("pgpass")
+        .build();
+    let g = m.acquire("k", Some(SECS)).await.unwrap();
+    g.release().await.unwrap();
+    m.close().await.unwrap();
+    set_mode(0o644);
+    let options = ConnectOptions::resolve(Some(&no_pw), &env).unwrap();
+    assert_eq!(options.config().get_password(), None);
+    seen.push_str(&format!("{options:?} {:?}", options.warnings()));
+    let m = PostgresLockManagerBuilder::from_options(options).build();
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    seen.push_str(&format!("{err} {err:?}"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // A URL that fails to parse does not echo its password.
+    let err = PostgresLockManager::from_url(&format!("postgres://app:{WRONG}@h:notaport/db"))
+        .unwrap_err();
+    seen.push_str(&format!("{err} {err:?}"));
+
+    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        !logged.is_empty(),
+        "nothing was logged: the check would prove nothing"
+    );
+    assert!(logged.contains("group or world access"), "{logged}");
+    for secret in [RIGHT, WRONG] {
+        assert!(!seen.contains(secret), "password in output: {seen}");
+        assert!(!logged.contains(secret), "password in a log line: {logged}");
+    }
+}

@@ -1,0 +1,226 @@
+//! Fault injection: `pg_terminate_backend` of the manager's sessions.
+//!
+//! A batched session holding many locks, a dedicated session holding one, a
+//! dedicated session waiting: every affected guard reports the loss, the
+//! others stay held, the manager goes on with fresh sessions, and nothing
+//! leaks (manager counts, `pg_locks`, server sessions).
+
+use crate::common;
+use crate::fault_support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use fault_support::*;
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord_testkit::locks::{eventually, eventually_async};
+
+const SECS: Duration = Duration::from_secs(30);
+
+/// After everything is released and the manager closed: no lock in the
+/// database, no session of `holder` on the server, counts at zero.
+async fn assert_no_leak(m: &PostgresLockManager, client: &tokio_postgres::Client, holder: &str) {
+    m.close().await.unwrap();
+    assert_eq!(m.held_lock_count(), 0);
+    eventually("manager sessions closed", SECS, || m.session_count() == 0).await;
+    eventually_async("no advisory lock left", || async {
+        advisory_locks(client).await == 0
+    })
+    .await;
+    eventually_async("no server session left", || async {
+        sessions_of(client, holder).await == 0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_shared_session_loses_exactly_its_locks() {
+    let (_cluster, db) = private_db(&[]).await;
+    let client = db.connect().await.unwrap();
+    let m = PostgresLockManager::builder(db.config())
+        .holder_id("victim")
+        .batched_sessions(2)
+        .build();
+    let observer = common::manager(&db, "observer");
+    let mut guards = Vec::new();
+    for i in 0..200 {
+        guards.push(
+            m.acquire(&key(&format!("many-{i}")), Some(SECS))
+                .await
+                .unwrap(),
+        );
+    }
+    let pids = m.batched_session_pids();
+    assert_eq!(pids.len(), 2, "both batched sessions in use");
+    assert_eq!(advisory_locks(&client).await, 200);
+    let victim = pids[0];
+    let mut on_victim = HashSet::new();
+    for g in &guards {
+        if holder_pid(&client, g.info().lock_id).await == Some(victim) {
+            on_victim.insert(g.info().key.clone());
+        }
+    }
+    assert!(
+        !on_victim.is_empty() && on_victim.len() < 200,
+        "{} on the victim",
+        on_victim.len()
+    );
+
+    let cut = std::time::Instant::now();
+    terminate(&client, victim).await;
+
+    let (lost, kept): (Vec<_>, Vec<_>) = guards
+        .into_iter()
+        .partition(|g| on_victim.contains(&g.info().key));
+    for g in &lost {
+        assert_lost(g, &g.info().key).await;
+    }
+    eprintln!(
+        "terminate: {} guards told of the loss {:?} after pg_terminate_backend was sent",
+        lost.len(),
+        cut.elapsed()
+    );
+    eventually("registry forgets exactly the lost locks", SECS, || {
+        m.held_lock_count() == kept.len()
+    })
+    .await;
+    for g in &kept {
+        assert!(!g.is_lost(), "{} reported lost", g.info().key);
+        assert!(m.is_held(&g.info().key));
+    }
+    // The server agrees: the kept ones are still held against others, the
+    // lost ones are free (once the terminated backend has exited: the
+    // client can hear of the loss first).
+    let n = kept.len() as i64;
+    eventually_async("server frees the lost locks", || async {
+        advisory_locks(&client).await == n
+    })
+    .await;
+    assert!(observer
+        .try_acquire(&kept[0].info().key)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(observer
+        .try_acquire(&lost[0].info().key)
+        .await
+        .unwrap()
+        .is_some());
+    observer.release(&lost[0].info().key).await.unwrap();
+
+    // Releasing a lost guard says so; new requests go to a fresh session.
+    let first_lost = lost.into_iter().next().unwrap();
+    let k = first_lost.info().key.clone();
+    assert!(first_lost.release().await.unwrap_err().is_lock_lost());
+    let again = m.acquire(&k, Some(SECS)).await.unwrap();
+    let new_pids = m.batched_session_pids();
+    assert_eq!(new_pids.len(), 2);
+    assert!(!new_pids.contains(&victim));
+    assert_eq!(
+        holder_pid(&client, again.info().lock_id)
+            .await
+            .map(|p| new_pids.contains(&p)),
+        Some(true)
+    );
+    again.release().await.unwrap();
+    for g in kept {
+        g.release().await.unwrap();
+    }
+    assert_eq!(m.held_lock_count(), 0);
+    assert_no_leak(&m, &client, "victim").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_dedicated_session_loses_its_one_lock() {
+    let (_cluster, db) = private_db(&[]).await;
+    let client = db.connect().await.unwrap();
+    let m = common::manager(&db, "dedicated");
+    let blocker = common::manager(&db, "blocker");
+    let (k, other) = (key("contended"), key("uncontended"));
+    let id = lock_id_for_key(&k);
+    let bystander = m.acquire(&other, Some(SECS)).await.unwrap();
+    let held = blocker.acquire(&k, None).await.unwrap();
+    let m2 = m.clone();
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move { m2.acquire(&k2, Some(SECS)).await });
+    common::wait_for_waiters(&client, id, 1).await;
+    held.release().await.unwrap();
+    let guard = waiter.await.unwrap().unwrap();
+    let pid = holder_pid(&client, id)
+        .await
+        .expect("granted on the server");
+    assert!(
+        !m.batched_session_pids().contains(&pid),
+        "not on a dedicated session"
+    );
+
+    terminate(&client, pid).await;
+    assert_lost(&guard, "dedicated").await;
+    eventually("count back to the bystander", SECS, || {
+        m.held_lock_count() == 1
+    })
+    .await;
+    assert!(!bystander.is_lost() && m.is_held(&other) && !m.is_held(&k));
+    // The key is free on the server, and the manager takes it again.
+    let again = m.acquire(&k, Some(SECS)).await.unwrap();
+    assert!(!again.is_lost());
+    assert!(guard.release().await.unwrap_err().is_lock_lost());
+    again.release().await.unwrap();
+    bystander.release().await.unwrap();
+    blocker.close().await.unwrap();
+    assert_no_leak(&m, &client, "dedicated").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_waiting_session_fails_the_wait_with_a_typed_error() {
+    let (_cluster, db) = private_db(&[]).await;
+    let client = db.connect().await.unwrap();
+    let m = common::manager(&db, "waiter");
+    let blocker = common::manager(&db, "blocker");
+    let k = key("wait");
+    let id = lock_id_for_key(&k);
+    let held = blocker.acquire(&k, None).await.unwrap();
+    for timeout in [None, Some(SECS)] {
+        let m2 = m.clone();
+        let k2 = k.clone();
+        let waiter = tokio::spawn(async move { m2.acquire(&k2, timeout).await });
+        eventually_async("the waiter queued (or failed)", || async {
+            waiter.is_finished() || common::lock_rows(&client, id).await.1 == 1
+        })
+        .await;
+        assert!(
+            !waiter.is_finished(),
+            "the wait ended at once: {:?}",
+            waiter.await
+        );
+        let pid = waiter_pid(&client, id).await.expect("a waiter");
+        terminate(&client, pid).await;
+        let err = tokio::time::timeout(SECS, waiter)
+            .await
+            .expect("the wait hung after its session was terminated")
+            .unwrap()
+            .unwrap_err();
+        assert!(!err.is_timeout(), "{err}");
+        let backend = err
+            .as_backend()
+            .unwrap_or_else(|| panic!("not a backend error: {err:?}"));
+        assert_eq!(backend.kind(), BackendErrorKind::Closed, "{err}");
+        assert_eq!(m.held_lock_count(), 0);
+        // The backend reports FATAL before its exit has left the queue.
+        eventually_async("the terminated waiter leaves the queue", || async {
+            common::lock_rows(&client, id).await == (1, 0)
+        })
+        .await;
+    }
+    // The manager still waits and gets the lock on a fresh session.
+    let m2 = m.clone();
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move { m2.acquire(&k2, Some(SECS)).await });
+    common::wait_for_waiters(&client, id, 1).await;
+    held.release().await.unwrap();
+    let g = waiter.await.unwrap().unwrap();
+    g.release().await.unwrap();
+    blocker.close().await.unwrap();
+    assert_no_leak(&m, &client, "waiter").await;
+}

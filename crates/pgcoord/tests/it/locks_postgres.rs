@@ -1,0 +1,438 @@
+//! `PostgresLockManager` against a real PostgreSQL: the conformance suite,
+//! then what only a database-backed manager can promise.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{lock_rows, manager, terminate, wait_for_waiters};
+use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord_testkit::locks::{eventually, eventually_async, Fencing};
+use pgcoord_testkit::pg::TestDatabase;
+
+// Each case gets its own database (advisory locks are per database).
+pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::NoTokens, || async {
+    let db = TestDatabase::create().await.expect("test database");
+    (manager(&db, "primary"), manager(&db, "observer"), db)
+});
+
+fn key(name: &str) -> String {
+    format!("pg:{name}:{}", uuid::Uuid::new_v4())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_exclude_each_other_and_waiter_takes_over() {
+    let db = &TestDatabase::create().await.unwrap();
+    let (a, b) = (manager(db, "a"), manager(db, "b"));
+    let k = key("exclusion");
+    let ga = a.acquire(&k, None).await.unwrap();
+    assert!(b.try_acquire(&k).await.unwrap().is_none());
+    let err = b
+        .acquire(&k, Some(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout());
+    let b2 = b.clone();
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move { b2.acquire(&k2, None).await });
+    let client = db.connect().await.unwrap();
+    wait_for_waiters(&client, lock_id_for_key(&k), 1).await;
+    ga.release().await.unwrap();
+    let gb = waiter.await.unwrap().unwrap();
+    assert!(b.is_held(&k) && !a.is_held(&k));
+    gb.release().await.unwrap();
+    assert_eq!(lock_rows(&client, lock_id_for_key(&k)).await, (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_arrival_order() {
+    let db = &TestDatabase::create().await.unwrap();
+    let client = db.connect().await.unwrap();
+    let k = key("fifo");
+    let id = lock_id_for_key(&k);
+    let holder = manager(db, "holder");
+    let guard = holder.acquire(&k, None).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for i in 0..8i64 {
+        let m = manager(db, &format!("waiter-{i}"));
+        let tx = tx.clone();
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = m.acquire(&k, None).await.unwrap();
+            tx.send(i).unwrap();
+            g.release().await.unwrap();
+        }));
+        wait_for_waiters(&client, id, i + 1).await;
+    }
+    guard.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    drop(tx);
+    let mut order = Vec::new();
+    while let Some(i) = rx.recv().await {
+        order.push(i);
+    }
+    assert_eq!(order, (0..8).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_locks_use_at_most_two_connections() {
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
+    let m = PostgresLockManager::builder(db.config())
+        .holder_id("capacity")
+        .max_held_locks(10_000)
+        .build();
+    let keys: Vec<String> = (0..10_000).map(|i| format!("cap-{i}")).collect();
+    let mut tasks = Vec::new();
+    for chunk in keys.chunks(100) {
+        let m = m.clone();
+        let chunk = chunk.to_vec();
+        tasks.push(tokio::spawn(async move {
+            for k in chunk {
+                assert!(m.try_acquire(&k).await.unwrap().is_some());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(m.held_lock_count(), 10_000);
+    let client = db.connect().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'eventsource/capacity' \
+             AND datname = current_database()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let sessions: i64 = row.get(0);
+    assert!(sessions <= 2, "{sessions} sessions for 10,000 locks");
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 10_000);
+    // Over budget: a typed refusal, nothing taken.
+    let err = m.try_acquire("cap-over").await.unwrap_err();
+    assert!(matches!(
+        err.as_lock_acquisition().map(|e| &e.reason),
+        Some(AcquireFailure::BudgetExceeded { limit: 10_000 })
+    ));
+    assert_eq!(m.release_all().await.unwrap(), 10_000);
+    assert_eq!(m.held_lock_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_refuses_acquire_beyond_the_limit() {
+    let db = &TestDatabase::create().await.unwrap();
+    let m = PostgresLockManager::builder(db.config())
+        .max_held_locks(2)
+        .build();
+    let g1 = m.acquire(&key("b1"), None).await.unwrap();
+    let g2 = m.acquire(&key("b2"), None).await.unwrap();
+    let err = m
+        .acquire(&key("b3"), Some(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.as_lock_acquisition().map(|e| &e.reason),
+        Some(AcquireFailure::BudgetExceeded { limit: 2 })
+    ));
+    g1.release().await.unwrap();
+    let g3 = m.acquire(&key("b3"), None).await.unwrap();
+    g2.release().await.unwrap();
+    g3.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_labelled_and_never_idle_in_transaction() {
+    let db = &TestDatabase::create().await.unwrap();
+    let holder = format!("label-{}", uuid::Uuid::new_v4().simple());
+    let m = manager(db, &holder);
+    let guard = m.acquire(&key("label"), None).await.unwrap();
+    assert_eq!(guard.info().holder_id.as_deref(), Some(holder.as_str()));
+    let client = db.connect().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT state FROM pg_stat_activity WHERE application_name = $1",
+            &[&format!("eventsource/{holder}")],
+        )
+        .await
+        .unwrap();
+    assert!(!rows.is_empty(), "no session labelled with the holder id");
+    for r in rows {
+        let state: Option<String> = r.get(0);
+        assert_ne!(state.as_deref(), Some("idle in transaction"));
+    }
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_shared_session_signals_loss_and_manager_recovers() {
+    let db = &TestDatabase::create().await.unwrap();
+    let m = PostgresLockManager::builder(db.config())
+        .holder_id("loss")
+        .batched_sessions(1)
+        .build();
+    let other = manager(db, "other");
+    let k = key("loss");
+    let guard = m.acquire(&k, None).await.unwrap();
+    let manual = key("loss-manual");
+    m.try_acquire(&manual).await.unwrap().unwrap();
+    assert!(!guard.is_lost());
+    let pids = m.batched_session_pids();
+    assert_eq!(pids.len(), 1);
+    let client = db.connect().await.unwrap();
+    terminate(&client, pids[0]).await;
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("loss signal never fired");
+    assert!(guard.is_lost());
+    eventually(
+        "registry forgets lost locks",
+        Duration::from_secs(10),
+        || m.held_lock_count() == 0,
+    )
+    .await;
+    assert!(!m.is_held(&k) && !m.is_held(&manual));
+    // The server released them. (The client may hear of the termination,
+    // through the backend's FATAL message, a moment before the dying
+    // backend has let go of its locks: loss is reported first, never after.)
+    let g = other
+        .acquire(&k, Some(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    g.release().await.unwrap();
+    // ...releasing the lost guard says so, and the manager works on a new session.
+    assert!(guard.release().await.unwrap_err().is_lock_lost());
+    let g = m.acquire(&k, Some(Duration::from_secs(5))).await.unwrap();
+    assert_ne!(m.batched_session_pids(), pids);
+    g.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_stops_work_when_the_dedicated_session_dies() {
+    let db = &TestDatabase::create().await.unwrap();
+    let m = manager(db, "dedicated-loss");
+    let blocker = manager(db, "blocker");
+    let k = key("dedicated");
+    let id = lock_id_for_key(&k);
+    // Contended first, so the lock ends up on a dedicated session.
+    let held = blocker.acquire(&k, None).await.unwrap();
+    let m2 = m.clone();
+    let k2 = k.clone();
+    let work = tokio::spawn(async move {
+        m2.with_lock(&k2, None, |_| std::future::pending::<()>())
+            .await
+    });
+    let client = db.connect().await.unwrap();
+    wait_for_waiters(&client, id, 1).await;
+    held.release().await.unwrap();
+    eventually("the waiter got the lock", Duration::from_secs(10), || {
+        m.is_held(&k)
+    })
+    .await;
+    let pid: i32 = client
+        .query_one(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
+             AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        !m.batched_session_pids().contains(&pid),
+        "not on a dedicated session"
+    );
+    terminate(&client, pid).await;
+    let err = tokio::time::timeout(Duration::from_secs(10), work)
+        .await
+        .expect("with_lock kept running after the loss")
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_lock_lost(), "{err:?}");
+    eventually("count back to 0", Duration::from_secs(10), || {
+        m.held_lock_count() == 0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_timeout_does_not_leak_into_the_next_wait() {
+    let db = &TestDatabase::create().await.unwrap();
+    let m = PostgresLockManager::builder(db.config())
+        .max_idle_wait_sessions(1)
+        .build();
+    let blocker = manager(db, "blocker");
+    let k = key("leak");
+    let held = blocker.acquire(&k, None).await.unwrap();
+    // Connected first: a deadline that passes while connecting is the
+    // server's silence, not the timeout this test is about.
+    m.try_lock(&key("warm"))
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let err = m
+        .acquire(&k, Some(Duration::from_millis(50)))
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout());
+    // The same pooled session now waits without a bound: it must still be
+    // waiting well after the earlier 50 ms would have fired.
+    let m2 = m.clone();
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move { m2.acquire(&k2, None).await });
+    let client = db.connect().await.unwrap();
+    wait_for_waiters(&client, lock_id_for_key(&k), 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the unbounded wait ended early: {:?}",
+        waiter.await
+    );
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_waits_leave_nothing_in_pg_locks() {
+    let db = &TestDatabase::create().await.unwrap();
+    let m = manager(db, "cancel-check");
+    let blocker = manager(db, "blocker");
+    let k = key("cancel-pg");
+    let id = lock_id_for_key(&k);
+    let client = db.connect().await.unwrap();
+    let held = blocker.acquire(&k, None).await.unwrap();
+    for _ in 0..5 {
+        let fut = m.acquire(&k, None);
+        let waited = tokio::time::timeout(Duration::from_millis(100), fut).await;
+        assert!(waited.is_err());
+    }
+    eventually_async("cancelled waiters leave the queue", || async {
+        lock_rows(&client, id).await == (1, 0)
+    })
+    .await;
+    held.release().await.unwrap();
+    assert_eq!(lock_rows(&client, id).await, (0, 0));
+    assert_eq!(m.held_lock_count(), 0);
+}
+
+#[tokio::test]
+async fn unreachable_server_is_a_typed_connect_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let m = PostgresLockManager::from_url(&format!("postgres://nobody:secret@127.0.0.1:{port}/x"))
+        .unwrap();
+    let err = m
+        .acquire("k", Some(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(backend.kind(), BackendErrorKind::Connect);
+    assert!(!err.to_string().contains("secret"));
+    let err = m.try_acquire("k").await.unwrap_err();
+    assert_eq!(err.as_backend().unwrap().kind(), BackendErrorKind::Connect);
+    assert_eq!(m.held_lock_count(), 0);
+    assert_eq!(m.session_count(), 0);
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_postgres_is_a_typed_error() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s
+                .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nnot postgres")
+                .await;
+        }
+    });
+    let m = PostgresLockManager::from_url(&format!("postgres://u@127.0.0.1:{port}/x")).unwrap();
+    let err = m
+        .acquire("k", Some(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    let kind = err.as_backend().expect("backend error").kind();
+    assert!(
+        matches!(
+            kind,
+            BackendErrorKind::NotPostgres | BackendErrorKind::Connect
+        ),
+        "{err}"
+    );
+    assert_eq!(m.held_lock_count(), 0);
+}
+
+#[tokio::test]
+async fn bad_url_is_invalid_argument() {
+    let err = PostgresLockManager::from_url("postgres://host:notaport/db").unwrap_err();
+    assert!(matches!(err, pgcoord::Error::InvalidArgument(_)), "{err:?}");
+}
+
+/// Run by `holder_crash_releases_the_lock` in a child process: takes the
+/// lock, reports it, and waits to be killed.
+#[tokio::test]
+#[ignore = "a child process of the tests in this file"]
+async fn child_holder() {
+    let var =
+        |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
+    let (url, k) = (var("ES_CHILD_URL"), var("ES_CHILD_KEY"));
+    let m = PostgresLockManager::from_url(&url).unwrap();
+    let _g = m.acquire(&k, None).await.unwrap();
+    println!("HELD");
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_crash_releases_the_lock() {
+    use std::io::BufRead;
+    let db = &TestDatabase::create().await.unwrap();
+    let k = key("crash");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(common::worker_args(module_path!(), "child_holder"))
+        .arg("--nocapture")
+        .env("ES_CHILD_URL", db.url())
+        .env("ES_CHILD_KEY", &k)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(stdout).lines() {
+            if line.as_deref().map(|l| l.contains("HELD")).unwrap_or(false) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), rx)
+        .await
+        .unwrap()
+        .unwrap();
+    let m = manager(db, "survivor");
+    assert!(
+        m.try_acquire(&k).await.unwrap().is_none(),
+        "child does not hold it"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let g = m.acquire(&k, Some(Duration::from_secs(30))).await.unwrap();
+    g.release().await.unwrap();
+}

@@ -1,0 +1,136 @@
+//! The lock manager and `verify()` behind a real PgBouncer in its stock
+//! configuration (nothing set but addresses, authentication and
+//! `pool_mode`): in session mode, the mode the README supports, everything
+//! works and `verify()` passes; in transaction mode, `verify()` says why
+//! session locks are unsafe there.
+//!
+//! Skipped without the `pgbouncer` binary unless
+//! `EVENTSOURCE_REQUIRE_PGBOUNCER=1` (CI sets it).
+
+use crate::common;
+use crate::fault_support;
+
+use std::time::Duration;
+
+use pgcoord::adapters::postgres::{PostgresLockManager, VerifyProblem};
+use pgcoord::{BackendErrorKind, DistributedLock, LockRegistry, SharedLock};
+use pgcoord_testkit::locks::eventually_async;
+use pgcoord_testkit::pgbouncer::{pgbouncer_or_skip, Bouncer};
+
+const SECS: Duration = Duration::from_secs(30);
+
+/// A private cluster, a database on it and a stock PgBouncer in front.
+async fn behind_pgbouncer(
+    pool_mode: &str,
+) -> Option<(Bouncer, String, pgcoord_testkit::pg::TestDatabase)> {
+    let bin = pgbouncer_or_skip()?;
+    let (cluster, db) = fault_support::private_db(&[]).await;
+    let bouncer = Bouncer::start(&bin, cluster.port(), pool_mode).unwrap();
+    let url = format!("{}?sslmode=disable", bouncer.url(db.name()));
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    eventually_async("pgbouncer accepts connections", || {
+        let config = config.clone();
+        async move {
+            let connect = config.connect(tokio_postgres::NoTls);
+            match tokio::time::timeout(Duration::from_secs(2), connect).await {
+                Ok(Ok((client, conn))) => {
+                    tokio::spawn(conn);
+                    client.simple_query("SELECT 1").await.is_ok()
+                }
+                _ => false,
+            }
+        }
+    })
+    .await;
+    drop(cluster); // the database keeps it alive
+    Some((bouncer, url, db))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
+    let Some((bouncer, url, db)) = behind_pgbouncer("session").await else {
+        return;
+    };
+    let direct = db.connect().await.unwrap();
+    let a = PostgresLockManager::builder_from_url(&url)
+        .unwrap()
+        .holder_id("via-bouncer-a")
+        .build();
+    let b = PostgresLockManager::builder_from_url(&url)
+        .unwrap()
+        .holder_id("via-bouncer-b")
+        .build();
+    let key = format!("bouncer:{}", uuid::Uuid::new_v4());
+    let g = a
+        .acquire(&key, Some(SECS))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\npgbouncer log:\n{}", bouncer.log()));
+    assert!(b.try_acquire(&key).await.unwrap().is_none(), "not excluded");
+    // A contended wait queues in PostgreSQL through the pooler.
+    let b2 = b.clone();
+    let k = key.clone();
+    let waiter = tokio::spawn(async move { b2.acquire(&k, Some(SECS)).await });
+    common::wait_for_waiters(&direct, pgcoord::lock_id_for_key(&key), 1).await;
+    g.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+    // Shared holds, each on a pooled session of its own, share the key and
+    // keep writers out.
+    let readers = [
+        a.acquire_shared(&key, Some(SECS)).await.unwrap(),
+        a.acquire_shared(&key, Some(SECS)).await.unwrap(),
+        b.acquire_shared(&key, Some(SECS)).await.unwrap(),
+    ];
+    let shared: i64 = direct
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND mode = 'ShareLock' AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&pgcoord::lock_id_for_key(&key)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(shared, 3, "three shared holds through the pooler");
+    assert!(
+        b.try_lock(&key).await.unwrap().is_none(),
+        "a writer passed readers"
+    );
+    for r in readers {
+        r.release().await.unwrap();
+    }
+    // The session settings were applied with SET, not dropped by the pooler.
+    let row = direct
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'eventsource/via-bouncer-%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, i64>(0) >= 1, "sessions not seen by the server");
+    a.verify().await.unwrap();
+    assert_eq!(a.close().await.unwrap() + b.close().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
+    let Some((_bouncer, url, _db)) = behind_pgbouncer("transaction").await else {
+        return;
+    };
+    let m = PostgresLockManager::from_url(&url).unwrap();
+    let err = m.verify().await.unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
+    let problem = std::error::Error::source(backend)
+        .and_then(|s| s.downcast_ref::<VerifyProblem>())
+        .expect("a VerifyProblem source");
+    assert!(
+        matches!(
+            problem,
+            VerifyProblem::SessionNotKept { .. }
+                | VerifyProblem::SharedBackend { .. }
+                | VerifyProblem::PreparedStatementLost
+        ),
+        "{problem:?}"
+    );
+    assert!(err.to_string().contains("pool"), "{err}");
+    assert_eq!(m.held_lock_count(), 0);
+}

@@ -1,0 +1,208 @@
+//! TLS on a private cluster with certificates made for the test:
+//! `verify-full` connects (and cancels) over TLS; a wrong CA, a wrong host
+//! name, a missing root file and `sslmode=disable` against a TLS-only role
+//! are typed connect errors; `verify-ca` and `require` check less.
+
+use crate::common;
+use crate::fault_support;
+use crate::tls_support;
+
+use std::time::Duration;
+
+use fault_support::*;
+use pgcoord::adapters::postgres::{PostgresLockManager, SslMode};
+use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord_testkit::locks::{eventually, eventually_async};
+use tls_support::setup;
+
+const SECS: Duration = Duration::from_secs(30);
+
+async fn connect_fails(url: &str, what: &str) -> String {
+    let m = PostgresLockManager::from_url(url).unwrap();
+    let err = tokio::time::timeout(SECS, m.acquire("k", Some(Duration::from_secs(10))))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: hung"))
+        .unwrap_err();
+    let backend = err
+        .as_backend()
+        .unwrap_or_else(|| panic!("{what}: {err:?}"));
+    assert_eq!(backend.kind(), BackendErrorKind::Connect, "{what}: {err:?}");
+    assert_eq!(m.held_lock_count(), 0);
+    eventually("no session", SECS, || m.session_count() == 0).await;
+    err.to_string()
+}
+
+async fn connects(url: &str, what: &str) {
+    let m = PostgresLockManager::from_url(url).unwrap();
+    let g = m
+        .acquire("k", Some(SECS))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    g.release().await.unwrap();
+    m.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_full_locks_and_cancels_over_tls() {
+    let s = setup().await;
+    let proxy = Proxy::start(s.cluster.port()).await;
+    let url = s.url(
+        "localhost",
+        proxy.port,
+        &format!(
+            "sslmode=verify-full&sslrootcert={}&application_name=ignored",
+            s.ca_file.display()
+        ),
+    );
+    let m = PostgresLockManager::builder_from_url(&url)
+        .unwrap()
+        .holder_id("tls")
+        .build();
+    let guard = m.acquire("tls-held", Some(SECS)).await.unwrap();
+
+    // A contended wait, dropped: its cancel must go over TLS too.
+    let blocker = common::manager(&s.db, "blocker");
+    let k = "tls-contended";
+    let held = blocker.acquire(k, None).await.unwrap();
+    let m2 = m.clone();
+    let waiter = tokio::spawn(async move { m2.acquire(k, None).await });
+    let client = s.db.connect().await.unwrap();
+    common::wait_for_waiters(&client, lock_id_for_key(k), 1).await;
+    let connections_before_cancel = proxy.openings.lock().unwrap().len();
+    waiter.abort();
+    eventually_async("the cancelled waiter left the queue", || async {
+        common::lock_rows(&client, lock_id_for_key(k)).await.1 == 0
+    })
+    .await;
+    eventually("the cancel request went through the proxy", SECS, || {
+        proxy.openings.lock().unwrap().len() > connections_before_cancel
+    })
+    .await;
+
+    // Every session of the manager runs TLS on the server's side...
+    let rows = client
+        .query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE a.application_name = 'eventsource/tls'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|r| r.get::<_, bool>(0)),
+        "a session without TLS"
+    );
+    // ...and every connection it opened, the cancel included, began with an
+    // SSLRequest (a plain cancel would begin with the cancel code).
+    let openings = proxy.openings.lock().unwrap().clone();
+    assert!(openings.len() >= 3, "{openings:?}");
+    for o in &openings {
+        assert_eq!(
+            o[4..8],
+            SSL_REQUEST_CODE,
+            "a connection opened without TLS: {o:?}"
+        );
+    }
+    guard.release().await.unwrap();
+    held.release().await.unwrap();
+    m.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
+    let s = setup().await;
+    let port = s.cluster.port();
+    let ca = s.ca_file.display().to_string();
+    let wrong = s.wrong_ca_file.display().to_string();
+
+    connects(
+        &s.url(
+            "localhost",
+            port,
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        ),
+        "verify-full",
+    )
+    .await;
+
+    let msg = connect_fails(
+        &s.url(
+            "localhost",
+            port,
+            &format!("sslmode=verify-full&sslrootcert={wrong}"),
+        ),
+        "wrong CA",
+    )
+    .await;
+    assert!(msg.contains("certificate"), "{msg}");
+    let msg = connect_fails(
+        &s.url(
+            "localhost",
+            port,
+            &format!("sslmode=verify-ca&sslrootcert={wrong}"),
+        ),
+        "wrong CA, verify-ca",
+    )
+    .await;
+    assert!(msg.contains("certificate"), "{msg}");
+
+    // The certificate names localhost, not 127.0.0.1.
+    let msg = connect_fails(
+        &s.url(
+            "127.0.0.1",
+            port,
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        ),
+        "wrong host name",
+    )
+    .await;
+    assert!(msg.contains("certificate") && msg.contains("Name"), "{msg}");
+    connects(
+        &s.url(
+            "127.0.0.1",
+            port,
+            &format!("sslmode=verify-ca&sslrootcert={ca}"),
+        ),
+        "verify-ca",
+    )
+    .await;
+
+    // Modes that check no certificate still encrypt (the role needs TLS).
+    connects(&s.url("127.0.0.1", port, "sslmode=require"), "require").await;
+    connects(&s.url("127.0.0.1", port, "sslmode=prefer"), "prefer").await;
+    let msg = connect_fails(&s.url("127.0.0.1", port, "sslmode=disable"), "disable").await;
+    assert!(msg.contains("28000"), "{msg}");
+
+    let missing = s.dir.join("missing.crt");
+    let msg = connect_fails(
+        &s.url(
+            "localhost",
+            port,
+            &format!("sslmode=verify-full&sslrootcert={}", missing.display()),
+        ),
+        "missing root file",
+    )
+    .await;
+    assert!(msg.contains("missing.crt"), "{msg}");
+
+    // The builder options do what the URL parameters do.
+    let config: tokio_postgres::Config = format!("postgres://app@localhost:{port}/{}", s.db.name())
+        .parse()
+        .unwrap();
+    let m = PostgresLockManager::builder(config.clone())
+        .ssl_mode(SslMode::VerifyFull)
+        .ssl_root_cert(&s.ca_file)
+        .build();
+    m.acquire("k", Some(SECS))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let m = PostgresLockManager::builder(config)
+        .ssl_mode(SslMode::VerifyFull)
+        .ssl_root_cert(&s.wrong_ca_file)
+        .build();
+    assert!(m.acquire("k", Some(SECS)).await.is_err());
+}
