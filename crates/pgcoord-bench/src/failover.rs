@@ -9,8 +9,10 @@
 //! the contended key and another waits for it, one leads an election and
 //! another campaigns behind it. Then the primary is stopped in immediate
 //! mode (a crash) and the standby promoted. Measured from the moment the
-//! promoted standby first reports `pg_is_in_recovery() = false` (polled
-//! every 0.5 ms) to:
+//! promoted standby starts accepting writes (`pg_is_in_recovery()` polled
+//! every 0.5 ms; the clock starts when the last poll that still saw
+//! recovery was sent, so a figure can be over its true value by the
+//! polls' resolution, reported, but never under it) to:
 //!
 //! - **reconnected**: every manager holds its own lock again (the last one);
 //! - **waiter**: the manager that was queued for the key holds it;
@@ -83,11 +85,14 @@ pub async fn failover(ctx: &Ctx) -> Res<ScenarioReport> {
         of(|m| m.waiter),
         of(|m| m.leader),
     );
+    let resolution = of(|m| m.resolution);
     let mut extra = Map::new();
     extra.insert("trials".into(), json!(samples.len()));
     extra.insert("managers".into(), json!(samples[0].managers));
     extra.insert("retry_pause_ms".into(), json!(RETRY.as_millis()));
     extra.insert("load_1m".into(), json!([load0, load_1m()]));
+    extra.insert("resolution_p50_us".into(), json!(pct_us_of(&resolution, 50.0)));
+    extra.insert("resolution_max_us".into(), json!(pct_us_of(&resolution, 100.0)));
     for (name, s) in [
         ("reconnected", &reconnected),
         ("waiter", &waiter),
@@ -151,10 +156,12 @@ pub fn print(s: &BTreeMap<String, ScenarioReport>) {
     let Some(r) = s.get("failover") else { return };
     println!(
         "failover: {:.0} promotions, {:.0} managers (retry pause {:.0} ms); from the promoted \
-         standby accepting writes:",
+         standby accepting writes (clock start resolution p50 {:.1} / max {:.1} ms):",
         get(r, "trials"),
         get(r, "managers"),
-        get(r, "retry_pause_ms")
+        get(r, "retry_pause_ms"),
+        get(r, "resolution_p50_us") / 1e3,
+        get(r, "resolution_max_us") / 1e3,
     );
     for (name, what) in [
         ("reconnected", "every manager reconnected"),

@@ -1,8 +1,8 @@
 //! One trial of the `failover` scenario: a primary with a streaming
 //! standby, managers given both hosts holding, waiting and leading on the
 //! primary; the primary is stopped (immediate mode, as a crash), the
-//! standby promoted; what is measured starts when the promoted standby
-//! first says it is out of recovery.
+//! standby promoted; what is measured starts with the last poll of the
+//! standby that still saw it in recovery.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +36,9 @@ pub struct Measured {
     pub leader: Duration,
     /// Managers in the trial.
     pub managers: usize,
+    /// How far the start of the clock may be before the promotion (the
+    /// last poll that saw recovery to the first that did not).
+    pub resolution: Duration,
 }
 
 fn manager(url: &str, holder: &str) -> Res<PostgresLockManager> {
@@ -168,11 +171,17 @@ pub async fn trial(
     let poller = connect(&standby.url("postgres")).await?;
     let s = standby.clone();
     let promote = tokio::task::spawn_blocking(move || s.promote());
-    let t0 = loop {
+    // The promotion happened after the last poll that still saw recovery
+    // was sent: counting from there, no figure is under its true value
+    // (each may be over by up to `resolution`).
+    let mut last_seen_in_recovery = Instant::now();
+    let (t0, resolution) = loop {
+        let sent = Instant::now();
         let in_recovery: bool = poller.query_one("SELECT pg_is_in_recovery()", &[]).await?.get(0);
         if !in_recovery {
-            break Instant::now();
+            break (last_seen_in_recovery, last_seen_in_recovery.elapsed());
         }
+        last_seen_in_recovery = sent;
         tokio::time::sleep(Duration::from_micros(500)).await;
     };
     promote.await??;
@@ -213,6 +222,7 @@ pub async fn trial(
         waiter: waited,
         leader: led,
         managers: managers.len(),
+        resolution,
     };
     Ok((standby, measured, seen))
 }
