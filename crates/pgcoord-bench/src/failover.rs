@@ -80,26 +80,32 @@ pub async fn failover(ctx: &Ctx) -> Res<ScenarioReport> {
     }
     let elapsed = began.elapsed();
     let of = |f: fn(&Measured) -> Duration| samples.iter().map(f).collect::<Vec<_>>();
-    let (reconnected, waiter, leader) = (
-        of(|m| m.reconnected),
-        of(|m| m.waiter),
-        of(|m| m.leader),
-    );
+    let (reconnected, waiter, leader) = (of(|m| m.reconnected), of(|m| m.waiter), of(|m| m.leader));
     let resolution = of(|m| m.resolution);
     let mut extra = Map::new();
     extra.insert("trials".into(), json!(samples.len()));
     extra.insert("managers".into(), json!(samples[0].managers));
     extra.insert("retry_pause_ms".into(), json!(RETRY.as_millis()));
     extra.insert("load_1m".into(), json!([load0, load_1m()]));
-    extra.insert("resolution_p50_us".into(), json!(pct_us_of(&resolution, 50.0)));
-    extra.insert("resolution_max_us".into(), json!(pct_us_of(&resolution, 100.0)));
+    extra.insert(
+        "resolution_p50_us".into(),
+        json!(pct_us_of(&resolution, 50.0)),
+    );
+    extra.insert(
+        "resolution_max_us".into(),
+        json!(pct_us_of(&resolution, 100.0)),
+    );
     for (name, s) in [
         ("reconnected", &reconnected),
         ("waiter", &waiter),
         ("leader", &leader),
     ] {
         for p in [50.0, 90.0, 99.0, 100.0] {
-            let k = if p == 100.0 { format!("{name}_max_us") } else { format!("{name}_p{p}_us") };
+            let k = if p == 100.0 {
+                format!("{name}_max_us")
+            } else {
+                format!("{name}_p{p}_us")
+            };
             extra.insert(k, json!(pct_us_of(s, p)));
         }
         let ms: Vec<f64> = s.iter().map(|d| (ms(*d) * 10.0).round() / 10.0).collect();
@@ -107,8 +113,10 @@ pub async fn failover(ctx: &Ctx) -> Res<ScenarioReport> {
     }
     extra.insert(
         "latency_of".into(),
-        json!("the promoted standby first out of recovery to a new leader (p50/p99); \
-               reconnected_* and waiter_* likewise to every manager's lock, the queued waiter's"),
+        json!(
+            "the promoted standby first out of recovery to a new leader (p50/p99); \
+               reconnected_* and waiter_* likewise to every manager's lock, the queued waiter's"
+        ),
     );
     Ok(ScenarioReport {
         ops_per_sec: (WARM + trials) as f64 / elapsed.as_secs_f64().max(1e-9),

@@ -134,12 +134,17 @@ pub async fn trial(
         managers.push((manager(&url, &format!("bench-failover-{name}"))?, name));
     }
     for i in 0..IDLE_MANAGERS {
-        managers.push((manager(&url, &format!("bench-failover-idle{i}"))?, format!("idle{i}")));
+        managers.push((
+            manager(&url, &format!("bench-failover-idle{i}"))?,
+            format!("idle{i}"),
+        ));
     }
     // Every manager holds a lock of its own (and so has a session).
     let mut own = Vec::new();
     for (m, name) in &managers {
-        let g = m.acquire(&format!("bench/failover/{name}"), Some(LIMIT)).await?;
+        let g = m
+            .acquire(&format!("bench/failover/{name}"), Some(LIMIT))
+            .await?;
         own.push(after_loss(m.clone(), g));
     }
     let held = managers[0].0.acquire(KEY, Some(LIMIT)).await?;
@@ -151,10 +156,17 @@ pub async fn trial(
         .await?;
     let term_before = leading.term();
     if term_before <= last.0 || token_before <= last.1 {
-        return Err(format!("failover: term {term_before} / token {token_before} after {last:?}").into());
+        return Err(
+            format!("failover: term {term_before} / token {token_before} after {last:?}").into(),
+        );
     }
     let mut candidate = tokio::spawn(lead(managers[3].0.clone()));
-    queued(&on_primary, Election::new(managers[3].0.clone(), ELECTION).key(), 1).await?;
+    queued(
+        &on_primary,
+        Election::new(managers[3].0.clone(), ELECTION).key(),
+        1,
+    )
+    .await?;
     let mut deposed = {
         let m = managers[2].0.clone();
         tokio::spawn(async move {
@@ -177,7 +189,10 @@ pub async fn trial(
     let mut last_seen_in_recovery = Instant::now();
     let (t0, resolution) = loop {
         let sent = Instant::now();
-        let in_recovery: bool = poller.query_one("SELECT pg_is_in_recovery()", &[]).await?.get(0);
+        let in_recovery: bool = poller
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await?
+            .get(0);
         if !in_recovery {
             break (last_seen_in_recovery, last_seen_in_recovery.elapsed());
         }

@@ -76,7 +76,8 @@ async fn data_client(url: &str, stop: &std::path::Path) -> Option<tokio_postgres
         // tokio-postgres bounds only the TCP connect by `connect_timeout`:
         // a host that accepts and never answers would hold it for ever.
         let attempt = tokio_postgres::connect(url, tokio_postgres::NoTls);
-        if let Ok(Ok((client, conn))) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
+        if let Ok(Ok((client, conn))) = tokio::time::timeout(Duration::from_secs(3), attempt).await
+        {
             tokio::spawn(conn);
             return Some(client);
         }
@@ -92,9 +93,12 @@ async fn timed_write(
     guard: &pgcoord::LockGuard,
     work: Duration,
 ) -> Outcome {
-    tokio::time::timeout(Duration::from_secs(5), writes::protected_write(client, guard, work))
-        .await
-        .unwrap_or(Outcome::Error)
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        writes::protected_write(client, guard, work),
+    )
+    .await
+    .unwrap_or(Outcome::Error)
 }
 
 /// One worker process (run by the tests below as a child).
@@ -257,7 +261,10 @@ async fn run(plan: &[Step], control: bool) {
         ))
         .await
         .unwrap();
-    common::manager(&db, "installer").install_fencing().await.unwrap();
+    common::manager(&db, "installer")
+        .install_fencing()
+        .await
+        .unwrap();
     if control {
         // Before the standby's base backup, so that it has it too.
         setup
@@ -322,17 +329,28 @@ async fn run(plan: &[Step], control: bool) {
                     Promotion::Killed => f.killed_promotions += 1,
                     Promotion::CutOff => f.cut_off_promotions += 1,
                 }
-                let now = audit(&connect(&servers.primary.url(db.name())).await).await;
-                eprintln!("after a {how:?} promotion: straggler {late:?}, holder {fresh:?}, {now:?}");
+                let now = audit(&mut connect(&servers.primary.url(db.name())).await).await;
+                eprintln!(
+                    "after a {how:?} promotion: straggler {late:?}, holder {fresh:?}, {now:?}"
+                );
                 assert_eq!(fresh, Outcome::Committed, "the current holder's write");
                 if control {
-                    assert_eq!(late, Outcome::Committed, "without the epoch the stale token passes");
+                    assert_eq!(
+                        late,
+                        Outcome::Committed,
+                        "without the epoch the stale token passes"
+                    );
                     assert!(
-                        now.stale_accepted > last.stale_accepted && now.lost_updates > last.lost_updates,
+                        now.stale_accepted > last.stale_accepted
+                            && now.lost_updates > last.lost_updates,
                         "the control's damage must show in the audit: {last:?} then {now:?}"
                     );
                 } else {
-                    assert_eq!(late, Outcome::Refused, "a pre-failover token on the new primary");
+                    assert_eq!(
+                        late,
+                        Outcome::Refused,
+                        "a pre-failover token on the new primary"
+                    );
                     assert_eq!((now.stale_accepted, now.lost_updates), (0, 0), "{now:?}");
                 }
                 last = now;
@@ -351,14 +369,22 @@ async fn run(plan: &[Step], control: bool) {
     let text = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let v = check(&text);
-    let count = |o: &str| text.lines().filter(|l| l.ends_with(&format!(" {o}"))).count();
-    let end = audit(&connect(&servers.primary.url(db.name())).await).await;
+    let count = |o: &str| {
+        text.lines()
+            .filter(|l| l.ends_with(&format!(" {o}")))
+            .count()
+    };
+    let end = audit(&mut connect(&servers.primary.url(db.name())).await).await;
     eprintln!(
         "failover chaos checker{}: {workers} processes x {tasks} tasks, {keys} keys, lease \
          {LEASE:?}: {} critical sections ({} committed, {} refused as fenced, {} lost mid-section, \
          {} failed), faults {f:?}; overlaps: {} told in time, {} told late, {} untold; audit: {} \
          protected writes, stale writes accepted: {}, lost updates: {}",
-        if control { " (control, epoch left out)" } else { "" },
+        if control {
+            " (control, epoch left out)"
+        } else {
+            ""
+        },
         v.sections,
         count("committed"),
         count("refused"),
@@ -371,10 +397,16 @@ async fn run(plan: &[Step], control: bool) {
         end.stale_accepted,
         end.lost_updates,
     );
-    assert!(end.writes > 0, "no protected write committed: the run proves nothing");
+    assert!(
+        end.writes > 0,
+        "no protected write committed: the run proves nothing"
+    );
     if !control {
         assert_eq!((end.stale_accepted, end.lost_updates), (0, 0), "{end:?}");
-        assert!(count("committed") > 0 && f.terminated > 0 && f.restarts > 0, "{f:?}");
+        assert!(
+            count("committed") > 0 && f.terminated > 0 && f.restarts > 0,
+            "{f:?}"
+        );
     }
 }
 

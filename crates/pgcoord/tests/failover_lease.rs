@@ -33,7 +33,10 @@ fn fenced(url: &str, holder: &str) -> PostgresLockManager {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leased_holder_cut_off_from_a_running_old_primary_knows_before_it_hands_the_key_on() {
     let (primary, db) = private_db(&[]).await;
-    common::manager(&db, "installer").install_fencing().await.unwrap();
+    common::manager(&db, "installer")
+        .install_fencing()
+        .await
+        .unwrap();
     let mut servers = Servers::start(primary.clone()).await;
     let holder = PostgresLockManager::builder(servers.url(db.name()).parse().unwrap())
         .holder_id("lease-holder")

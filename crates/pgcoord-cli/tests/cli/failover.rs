@@ -36,8 +36,21 @@ async fn pair() -> (Arc<TestCluster>, Arc<TestCluster>, TestDatabase, String) {
 fn leader_run(both: &str, id: &str) -> tokio::process::Command {
     let mut cmd = eventsource(None);
     cmd.env("DATABASE_URL", both)
-        .args(["leader", "run", "--timeout", "5m", "--holder-id", id, "jobs"])
-        .args(["--", "bash", "-c", "echo \"leading $EVENTSOURCE_LEADER_TERM\"; read x"]);
+        .args([
+            "leader",
+            "run",
+            "--timeout",
+            "5m",
+            "--holder-id",
+            id,
+            "jobs",
+        ])
+        .args([
+            "--",
+            "bash",
+            "-c",
+            "echo \"leading $EVENTSOURCE_LEADER_TERM\"; read x",
+        ]);
     cmd
 }
 
@@ -95,7 +108,12 @@ async fn a_run_waiting_for_a_primary_runs_once_the_standby_is_promoted() {
 #[tokio::test]
 async fn leader_run_is_deposed_by_the_failover_and_the_next_candidate_leads_on_the_new_primary() {
     let (primary, standby, db, both) = pair().await;
-    let out = output(eventsource(None).env("DATABASE_URL", &both).args(["lock", "install"])).await;
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &both)
+            .args(["lock", "install"]),
+    )
+    .await;
     assert_eq!(out.code, 0, "{out:?}");
     let on_standby = connect_to(&standby.url(db.name())).await;
     until_async_replayed(&on_standby).await;
@@ -120,7 +138,8 @@ async fn leader_run_is_deposed_by_the_failover_and_the_next_candidate_leads_on_t
     assert_eq!(out.code, 76, "{out:?}");
     assert!(out.stderr.contains("lost"), "{}", out.stderr);
     // The candidate's wait ended with the primary; it retries on its own.
-    next.expect_stderr("retrying until --timeout runs out").await;
+    next.expect_stderr("retrying until --timeout runs out")
+        .await;
 
     let s = standby.clone();
     tokio::task::spawn_blocking(move || s.promote())
@@ -130,9 +149,12 @@ async fn leader_run_is_deposed_by_the_failover_and_the_next_candidate_leads_on_t
     let term_after = leading_term(&mut next).await;
     assert!(term_after > term_before, "{term_after} > {term_before}");
     let promoted = connect_to(&standby.url(db.name())).await;
-    let led = wait_for(&promoted, "election:jobs", "the leader on the new primary", |l| {
-        l.is_some_and(|l| l.holders.len() == 1)
-    })
+    let led = wait_for(
+        &promoted,
+        "election:jobs",
+        "the leader on the new primary",
+        |l| l.is_some_and(|l| l.holders.len() == 1),
+    )
     .await;
     let led = led.unwrap();
     assert_eq!(led.holders[0].holder_id.as_deref(), Some("next"), "{led:?}");
@@ -154,13 +176,19 @@ async fn until_async_replayed(on_standby: &tokio_postgres::Client) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let replayed = on_standby
-            .query_one("SELECT to_regclass('eventsource_lock_fences') IS NOT NULL", &[])
+            .query_one(
+                "SELECT to_regclass('eventsource_lock_fences') IS NOT NULL",
+                &[],
+            )
             .await
             .is_ok_and(|r| r.get::<_, bool>(0));
         if replayed {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the standby never replayed the install");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the standby never replayed the install"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

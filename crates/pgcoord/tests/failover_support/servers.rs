@@ -119,7 +119,10 @@ impl Servers {
             .batch_execute("ALTER SYSTEM RESET primary_conninfo")
             .await
             .unwrap();
-        promoted.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+        promoted
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
         self.primary = self.standby.clone();
         self.standby = standby_of(&self.primary).await;
         self.relays[self.front].point_to(Some(self.standby.port()));

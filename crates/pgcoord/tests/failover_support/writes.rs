@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use pgcoord::adapters::postgres::fencing;
 
-pub const SCHEMA: &str = "CREATE TABLE fx_protected (key text PRIMARY KEY, counter bigint NOT NULL); \
+pub const SCHEMA: &str =
+    "CREATE TABLE fx_protected (key text PRIMARY KEY, counter bigint NOT NULL); \
      CREATE TABLE fx_writes (key text, fence bigint, counter_after bigint)";
 
 /// What the writer's transaction did.
@@ -151,7 +152,15 @@ pub struct Audit {
     pub lost_updates: i64,
 }
 
-pub async fn audit(client: &tokio_postgres::Client) -> Audit {
+/// Reads both tables in one snapshot (writers may still be running).
+pub async fn audit(client: &mut tokio_postgres::Client) -> Audit {
+    let client = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .unwrap();
     let rows = client
         .query(
             "SELECT key, fence, counter_after FROM fx_writes ORDER BY key, counter_after, fence",
@@ -168,10 +177,14 @@ pub async fn audit(client: &tokio_postgres::Client) -> Audit {
         .map(|fences| fences.windows(2).filter(|w| w[1] <= w[0]).count())
         .sum();
     let counted: i64 = client
-        .query_one("SELECT coalesce(sum(counter), 0)::int8 FROM fx_protected", &[])
+        .query_one(
+            "SELECT coalesce(sum(counter), 0)::int8 FROM fx_protected",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
+    client.commit().await.unwrap();
     Audit {
         writes: rows.len(),
         stale_accepted,
