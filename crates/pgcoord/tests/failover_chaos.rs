@@ -44,6 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use checker_support::*;
+use failover_support::faults::{terminations, Faults, StopFile};
 use failover_support::servers::{connect, Promotion, Servers};
 use failover_support::writes::{self, audit, Audit, Outcome};
 use pgcoord::adapters::postgres::PostgresLockManager;
@@ -179,35 +180,6 @@ enum Step {
     Promote(Promotion),
 }
 
-#[derive(Debug, Default)]
-struct Faults {
-    terminated: i64,
-    restarts: u32,
-    killed_promotions: u32,
-    cut_off_promotions: u32,
-}
-
-/// Terminates a random worker backend on the primary every 20-120 ms, for `d`.
-async fn terminations(primary_url: &str, d: Duration, rng: &mut Rng, f: &mut Faults) {
-    let until = now_ns() + d.as_nanos();
-    while now_ns() < until {
-        tokio::time::sleep(Duration::from_millis(20 + rng.next() % 100)).await;
-        let Ok((client, conn)) = tokio_postgres::connect(primary_url, tokio_postgres::NoTls).await
-        else {
-            continue;
-        };
-        tokio::spawn(conn);
-        let row = client
-            .query_one(
-                "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity \
-                 WHERE application_name LIKE 'eventsource/fx-%' ORDER BY random() LIMIT 1) t",
-                &[],
-            )
-            .await;
-        f.terminated += row.map(|r| r.get::<_, i64>(0)).unwrap_or(0);
-    }
-}
-
 /// The straggler of one promotion: granted on the old primary after
 /// replication stopped (`token`), it writes on the new primary just after a
 /// holder there (`fresh`) has read the key's counter and written it. Returns
@@ -235,14 +207,6 @@ async fn straggler_writes(servers: &Servers, db: &str, token: u64) -> (Outcome, 
     guard.release().await.unwrap();
     fresh.close().await.unwrap();
     (late_outcome, fresh_outcome)
-}
-
-/// Tells the workers to stop when dropped (also when the test panics).
-struct StopFile(std::path::PathBuf);
-impl Drop for StopFile {
-    fn drop(&mut self) {
-        let _ = std::fs::write(&self.0, "");
-    }
 }
 
 /// Runs `plan` with the epoch (or, `control`, without it); asserts the

@@ -5,6 +5,7 @@
 //! can never reach the promoted standby behind a frozen old primary.
 #![cfg(feature = "postgres")]
 
+mod checker_support;
 mod common;
 mod failover_support;
 mod fault_support;

@@ -7,6 +7,7 @@
 //! holder's token is refused there.
 #![cfg(feature = "postgres")]
 
+mod checker_support;
 mod common;
 mod failover_support;
 mod fault_support;

@@ -3,6 +3,7 @@
 //! protected writes with their audit.
 #![allow(dead_code)] // each suite uses its part
 
+pub mod faults;
 pub mod relay;
 pub mod servers;
 pub mod writes;
