@@ -17,7 +17,8 @@ pub struct Args {
     pub quick: bool,
     /// Run only these scenarios (comma-separated names; `sweep` for the
     /// sweeps behind the plots, `coordination` for the semaphore-order and
-    /// election scenarios of issue 12).
+    /// election scenarios of issue 12). `failover` (promotions of private
+    /// streaming standbys, a few minutes) runs only when named here.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Write the plots (SVG) into this directory
@@ -61,7 +62,8 @@ pub struct Args {
     /// Trials of the coordination scenarios (`--only coordination`):
     /// `election_failover` [default: 40, 10 with --quick], `election_resign`
     /// [default: 200, 50 with --quick] and each `semaphore_fifo*` (rounds)
-    /// [default: 20, 5 with --quick].
+    /// [default: 20, 5 with --quick]; also the promotions of `failover`
+    /// [default: 20].
     #[arg(long, value_name = "N")]
     pub trials: Option<usize>,
     /// Internal: run as one worker process of the `contention` scenario

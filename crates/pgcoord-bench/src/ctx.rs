@@ -29,6 +29,9 @@ pub struct Ctx {
     pub lock_table_short: Option<String>,
     /// Slots in the server's shared lock table (None: unknown).
     pub lock_table_slots: Option<u64>,
+    /// Whether the bench started its own server (no `DATABASE_URL`): the
+    /// scenarios that stop servers run only then.
+    pub private_server: bool,
 }
 
 /// What was sampled while a window was open.

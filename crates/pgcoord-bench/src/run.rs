@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 use crate::args::Args;
 use crate::ctx::{Ctx, ScenarioReport};
 use crate::probe::Monitor;
-use crate::scenarios::{COORDINATION, OTHERS, RATIOS, THROUGHPUT};
+use crate::scenarios::{COORDINATION, ON_REQUEST, OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
 use crate::{
-    ctx, election, errors, figures, holders, metrics_overhead, plots, readmodels, report,
+    ctx, election, errors, failover, figures, holders, metrics_overhead, plots, readmodels, report,
     scenarios, semaphore_fifo, sweep, targets, Res,
 };
 
@@ -68,6 +68,7 @@ pub async fn bench(args: &Args) -> Res<()> {
         trials: args.trials,
         lock_table_short,
         lock_table_slots,
+        private_server: db.is_some(),
     };
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
     let mut runnable = |name: &str| -> bool {
@@ -86,7 +87,14 @@ pub async fn bench(args: &Args) -> Res<()> {
         }
     };
     let throughput: Vec<&str> = THROUGHPUT.iter().copied().filter(|n| runnable(n)).collect();
-    let others: Vec<&str> = OTHERS.iter().copied().filter(|n| runnable(n)).collect();
+    // The scenarios that take minutes run only when named.
+    let named_only = |n: &str| !ON_REQUEST.contains(&n) || args.only.iter().any(|o| o == n);
+    let others: Vec<&str> = OTHERS
+        .iter()
+        .chain(ON_REQUEST.iter())
+        .copied()
+        .filter(|n| named_only(n) && runnable(n))
+        .collect();
 
     // A scenario that fails is reported and dropped; the others go on.
     let mut failed: BTreeMap<String, String> = BTreeMap::new();
@@ -213,10 +221,12 @@ pub async fn bench(args: &Args) -> Res<()> {
     let mut targets = targets::targets(&scenarios, &ratios, &round_ratios);
     targets.extend(semaphore_fifo::targets(&scenarios));
     targets.extend(election::targets(&scenarios));
+    targets.extend(failover::targets(&scenarios));
 
     let order: Vec<&str> = THROUGHPUT
         .iter()
         .chain(OTHERS.iter())
+        .chain(ON_REQUEST.iter())
         .chain(scenarios::METRICS.iter())
         .copied()
         .collect();
@@ -239,6 +249,7 @@ pub async fn bench(args: &Args) -> Res<()> {
     }
     semaphore_fifo::print(&scenarios);
     election::print(&scenarios);
+    failover::print(&scenarios);
     if let Some(s) = &sweeps {
         sweep::print(s);
     }

@@ -55,6 +55,10 @@ pub const OTHERS: [&str; 11] = [
     "election_failover",
 ];
 
+/// Scenarios that take minutes and run only when `--only` names them:
+/// `failover` (promotions of private streaming standbys).
+pub const ON_REQUEST: [&str; 1] = ["failover"];
+
 /// The scenarios of the coordination primitives (issue 12), selected
 /// together by `--only coordination`.
 pub const COORDINATION: [&str; 5] = [
@@ -108,6 +112,7 @@ pub const RATIOS: [(&str, &str); 24] = [
 pub fn skip_reason(name: &str, ctx: &Ctx) -> Option<String> {
     match name {
         "held10k" | "capacity" | "holders10k" => ctx.lock_table_short.clone(),
+        "failover" => crate::failover::skip_reason(ctx),
         _ => None,
     }
 }
@@ -174,6 +179,7 @@ pub async fn run_other(name: &str, ctx: &Ctx) -> Res<ScenarioReport> {
         "semaphore_fifo" => semaphore_fifo::semaphore_fifo(ctx, Layout::Random(4)).await,
         "election_resign" => election::election_resign(ctx).await,
         "election_failover" => election::election_failover(ctx).await,
+        "failover" => crate::failover::failover(ctx).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }

@@ -56,15 +56,20 @@ pub enum Acquired {
 
 /// True for a connection failure worth retrying while the timeout lasts:
 /// no answer, refused, or a server starting up / out of connection slots
-/// (not a wrong password or a missing database).
+/// (not a wrong password or a missing database); or a session that ended
+/// while it tried or waited (a restart, a failover: nothing was taken and
+/// nothing run, and the next session may land on the new primary).
 fn worth_retrying(e: &Error) -> bool {
     let Some(backend) = e.as_backend() else {
         return false;
     };
-    backend.kind() == BackendErrorKind::Connect
-        && backend
+    match backend.kind() {
+        BackendErrorKind::Connect => backend
             .code()
-            .is_none_or(|c| matches!(c, "57P03" | "53300" | "57P01"))
+            .is_none_or(|c| matches!(c, "57P03" | "53300" | "57P01")),
+        BackendErrorKind::Closed => true,
+        _ => false,
+    }
 }
 
 /// One acquisition attempt's outcome.

@@ -55,7 +55,8 @@ every process it started have exited.
 Waiting is fair: waiters get the lock in the order they asked for it. Without
 --timeout the tool waits as long as it takes; with --timeout it gives up after
 DURATION, and meanwhile retries (with backoff) a server that cannot be
-reached yet; with --no-wait it makes a single attempt.
+reached yet or whose session ends during the wait (a restart, a failover);
+with --no-wait it makes a single attempt.
 
 COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
