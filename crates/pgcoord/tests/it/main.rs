@@ -18,6 +18,8 @@ mod counting_proxy;
 #[cfg(feature = "postgres")]
 mod election_support;
 #[cfg(feature = "postgres")]
+mod failover_support;
+#[cfg(feature = "postgres")]
 mod fault_support;
 mod span_capture;
 #[cfg(feature = "postgres")]
@@ -47,9 +49,15 @@ mod elections_postgres;
 #[cfg(feature = "postgres")]
 mod exclusion_checker;
 #[cfg(feature = "postgres")]
+mod failover_chaos;
+#[cfg(feature = "postgres")]
 mod failover_fencing;
 #[cfg(feature = "postgres")]
 mod failover_follow;
+#[cfg(feature = "postgres")]
+mod failover_hosts;
+#[cfg(feature = "postgres")]
+mod failover_lease;
 #[cfg(feature = "postgres")]
 mod faults_batch;
 #[cfg(feature = "postgres")]

@@ -5,13 +5,8 @@
 //! old primary hands the key to a waiter of its own. Meanwhile the standby
 //! is promoted and grants the key with a greater token, and the cut-off
 //! holder's token is refused there.
-#![cfg(feature = "postgres")]
 
-mod checker_support;
-mod common;
-mod failover_support;
-mod fault_support;
-
+use crate::{common, failover_support, fault_support};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,13 +3,8 @@
 //! server or a paused VM) but never answers. libpq gives each host its own
 //! `connect_timeout` and moves on to the next; a manager should too, or it
 //! can never reach the promoted standby behind a frozen old primary.
-#![cfg(feature = "postgres")]
 
-mod checker_support;
-mod common;
-mod failover_support;
-mod fault_support;
-
+use crate::{failover_support, fault_support};
 use std::time::Duration;
 
 use failover_support::relay::Relay;
