@@ -1,6 +1,7 @@
 //! The PostgreSQL repository as a projection backend: one transaction per
 //! event, with the projection's checkpoint in the same transaction.
 
+use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
 use super::source::{query_error, PgClientSource};
@@ -52,9 +53,13 @@ fn is_undefined_table(e: &crate::Error) -> bool {
     matches!(e, crate::Error::Backend(b) if b.code() == Some("42P01"))
 }
 
+// The checkpoint statements go with their parameter types
+// (`query_typed`): one round trip each, where a statement sent as text
+// would first be prepared in a round trip of its own.
+
 async fn read_checkpoint<C: GenericClient + Sync>(c: &C, projection: &str) -> Result<Option<i64>> {
     let row = c
-        .query_opt(SQL.read, &[&projection])
+        .query_typed_opt(SQL.read, &[(&projection, Type::TEXT)])
         .await
         .map_err(query_error)?;
     Ok(row.map(|r| r.get::<_, i64>(0)))
@@ -64,7 +69,10 @@ async fn read_checkpoint<C: GenericClient + Sync>(c: &C, projection: &str) -> Re
 /// beyond (another runner got there first).
 async fn advance<C: GenericClient + Sync>(c: &C, projection: &str, position: i64) -> Result<bool> {
     let rows = c
-        .query(SQL.advance, &[&projection, &position])
+        .query_typed(
+            SQL.advance,
+            &[(&projection, Type::TEXT), (&position, Type::INT8)],
+        )
         .await
         .map_err(query_error)?;
     Ok(!rows.is_empty())
@@ -222,7 +230,10 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         }
         if let (Some(last), true) = (checkpoint, applied > 0) {
             let moved = tx
-                .query(ADVANCE_NOTIFY, &[&projection, &last])
+                .query_typed(
+                    ADVANCE_NOTIFY,
+                    &[(&projection, Type::TEXT), (&last, Type::INT8)],
+                )
                 .await
                 .map_err(query_error)?;
             if moved.is_empty() {
