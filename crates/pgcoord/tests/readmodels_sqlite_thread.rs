@@ -85,7 +85,10 @@ async fn a_panicking_call_is_an_error_and_the_database_goes_on() {
     // A transaction after it begins, writes and rolls back as usual.
     let tx = db.transaction().await.unwrap();
     let in_tx = tx.repository::<ConformanceItem>();
-    in_tx.save(&ConformanceItem::new("rolled back")).await.unwrap();
+    in_tx
+        .save(&ConformanceItem::new("rolled back"))
+        .await
+        .unwrap();
     tx.rollback().await.unwrap();
 
     let repo = db.repository::<ConformanceItem>();
@@ -140,7 +143,9 @@ async fn a_begin_whose_call_was_dropped_leaves_no_transaction_open() {
     poll_once_then_drop(db.transaction()).await;
     assert!(db.call(|c| Ok(c.is_autocommit())).await.unwrap());
     let repo = db.repository::<ConformanceItem>();
-    repo.save(&ConformanceItem::new("autocommit")).await.unwrap();
+    repo.save(&ConformanceItem::new("autocommit"))
+        .await
+        .unwrap();
     let tx = db.transaction().await.unwrap();
     tx.repository::<ConformanceItem>()
         .save(&ConformanceItem::new("in tx"))

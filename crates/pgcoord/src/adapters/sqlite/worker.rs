@@ -44,7 +44,9 @@ impl Worker {
         std::thread::Builder::new()
             .name(THREAD_NAME.into())
             .spawn(move || {
-                let mut conn = match catch_unwind(AssertUnwindSafe(open)).unwrap_or_else(|p| Err(panicked(&*p))) {
+                let mut conn = match catch_unwind(AssertUnwindSafe(open))
+                    .unwrap_or_else(|p| Err(panicked(&*p)))
+                {
                     Ok(conn) => conn,
                     Err(e) => {
                         let _ = opened.send(Err(e));
@@ -72,7 +74,8 @@ impl Worker {
     {
         let (reply, receiver) = oneshot::channel();
         self.queue(move |c| {
-            let out = catch_unwind(AssertUnwindSafe(|| f(c))).unwrap_or_else(|p| Err(panicked(&*p)));
+            let out =
+                catch_unwind(AssertUnwindSafe(|| f(c))).unwrap_or_else(|p| Err(panicked(&*p)));
             let _ = reply.send(out);
         })?;
         Ok(receiver)
