@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::catch_up_raw::{pg_catch_up_raw, sqlite_catch_up_raw};
+use super::fixture::feed;
 use super::rate::Round;
 use crate::Res;
 
@@ -49,15 +50,6 @@ impl ReadModelHandler for Tallies {
         repo.save(&t).await?;
         Ok(())
     }
-}
-
-/// `events` events at positions 1, 2, ..., each adding 1 to one of 100
-/// tallies in turn.
-pub(super) fn feed(events: usize) -> Vec<(i64, (Uuid, i64))> {
-    let ids: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
-    (0..events)
-        .map(|i| ((i + 1) as i64, (ids[i % 100], 1)))
-        .collect()
 }
 
 /// Events/s of a checkpointed catch-up: one transaction per event (read

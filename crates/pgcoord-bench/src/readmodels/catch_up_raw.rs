@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::catch_up::feed;
+use super::fixture::feed;
 use crate::Res;
 
 const PG_COLS: &str = "id, created_at, updated_at, version, deleted_at, total";
