@@ -45,6 +45,10 @@ pub struct Args {
     /// Run the read-model scenarios (PostgreSQL and SQLite) instead of the lock ones.
     #[arg(long)]
     pub readmodels: bool,
+    /// Events each round's batched catch-up applies, ours and raw alike
+    /// (`--readmodels`) [default: 20,000, 5,000 with --quick].
+    #[arg(long, value_name = "N")]
+    pub catch_up_events: Option<usize>,
     /// Experiment: batched sessions per manager (the builder's `batched_sessions`);
     /// default: the manager's own default.
     #[arg(long)]

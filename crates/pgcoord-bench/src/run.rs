@@ -38,7 +38,7 @@ pub async fn bench(args: &Args) -> Res<()> {
 
     let (config, url, db) = ctx::setup().await?;
     if args.readmodels {
-        return readmodels::run(&url, rounds, measure, args.quick).await;
+        return readmodels::run(&url, rounds, measure, args.quick, args.catch_up_events).await;
     }
     let monitor = Arc::new(Monitor::open(&config).await?);
     if let Some(why) = monitor.statements_unavailable() {

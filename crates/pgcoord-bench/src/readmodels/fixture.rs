@@ -1,9 +1,11 @@
 //! The read model the repository scenarios read and write (`Order`, table
 //! `bench_orders`), how its rows are made, how many there are, the
-//! `save_many` batch size and the column list the raw baselines select.
+//! `save_many` batch size and the column list the raw baselines select;
+//! and the events the catch-up scenarios feed.
 
 use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// Rows in `bench_orders` before a round starts.
 pub(super) const ROWS: usize = 2_000;
@@ -35,3 +37,12 @@ pub(super) fn order(i: usize) -> Order {
 /// The columns of `bench_orders`, in the order the raw baselines decode.
 pub(super) const COLS: &str =
     "id, created_at, updated_at, version, deleted_at, customer, status, total_cents, note";
+
+/// `events` events at positions 1, 2, ..., each adding 1 to one of 100
+/// tallies in turn.
+pub(super) fn feed(events: usize) -> Vec<(i64, (Uuid, i64))> {
+    let ids: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
+    (0..events)
+        .map(|i| ((i + 1) as i64, (ids[i % 100], 1)))
+        .collect()
+}

@@ -2,10 +2,11 @@
 //! `save_many` of 100 and `find` on PostgreSQL and SQLite, each next to the
 //! same statement prepared once and run directly (tokio-postgres on one
 //! connection; rusqlite on one connection, on the calling thread), plus
-//! projection catch-up speed. Sequential, one process.
+//! projection catch-up speed next to the same reads, writes and checkpoint
+//! update in plain SQL. Sequential, one process.
 //!
 //! ```text
-//! cargo run --release -p pgcoord-bench -- --readmodels [--quick] [--rounds N] [--seconds S]
+//! cargo run --release -p pgcoord-bench -- --readmodels [--quick] [--rounds N] [--seconds S] [--catch-up-events N]
 //! ```
 //!
 //! Every round runs each pair back to back (ours, then raw) so that load
@@ -15,10 +16,11 @@
 //! Layout: `fixture` (the `Order` model and its rows), `rate` (the timing
 //! loop and a round's results), `postgres` and `sqlite` (one round of the
 //! repository pairs on each backend), `catch_up` (projection catch-up
-//! speed) and `run` (the rounds and the printed table), which uses all the
+//! speed, and one round of it), `catch_up_raw` (its plain-SQL baselines) and `run` (the rounds and the printed table), which uses all the
 //! others; no file imports `run` or this one.
 
 mod catch_up;
+mod catch_up_raw;
 mod fixture;
 mod postgres;
 mod rate;

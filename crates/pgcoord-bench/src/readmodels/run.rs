@@ -1,14 +1,12 @@
 //! The read-model run: each round measures the PostgreSQL and SQLite pairs
-//! and the catch-up scenarios; at the end it prints the medians, the
-//! per-round ratios and the catch-up rates.
+//! and the catch-up pairs; at the end it prints the medians, the per-round
+//! ratios and the catch-up rates.
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresDatabase;
-use pgcoord::adapters::sqlite::SqliteDatabase;
 use uuid::Uuid;
 
-use super::catch_up::{catch_up_rate, Tally};
+use super::catch_up::catch_up_round;
 use super::fixture::BATCH;
 use super::postgres::postgres_round;
 use super::rate::Round;
@@ -29,13 +27,21 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Runs the read-model scenarios and prints the table `docs/performance.md`
-/// quotes.
-pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<()> {
+/// quotes. `batched_events` is the number of events each round's batched
+/// catch-up (ours, and again raw) applies.
+pub async fn run(
+    url: &str,
+    rounds: usize,
+    secs: Duration,
+    quick: bool,
+    batched_events: Option<usize>,
+) -> Res<()> {
     let dir = std::env::temp_dir().join(format!("pgcoord-bench-rm-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     let mut all: Vec<Round> = Vec::new();
-    let mut catch_up: Vec<(&str, f64)> = Vec::new();
-    let events = if quick { 500 } else { 2_000 };
+    let mut catch_up: Vec<Round> = Vec::new();
+    let single = if quick { 500 } else { 2_000 };
+    let batched = batched_events.unwrap_or(if quick { 5_000 } else { 20_000 });
     for round in 0..rounds {
         let mut r = postgres_round(url, secs).await?;
         r.extend(sqlite_round(&dir, secs, round).await?);
@@ -48,28 +54,16 @@ pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<(
                 .join(", ")
         );
         all.push(r);
-        let pg = PostgresDatabase::connect(url).await?;
-        pg.create_schema::<Tally>().await?;
-        let lite = SqliteDatabase::open(dir.join(format!("tally-{round}.db"))).await?;
-        lite.create_schema::<Tally>().await?;
-        let pg_repo = pg.repository::<Tally>();
-        let lite_repo = lite.repository::<Tally>();
-        catch_up.push((
-            "pg_catch_up",
-            catch_up_rate(pg_repo.clone(), events, None).await?,
-        ));
-        catch_up.push((
-            "pg_catch_up_batched100",
-            catch_up_rate(pg_repo, events, Some(100)).await?,
-        ));
-        catch_up.push((
-            "sqlite_catch_up",
-            catch_up_rate(lite_repo.clone(), events, None).await?,
-        ));
-        catch_up.push((
-            "sqlite_catch_up_batched100",
-            catch_up_rate(lite_repo, events, Some(100)).await?,
-        ));
+        let c = catch_up_round(url, &dir, round, single, batched).await?;
+        eprintln!(
+            "  round {}/{rounds} catch-up: {}",
+            round + 1,
+            c.iter()
+                .map(|(n, v)| format!("{n} {v:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        catch_up.push(c);
     }
     let names: Vec<&str> = all[0].iter().map(|(n, _)| *n).collect();
     println!();
@@ -95,6 +89,7 @@ pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<(
     let ratio = |num: &str, den: &str, scale: f64| {
         let mut v: Vec<f64> = all
             .iter()
+            .chain(&catch_up)
             .filter_map(|r| {
                 let a = r.iter().find(|(n, _)| *n == num)?.1;
                 let b = r.iter().find(|(n, _)| *n == den)?.1;
@@ -124,26 +119,30 @@ pub async fn run(url: &str, rounds: usize, secs: Duration, quick: bool) -> Res<(
             BATCH as f64,
         );
     }
+    for backend in ["pg", "sqlite"] {
+        for how in ["catch_up", "catch_up_batched100"] {
+            ratio(
+                &format!("{backend}_{how}"),
+                &format!("{backend}_{how}_raw"),
+                1.0,
+            );
+        }
+    }
     println!();
-    for name in [
-        "pg_catch_up",
-        "pg_catch_up_batched100",
-        "sqlite_catch_up",
-        "sqlite_catch_up_batched100",
-    ] {
+    for (name, _) in catch_up.first().map(Vec::as_slice).unwrap_or_default() {
         let mut v: Vec<f64> = catch_up
             .iter()
-            .filter(|(n, _)| *n == name)
-            .map(|x| x.1)
+            .filter_map(|r| r.iter().find(|(n, _)| n == name).map(|x| x.1))
             .collect();
         let m = median(&mut v);
-        let how = if name.contains("batched") {
-            "100 events per transaction"
+        let (how, events) = if name.contains("batched") {
+            ("100 events per transaction", batched)
         } else {
-            "one transaction per event"
+            ("one transaction per event", single)
         };
         println!(
-            "{name:<26} {m:>8.0} events/s ({how}; min {:.0}, max {:.0})",
+            "{name:<32} {m:>8.0} events/s ({how}; {} events in {rounds} rounds; min {:.0}, max {:.0})",
+            events * rounds,
             v.first().copied().unwrap_or(0.0),
             v.last().copied().unwrap_or(0.0)
         );

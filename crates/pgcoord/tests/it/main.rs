@@ -114,6 +114,8 @@ mod readmodels_proptest;
 mod readmodels_spans;
 #[cfg(feature = "sqlite")]
 mod readmodels_sqlite;
+#[cfg(feature = "sqlite")]
+mod readmodels_sqlite_thread;
 #[cfg(feature = "postgres")]
 mod readmodels_tls;
 #[cfg(feature = "postgres")]

@@ -1,38 +1,17 @@
 //! The plain rusqlite connection under a [`SqliteDatabase`](super::SqliteDatabase):
-//! the settings every connection is opened with, the lock around it, the
-//! blocking-pool hop, and reading a table's columns.
+//! the settings every connection is opened with, and reading a table's
+//! columns.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::Connection;
 
-use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::error::Result;
 
 use super::error::sqlite_error;
 
 /// The `busy_timeout` every connection gets, in milliseconds.
 pub const BUSY_TIMEOUT_MS: u64 = 5000;
-
-pub(super) fn lock(conn: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
-    // rusqlite keeps its own state consistent; a panic in a caller's closure
-    // does not leave the connection unusable.
-    conn.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `f` on tokio's blocking pool.
-pub(super) async fn blocking<T, F>(f: F) -> Result<T>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T> + Send + 'static,
-{
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        Error::Backend(BackendError::new(
-            BackendErrorKind::Other,
-            format!("SQLite task failed: {e}"),
-        ))
-    })?
-}
 
 pub(super) fn configure(conn: &Connection, memory: bool) -> Result<()> {
     conn.execute_batch("PRAGMA foreign_keys = ON")

@@ -1,10 +1,10 @@
-//! [`SqliteDatabase`]: one SQLite connection, driven from async code on
-//! tokio's blocking pool; and [`SqliteTransaction`].
+//! [`SqliteDatabase`]: one SQLite connection, owned by a thread of its
+//! own and driven from async code; and [`SqliteTransaction`].
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 use tokio::sync::OwnedMutexGuard;
@@ -13,16 +13,21 @@ use crate::adapters::sql::{schema, Dialect};
 use crate::ports::error::{Error, Result};
 use crate::ports::readmodels::ReadModel;
 
-use super::connection::{blocking, configure, lock, table_columns};
+use super::connection::{configure, table_columns};
 use super::error::{connect_error, sqlite_error};
+use super::worker::{outcome, Worker};
 
 /// One SQLite connection, shared by the repositories made from it.
 ///
-/// Cheap to clone: clones share the connection. Calls are serialised by an
-/// async gate and run on tokio's blocking pool, so they never block the
-/// runtime's workers. A [`SqliteTransaction`] holds the gate from `BEGIN`
-/// to `COMMIT`/`ROLLBACK`, so other users of the database wait for it
-/// instead of seeing (or joining) its uncommitted writes.
+/// Cheap to clone: clones share the connection. The connection lives on a
+/// thread of its own (named `eventsource-sqlite`), which runs the calls in
+/// the order they were made, so no file I/O and no wait for SQLite's lock
+/// ever blocks the runtime's workers; the thread ends, closing the
+/// connection, when the last clone (and the last repository or transaction
+/// made from it) is dropped. A [`SqliteTransaction`] holds an async gate
+/// from `BEGIN` to `COMMIT`/`ROLLBACK`, so other users of the database wait
+/// for it instead of seeing (or joining) its uncommitted writes. A call
+/// whose closure panics returns an error; the database goes on working.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -39,7 +44,7 @@ pub struct SqliteDatabase {
 }
 
 struct Shared {
-    conn: Arc<Mutex<Connection>>,
+    worker: Worker,
     gate: Arc<tokio::sync::Mutex<()>>,
     path: Option<PathBuf>,
 }
@@ -63,13 +68,13 @@ impl SqliteDatabase {
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let p = path.clone();
-        let conn = blocking(move || {
+        let worker = Worker::start(move || {
             let conn = Connection::open(&p).map_err(|e| connect_error(&p, e))?;
             configure(&conn, false)?;
             Ok(conn)
         })
         .await?;
-        Ok(Self::from_connection(conn, Some(path)))
+        Ok(Self::with_worker(worker, Some(path)))
     }
 
     /// Opens a private in-memory database: one connection, shared by every
@@ -80,20 +85,20 @@ impl SqliteDatabase {
     ///
     /// Dropped, the database is discarded.
     pub async fn open_in_memory() -> Result<Self> {
-        let conn = blocking(|| {
+        let worker = Worker::start(|| {
             let conn = Connection::open_in_memory()
                 .map_err(|e| connect_error(Path::new(":memory:"), e))?;
             configure(&conn, true)?;
             Ok(conn)
         })
         .await?;
-        Ok(Self::from_connection(conn, None))
+        Ok(Self::with_worker(worker, None))
     }
 
-    fn from_connection(conn: Connection, path: Option<PathBuf>) -> Self {
+    fn with_worker(worker: Worker, path: Option<PathBuf>) -> Self {
         Self {
             shared: Arc::new(Shared {
-                conn: Arc::new(Mutex::new(conn)),
+                worker,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
                 path,
             }),
@@ -110,12 +115,14 @@ impl SqliteDatabase {
         self.shared.path.as_deref()
     }
 
-    /// Runs `f` with the connection, on the blocking pool, after the gate.
-    /// For queries this crate does not provide.
+    /// Runs `f` with the connection, on the database's thread, after the
+    /// gate. For queries this crate does not provide. A panic in `f` comes
+    /// back as an error.
     ///
     /// # Cancel safety
     ///
-    /// Dropped, `f` still runs to completion; its result is lost.
+    /// Dropped once the gate was passed, `f` still runs to completion; its
+    /// result is lost.
     pub async fn call<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -134,30 +141,36 @@ impl SqliteDatabase {
                 "the SQLite transaction this repository was bound to has ended".into(),
             )
         };
-        let (_gate, active) = match access {
-            Access::Gated => (Some(self.shared.gate.lock().await), None),
+        let receiver = match access {
+            Access::Gated => {
+                // Queued while holding the gate, so after every statement of
+                // a transaction that ended before and before the `BEGIN` of
+                // any that starts after: the queue keeps that order, and the
+                // gate need not be held while the call runs.
+                let _gate = self.shared.gate.lock().await;
+                self.shared.worker.submit(move |conn| {
+                    discard_leaked_transaction(conn);
+                    f(conn)
+                })?
+            }
             Access::InTransaction(active) => {
                 if !active.load(Ordering::Acquire) {
                     return Err(ended());
                 }
-                (None, Some(active.clone()))
+                let active = active.clone();
+                self.shared.worker.submit(move |conn| {
+                    // Checked again on the thread: a transaction dropped
+                    // after this call was queued has queued its rollback
+                    // behind it, and the statement must not run in a
+                    // transaction that is over.
+                    if !active.load(Ordering::Acquire) {
+                        return Err(ended());
+                    }
+                    f(conn)
+                })?
             }
         };
-        let conn = self.shared.conn.clone();
-        blocking(move || {
-            let mut conn = lock(&conn);
-            match active {
-                None => discard_leaked_transaction(&conn),
-                // Checked again under the connection lock: a transaction
-                // dropped after this call was spawned has rolled back (under
-                // the same lock), and the statement must not run after it in
-                // autocommit mode.
-                Some(active) if !active.load(Ordering::Acquire) => return Err(ended()),
-                Some(_) => {}
-            }
-            f(&mut conn)
-        })
-        .await
+        outcome(receiver).await
     }
 
     /// The value of a pragma, as text (`PRAGMA name`).
@@ -210,8 +223,8 @@ impl SqliteDatabase {
     ///
     /// # Cancel safety
     ///
-    /// The migration runs in one transaction on the blocking pool; dropped,
-    /// it still completes.
+    /// The migration runs in one transaction on the database's thread;
+    /// dropped, it still completes.
     pub async fn migrate_schema<M: ReadModel>(&self) -> Result<Vec<String>> {
         let table = M::table_name();
         let create = schema::full_schema::<M>(Dialect::Sqlite);
@@ -250,19 +263,25 @@ impl SqliteDatabase {
     /// Dropped while beginning, no transaction is left open.
     pub async fn transaction(&self) -> Result<SqliteTransaction> {
         let gate = self.shared.gate.clone().lock_owned().await;
-        let conn = self.shared.conn.clone();
+        // Active from before its `BEGIN` is queued: dropped while that is in
+        // flight, the transaction queues its `ROLLBACK` behind it.
         let tx = SqliteTransaction {
             db: self.clone(),
-            active: Arc::new(AtomicBool::new(false)),
+            active: Arc::new(AtomicBool::new(true)),
             _gate: gate,
         };
-        blocking(move || {
-            let conn = lock(&conn);
-            discard_leaked_transaction(&conn);
-            conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error)
-        })
-        .await?;
-        tx.active.store(true, Ordering::Release);
+        let active = tx.active.clone();
+        self.shared
+            .worker
+            .call(move |conn| {
+                discard_leaked_transaction(conn);
+                let begun = conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error);
+                if begun.is_err() {
+                    active.store(false, Ordering::Release);
+                }
+                begun
+            })
+            .await?;
         Ok(tx)
     }
 }
@@ -316,32 +335,44 @@ impl SqliteTransaction {
     }
 
     async fn finish(self, sql: &'static str) -> Result<()> {
-        let conn = self.db.shared.conn.clone();
         let active = self.active.clone();
-        blocking(move || {
-            let conn = lock(&conn);
-            // Checked under the connection's lock: a call dropped before
-            // this ran was rolled back by the transaction's drop, which
-            // also released the gate, so the connection may be another
-            // transaction's by now and this statement must not touch it.
-            if !active.swap(false, Ordering::AcqRel) {
-                return Ok(());
-            }
-            conn.execute_batch(sql).map_err(sqlite_error)
-        })
-        .await
+        self.db
+            .shared
+            .worker
+            .call(move |conn| {
+                // Checked on the thread: a call dropped before this ran
+                // left the rollback to the transaction's drop, which queued
+                // it and released the gate, so this statement must not touch
+                // whatever transaction comes next.
+                if !active.swap(false, Ordering::AcqRel) {
+                    return Ok(());
+                }
+                let done = conn.execute_batch(sql).map_err(sqlite_error);
+                if done.is_err() && !conn.is_autocommit() {
+                    // A failed COMMIT (busy, full disk) leaves the
+                    // transaction open: end it here, not in a later call.
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                done
+            })
+            .await
     }
 }
 
 impl Drop for SqliteTransaction {
     fn drop(&mut self) {
         if self.active.swap(false, Ordering::AcqRel) {
-            // Not committed: roll back before the gate (a field) is released.
-            let conn = lock(&self.db.shared.conn);
-            if !conn.is_autocommit() {
-                if let Err(e) = conn.execute_batch("ROLLBACK") {
-                    tracing::warn!(error = %e, "SQLite rollback of a dropped transaction failed");
+            // Not committed: queue the rollback before the gate (a field) is
+            // released, so it runs before any call that passes the gate next.
+            let queued = self.db.shared.worker.queue(|conn| {
+                if !conn.is_autocommit() {
+                    if let Err(e) = conn.execute_batch("ROLLBACK") {
+                        tracing::warn!(error = %e, "SQLite rollback of a dropped transaction failed");
+                    }
                 }
+            });
+            if let Err(e) = queued {
+                tracing::warn!(error = %e, "SQLite rollback of a dropped transaction not queued");
             }
         }
     }
@@ -356,8 +387,9 @@ impl fmt::Debug for SqliteTransaction {
     }
 }
 
-/// Rolls back a transaction left open by a future dropped while its `BEGIN`
-/// was in flight. Only called while holding the gate, when no
+/// Rolls back a transaction left open outside a [`SqliteTransaction`] (a
+/// closure given to [`SqliteDatabase::call`] that began one and did not end
+/// it). Only run by calls queued while holding the gate, when no
 /// [`SqliteTransaction`] is live, so an open transaction here is a leak.
 fn discard_leaked_transaction(conn: &Connection) {
     if !conn.is_autocommit() {

@@ -1,6 +1,7 @@
 //! The PostgreSQL repository as a projection backend: one transaction per
 //! event, with the projection's checkpoint in the same transaction.
 
+use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
 use super::dead_letters;
@@ -54,12 +55,16 @@ fn is_undefined_table(e: &crate::Error) -> bool {
     matches!(e, crate::Error::Backend(b) if b.code() == Some("42P01"))
 }
 
+// The checkpoint statements go with their parameter types
+// (`query_typed`): one round trip each, where a statement sent as text
+// would first be prepared in a round trip of its own.
+
 pub(super) async fn read_checkpoint<C: GenericClient + Sync>(
     c: &C,
     projection: &str,
 ) -> Result<Option<i64>> {
     let row = c
-        .query_opt(SQL.read, &[&projection])
+        .query_typed_opt(SQL.read, &[(&projection, Type::TEXT)])
         .await
         .map_err(query_error)?;
     Ok(row.map(|r| r.get::<_, i64>(0)))
@@ -69,7 +74,10 @@ pub(super) async fn read_checkpoint<C: GenericClient + Sync>(
 /// beyond (another runner got there first).
 async fn advance<C: GenericClient + Sync>(c: &C, projection: &str, position: i64) -> Result<bool> {
     let rows = c
-        .query(SQL.advance, &[&projection, &position])
+        .query_typed(
+            SQL.advance,
+            &[(&projection, Type::TEXT), (&position, Type::INT8)],
+        )
         .await
         .map_err(query_error)?;
     Ok(!rows.is_empty())
@@ -83,7 +91,10 @@ pub(super) async fn advance_notify<C: GenericClient + Sync>(
     position: i64,
 ) -> Result<bool> {
     let moved = c
-        .query(ADVANCE_NOTIFY, &[&projection, &position])
+        .query_typed(
+            ADVANCE_NOTIFY,
+            &[(&projection, Type::TEXT), (&position, Type::INT8)],
+        )
         .await
         .map_err(query_error)?;
     Ok(!moved.is_empty())
