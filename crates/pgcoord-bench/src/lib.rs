@@ -50,6 +50,7 @@ mod readmodels;
 mod report;
 mod run;
 mod scenarios;
+mod segments;
 mod semaphore_fifo;
 mod stats;
 mod sweep;
