@@ -1,5 +1,6 @@
-//! `segments`: events/s of a projection split into 4 segments, shared by
-//! 1, 2 and 4 `SegmentedRunner`s (each with its own lock manager, in this
+//! `segments`: events/s of a projection in 1 segment with 1 runner (the
+//! baseline: one `ProjectionRunner`'s worth), then split into 4 segments
+//! shared by 1, 2 and 4 `SegmentedRunner`s (each with its own lock manager, in this
 //! process), over a PostgreSQL event table. Each event is a read and a
 //! write of a `Tally` row (100 aggregates), in batches of 50 per segment.
 //! The clock runs from the runners' start until every segment's checkpoint
@@ -70,8 +71,11 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
     let ids: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
     let mut extra = Map::new();
     let mut best = 0.0f64;
-    for runners in [1usize, 2, 4] {
-        let table = format!("bench_segment_events_{runners}_{}", std::process::id());
+    for (count, runners) in [(1u32, 1usize), (SEGMENTS, 1), (SEGMENTS, 2), (SEGMENTS, 4)] {
+        let table = format!(
+            "bench_segment_events_{count}_{runners}_{}",
+            std::process::id()
+        );
         let feed = PostgresEventTable::<Add>::new(db.clone(), &table)?.listen();
         feed.create_table().await?;
         {
@@ -90,9 +94,9 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
             tx.commit().await?;
         }
         let name = table.clone();
-        let last: Vec<Option<i64>> = (0..SEGMENTS)
+        let last: Vec<Option<i64>> = (0..count)
             .map(|i| {
-                let s = Segment::new(i, SEGMENTS).unwrap();
+                let s = Segment::new(i, count).unwrap();
                 (1..=events as i64).rev().find(|p| {
                     s.holds(&key(&Add {
                         id: ids[(*p as usize - 1) % ids.len()],
@@ -101,11 +105,11 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
                 })
             })
             .collect();
-        let watches: Vec<PostgresCheckpointWatch> = (0..SEGMENTS)
+        let watches: Vec<PostgresCheckpointWatch> = (0..count)
             .map(|i| {
                 PostgresCheckpointWatch::start(
                     &db,
-                    &Segment::new(i, SEGMENTS).unwrap().projection_name(&name),
+                    &Segment::new(i, count).unwrap().projection_name(&name),
                 )
             })
             .collect();
@@ -113,7 +117,7 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
         let start = Instant::now();
         let mut tasks = Vec::new();
         for r in 0..runners {
-            let runner = SegmentedRunner::new(&name, SEGMENTS, |segment| {
+            let runner = SegmentedRunner::new(&name, count, |segment| {
                 let p = ReadModelProjection::new(Tallies, db.repository::<SegTally>())
                     .named(segment.projection_name(&name));
                 ProjectionRunner::new(p, segment.feed(feed.clone(), key)).batch_size(50)
@@ -146,14 +150,13 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
         let rate = events as f64 / secs;
         best = best.max(rate);
         extra.insert(
-            format!("events_per_sec_{runners}_runners"),
+            format!("events_per_sec_{count}_segments_{runners}_runners"),
             json!(rate.round()),
         );
         eprintln!(
-            "  segments: {runners} runner(s), {events} events in {secs:.2} s: {rate:.0} events/s"
+            "  segments: {count} segment(s), {runners} runner(s), {events} events in {secs:.2} s: {rate:.0} events/s"
         );
     }
-    extra.insert("segments".into(), json!(SEGMENTS));
     extra.insert("events".into(), json!(events));
     Ok(ScenarioReport {
         ops_per_sec: best,
