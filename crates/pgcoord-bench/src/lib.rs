@@ -52,6 +52,7 @@ mod readmodels;
 mod report;
 mod run;
 mod scenarios;
+mod segments;
 mod semaphore_fifo;
 mod stats;
 mod sweep;

@@ -41,7 +41,7 @@ pub const THROUGHPUT: [&str; 26] = [
 ];
 
 /// Latency / correctness scenarios on the lock manager, run once after the throughput rounds.
-pub const OTHERS: [&str; 11] = [
+pub const OTHERS: [&str; 12] = [
     "handoff",
     "lock_bench",
     "fifo",
@@ -53,6 +53,7 @@ pub const OTHERS: [&str; 11] = [
     "semaphore_fifo",
     "election_resign",
     "election_failover",
+    "segments",
 ];
 
 /// Scenarios that take minutes and run only when `--only` names them:
@@ -180,6 +181,7 @@ pub async fn run_other(name: &str, ctx: &Ctx) -> Res<ScenarioReport> {
         "election_resign" => election::election_resign(ctx).await,
         "election_failover" => election::election_failover(ctx).await,
         "failover" => crate::failover::failover(ctx).await,
+        "segments" => crate::segments::segments(ctx).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }

@@ -436,3 +436,40 @@ async fn holder_crash_releases_the_lock() {
     let g = m.acquire(&k, Some(Duration::from_secs(30))).await.unwrap();
     g.release().await.unwrap();
 }
+
+/// One manager holding a shared lock, then trying several keys at once
+/// without waiting (what a segmented projection runner does): every try
+/// answers. The work runs on a runtime of its own thread, so a deadlock
+/// inside the manager fails the test instead of hanging it.
+#[test]
+fn concurrent_tries_after_a_shared_hold_all_answer() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use pgcoord::SharedLock;
+            let db = TestDatabase::create().await.unwrap();
+            let locks = PostgresLockManager::builder(db.config()).build();
+            let _presence = locks.acquire_shared("presence", None).await.unwrap();
+            let tries = (0..4).map(|i| {
+                let locks = locks.clone();
+                tokio::spawn(async move {
+                    locks
+                        .acquire(&format!("segment-{i}"), Some(Duration::ZERO))
+                        .await
+                        .map(|g| g.key().to_owned())
+                })
+            });
+            let got: Vec<_> = futures_util::future::join_all(tries).await;
+            let _ = tx.send(got.into_iter().filter(|r| matches!(r, Ok(Ok(_)))).count());
+        });
+    });
+    let taken = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the tries did not answer within a minute: the manager is stuck");
+    assert_eq!(taken, 4);
+}

@@ -6,7 +6,8 @@
 //!   the query semantics spelled out once.
 //! - [`ReadModelProjection`]: events to handlers, one transaction per event,
 //!   retries with backoff; [`ProjectionRunner`]: the one runner of a
-//!   projection, tailing an event feed.
+//!   projection, tailing an event feed; [`SegmentedRunner`]: one of several
+//!   runners sharing a projection split into [`Segment`]s by partition key.
 //! - [`connect`] / [`Database`] (features `postgres` / `sqlite`): the
 //!   connection factory, from a `postgres://` or `sqlite://` URL.
 
@@ -26,6 +27,8 @@ mod retry;
 mod runner;
 mod runner_dead_letters;
 mod runner_metrics;
+mod segmented_runner;
+mod segments;
 mod statements;
 pub(crate) mod telemetry;
 
@@ -41,6 +44,8 @@ pub use projection::{CatchUp, ReadModelProjection};
 pub use retry::{is_transient, RetryPolicy};
 pub use runner::{ProjectionRunner, RunSummary, DEFAULT_BATCH_SIZE};
 pub use runner_dead_letters::Replayed;
+pub use segmented_runner::{RunnerCensus, SegmentedRunner, SegmentedSummary, DEFAULT_RECHECK};
+pub use segments::{partition_hash, Segment, SegmentFeed, MAX_SEGMENTS};
 pub use statements::{Param, SqlTable, Statement};
 pub use telemetry::DbEndpoint;
 

@@ -1,6 +1,7 @@
 //! The projection runner: tailing a feed, one runner per projection,
 //! shutdown and lock loss, the PostgreSQL event table's out-of-order
-//! commits, runners killed mid-batch, read-your-writes and status.
+//! commits, runners killed mid-batch, read-your-writes and status,
+//! segmented projections shared by several runners.
 
 mod support;
 
@@ -14,5 +15,9 @@ mod crash;
 mod dead_letters;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod segments;
+#[cfg(feature = "postgres")]
+mod segments_crash;
 #[cfg(feature = "postgres")]
 mod status;

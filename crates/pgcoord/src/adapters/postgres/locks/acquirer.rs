@@ -87,12 +87,16 @@ impl Acquirer {
         let mut fewest: Option<(usize, SessionHandle)> = None;
         let mut first_free = None;
         for (i, slot) in self.batched.iter().enumerate() {
-            let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-            match slot.as_ref().filter(|h| !h.is_dead()) {
+            // The slot's guard must be gone before `open_batched` locks it.
+            let live = {
+                let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                slot.as_ref().filter(|h| !h.is_dead()).cloned()
+            };
+            match live {
                 Some(h) => {
                     let held = h.held();
                     if fewest.as_ref().is_none_or(|(n, _)| held < *n) {
-                        fewest = Some((held, h.clone()));
+                        fewest = Some((held, h));
                     }
                 }
                 None if i < base => return self.open_batched(i),

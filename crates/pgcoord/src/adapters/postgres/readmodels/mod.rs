@@ -15,6 +15,7 @@ mod parking;
 mod pool;
 mod projection;
 mod repository;
+mod runner_census;
 mod source;
 mod status;
 mod watermark;
