@@ -13,9 +13,6 @@ use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known engine issue: the connect timeout bounds the whole multi-host attempt, \
-            and tokio-postgres waits on a frozen first host for ever, so the second host is \
-            never tried"]
 async fn a_frozen_first_host_does_not_keep_the_manager_from_the_second() {
     let (cluster, db) = private_db(&[]).await;
     let frozen = Relay::start(cluster.port()).await;

@@ -266,7 +266,7 @@ async fn contended_run() {
     );
     assert_eq!(value(&s, "eventsource_lock_held", &[]), 0.0);
     assert_eq!(value(&s, "eventsource_lock_waiting", &[]), 0.0);
-    assert!(value(&s, "eventsource_lock_sessions", &["kind=\"shared\""]) >= 1.0);
+    assert!(value(&s, "eventsource_lock_sessions", &["kind=\"batched\""]) >= 1.0);
     assert!(value(&s, "eventsource_lock_batch_size_count", &[]) > 0.0);
 
     // Per key prefix (opt-in): held now, hold durations, losses; a new

@@ -12,6 +12,9 @@ use crate::ports::error::{BackendError, BackendErrorKind};
 /// Opens sessions configured for holding advisory locks.
 pub(crate) struct Connector {
     config: Config,
+    /// The config split into one per host, each attempt bounded on its own
+    /// (see `hosts.rs`).
+    per_host: Vec<Config>,
     connect_timeout: Duration,
     /// Used for the sessions and their query cancels alike.
     tls: MakeRustls,
@@ -61,6 +64,7 @@ impl Connector {
         config.keepalives_retries(3);
         config.connect_timeout(connect_timeout);
         Self {
+            per_host: super::hosts::one_per_host(&config),
             config,
             connect_timeout,
             tls: MakeRustls::new(tls),
@@ -81,10 +85,23 @@ impl Connector {
         (host, port)
     }
 
-    /// Opens a session; its connection task runs in the background.
+    /// Opens a session; its connection task runs in the background. With
+    /// several hosts, each is tried in turn, each within the connect
+    /// timeout, as libpq does.
     pub(crate) async fn connect(&self) -> Result<Connected, BackendError> {
         self.tls.ready()?;
-        let attempt = self.config.connect(self.tls.clone());
+        let mut failures = Vec::new();
+        for config in &self.per_host {
+            match self.connect_one(config).await {
+                Ok(connected) => return Ok(connected),
+                Err(e) => failures.push((host_name(config), e)),
+            }
+        }
+        Err(every_host_failed(failures))
+    }
+
+    async fn connect_one(&self, config: &Config) -> Result<Connected, BackendError> {
+        let attempt = config.connect(self.tls.clone());
         let (client, connection) = match tokio::time::timeout(self.connect_timeout, attempt).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => return Err(connect_error(e)),
@@ -111,6 +128,35 @@ impl Connector {
         let _ =
             tokio::time::timeout(self.connect_timeout, token.cancel_query(self.tls.clone())).await;
     }
+}
+
+/// `host:port` of a one-host config, for an error message.
+fn host_name(config: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => format!("{h}:{port}"),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => format!("{}:{port}", p.display()),
+        None => format!("localhost:{port}"),
+    }
+}
+
+/// The error of a connect where no host could be used: the one host's
+/// own error, or every host's, in the order they were tried (the kind of
+/// the last one).
+fn every_host_failed(mut failures: Vec<(String, BackendError)>) -> BackendError {
+    if failures.len() == 1 {
+        return failures.pop().expect("one failure").1;
+    }
+    let kind = failures
+        .last()
+        .map_or(BackendErrorKind::Connect, |(_, e)| e.kind());
+    let each: Vec<String> = failures
+        .iter()
+        .map(|(host, e)| format!("{host}: {}", e.message()))
+        .collect();
+    BackendError::new(kind, format!("no host could be used ({})", each.join("; ")))
 }
 
 /// The statement every lock session runs once, pipelined with its prepares.

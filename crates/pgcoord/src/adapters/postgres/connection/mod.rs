@@ -4,9 +4,10 @@
 //! session with its cancel token.
 
 // Layers, top to bottom (each imports only from those below it):
-//   connect -> options -> resolve -> libpq_env, passfile, service_file, connstring -> tls
+//   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file, connstring -> tls
 pub(crate) mod connect;
 pub(crate) mod connstring;
+mod hosts;
 pub(crate) mod libpq_env;
 pub(crate) mod options;
 mod passfile;

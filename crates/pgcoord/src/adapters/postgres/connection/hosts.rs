@@ -1,0 +1,131 @@
+//! One connection attempt per host, as libpq makes them.
+//!
+//! tokio-postgres tries a multi-host config's hosts in order, but bounds
+//! only each TCP connect by `connect_timeout`: a host that accepts the
+//! connection and then never answers (a SIGSTOPped server, a paused VM, a
+//! frozen old primary) holds the whole attempt, and an overall timeout
+//! then gives up before the next host is tried. libpq gives every host
+//! its own `connect_timeout` and moves on; so do we, by splitting the
+//! config into one config per host and bounding each attempt.
+
+use tokio_postgres::config::{Host, LoadBalanceHosts};
+use tokio_postgres::Config;
+
+/// `config` as one config per host, in the order they are tried; a config
+/// with one host (or none) is returned as it is.
+pub(crate) fn one_per_host(config: &Config) -> Vec<Config> {
+    let hosts = config.get_hosts();
+    if hosts.len() <= 1 {
+        return vec![config.clone()];
+    }
+    let ports = config.get_ports();
+    let addrs = config.get_hostaddrs();
+    let mut out: Vec<Config> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let mut c = without_hosts(config);
+            match host {
+                Host::Tcp(name) => c.host(name),
+                #[cfg(unix)]
+                Host::Unix(path) => c.host_path(path),
+            };
+            // libpq's rule: one port for all hosts, or one port per host.
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            c.port(port);
+            if let Some(addr) = addrs.get(i) {
+                c.hostaddr(*addr);
+            }
+            c
+        })
+        .collect();
+    if config.get_load_balance_hosts() == LoadBalanceHosts::Random {
+        let start = random_below(out.len());
+        out.rotate_left(start);
+    }
+    out
+}
+
+/// Every setting of `config` but its hosts, ports and host addresses.
+fn without_hosts(config: &Config) -> Config {
+    let mut c = Config::new();
+    if let Some(v) = config.get_user() {
+        c.user(v);
+    }
+    if let Some(v) = config.get_password() {
+        c.password(v);
+    }
+    if let Some(v) = config.get_dbname() {
+        c.dbname(v);
+    }
+    if let Some(v) = config.get_options() {
+        c.options(v);
+    }
+    if let Some(v) = config.get_application_name() {
+        c.application_name(v);
+    }
+    c.ssl_mode(config.get_ssl_mode());
+    c.ssl_negotiation(config.get_ssl_negotiation());
+    if let Some(v) = config.get_connect_timeout() {
+        c.connect_timeout(*v);
+    }
+    if let Some(v) = config.get_tcp_user_timeout() {
+        c.tcp_user_timeout(*v);
+    }
+    c.keepalives(config.get_keepalives());
+    c.keepalives_idle(config.get_keepalives_idle());
+    if let Some(v) = config.get_keepalives_interval() {
+        c.keepalives_interval(v);
+    }
+    if let Some(v) = config.get_keepalives_retries() {
+        c.keepalives_retries(v);
+    }
+    c.target_session_attrs(config.get_target_session_attrs());
+    c.channel_binding(config.get_channel_binding());
+    c
+}
+
+/// A number in `0..n` that differs between calls (for
+/// `load_balance_hosts=random`; no cryptographic quality needed).
+fn random_below(n: usize) -> usize {
+    use std::hash::{BuildHasher, RandomState};
+    (RandomState::new().hash_one(std::time::Instant::now()) as usize) % n.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_postgres::config::TargetSessionAttrs;
+
+    #[test]
+    fn each_host_gets_its_own_config_with_every_other_setting() {
+        let config: Config = "postgres://app:pw@h1:5433,h2/db?target_session_attrs=read-write\
+             &application_name=x&connect_timeout=3"
+            .parse()
+            .unwrap();
+        let each = one_per_host(&config);
+        assert_eq!(each.len(), 2);
+        for (c, (host, port)) in each.iter().zip([("h1", 5433), ("h2", 5432)]) {
+            assert_eq!(c.get_hosts(), [Host::Tcp(host.into())]);
+            assert_eq!(c.get_ports(), [port]);
+            assert_eq!(c.get_user(), Some("app"));
+            assert_eq!(c.get_password(), Some(&b"pw"[..]));
+            assert_eq!(c.get_dbname(), Some("db"));
+            assert_eq!(c.get_application_name(), Some("x"));
+            assert_eq!(c.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+            assert_eq!(c.get_connect_timeout().map(|d| d.as_secs()), Some(3));
+        }
+    }
+
+    #[test]
+    fn one_port_serves_every_host_and_one_host_is_left_alone() {
+        let config: Config = "host=a,b port=6000".parse().unwrap();
+        let ports: Vec<_> = one_per_host(&config)
+            .iter()
+            .map(|c| c.get_ports()[0])
+            .collect();
+        assert_eq!(ports, [6000, 6000]);
+        let single: Config = "host=a port=6000".parse().unwrap();
+        assert_eq!(one_per_host(&single).len(), 1);
+    }
+}
