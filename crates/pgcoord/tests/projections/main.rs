@@ -15,4 +15,8 @@ mod dead_letters;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod rebuild;
+#[cfg(feature = "postgres")]
+mod rebuild_support;
+#[cfg(feature = "postgres")]
 mod status;

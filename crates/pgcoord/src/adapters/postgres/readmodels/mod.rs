@@ -17,6 +17,9 @@ mod projection;
 mod repository;
 mod source;
 mod status;
+mod version_names;
+mod version_switch;
+mod versions;
 mod watermark;
 
 use std::collections::HashMap;
@@ -43,6 +46,8 @@ pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
 pub use status::{projection_status, ProjectionStatus, RunnerInfo};
+pub use version_switch::PostgresVersionSwitch;
+pub use versions::VERSIONS_TABLE;
 
 /// The most rows one `save_many` statement carries (PostgreSQL accepts at
 /// most 65535 parameters per statement).
