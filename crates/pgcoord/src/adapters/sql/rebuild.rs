@@ -8,10 +8,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::projection::ReadModelProjection;
-use super::rebuild_steps::{guarded, lock_lost};
 use super::runner::DEFAULT_BATCH_SIZE;
-use crate::ports::error::{Error, Result};
-use crate::ports::locks::DistributedLock;
+use crate::ports::error::{Error, LockLostError, Result};
+use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
     during_warm_up, version_name, CheckpointPublisher, EventFeed, ProjectionProgress,
     ProjectionVersions, ReadModelHandler, VersionSwitch, VersionedReadModels,
@@ -254,4 +253,28 @@ impl<H: ReadModelHandler, B, F> fmt::Debug for ProjectionRebuild<H, B, F> {
             .field("lock_wait", &self.lock_wait)
             .finish()
     }
+}
+
+/// Runs `work` unless the lock is lost first (then `work` is dropped: its
+/// transaction rolls back).
+pub(super) async fn guarded<T>(
+    guard: &LockGuard,
+    lost: &impl Fn() -> Error,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    if guard.is_lost() {
+        return Err(lost());
+    }
+    tokio::select! {
+        biased;
+        _ = guard.lost() => Err(lost()),
+        r = work => r,
+    }
+}
+
+pub(super) fn lock_lost(key: &str, name: &str) -> Error {
+    Error::LockLost(LockLostError {
+        key: key.to_owned(),
+        reason: format!("the rebuild of projection {name:?} lost its lock"),
+    })
 }

@@ -2,8 +2,8 @@
 //! and applied to the new version, with the projection's retries, unless
 //! the version's lock is lost first.
 
-use super::rebuild::ProjectionRebuild;
-use crate::ports::error::{Error, LockLostError, Result};
+use super::rebuild::{guarded, ProjectionRebuild};
+use crate::ports::error::{Error, Result};
 use crate::ports::locks::LockGuard;
 use crate::ports::readmodels::{EventFeed, ReadModelHandler, VersionedReadModels};
 
@@ -72,28 +72,4 @@ where
             }
         }
     }
-}
-
-/// Runs `work` unless the lock is lost first (then `work` is dropped: its
-/// transaction rolls back).
-pub(super) async fn guarded<T>(
-    guard: &LockGuard,
-    lost: &impl Fn() -> Error,
-    work: impl std::future::Future<Output = Result<T>>,
-) -> Result<T> {
-    if guard.is_lost() {
-        return Err(lost());
-    }
-    tokio::select! {
-        biased;
-        _ = guard.lost() => Err(lost()),
-        r = work => r,
-    }
-}
-
-pub(super) fn lock_lost(key: &str, name: &str) -> Error {
-    Error::LockLost(LockLostError {
-        key: key.to_owned(),
-        reason: format!("the rebuild of projection {name:?} lost its lock"),
-    })
 }

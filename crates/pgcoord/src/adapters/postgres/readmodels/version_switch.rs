@@ -3,13 +3,14 @@
 
 use std::fmt;
 
+use tokio_postgres::GenericClient;
+
 use super::pool::PooledClient;
 use super::source::query_error;
 use super::version_names::{index_names, rename_index, version_table, IndexNames};
-use super::versions::{delete_checkpoint, read_versions};
 use crate::adapters::sql::quote_ident;
 use crate::ports::error::{Error, Result};
-use crate::ports::readmodels::{version_name, IndexDescriptor, VersionSwitch};
+use crate::ports::readmodels::{version_name, IndexDescriptor, ProjectionVersions, VersionSwitch};
 
 /// An open switch to a new version of a projection's table: a transaction
 /// on a connection of its own holding the live checkpoint's row lock (the
@@ -159,4 +160,44 @@ impl fmt::Debug for PostgresVersionSwitch {
             .field("open", &self.client.is_some())
             .finish()
     }
+}
+
+/// The row of `projection` read with `sql` (`LOCK_ROW`, or the same
+/// without `FOR UPDATE`).
+pub(super) async fn read_versions<C: GenericClient + Sync>(
+    c: &C,
+    sql: &str,
+    projection: &str,
+) -> Result<ProjectionVersions> {
+    let row = c
+        .query_opt(sql, &[&projection])
+        .await
+        .map_err(query_error)?;
+    Ok(match row {
+        None => ProjectionVersions {
+            current: 1,
+            building: None,
+            retired: Vec::new(),
+        },
+        Some(r) => ProjectionVersions {
+            current: r.get::<_, i32>(0) as u32,
+            building: r.get::<_, Option<i32>>(1).map(|v| v as u32),
+            retired: r
+                .get::<_, Vec<i32>>(2)
+                .into_iter()
+                .map(|v| v as u32)
+                .collect(),
+        },
+    })
+}
+
+/// Removes the checkpoint row `name`.
+pub(super) async fn delete_checkpoint<C: GenericClient + Sync>(c: &C, name: &str) -> Result<()> {
+    c.execute(
+        r#"DELETE FROM "eventsource_projection_checkpoints" WHERE "projection" = $1"#,
+        &[&name],
+    )
+    .await
+    .map_err(query_error)?;
+    Ok(())
 }

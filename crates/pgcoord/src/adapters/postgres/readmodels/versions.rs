@@ -9,7 +9,7 @@ use tokio_postgres::GenericClient;
 
 use super::source::query_error;
 use super::version_names::{version_schema, version_table};
-use super::version_switch::PostgresVersionSwitch;
+use super::version_switch::{delete_checkpoint, read_versions, PostgresVersionSwitch};
 use super::{PostgresDatabase, PostgresReadModelRepository};
 use crate::adapters::sql::{quote_ident, Dialect, SqlTable};
 use crate::ports::error::Result;
@@ -25,35 +25,6 @@ const CREATE_VERSIONS: &str = r#"CREATE TABLE IF NOT EXISTS "eventsource_project
 const VERSIONS_LOCK: i64 = 0x6576_7476_6572_7331;
 
 const LOCK_ROW: &str = r#"SELECT "current", "building", "retired" FROM "eventsource_projection_versions" WHERE "projection" = $1 FOR UPDATE"#;
-
-/// The row of `projection` read with `sql` (`LOCK_ROW`, or the same
-/// without `FOR UPDATE`).
-pub(super) async fn read_versions<C: GenericClient + Sync>(
-    c: &C,
-    sql: &str,
-    projection: &str,
-) -> Result<ProjectionVersions> {
-    let row = c
-        .query_opt(sql, &[&projection])
-        .await
-        .map_err(query_error)?;
-    Ok(match row {
-        None => ProjectionVersions {
-            current: 1,
-            building: None,
-            retired: Vec::new(),
-        },
-        Some(r) => ProjectionVersions {
-            current: r.get::<_, i32>(0) as u32,
-            building: r.get::<_, Option<i32>>(1).map(|v| v as u32),
-            retired: r
-                .get::<_, Vec<i32>>(2)
-                .into_iter()
-                .map(|v| v as u32)
-                .collect(),
-        },
-    })
-}
 
 /// Opens a transaction with the versions table there and `projection`'s
 /// row locked.
@@ -184,15 +155,4 @@ fn read_versions_default() -> Result<ProjectionVersions> {
         current: 1,
         ..ProjectionVersions::default()
     })
-}
-
-/// Removes the checkpoint row `name`.
-pub(super) async fn delete_checkpoint<C: GenericClient + Sync>(c: &C, name: &str) -> Result<()> {
-    c.execute(
-        r#"DELETE FROM "eventsource_projection_checkpoints" WHERE "projection" = $1"#,
-        &[&name],
-    )
-    .await
-    .map_err(query_error)?;
-    Ok(())
 }
