@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgcoord::adapters::memory::InMemoryLockManager;
-use pgcoord::adapters::postgres::PostgresVersionSwitch;
+use pgcoord::adapters::postgres::{projection_status, PostgresVersionSwitch, RebuildProgress};
 use pgcoord::ports::locks::DistributedLock;
 use pgcoord::ports::readmodels::{
     Query, ReadModelRepository, TransactionalReadModels, VersionSwitch, VersionedReadModels,
@@ -189,6 +189,16 @@ async fn each_version_holds_its_own_lock_and_a_killed_rebuild_resumes_without_to
     );
     let versions = rebuild.versions().await.unwrap();
     assert_eq!((versions.current, versions.building), (1, Some(2)));
+    let admin = s.test_db.connect().await.unwrap();
+    let status = projection_status(&admin, "seen", None).await.unwrap();
+    assert_eq!(
+        status.rebuild,
+        Some(RebuildProgress {
+            version: 2,
+            checkpoint: Some(4)
+        }),
+        "what `projection status` shows"
+    );
 
     append_committed(&s.db, &s.feed, 13, 15).await;
     let again = rebuild_with(&s.db, &s.feed, Marked::new("rebuilt"));
@@ -205,6 +215,8 @@ async fn each_version_holds_its_own_lock_and_a_killed_rebuild_resumes_without_to
     stop.cancel();
     live_task.await.unwrap().unwrap();
     assert_each_applied_once(&s.db.repository::<Seen>(), 15).await;
+    let status = projection_status(&admin, "seen", None).await.unwrap();
+    assert_eq!(status.rebuild, None, "switched");
     let mut expected = marked("rebuilt", 1, switched_at);
     expected.extend(marked("live", switched_at + 1, 15));
     assert_eq!(texts(&s).await, expected);
