@@ -141,6 +141,12 @@ fn render_report(s: &ProjectionStatus) -> String {
         }
     }
     out += &format!("  parked      {}\n", s.parked);
+    if let Some(r) = &s.rebuild {
+        let at = r
+            .checkpoint
+            .map_or("no event yet".to_owned(), |c| format!("checkpoint {c}"));
+        out += &format!("  rebuild     version {} building, {at}\n", r.version);
+    }
     out
 }
 

@@ -31,5 +31,6 @@ pub use readmodels::{
     count_dead_letters, drop_dead_letters, list_dead_letters, projection_status, request_replay,
     ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresCheckpointWatch,
     PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable, PostgresReadModelRepository,
-    ProjectionStatus, RunnerInfo, DEAD_LETTER_TABLE, DEFAULT_POOL_SIZE,
+    PostgresVersionSwitch, ProjectionStatus, RebuildProgress, RunnerInfo, DEAD_LETTER_TABLE,
+    DEFAULT_POOL_SIZE, VERSIONS_TABLE,
 };

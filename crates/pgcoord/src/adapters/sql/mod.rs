@@ -23,6 +23,8 @@ mod connection;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod database_url;
 mod projection;
+mod rebuild;
+mod rebuild_steps;
 mod retry;
 mod runner;
 mod runner_dead_letters;
@@ -41,6 +43,7 @@ pub use connection::{connect, AnyReadModelRepository, Database};
 pub use database_url::DatabaseUrl;
 pub use dead_letter_policy::DeadLetterPolicy;
 pub use projection::{CatchUp, ReadModelProjection};
+pub use rebuild::{ProjectionRebuild, RebuildSummary};
 pub use retry::{is_transient, RetryPolicy};
 pub use runner::{ProjectionRunner, RunSummary, DEFAULT_BATCH_SIZE};
 pub use runner_dead_letters::Replayed;

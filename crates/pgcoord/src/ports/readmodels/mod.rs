@@ -47,6 +47,8 @@ mod serde_form;
 pub mod storage;
 mod terms;
 mod value;
+mod versions;
+mod warm_up;
 
 pub use dead_letter::{DeadLetter, DeadLetterSelection, HeldBatch, HoldingBatch, Parking};
 pub use error::{Cause, ReadModelError};
@@ -64,6 +66,9 @@ pub use query::{Filter, Query};
 pub use repository::ReadModelRepository;
 pub use terms::{Direction, Operand, Operator};
 pub use value::Value;
+pub use versions::{version_name, ProjectionVersions, VersionSwitch, VersionedReadModels};
+pub(crate) use warm_up::during_warm_up;
+pub use warm_up::warming_up;
 
 /// `#[derive(ReadModel)]` (feature `derive`); see the `pgcoord-derive`
 /// crate for its attributes.

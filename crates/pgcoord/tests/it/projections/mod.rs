@@ -16,6 +16,10 @@ mod dead_letters;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod rebuild;
+#[cfg(feature = "postgres")]
+mod rebuild_support;
+#[cfg(feature = "postgres")]
 mod segments;
 #[cfg(feature = "postgres")]
 mod segments_crash;

@@ -18,6 +18,9 @@ mod repository;
 mod runner_census;
 mod source;
 mod status;
+mod version_names;
+mod version_switch;
+mod versions;
 mod watermark;
 
 use std::collections::HashMap;
@@ -43,7 +46,9 @@ pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
-pub use status::{projection_status, ProjectionStatus, RunnerInfo};
+pub use status::{projection_status, ProjectionStatus, RebuildProgress, RunnerInfo};
+pub use version_switch::PostgresVersionSwitch;
+pub use versions::VERSIONS_TABLE;
 
 /// The most rows one `save_many` statement carries (PostgreSQL accepts at
 /// most 65535 parameters per statement).

@@ -314,6 +314,15 @@ impl PgClientSource for PostgresDatabase {
 /// dropped.
 pub struct PooledClient(Object);
 
+impl PooledClient {
+    /// Closes the connection instead of giving it back (e.g. in the middle
+    /// of a transaction a dropped caller left open: the server rolls it
+    /// back when the connection goes).
+    pub(crate) fn discard(self) {
+        drop(Object::take(self.0));
+    }
+}
+
 impl PgGuard for PooledClient {
     async fn prepare_cached(&self, sql: &str) -> Result<Option<Statement>> {
         self.0

@@ -36,6 +36,18 @@ pub struct ProjectionStatus {
     pub runner: Option<RunnerInfo>,
     /// Events parked in the dead-letter table (0 before the table exists).
     pub parked: i64,
+    /// The version a rebuild is building, with its checkpoint (`None`: no
+    /// rebuild started, or it switched).
+    pub rebuild: Option<RebuildProgress>,
+}
+
+/// A rebuild's progress, as [`projection_status`] found it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RebuildProgress {
+    /// The version being built.
+    pub version: u32,
+    /// Its checkpoint (`None`: no event applied to it yet).
+    pub checkpoint: Option<i64>,
 }
 
 impl ProjectionStatus {
@@ -118,6 +130,7 @@ pub async fn projection_status(
         events_per_second: None,
         runner: None,
         parked: 0,
+        rebuild: None,
     };
     if let Some(t) = events_table {
         let row = client
@@ -155,6 +168,7 @@ pub async fn projection_status(
                 since: s.since,
             }
         });
+    status.rebuild = rebuild_progress(client, projection).await?;
     if has_parked {
         let row = client
             .query_one(
@@ -166,6 +180,32 @@ pub async fn projection_status(
         status.parked = row.get(0);
     }
     Ok(status)
+}
+
+/// The building version of `projection` and its checkpoint (none before
+/// the versions table exists).
+async fn rebuild_progress(client: &Client, projection: &str) -> Result<Option<RebuildProgress>> {
+    let row = client
+        .query_one(
+            "SELECT to_regclass('eventsource_projection_versions') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(query_error)?;
+    if !row.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt(
+            r#"SELECT v."building", c."position" FROM "eventsource_projection_versions" v LEFT JOIN "eventsource_projection_checkpoints" c ON c."projection" = v."projection" || '@v' || v."building" WHERE v."projection" = $1 AND v."building" IS NOT NULL"#,
+            &[&projection],
+        )
+        .await
+        .map_err(query_error)?;
+    Ok(row.map(|r| RebuildProgress {
+        version: r.get::<_, i32>(0) as u32,
+        checkpoint: r.get(1),
+    }))
 }
 
 /// Events per second since the oldest sample of about the last minute.
