@@ -239,6 +239,27 @@ impl Holdings {
         self.settles.notify_waiters();
     }
 
+    /// Takes back a [`claim`](Self::claim) whose task was gone: the grant
+    /// is nobody's again (and on its way back).
+    pub(crate) fn unclaim(&self, lock_id: i64, token: HoldToken) {
+        let HoldToken::Exclusive(serial) = token else {
+            return;
+        };
+        let mut state = self.lock();
+        let Some(o) = state
+            .entries
+            .get_mut(&lock_id)
+            .and_then(|e| e.owner.as_mut())
+        else {
+            return;
+        };
+        if o.serial != serial || o.unclaimed {
+            return;
+        }
+        o.unclaimed = true;
+        state.held -= 1;
+    }
+
     /// Resolves once `lock_id` has no grant that no task has claimed: one
     /// is either taken by a waiting task in a moment, or (its tasks gone)
     /// already on its way back, about a round trip. A try-lock waits for

@@ -196,14 +196,17 @@ impl WaitLines {
         let token = granted.lock.token();
         if let Some(line) = lines.get_mut(&lock_id) {
             while let Some(w) = line.waiters.pop_front() {
+                // Claimed before it is sent: the task that receives it may
+                // look at the book at once, and must find its lock there.
+                self.ctx.holdings.claim(lock_id, token);
                 match w.tx.send(Ok(granted)) {
-                    Ok(()) => {
-                        // The task owns it now (dropped unreceived, it is
-                        // unlocked like any guard).
-                        self.ctx.holdings.claim(lock_id, token);
-                        return;
+                    // The task owns it now (dropped unreceived, it is
+                    // unlocked like any guard).
+                    Ok(()) => return,
+                    Err(Ok(g)) => {
+                        self.ctx.holdings.unclaim(lock_id, token);
+                        granted = g;
                     }
-                    Err(Ok(g)) => granted = g,
                     Err(Err(_)) => unreachable!("a grant was sent"),
                 }
             }
