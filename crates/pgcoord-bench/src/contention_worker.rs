@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 use sqlx::postgres::{PgAdvisoryLock, PgAdvisoryLockKey, PgConnectOptions, PgPoolOptions};
 use sqlx::ConnectOptions;
 

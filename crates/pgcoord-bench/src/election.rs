@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Election;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Election;
+use pgcoord::PostgresLockManager;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{Election, Leadership};
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock, LockGuard};
 use pgcoord_testkit::pg::{StopMode, TestCluster};
 use tokio::task::JoinHandle;

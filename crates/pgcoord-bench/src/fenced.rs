@@ -4,7 +4,7 @@
 //! (`write_fenced`: `fencing::check` + `UPDATE` in one transaction, against
 //! `write_plain`: the same transaction without the check).
 
-use pgcoord::adapters::postgres::fencing;
+use pgcoord::postgres::fencing;
 use pgcoord::DistributedLock;
 
 use crate::ctx::{Ctx, RunOut};

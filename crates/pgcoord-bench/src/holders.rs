@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::{HoldersQuery, PostgresLockManager};
 use pgcoord::lock_id_for_key;
+use pgcoord::{inspect::HoldersQuery, PostgresLockManager};
 use serde_json::{json, Map};
 
 use crate::ctx::{Ctx, ScenarioReport, HELD_LOCKS};

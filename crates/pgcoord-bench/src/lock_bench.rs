@@ -3,7 +3,7 @@
 //! figures the tool prints on a user's server can be set beside the
 //! bench's own.
 
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use serde_json::Map;
 
 use crate::ctx::{Ctx, ScenarioReport};

@@ -89,11 +89,7 @@ pub async fn ours_conc_with(
 }
 
 /// Takes `n` locks `{prefix}/{i}` with `try_acquire` from [`FILL_TASKS`] tasks.
-pub async fn fill(
-    mgr: &pgcoord::adapters::postgres::PostgresLockManager,
-    prefix: &str,
-    n: usize,
-) -> Res<()> {
+pub async fn fill(mgr: &pgcoord::PostgresLockManager, prefix: &str, n: usize) -> Res<()> {
     let keys: Arc<Vec<String>> = Arc::new((0..n).map(|i| format!("{prefix}/{i}")).collect());
     let mut tasks = Vec::with_capacity(FILL_TASKS);
     for t in 0..FILL_TASKS.min(n) {

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use pgcoord::adapters::postgres::fencing;
 use pgcoord::lock_id_for_key;
+use pgcoord::postgres::fencing;
 
 use crate::ctx::{Ctx, RunOut};
 use crate::probe::connect;

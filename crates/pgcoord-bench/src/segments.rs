@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::{
-    PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable, PostgresLockManager,
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection, Segment, SegmentedRunner};
+use pgcoord::readmodels::{ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository};
+use pgcoord::{
+    readmodels::postgres::{PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable},
+    PostgresLockManager,
 };
-use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection, Segment, SegmentedRunner};
-use pgcoord::ports::readmodels::{ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map};
 use tokio_util::sync::CancellationToken;

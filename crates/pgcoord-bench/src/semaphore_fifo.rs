@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Semaphore;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 use serde_json::json;
 use tokio::sync::mpsc;

@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::acquire_many;
-use pgcoord::{AcquireFailure, BackendErrorKind, DistributedLock, Error, SharedLock};
+use pgcoord::PostgresLockManager;
+use pgcoord::{
+    error::{AcquireFailure, BackendErrorKind},
+    DistributedLock, Error, SharedLock,
+};
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
@@ -66,7 +69,7 @@ fn worth_retrying(e: &Error) -> bool {
     match backend.kind() {
         BackendErrorKind::Connect => backend
             .code()
-            .is_none_or(|c| matches!(c, "57P03" | "53300" | "57P01")),
+            .is_none_or(|c| matches!(c.code(), "57P03" | "53300" | "57P01")),
         BackendErrorKind::Closed => true,
         _ => false,
     }

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
-    connect_for_inspection, ConnectOptions, LibpqEnv, PasswordSource, PostgresLockManagerBuilder,
+use pgcoord::{error::BackendErrorKind, Error};
+use pgcoord::{
+    inspect::connect_for_inspection,
+    postgres::{LibpqEnv, PasswordSource, PostgresLockManagerBuilder},
+    ConnectOptions,
 };
-use pgcoord::{BackendErrorKind, Error};
 use tokio_postgres::config::Host;
 use tokio_postgres::Client;
 
@@ -205,33 +207,35 @@ fn hint(db: Option<&Database>, err: &Error) -> Option<String> {
     };
     let backend = err.as_backend()?;
     let source = db.options.password_source();
-    Some(match (backend.kind(), backend.code(), source) {
-        // The driver's "password missing": the server asked for one and
-        // none was given anywhere.
-        (BackendErrorKind::Connect, None, None)
-            if error_chain(backend).contains("password missing") =>
-        {
-            "the server asks for a password: give it in the URL, PGPASSWORD or a password \
+    Some(
+        match (backend.kind(), backend.code().map(|c| c.code()), source) {
+            // The driver's "password missing": the server asked for one and
+            // none was given anywhere.
+            (BackendErrorKind::Connect, None, None)
+                if error_chain(backend).contains("password missing") =>
+            {
+                "the server asks for a password: give it in the URL, PGPASSWORD or a password \
              file (~/.pgpass, PGPASSFILE)"
-                .to_owned()
-        }
-        (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::PasswordFile(f))) => {
-            format!("check the user name and the password in {}", f.display())
-        }
-        (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::ServiceFile(f))) => {
-            format!("check the user name and the password in {}", f.display())
-        }
-        (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::Environment)) => {
-            "check the user name and the password (PGPASSWORD)".to_owned()
-        }
-        _ if db.url.is_none() => hint
-            .replace("the database URL", "the PG* environment")
-            .replace(
-                "the database name in the URL",
-                "the database name (PGDATABASE)",
-            ),
-        _ => hint.to_owned(),
-    })
+                    .to_owned()
+            }
+            (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::PasswordFile(f))) => {
+                format!("check the user name and the password in {}", f.display())
+            }
+            (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::ServiceFile(f))) => {
+                format!("check the user name and the password in {}", f.display())
+            }
+            (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::Environment)) => {
+                "check the user name and the password (PGPASSWORD)".to_owned()
+            }
+            _ if db.url.is_none() => hint
+                .replace("the database URL", "the PG* environment")
+                .replace(
+                    "the database name in the URL",
+                    "the database name (PGDATABASE)",
+                ),
+            _ => hint.to_owned(),
+        },
+    )
 }
 
 /// Prints a library error that ends the tool, with a hint, and returns the exit code.

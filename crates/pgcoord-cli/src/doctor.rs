@@ -1,8 +1,8 @@
 //! `eventsource lock doctor`: checks once that the database really gives
 //! session-level advisory locks (see `PostgresLockManager::verify`).
 
-use pgcoord::adapters::postgres::VerifyProblem;
-use pgcoord::BackendErrorKind;
+use pgcoord::error::BackendErrorKind;
+use pgcoord::postgres::VerifyProblem;
 
 use crate::db::{self, Database};
 use crate::report;
@@ -76,7 +76,7 @@ fn lease_advice(settings: &[(String, String)]) -> Option<String> {
 
 /// Whether the server cancelled a statement (SQLSTATE 57014).
 fn cancelled(e: &pgcoord::Error) -> bool {
-    e.as_backend().and_then(|b| b.code()) == Some("57014")
+    e.as_backend().and_then(|b| b.code()) == Some(&pgcoord::error::SqlState::QUERY_CANCELED)
 }
 
 /// The failed check, when the error is one.
@@ -91,7 +91,7 @@ fn problem_of(e: &pgcoord::Error) -> Option<&VerifyProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pgcoord::{BackendError, Error};
+    use pgcoord::{error::BackendError, Error};
 
     #[test]
     fn a_lease_shorter_than_the_watchdog_draws_advice() {

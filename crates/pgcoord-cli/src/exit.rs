@@ -3,7 +3,10 @@
 //! `lock run` otherwise exits with its command's exit code, or 128+N when the
 //! command died of signal N, as shells do.
 
-use pgcoord::{AcquireFailure, BackendErrorKind, Error};
+use pgcoord::{
+    error::{AcquireFailure, BackendErrorKind},
+    Error,
+};
 
 /// Bad usage: unknown option, bad duration, bad URL or `PG*` variable,
 /// unknown service.
@@ -57,7 +60,7 @@ pub fn for_error(err: &Error) -> i32 {
 /// HINT did not come through.
 pub fn backend_hint(err: &Error) -> Option<&'static str> {
     let backend = err.as_backend()?;
-    Some(match (backend.kind(), backend.code()) {
+    Some(match (backend.kind(), backend.code().map(|c| c.code())) {
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
         (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
@@ -89,7 +92,7 @@ fn chain_mentions(e: &dyn std::error::Error, needle: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pgcoord::{BackendError, LockAcquisitionError};
+    use pgcoord::error::{BackendError, LockAcquisitionError};
 
     #[test]
     fn codes_are_distinct() {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgcoord::adapters::postgres::{AdvisoryLock, HoldersQuery, LockSession};
+use pgcoord::inspect::{AdvisoryLock, HoldersQuery, LockSession};
 
 use crate::cli::HoldersArgs;
 use crate::db::{self, Database};

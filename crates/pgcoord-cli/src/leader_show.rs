@@ -8,10 +8,10 @@
 //! as skipped, so a short leadership is never silently missed.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use pgcoord::adapters::postgres::fencing;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{Election, Leader};
 use pgcoord::lock_id_for_key;
+use pgcoord::postgres::fencing;
+use pgcoord::PostgresLockManager;
 use tokio::time::MissedTickBehavior;
 use tokio_postgres::error::SqlState;
 

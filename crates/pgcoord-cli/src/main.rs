@@ -2,7 +2,7 @@
 //! lock holders, and a live demo. See `eventsource --help` and the README.
 //!
 //! The tool adds no lock logic of its own: locks come from
-//! `pgcoord::adapters::postgres::PostgresLockManager`, the inspection from
+//! `pgcoord::PostgresLockManager`, the inspection from
 //! `query_holders`. What it adds is process supervision (signals, exit
 //! codes, lock loss) and output.
 

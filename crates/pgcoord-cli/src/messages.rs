@@ -6,7 +6,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
+use pgcoord::inspect::{AdvisoryLock, LockSession};
 
 use crate::duration::format_duration;
 use crate::exit;

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use pgcoord::adapters::postgres::PostgresRunLog;
 use pgcoord::coordination::{RunLog, RunStart};
-use pgcoord::BackendErrorKind;
+use pgcoord::error::BackendErrorKind;
+use pgcoord::postgres::PostgresRunLog;
 
 use crate::cli::RunArgs;
 use crate::db::{self, Database};

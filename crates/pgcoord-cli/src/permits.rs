@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{Semaphore, SemaphorePermit};
-use pgcoord::{AcquireFailure, Error, LockGuard};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::AcquireFailure, Error, LockGuard};
 
 use crate::duration::format_duration;
 

@@ -3,7 +3,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use pgcoord::adapters::postgres::{projection_status, ProjectionStatus};
+use pgcoord::readmodels::postgres::{projection_status, ProjectionStatus};
 use pgcoord::Error;
 
 use crate::db::{self, Database};

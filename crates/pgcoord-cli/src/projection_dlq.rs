@@ -5,10 +5,10 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use pgcoord::adapters::postgres::{
+use pgcoord::readmodels::postgres::{
     drop_dead_letters, list_dead_letters, projection_status, request_replay,
 };
-use pgcoord::ports::readmodels::{DeadLetter, DeadLetterSelection};
+use pgcoord::readmodels::{DeadLetter, DeadLetterSelection};
 use tokio_postgres::Client;
 
 use crate::db::{self, Database};

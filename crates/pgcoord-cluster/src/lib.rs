@@ -28,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use pgcoord::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use pgcoord::{
+    error::{BackendError, BackendErrorKind},
+    Error, Result,
+};
 
 mod standby;
 

@@ -1,7 +1,7 @@
 //! `#[derive(ReadModel)]` for `pgcoord` read models.
 //!
 //! Use it through `pgcoord` (feature `derive`, on by default):
-//! `use pgcoord::ports::readmodels::ReadModel;` brings both the trait and
+//! `use pgcoord::readmodels::ReadModel;` brings both the trait and
 //! the derive.
 //!
 //! ```ignore
@@ -67,7 +67,7 @@ mod naming;
 use attrs::{parse_column, ColumnAttrs, IndexSpec};
 use column::{decoder, descriptor, encoder, last_segment, Column};
 
-/// Derives `pgcoord::ports::readmodels::ReadModel`; see the crate docs.
+/// Derives `pgcoord::readmodels::ReadModel`; see the crate docs.
 #[proc_macro_derive(ReadModel, attributes(read_model, column))]
 pub fn derive_read_model(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as DeriveInput);
@@ -217,10 +217,11 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         seen.insert(c.name.clone(), c.ident.clone());
     }
 
-    let rm = match &krate {
-        Some(path) => quote!(#path::ports::readmodels),
-        None => quote!(::pgcoord::ports::readmodels),
+    let root = match &krate {
+        Some(path) => quote!(#path),
+        None => quote!(::pgcoord),
     };
+    let rm = quote!(#root::readmodels);
     let stored: Vec<&Column> = columns.iter().filter(|c| !c.attrs.skip).collect();
 
     let descriptors = stored.iter().map(|c| descriptor(c, &rm));
@@ -287,7 +288,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             fn to_values(
                 &self,
                 _fields: &[#rm::FieldDescriptor],
-            ) -> ::core::result::Result<::std::vec::Vec<#rm::Value>, #rm::ReadModelError> {
+            ) -> ::core::result::Result<::std::vec::Vec<#rm::Value>, #root::error::ReadModelError> {
                 ::core::result::Result::Ok(::std::vec![#(#encoders),*])
             }
 
@@ -295,7 +296,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 meta: #rm::ReadModelMeta,
                 values: ::std::vec::Vec<#rm::Value>,
                 _fields: &[#rm::FieldDescriptor],
-            ) -> ::core::result::Result<Self, #rm::ReadModelError> {
+            ) -> ::core::result::Result<Self, #root::error::ReadModelError> {
                 let mut values = values.into_iter();
                 ::core::result::Result::Ok(Self {
                     #meta_field: meta,

@@ -1,4 +1,4 @@
-//! The table-name rules of `pgcoord::ports::readmodels::default_table_name`,
+//! The table-name rules of `pgcoord::readmodels::default_table_name`,
 //! applied at compile time (a test in `pgcoord` keeps the two in step).
 
 /// `CamelCase` to `snake_case`, acronyms kept together.

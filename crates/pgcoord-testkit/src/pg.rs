@@ -18,7 +18,10 @@
 
 use std::sync::atomic::AtomicU64;
 
-use pgcoord::ports::error::{BackendError, BackendErrorKind, Error};
+use pgcoord::{
+    error::{BackendError, BackendErrorKind},
+    Error,
+};
 
 mod database;
 pub use database::TestDatabase;

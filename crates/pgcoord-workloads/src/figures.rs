@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{PostgresLockManager, PostgresLockManagerBuilder};
 use pgcoord::DistributedLock;
+use pgcoord::{postgres::PostgresLockManagerBuilder, PostgresLockManager};
 use serde::Serialize;
 
 use super::LockTableRoom;
@@ -116,7 +116,10 @@ async fn workloads(
     let fenced_rate = match sequential_pairs(fenced, FENCED_KEY, window).await {
         Ok(rate) => Some(rate),
         Err(pgcoord::Error::LockAcquisition(e))
-            if matches!(e.reason, pgcoord::AcquireFailure::FencingNotInstalled) =>
+            if matches!(
+                e.reason,
+                pgcoord::error::AcquireFailure::FencingNotInstalled
+            ) =>
         {
             None
         }

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 
 /// How long a waiter may take to show up queued before the run fails.
 const QUEUE_LIMIT: Duration = Duration::from_secs(10);

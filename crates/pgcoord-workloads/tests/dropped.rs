@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::LockRegistry;
+use pgcoord::PostgresLockManager;
 use pgcoord_testkit::locks::{eventually, poll_n_then_drop};
 use pgcoord_testkit::pg::TestDatabase;
 

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::acquire_many;
+use pgcoord::PostgresLockManager;
 
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {

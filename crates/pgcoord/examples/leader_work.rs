@@ -18,8 +18,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
 use pgcoord::coordination::{Election, LeaderTerm};
+use pgcoord::{postgres::fencing, PostgresLockManager};
 use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 

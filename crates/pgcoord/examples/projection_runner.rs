@@ -7,9 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::{PostgresDatabase, PostgresEventTable, PostgresLockManager};
-use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
-use pgcoord::ports::readmodels::{ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository};
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
+use pgcoord::readmodels::{ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository};
+use pgcoord::{
+    readmodels::postgres::{PostgresDatabase, PostgresEventTable},
+    PostgresLockManager,
+};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;

@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 
 /// Bucket bounds, in seconds, for the duration histograms.
 pub const DURATION_BUCKETS: &[f64] = &[

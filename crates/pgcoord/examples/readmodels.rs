@@ -10,11 +10,11 @@
 //! cargo run -p pgcoord --features sqlite --example readmodels -- postgres://postgres@127.0.0.1/app
 //! ```
 
-use pgcoord::adapters::sql::{ReadModelProjection, RetryPolicy};
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::{
     Direction, Filter, Query, ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository,
     TransactionalReadModels,
 };
+use pgcoord::readmodels::{ReadModelProjection, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -190,7 +190,7 @@ async fn main() -> pgcoord::Result<()> {
     let url = std::env::args().nth(1);
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     if let Some(url) = url.or_else(|| cfg!(feature = "sqlite").then(|| "sqlite://".to_string())) {
-        let db = pgcoord::adapters::sql::connect(&url).await?;
+        let db = pgcoord::readmodels::connect(&url).await?;
         db.create_schema::<OrderSummary>().await?;
         println!("on {:?}", db.dialect());
         return demo(db.repository::<OrderSummary>()).await;
@@ -198,7 +198,7 @@ async fn main() -> pgcoord::Result<()> {
     #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
     let _ = url;
     println!("in memory");
-    demo(pgcoord::adapters::memory::InMemoryReadModelRepository::<
+    demo(pgcoord::readmodels::InMemoryReadModelRepository::<
         OrderSummary,
     >::new())
     .await

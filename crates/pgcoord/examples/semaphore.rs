@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Semaphore;
+use pgcoord::PostgresLockManager;
 
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{DistributedLock, LockMode, SharedLock};
 
 /// Runs the example on the database at `url`.

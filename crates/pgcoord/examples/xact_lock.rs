@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{acquire_xact, try_acquire_xact};
+use pgcoord::postgres::{acquire_xact, try_acquire_xact};
 
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {

@@ -56,7 +56,7 @@
 //!
 //! | call | waits? | result when held elsewhere | releases |
 //! | --- | --- | --- | --- |
-//! | [`acquire(key, timeout)`](DistributedLock::acquire) | up to `timeout` (`None`: forever; zero: one attempt) | [`Error::LockAcquisition`] with [`AcquireFailure::Timeout`] | the [`LockGuard`]: `release().await`, or on drop, on every path |
+//! | [`acquire(key, timeout)`](DistributedLock::acquire) | up to `timeout` (`None`: forever; zero: one attempt) | [`Error::LockAcquisition`] with [`AcquireFailure::Timeout`](error::AcquireFailure::Timeout) | the [`LockGuard`]: `release().await`, or on drop, on every path |
 //! | [`try_lock(key)`](DistributedLock::try_lock) | never | `Ok(None)` | the guard |
 //! | [`try_acquire(key)`](DistributedLock::try_acquire) | never | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
 //! | [`with_lock(key, timeout, f)`](DistributedLock::with_lock) | like `acquire` | like `acquire` | after `f`; `f` is stopped with [`Error::LockLost`] if the lock is lost |
@@ -103,36 +103,36 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod adapters;
+mod adapters;
 pub mod coordination;
-pub mod ports;
+mod ports;
+
+pub mod backend;
+pub mod error;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod inspect;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
+#[cfg(feature = "readmodels")]
+#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
+pub mod readmodels;
 
 // The README and docs/*.md as doc tests (never compiled into the crate).
 #[cfg(all(doctest, feature = "postgres", feature = "readmodels"))]
 mod doc_pages;
 
 pub use ports::dyn_lock::DynLockManager;
-#[cfg(feature = "readmodels")]
-#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
-pub use ports::error::ReadModelError;
-pub use ports::error::{
-    AcquireFailure, BackendError, BackendErrorKind, Error, FencedError, LockAcquisitionError,
-    LockLostError, LockNotHeldError, Result,
-};
+pub use ports::error::{Error, Result};
 pub use ports::lock_id::{lock_id_for_key, MAX_KEY_LEN};
 pub use ports::locks::{
-    migration_lock_key, DistributedLock, LeaseClock, LockGuard, LockInfo, LockRegistry, LossSignal,
+    migration_lock_key, DistributedLock, LockGuard, LockInfo, LockRegistry, LossSignal,
     DEFAULT_MIGRATION_OPERATION,
 };
-#[cfg(feature = "readmodels")]
-#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
-pub use ports::readmodels::{Direction, Filter, Query, ReadModel, ReadModelRepository};
 pub use ports::shared_locks::{LockMode, SharedLock};
 
 pub use adapters::memory::InMemoryLockManager;
-#[cfg(feature = "readmodels")]
-#[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
-pub use adapters::memory::InMemoryReadModelRepository;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use adapters::postgres::PostgresLockManager;
+pub use adapters::postgres::{ConnectOptions, PostgresLockManager};

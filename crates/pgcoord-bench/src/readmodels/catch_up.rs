@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use pgcoord::adapters::postgres::PostgresDatabase;
-use pgcoord::adapters::sql::ReadModelProjection;
-use pgcoord::adapters::sqlite::SqliteDatabase;
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::postgres::PostgresDatabase;
+use pgcoord::readmodels::sqlite::SqliteDatabase;
+use pgcoord::readmodels::ReadModelProjection;
+use pgcoord::readmodels::{
     ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository, TransactionalReadModels,
 };
 use serde::{Deserialize, Serialize};

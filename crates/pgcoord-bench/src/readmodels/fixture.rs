@@ -3,7 +3,7 @@
 //! `save_many` batch size and the column list the raw baselines select;
 //! and the events the catch-up scenarios feed.
 
-use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
+use pgcoord::readmodels::{ReadModel, ReadModelMeta};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresDatabase;
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepository};
+use pgcoord::readmodels::postgres::PostgresDatabase;
+use pgcoord::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepository};
 use uuid::Uuid;
 
 use super::fixture::{order, Order, BATCH, COLS, ROWS};

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use pgcoord::adapters::sqlite::SqliteDatabase;
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepository};
+use pgcoord::readmodels::sqlite::SqliteDatabase;
+use pgcoord::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepository};
 use uuid::Uuid;
 
 use super::fixture::{order, Order, BATCH, COLS, ROWS};

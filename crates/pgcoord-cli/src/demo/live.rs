@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::query_holders;
+use pgcoord::inspect::query_holders;
 
 /// The live view the status line shows.
 #[derive(Debug, Default)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pgcoord::adapters::postgres::query_holders;
+use pgcoord::inspect::query_holders;
 use pgcoord_cluster::TestCluster;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};

@@ -13,7 +13,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::Duration;
 
-use pgcoord::{BackendErrorKind, DistributedLock, Error};
+use pgcoord::{error::BackendErrorKind, DistributedLock, Error};
 use tokio::time::Instant;
 
 use super::record::{append, Kind};

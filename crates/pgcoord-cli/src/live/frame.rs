@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
+use pgcoord::inspect::{AdvisoryLock, LockSession};
 
 use super::inspect::{columns, lock_label};
 use super::track::{Slot, Tracker};

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
-use pgcoord::adapters::postgres::{
-    connect_for_inspection, AdvisoryLock, ConnectOptions, FenceTable, HoldersQuery,
+use pgcoord::{
+    inspect::{connect_for_inspection, AdvisoryLock, FenceTable, HoldersQuery},
+    ConnectOptions,
 };
 use tokio_postgres::Client;
 
@@ -99,8 +100,8 @@ impl Inspector {
             .await
             .map_err(|e| {
                 fail(
-                    &pgcoord::BackendError::new(
-                        pgcoord::BackendErrorKind::Query,
+                    &pgcoord::error::BackendError::new(
+                        pgcoord::error::BackendErrorKind::Query,
                         db::error_chain(&e),
                     )
                     .into(),

@@ -3,7 +3,7 @@
 //! sessions may hold a lock shared at once, and none exclusive meanwhile),
 //! as `lock holders` shows it in text, in JSON and in `--watch` events.
 
-use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
+use pgcoord::inspect::{AdvisoryLock, LockSession};
 
 /// `pg_locks.mode` of a shared advisory lock.
 const SHARE_LOCK: &str = "ShareLock";

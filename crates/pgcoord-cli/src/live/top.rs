@@ -10,7 +10,7 @@ use crossterm::style::Print;
 use crossterm::terminal::{self, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{execute, queue};
 use futures_util::StreamExt;
-use pgcoord::adapters::postgres::HoldersQuery;
+use pgcoord::inspect::HoldersQuery;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::TopArgs;

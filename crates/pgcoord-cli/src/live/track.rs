@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgcoord::adapters::postgres::{AdvisoryLock, LockSession};
+use pgcoord::inspect::{AdvisoryLock, LockSession};
 use serde::Serialize;
 
 use super::mode;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pgcoord::adapters::postgres::{query_holders, AdvisoryLock};
+use pgcoord::inspect::{query_holders, AdvisoryLock};
 use pgcoord_testkit::pg::TestDatabase;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};

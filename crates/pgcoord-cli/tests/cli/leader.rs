@@ -188,7 +188,7 @@ async fn show_watch_reports_terms_that_came_and_went_between_looks() {
     }
     watch.signal(Signal::SIGCONT);
     // Terms are fencing tokens: timeline 1 above the low 40 bits.
-    let first = (1u64 << pgcoord::adapters::postgres::fencing::EPOCH_SHIFT) + 1;
+    let first = (1u64 << pgcoord::postgres::fencing::EPOCH_SHIFT) + 1;
     let skipped = watched_line(&mut watch).await;
     assert!(
         skipped.starts_with(&format!("brief\tskipped\tterms={first}..{}\t", first + 1)),

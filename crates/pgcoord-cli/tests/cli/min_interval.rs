@@ -299,7 +299,7 @@ async fn before_install_and_on_an_older_install_it_says_to_run_lock_install() {
         .args(["lock", "run", "--fence", "early", "--", "sh", "-c"])
         .arg("echo \"$EVENTSOURCE_LOCK_FENCE\"");
     let out = output(&mut fenced).await;
-    let first = (1u64 << pgcoord::adapters::postgres::fencing::EPOCH_SHIFT) + 1;
+    let first = (1u64 << pgcoord::postgres::fencing::EPOCH_SHIFT) + 1;
     assert_eq!(
         (out.code, out.stdout.as_str()),
         (0, format!("{first}\n").as_str()),

@@ -3,7 +3,7 @@
 //! taken all or none, lost as soon as one key is lost, and named to COMMAND
 //! in its environment.
 
-use pgcoord::adapters::postgres::{query_holders, AdvisoryLock};
+use pgcoord::inspect::{query_holders, AdvisoryLock};
 use pgcoord::lock_id_for_key;
 use pgcoord_testkit::pg::TestDatabase;
 use tokio_postgres::Client;

@@ -3,8 +3,8 @@
 //! mismatch and bad counts refused.
 
 use nix::sys::signal::Signal;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 
 use crate::common::*;
 

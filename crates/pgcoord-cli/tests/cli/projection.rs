@@ -1,8 +1,11 @@
 //! `projection status`: the checkpoint, the event table's head and the
 //! lag, the runner holding the projection's lock; `--json`; bad input.
 
-use pgcoord::adapters::postgres::{PostgresDatabase, PostgresEventTable, PostgresLockManager};
 use pgcoord::DistributedLock;
+use pgcoord::{
+    readmodels::postgres::{PostgresDatabase, PostgresEventTable},
+    PostgresLockManager,
+};
 
 use crate::common::*;
 

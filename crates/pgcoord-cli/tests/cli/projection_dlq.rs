@@ -6,12 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{PostgresDatabase, PostgresEventTable, PostgresLockManager};
-use pgcoord::adapters::sql::{
-    DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy,
-};
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::{DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy};
+use pgcoord::readmodels::{
     FieldDescriptor, FieldType, ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository,
+};
+use pgcoord::{
+    readmodels::postgres::{PostgresDatabase, PostgresEventTable},
+    PostgresLockManager,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -70,7 +71,7 @@ impl ReadModelHandler for Picky {
 
 type Runner = ProjectionRunner<
     Picky,
-    pgcoord::adapters::postgres::PostgresReadModelRepository<Taken, PostgresDatabase>,
+    pgcoord::readmodels::postgres::PostgresReadModelRepository<Taken, PostgresDatabase>,
     PostgresEventTable<Value>,
 >;
 
@@ -80,7 +81,7 @@ struct Shop {
     feed: PostgresEventTable<Value>,
     runner: Arc<Runner>,
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<pgcoord::Result<pgcoord::adapters::sql::RunSummary>>,
+    task: tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>,
 }
 
 /// Projection `shop` run over events 1..=5, of which 2 and 4 are bad: a

@@ -16,7 +16,7 @@ fn run(db: &pgcoord_testkit::pg::TestDatabase, extra: &[&str], script: &str) -> 
 
 const HOLD: &str = "echo in ${EVENTSOURCE_LOCK_MODE:-exclusive}; read x";
 
-fn modes(lock: &pgcoord::adapters::postgres::AdvisoryLock) -> Vec<&str> {
+fn modes(lock: &pgcoord::inspect::AdvisoryLock) -> Vec<&str> {
     lock.holders.iter().map(|h| h.mode.as_str()).collect()
 }
 

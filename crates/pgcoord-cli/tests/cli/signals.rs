@@ -32,7 +32,7 @@ async fn forwards(sig: Signal, trap: &str, code: i32) {
 
     // The command is handling the signal and has not exited: the lock is
     // still held by the tool.
-    let locks = pgcoord::adapters::postgres::query_holders(&inspector, &[&key])
+    let locks = pgcoord::inspect::query_holders(&inspector, &[&key])
         .await
         .unwrap();
     assert_eq!(locks.len(), 1, "{locks:?}");

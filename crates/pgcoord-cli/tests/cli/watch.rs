@@ -350,7 +350,7 @@ async fn the_fence_token_shows_in_holders_watch_and_top() {
     assert_eq!(install.code, 0, "{install:?}");
     // Two fenced runs: the second holds the second token, and tells its
     // command so. Tokens carry the server's timeline (1 here) above 40 bits.
-    let first = (1u64 << pgcoord::adapters::postgres::fencing::EPOCH_SHIFT) + 1;
+    let first = (1u64 << pgcoord::postgres::fencing::EPOCH_SHIFT) + 1;
     let (first, second) = (first.to_string(), (first + 1).to_string());
     for expected in [first.as_str(), second.as_str()] {
         let mut run = Running::start(eventsource(Some(&db)).args([

@@ -1,4 +1,4 @@
-use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
+use pgcoord::readmodels::{ReadModel, ReadModelMeta};
 
 #[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
 #[read_model(crate = "not a path")]

@@ -1,4 +1,4 @@
-use pgcoord::ports::readmodels::{Filter, ReadModel, ReadModelMeta};
+use pgcoord::readmodels::{Filter, ReadModel, ReadModelMeta};
 
 #[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
 struct Order {

@@ -1,4 +1,4 @@
-use pgcoord::ports::readmodels::ReadModel;
+use pgcoord::readmodels::ReadModel;
 
 #[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
 struct Order {

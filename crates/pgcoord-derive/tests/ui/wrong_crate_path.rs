@@ -1,4 +1,4 @@
-use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
+use pgcoord::readmodels::{ReadModel, ReadModelMeta};
 
 // The path is used, not ignored: a wrong one fails to resolve.
 #[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]

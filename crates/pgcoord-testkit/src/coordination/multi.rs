@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgcoord::coordination::acquire_many;
-use pgcoord::{lock_id_for_key, AcquireFailure};
+use pgcoord::{error::AcquireFailure, lock_id_for_key};
 
 use crate::locks::{
     assert_becomes_free, eventually, free_for, key, poll_n_then_drop, Conformant, SETTLE,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgcoord::coordination::{Semaphore, MAX_PERMITS};
-use pgcoord::{lock_id_for_key, AcquireFailure, Error};
+use pgcoord::{error::AcquireFailure, lock_id_for_key, Error};
 
 use crate::locks::{
     assert_becomes_free, eventually, free_for, key, poll_n_then_drop, Conformant, SETTLE,

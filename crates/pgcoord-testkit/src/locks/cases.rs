@@ -266,7 +266,7 @@ pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L,
     let err = lock.acquire(&huge, None).await.unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),
-        Some(pgcoord::AcquireFailure::KeyTooLong { .. })
+        Some(pgcoord::error::AcquireFailure::KeyTooLong { .. })
     ));
     assert!(lock.try_acquire(&huge).await.is_err());
     assert_eq!(lock.held_lock_count(), 0);

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Config, NoTls};
 
-use pgcoord::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use pgcoord::{
+    error::{BackendError, BackendErrorKind},
+    Error, Result,
+};
 
 use super::{harness_error, TestCluster, COUNTER, TEST_DATABASE_URL_ENV};
 

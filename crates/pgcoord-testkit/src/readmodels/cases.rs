@@ -4,8 +4,11 @@
 //! in `cases/`, one file per topic.
 
 use super::ConformanceItem as Item;
-use pgcoord::ports::error::{Error, Result};
-use pgcoord::ports::readmodels::{Query, ReadModelError, ReadModelRepository};
+use pgcoord::{
+    error::ReadModelError,
+    readmodels::{Query, ReadModelRepository},
+};
+use pgcoord::{Error, Result};
 
 type Outcome = std::result::Result<(), String>;
 

@@ -10,7 +10,7 @@
 //! until the case ends (e.g. the case's own test database).
 //!
 //! ```no_run
-//! use pgcoord::adapters::memory::InMemoryReadModelRepository;
+//! use pgcoord::readmodels::InMemoryReadModelRepository;
 //! use pgcoord_testkit::readmodels::ConformanceItem;
 //!
 //! pgcoord_testkit::readmodel_conformance_tests!(repository: || async {
@@ -23,7 +23,7 @@
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! use pgcoord::adapters::memory::InMemoryReadModelRepository;
+//! use pgcoord::readmodels::InMemoryReadModelRepository;
 //! use pgcoord_testkit::readmodels::{run_conformance, ConformanceItem};
 //!
 //! let repo = InMemoryReadModelRepository::<ConformanceItem>::new();
@@ -151,7 +151,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta, ReadModelRepository};
+use pgcoord::readmodels::{ReadModel, ReadModelMeta, ReadModelRepository};
 
 pub use cases::CASES;
 

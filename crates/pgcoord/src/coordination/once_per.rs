@@ -102,7 +102,7 @@ pub enum OncePer {
 /// # async fn job() {}
 /// # async fn run(client: tokio_postgres::Client) -> pgcoord::Result<()> {
 /// use std::time::Duration;
-/// use pgcoord::adapters::postgres::{PostgresLockManager, PostgresRunLog};
+/// use pgcoord::{PostgresLockManager, postgres::PostgresRunLog};
 /// use pgcoord::coordination::{once_per, OncePer};
 ///
 /// let locks = PostgresLockManager::from_url("postgres://app@db/app")?;

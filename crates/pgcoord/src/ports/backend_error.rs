@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use super::sql_state::SqlState;
+
 /// What went wrong underneath, in database terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -33,7 +35,7 @@ pub enum BackendErrorKind {
 pub struct BackendError {
     kind: BackendErrorKind,
     message: String,
-    code: Option<String>,
+    code: Option<SqlState>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -49,7 +51,7 @@ impl BackendError {
     }
 
     /// Attaches the SQLSTATE code reported by the server.
-    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+    pub fn with_code(mut self, code: impl Into<SqlState>) -> Self {
         self.code = Some(code.into());
         self
     }
@@ -81,8 +83,8 @@ impl BackendError {
     }
 
     /// The SQLSTATE code, when the server sent one.
-    pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
+    pub fn code(&self) -> Option<&SqlState> {
+        self.code.as_ref()
     }
 
     /// The human-readable message.

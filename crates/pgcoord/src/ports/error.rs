@@ -266,7 +266,8 @@ mod tests {
 
     #[test]
     fn backend_error_shows_code_and_is_reachable_through_acquisition() {
-        let be = BackendError::new(BackendErrorKind::Query, "boom").with_code("53200");
+        let be = BackendError::new(BackendErrorKind::Query, "boom")
+            .with_code(crate::ports::sql_state::SqlState::new("53200"));
         let hinted = BackendError::new(BackendErrorKind::Query, "out of shared memory")
             .with_source(std::io::Error::other(
                 "HINT: increase max_locks_per_transaction",
@@ -276,7 +277,10 @@ mod tests {
         assert!(source.to_string().contains("max_locks_per_transaction"));
         assert_eq!(be.to_string(), "database error: boom (SQLSTATE 53200)");
         let err: Error = LockAcquisitionError::new("k", AcquireFailure::Backend(be), None).into();
-        assert_eq!(err.as_backend().unwrap().code(), Some("53200"));
+        assert_eq!(
+            err.as_backend().unwrap().code().map(|c| c.code()),
+            Some("53200")
+        );
         assert!(!err.is_timeout());
     }
 }

@@ -37,9 +37,9 @@ pub(crate) fn checked_lock_id(
 ) -> crate::Result<i64> {
     if key.len() > MAX_KEY_LEN {
         let shown: String = key.chars().take(64).collect();
-        return Err(crate::LockAcquisitionError::new(
+        return Err(crate::ports::error::LockAcquisitionError::new(
             format!("{shown}…"),
-            crate::AcquireFailure::KeyTooLong {
+            crate::ports::error::AcquireFailure::KeyTooLong {
                 len: key.len(),
                 limit: MAX_KEY_LEN,
             },

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::error::{Error, LockLostError, Result};
 pub use super::lock_mode::LockMode;
-pub use super::loss::{LeaseClock, LossSignal};
+pub use super::loss::LossSignal;
 
 /// A boxed, sendable future, as adapters hand them to [`LockGuard`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -229,7 +229,7 @@ pub trait DistributedLock: Send + Sync {
     /// Acquires `key`, waiting up to `timeout` (`None`: indefinitely;
     /// `Some(Duration::ZERO)`: exactly one attempt).
     ///
-    /// Fails with a [`LockAcquisitionError`](crate::LockAcquisitionError)
+    /// Fails with a [`LockAcquisitionError`](crate::ports::error::LockAcquisitionError)
     /// carrying the key, the reason and the timeout.
     ///
     /// # Cancel safety
@@ -257,7 +257,7 @@ pub trait DistributedLock: Send + Sync {
 
     /// Releases a manual lock (from [`try_acquire`](DistributedLock::try_acquire)
     /// or [`LockGuard::into_manual`]). A key this manager does not hold is a
-    /// [`LockNotHeldError`](crate::LockNotHeldError).
+    /// [`LockNotHeldError`](crate::ports::error::LockNotHeldError).
     ///
     /// # Cancel safety
     ///

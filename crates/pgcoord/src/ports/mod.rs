@@ -16,3 +16,4 @@ pub mod loss;
 #[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub mod readmodels;
 pub mod shared_locks;
+pub mod sql_state;

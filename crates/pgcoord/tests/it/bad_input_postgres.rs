@@ -10,10 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::{
-    ConnectOptions, LibpqEnv, PasswordSource, PostgresLockManager, PostgresLockManagerBuilder,
+use pgcoord::{
+    error::{AcquireFailure, BackendErrorKind},
+    lock_id_for_key, DistributedLock, LockRegistry,
 };
-use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::{
+    postgres::{LibpqEnv, PasswordSource, PostgresLockManagerBuilder},
+    ConnectOptions, PostgresLockManager,
+};
 use pgcoord_testkit::locks::eventually;
 
 const SECS: Duration = Duration::from_secs(30);
@@ -281,7 +285,7 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     let err = m.acquire("k", Some(SECS)).await.unwrap_err();
     let backend = err.as_backend().expect("backend error");
     assert_eq!(backend.kind(), BackendErrorKind::Connect, "{err:?}");
-    assert_eq!(backend.code(), Some("28P01"), "{err:?}");
+    assert_eq!(backend.code().map(|c| c.code()), Some("28P01"), "{err:?}");
     seen.push_str(&format!("{err} {err:?} {backend} {backend:?}"));
     let mut source = std::error::Error::source(&err);
     while let Some(s) = source {
@@ -294,7 +298,7 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     seen.push_str(&format!("{err} {err:?}"));
     let err = m.verify().await.unwrap_err();
     assert_eq!(
-        err.as_backend().map(|b| b.code()),
+        err.as_backend().map(|b| b.code().map(|c| c.code())),
         Some(Some("28P01")),
         "{err:?}"
     );

@@ -37,8 +37,8 @@ use checker_support::*;
 use fault_support::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
 use pgcoord::DistributedLock;
+use pgcoord::{postgres::fencing, PostgresLockManager};
 use pgcoord_testkit::pg::StopMode;
 
 const LEASE: Duration = Duration::from_secs(2);

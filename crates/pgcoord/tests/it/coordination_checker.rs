@@ -21,9 +21,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{acquire_many, Semaphore};
-use pgcoord::{AcquireFailure, LockRegistry};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::AcquireFailure, LockRegistry};
 
 fn now_ns() -> u128 {
     SystemTime::now()

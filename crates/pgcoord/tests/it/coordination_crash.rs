@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fault_support::private_db;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Semaphore;
+use pgcoord::PostgresLockManager;
 
 fn worker_manager(url: &str, holder: String) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{lock_rows, manager, terminate, wait_for_waiters};
 use counting_proxy::CountingProxy;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{acquire_many, Semaphore};
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually_async, poll_n_then_drop};
 use pgcoord_testkit::pg::TestDatabase;

@@ -42,8 +42,8 @@ use election_support::*;
 use fault_support::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Election;
+use pgcoord::PostgresLockManager;
 use pgcoord_testkit::pg::StopMode;
 
 const LEASE: Duration = Duration::from_secs(2);

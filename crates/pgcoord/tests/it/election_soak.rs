@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{acquire_many, election_key, Election, Leadership, Semaphore};
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 use pgcoord_testkit::pg::TestDatabase;
 

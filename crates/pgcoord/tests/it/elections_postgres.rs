@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use common::{terminate, wait_for_waiters};
 use futures_util::StreamExt;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::{election_key, Election};
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, Error};
 use pgcoord_testkit::coordination::election::LeadershipBreaker;
 use pgcoord_testkit::pg::TestDatabase;

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use checker_support::*;
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 
 /// One worker process (run by the tests below as a child): `ES_MX_TASKS`
 /// tasks on one manager, each looping acquire -> record enter -> 0.2-0.5 ms

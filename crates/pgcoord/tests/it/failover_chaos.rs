@@ -42,8 +42,8 @@ use checker_support::*;
 use failover_support::faults::{terminations, Faults, StopFile};
 use failover_support::servers::{connect, Promotion, Servers};
 use failover_support::writes::{self, audit, Audit, Outcome};
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 use pgcoord_testkit::pg::StopMode;
 
 const LEASE: Duration = Duration::from_secs(2);

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::connect;
-use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
 use pgcoord::coordination::Election;
 use pgcoord::{lock_id_for_key, DistributedLock, Error};
+use pgcoord::{postgres::fencing, PostgresLockManager};
 use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::{StopMode, TestCluster};
 

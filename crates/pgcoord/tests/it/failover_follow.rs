@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::{connect, lock_rows};
 use fault_support::{assert_lost, key, private_db};
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Election;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::StopMode;

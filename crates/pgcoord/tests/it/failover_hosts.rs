@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use failover_support::relay::Relay;
 use fault_support::{key, private_db};
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_first_host_does_not_keep_the_manager_from_the_second() {

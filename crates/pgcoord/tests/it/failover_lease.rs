@@ -13,8 +13,8 @@ use std::time::Duration;
 use common::lock_rows;
 use failover_support::servers::{connect, Promotion, Servers};
 use fault_support::{assert_lost, key, private_db};
-use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
 use pgcoord::{lock_id_for_key, DistributedLock, Error};
+use pgcoord::{postgres::fencing, PostgresLockManager};
 
 const SECS: Duration = Duration::from_secs(30);
 

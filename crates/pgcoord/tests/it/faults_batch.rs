@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{DistributedLock, LockRegistry};
 use pgcoord_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
 
@@ -62,7 +62,9 @@ async fn a_batch_failing_part_way_is_reconciled_with_the_server() {
                     Ok(Some(_)) => ok += 1,
                     Ok(None) => panic!("nobody else holds these keys"),
                     Err(e) => {
-                        let code = e.as_backend().and_then(|b| b.code().map(str::to_owned));
+                        let code = e
+                            .as_backend()
+                            .and_then(|b| b.code().map(|c| c.code().to_owned()));
                         assert_eq!(code.as_deref(), Some("53200"), "unexpected error: {e}");
                         failed += 1;
                     }

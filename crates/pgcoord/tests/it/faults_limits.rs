@@ -11,8 +11,8 @@ use crate::fault_support;
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{lock_id_for_key, AcquireFailure, DistributedLock, LockRegistry};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::AcquireFailure, lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 
 const SECS: Duration = Duration::from_secs(30);

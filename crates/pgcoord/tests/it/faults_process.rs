@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 use pgcoord_testkit::pg::TestDatabase;
 use tokio::sync::mpsc;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::{error::BackendErrorKind, lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 use pgcoord_testkit::pg::{StopMode, TestCluster};
 

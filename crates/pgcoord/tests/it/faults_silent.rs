@@ -13,8 +13,8 @@ use crate::fault_support;
 use std::time::{Duration, Instant};
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::BackendErrorKind, lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::eventually;
 
 const SECS: Duration = Duration::from_secs(30);

@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::BackendErrorKind, lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 
 const SECS: Duration = Duration::from_secs(30);

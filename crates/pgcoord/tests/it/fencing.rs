@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::lock_rows;
 use fault_support::{key, private_db};
-use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
-use pgcoord::{lock_id_for_key, AcquireFailure, DistributedLock, Error};
+use pgcoord::{error::AcquireFailure, lock_id_for_key, DistributedLock, Error};
+use pgcoord::{postgres::fencing, PostgresLockManager};
 use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::{StopMode, TestDatabase};
 

@@ -4,11 +4,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
-    connect_for_inspection, query_holders, AdvisoryLock, ConnectOptions, HoldersQuery, SslMode,
-};
+use pgcoord::error::BackendErrorKind;
 use pgcoord::lock_id_for_key;
-use pgcoord::BackendErrorKind;
+use pgcoord::{
+    inspect::{connect_for_inspection, query_holders, AdvisoryLock, HoldersQuery},
+    postgres::SslMode,
+    ConnectOptions,
+};
 use pgcoord_testkit::pg::TestDatabase;
 use tokio_postgres::{Client, NoTls};
 

@@ -2,9 +2,9 @@
 //! `search_path` once, joined so that each lock shows its current token;
 //! missing or unreadable tables are left out.
 
-use pgcoord::adapters::postgres::fencing::FENCE_TABLE;
-use pgcoord::adapters::postgres::{query_holders, FenceTable, HoldersQuery};
+use pgcoord::inspect::{query_holders, FenceTable, HoldersQuery};
 use pgcoord::lock_id_for_key;
+use pgcoord::postgres::fencing::FENCE_TABLE;
 use pgcoord_testkit::pg::TestDatabase;
 use tokio_postgres::{Client, NoTls};
 

@@ -12,7 +12,7 @@ use crate::fault_support;
 use std::time::{Duration, Instant};
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock};
 
 const LEASE: Duration = Duration::from_secs(2);

@@ -6,8 +6,11 @@ use crate::common;
 use std::time::Duration;
 
 use common::{lock_rows, manager, terminate, wait_for_waiters};
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{lock_id_for_key, AcquireFailure, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::PostgresLockManager;
+use pgcoord::{
+    error::{AcquireFailure, BackendErrorKind},
+    lock_id_for_key, DistributedLock, LockRegistry,
+};
 use pgcoord_testkit::locks::{eventually, eventually_async, Fencing};
 use pgcoord_testkit::pg::TestDatabase;
 

@@ -2,7 +2,7 @@
 //! path (batched-session batches, waits on dedicated sessions, cancels at
 //! every poll) must behave the same while it also bumps the fence table.
 
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord_testkit::locks::Fencing;
 use pgcoord_testkit::pg::TestDatabase;
 

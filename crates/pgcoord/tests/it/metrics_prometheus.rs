@@ -16,9 +16,9 @@ use crate::common;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
 use pgcoord::coordination::Election;
 use pgcoord::DistributedLock;
+use pgcoord::PostgresLockManager;
 use pgcoord_testkit::pg::TestDatabase;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgcoord::adapters::postgres::{HoldersQuery, PostgresLockManager, PostgresRunLog};
 use pgcoord::coordination::{once_per, OncePer, RunLog, RunStart};
-use pgcoord::{BackendErrorKind, DistributedLock};
+use pgcoord::{error::BackendErrorKind, DistributedLock};
+use pgcoord::{inspect::HoldersQuery, postgres::PostgresRunLog, PostgresLockManager};
 use pgcoord_testkit::pg::TestDatabase;
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -12,8 +12,8 @@ use crate::fault_support;
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{PostgresLockManager, VerifyProblem};
-use pgcoord::{BackendErrorKind, DistributedLock, LockRegistry, SharedLock};
+use pgcoord::{error::BackendErrorKind, DistributedLock, LockRegistry, SharedLock};
+use pgcoord::{postgres::VerifyProblem, PostgresLockManager};
 use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pgbouncer::{pgbouncer_or_skip, Bouncer};
 

@@ -4,8 +4,8 @@
 //! takes) or runs inside a caller's transaction. And the pool's failures
 //! are typed: a closed pool is `Closed`, an exhausted one a `Timeout`.
 
-use pgcoord::ports::readmodels::{Query, ReadModelRepository};
-use pgcoord::BackendErrorKind;
+use pgcoord::error::BackendErrorKind;
+use pgcoord::readmodels::{Query, ReadModelRepository};
 use pgcoord_testkit::readmodels::ConformanceItem as Item;
 
 /// `[A qty=1, B qty=1, A qty=-5]`: the repeat of A forces a second
@@ -46,8 +46,9 @@ async fn nothing_stays<R: ReadModelRepository<Item>>(repo: &R, batch: &[Item], w
 #[cfg(feature = "postgres")]
 mod postgres {
     use super::*;
-    use pgcoord::adapters::postgres::{
-        ConnectOptions, PostgresDatabase, PostgresReadModelRepository,
+    use pgcoord::{
+        readmodels::postgres::{PostgresDatabase, PostgresReadModelRepository},
+        ConnectOptions,
     };
     use pgcoord_testkit::pg::TestDatabase;
     use std::future::Future;
@@ -158,7 +159,7 @@ mod postgres {
 #[cfg(feature = "sqlite")]
 mod sqlite {
     use super::*;
-    use pgcoord::adapters::sqlite::SqliteDatabase;
+    use pgcoord::readmodels::sqlite::SqliteDatabase;
 
     async fn db() -> SqliteDatabase {
         let db = SqliteDatabase::open_in_memory().await.unwrap();
@@ -202,7 +203,7 @@ mod sqlite {
 
 #[tokio::test]
 async fn save_many_in_memory_is_all_or_nothing() {
-    use pgcoord::adapters::memory::InMemoryReadModelRepository;
+    use pgcoord::readmodels::InMemoryReadModelRepository;
     let repo = InMemoryReadModelRepository::<Item>::new();
     let mut batch = repeated_id_batch();
     batch.last_mut().unwrap().meta.version = 0; // refused by the contract

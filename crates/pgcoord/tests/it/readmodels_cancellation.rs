@@ -7,11 +7,9 @@ use std::pin::pin;
 use std::sync::Mutex;
 use std::task::Poll;
 
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::adapters::sql::ReadModelProjection;
-use pgcoord::ports::readmodels::{
-    Query, ReadModelHandler, ReadModelRepository, TransactionalReadModels,
-};
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::ReadModelProjection;
+use pgcoord::readmodels::{Query, ReadModelHandler, ReadModelRepository, TransactionalReadModels};
 use pgcoord::Result;
 use pgcoord_testkit::readmodels::ConformanceItem;
 use tokio::sync::oneshot;
@@ -99,7 +97,7 @@ async fn in_memory_projection_future_dropped_mid_event() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_projection_future_dropped_mid_event() {
-    let db = pgcoord::adapters::sqlite::SqliteDatabase::open_in_memory()
+    let db = pgcoord::readmodels::sqlite::SqliteDatabase::open_in_memory()
         .await
         .unwrap();
     db.create_schema::<ConformanceItem>().await.unwrap();
@@ -109,7 +107,7 @@ async fn sqlite_projection_future_dropped_mid_event() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_projection_future_dropped_mid_event() {
-    use pgcoord::adapters::postgres::PostgresDatabase;
+    use pgcoord::readmodels::postgres::PostgresDatabase;
     let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     // One connection: the event after the dropped one must reuse it.
     let pool = PostgresDatabase::with_config(test_db.config(), 1);
@@ -120,7 +118,7 @@ async fn postgres_projection_future_dropped_mid_event() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_calls_wait_for_an_open_transaction() {
-    let db = pgcoord::adapters::sqlite::SqliteDatabase::open_in_memory()
+    let db = pgcoord::readmodels::sqlite::SqliteDatabase::open_in_memory()
         .await
         .unwrap();
     db.create_schema::<ConformanceItem>().await.unwrap();

@@ -11,13 +11,16 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::adapters::sql::{CatchUp, ReadModelProjection, RetryPolicy};
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::{
     Applied, Query, ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository,
     TransactionalReadModels,
 };
-use pgcoord::{BackendError, BackendErrorKind, Error, InMemoryLockManager, Result};
+use pgcoord::readmodels::{CatchUp, ReadModelProjection, RetryPolicy};
+use pgcoord::{
+    error::{BackendError, BackendErrorKind},
+    Error, InMemoryLockManager, Result,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -352,7 +355,7 @@ async fn in_memory_checkpoints() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_checkpoints() {
-    use pgcoord::adapters::sqlite::SqliteDatabase;
+    use pgcoord::readmodels::sqlite::SqliteDatabase;
     checkpoint_suite(|| async {
         let db = SqliteDatabase::open_in_memory().await.unwrap();
         db.create_schema::<Tally>().await.unwrap();
@@ -364,7 +367,7 @@ async fn sqlite_checkpoints() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_checkpoints() {
-    use pgcoord::adapters::postgres::PostgresDatabase;
+    use pgcoord::readmodels::postgres::PostgresDatabase;
     use pgcoord_testkit::pg::TestDatabase;
     let dbs = std::sync::Mutex::new(Vec::new());
     checkpoint_suite(|| async {
@@ -432,7 +435,7 @@ async fn a_poison_event_stops_the_projection_with_its_position_after_backoff() {
         started.elapsed()
     );
     match err.as_read_model() {
-        Some(pgcoord::ReadModelError::ProjectionFailed {
+        Some(pgcoord::error::ReadModelError::ProjectionFailed {
             projection,
             position,
             attempts,
@@ -472,7 +475,7 @@ async fn a_poison_event_stops_the_projection_with_its_position_after_backoff() {
         .unwrap_err();
     assert!(matches!(
         err.as_read_model(),
-        Some(pgcoord::ReadModelError::ProjectionFailed {
+        Some(pgcoord::error::ReadModelError::ProjectionFailed {
             attempts: 1,
             position: 3,
             ..

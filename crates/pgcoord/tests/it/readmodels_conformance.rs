@@ -3,7 +3,7 @@
 //! case (the suite creates the table).
 
 mod memory {
-    use pgcoord::adapters::memory::InMemoryReadModelRepository;
+    use pgcoord::readmodels::InMemoryReadModelRepository;
     use pgcoord_testkit::readmodels::ConformanceItem;
 
     pgcoord_testkit::readmodel_conformance_tests!(repository: || async {
@@ -13,7 +13,7 @@ mod memory {
 
 #[cfg(feature = "sqlite")]
 mod sqlite {
-    use pgcoord::adapters::sqlite::SqliteDatabase;
+    use pgcoord::readmodels::sqlite::SqliteDatabase;
 
     pgcoord_testkit::readmodel_conformance_tests!(database: || async {
         (SqliteDatabase::open_in_memory().await.unwrap(), ())
@@ -22,7 +22,7 @@ mod sqlite {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    use pgcoord::adapters::postgres::PostgresDatabase;
+    use pgcoord::readmodels::postgres::PostgresDatabase;
     use pgcoord_testkit::pg::TestDatabase;
 
     pgcoord_testkit::readmodel_conformance_tests!(database: || async {

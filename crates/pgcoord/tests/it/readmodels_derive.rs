@@ -3,8 +3,8 @@
 //! hand-written equivalents and through a repository.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::{
     default_table_name, DefaultValue, FieldDescriptor, FieldType, Filter, IndexDescriptor, Query,
     ReadModel, ReadModelMeta, ReadModelRepository,
 };
@@ -218,7 +218,7 @@ fn direct_conversion_agrees_with_the_serde_form() {
         .unwrap()
         .name = "total".into();
     let via_serde =
-        pgcoord::ports::readmodels::storage::Record::from_model(&Manual(o.clone()), &serde_fields)
+        pgcoord::readmodels::storage::Record::from_model(&Manual(o.clone()), &serde_fields)
             .unwrap()
             .values;
     assert_eq!(direct, via_serde);
@@ -270,7 +270,7 @@ fn a_value_that_does_not_fit_is_a_serialization_error_naming_the_field() {
     let fields = OrderSummary::fields();
     let mut values = o.to_values(&fields).unwrap();
     let small = fields.iter().position(|f| f.name == "small").unwrap();
-    values[small] = pgcoord::ports::readmodels::Value::Integer(100_000);
+    values[small] = pgcoord::readmodels::Value::Integer(100_000);
     let err = OrderSummary::from_values(o.meta.clone(), values, &fields).unwrap_err();
     let text = err.to_string();
     assert!(

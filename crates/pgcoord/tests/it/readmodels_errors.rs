@@ -2,9 +2,10 @@
 //! `Serialization`, the driver's (with its typed SQLSTATE) under a backend
 //! error.
 
-use pgcoord::ports::readmodels::storage::Record;
-use pgcoord::ports::readmodels::{
-    FieldDescriptor, FieldType, ReadModel, ReadModelError, ReadModelMeta, Value,
+use pgcoord::readmodels::storage::Record;
+use pgcoord::{
+    error::ReadModelError,
+    readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta, Value},
 };
 use serde::{Deserialize, Serialize};
 
@@ -53,8 +54,8 @@ fn a_serde_failure_keeps_serdes_error() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn a_read_the_server_refuses_keeps_the_drivers_error() {
-    use pgcoord::adapters::postgres::PostgresDatabase;
-    use pgcoord::ports::readmodels::ReadModelRepository;
+    use pgcoord::readmodels::postgres::PostgresDatabase;
+    use pgcoord::readmodels::ReadModelRepository;
     let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let pool = PostgresDatabase::connect(&db.url()).await.unwrap();
     pool.create_schema::<Manual>().await.unwrap();
@@ -74,7 +75,7 @@ async fn a_read_the_server_refuses_keeps_the_drivers_error() {
         .unwrap();
     let err = repo.get(m.meta.id).await.unwrap_err();
     let backend = err.as_backend().expect("a backend error");
-    assert_eq!(backend.code(), Some("22P02"), "{err}");
+    assert_eq!(backend.code().map(|c| c.code()), Some("22P02"), "{err}");
     let source = std::error::Error::source(backend).expect("the driver's error");
     let pg = source
         .downcast_ref::<tokio_postgres::Error>()

@@ -9,7 +9,7 @@ mod example;
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn the_example_runs_on_sqlite() {
-    let db = pgcoord::adapters::sql::connect("sqlite:///:memory:")
+    let db = pgcoord::readmodels::connect("sqlite:///:memory:")
         .await
         .unwrap();
     db.create_schema::<example::OrderSummary>().await.unwrap();
@@ -20,9 +20,7 @@ async fn the_example_runs_on_sqlite() {
 #[tokio::test]
 async fn the_example_runs_on_postgres() {
     let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
-    let db = pgcoord::adapters::sql::connect(&test_db.url())
-        .await
-        .unwrap();
+    let db = pgcoord::readmodels::connect(&test_db.url()).await.unwrap();
     db.create_schema::<example::OrderSummary>().await.unwrap();
     example::demo(db.repository()).await.unwrap();
 }

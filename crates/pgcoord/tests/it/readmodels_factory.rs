@@ -1,9 +1,9 @@
 //! The connection factory: URLs to databases, SQLite pragmas, the shared
 //! in-memory connection, and the errors for bad URLs or unreachable servers.
 
-use pgcoord::adapters::sql::{connect, Database, Dialect};
-use pgcoord::ports::readmodels::{Query, ReadModelRepository};
-use pgcoord::{BackendErrorKind, Error};
+use pgcoord::readmodels::{connect, Database, Dialect};
+use pgcoord::readmodels::{Query, ReadModelRepository};
+use pgcoord::{error::BackendErrorKind, Error};
 
 #[tokio::test]
 async fn unknown_schemes_are_invalid_arguments() {
@@ -39,7 +39,7 @@ mod sqlite {
     use super::*;
     use pgcoord_testkit::readmodels::ConformanceItem;
 
-    fn sqlite(db: &Database) -> &pgcoord::adapters::sqlite::SqliteDatabase {
+    fn sqlite(db: &Database) -> &pgcoord::readmodels::sqlite::SqliteDatabase {
         match db {
             Database::Sqlite(db) => db,
             other => panic!("expected SQLite, got {other:?}"),

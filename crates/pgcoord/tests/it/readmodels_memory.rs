@@ -1,8 +1,8 @@
 //! The read-model conformance suite against the in-memory repository, and
 //! the in-memory projection backend.
 
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::ports::readmodels::{Query, ReadModelRepository};
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::{Query, ReadModelRepository};
 use pgcoord::Result;
 use pgcoord_testkit::readmodels::{run_conformance, ConformanceItem};
 use uuid::Uuid;

@@ -2,10 +2,13 @@
 //! conformance suite on the pool, on a plain client and inside a caller's
 //! transaction; schema creation and migration.
 
-use pgcoord::adapters::postgres::{PostgresDatabase, PostgresReadModelRepository};
-use pgcoord::ports::readmodels::{
-    DefaultValue, FieldDescriptor, FieldType, Filter, Query, ReadModel, ReadModelError,
-    ReadModelMeta, ReadModelRepository,
+use pgcoord::readmodels::postgres::{PostgresDatabase, PostgresReadModelRepository};
+use pgcoord::{
+    error::ReadModelError,
+    readmodels::{
+        DefaultValue, FieldDescriptor, FieldType, Filter, Query, ReadModel, ReadModelMeta,
+        ReadModelRepository,
+    },
 };
 use pgcoord_testkit::pg::TestDatabase;
 use pgcoord_testkit::readmodels::{run_conformance, ConformanceItem};
@@ -87,7 +90,7 @@ async fn text_comparisons_are_byte_wise_even_with_a_linguistic_collation() {
         repo.save(&ConformanceItem::new(name)).await.unwrap();
     }
     let got: Vec<String> = repo
-        .find(&Query::new().order_by("name", pgcoord::ports::readmodels::Direction::Asc))
+        .find(&Query::new().order_by("name", pgcoord::readmodels::Direction::Asc))
         .await
         .unwrap()
         .into_iter()

@@ -5,13 +5,16 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::adapters::sql::{ReadModelProjection, RetryPolicy};
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::{
     FieldDescriptor, FieldType, Filter, Query, ReadModel, ReadModelHandler, ReadModelMeta,
     ReadModelRepository, TransactionalReadModels,
 };
-use pgcoord::{BackendError, BackendErrorKind, Error, Result};
+use pgcoord::readmodels::{ReadModelProjection, RetryPolicy};
+use pgcoord::{
+    error::{BackendError, BackendErrorKind},
+    Error, Result,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -234,10 +237,10 @@ async fn projection_on_the_in_memory_backend() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn projection_on_sqlite_through_the_connection_factory() {
-    let db = pgcoord::adapters::sql::connect("sqlite::memory:")
+    let db = pgcoord::readmodels::connect("sqlite::memory:")
         .await
         .unwrap();
-    assert!(matches!(db, pgcoord::adapters::sql::Database::Sqlite(_)));
+    assert!(matches!(db, pgcoord::readmodels::Database::Sqlite(_)));
     db.create_schema::<CartSummary>().await.unwrap();
     exercise(db.repository::<CartSummary>()).await;
 }
@@ -246,10 +249,8 @@ async fn projection_on_sqlite_through_the_connection_factory() {
 #[tokio::test]
 async fn projection_on_postgres_through_the_connection_factory() {
     let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
-    let db = pgcoord::adapters::sql::connect(&test_db.url())
-        .await
-        .unwrap();
-    assert!(matches!(db, pgcoord::adapters::sql::Database::Postgres(_)));
+    let db = pgcoord::readmodels::connect(&test_db.url()).await.unwrap();
+    assert!(matches!(db, pgcoord::readmodels::Database::Postgres(_)));
     db.create_schema::<CartSummary>().await.unwrap();
     exercise(db.repository::<CartSummary>()).await;
 }
@@ -298,7 +299,7 @@ async fn retries_back_off_exponentially() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn projection_on_postgres_with_a_single_locked_client() {
-    use pgcoord::adapters::postgres::PostgresReadModelRepository;
+    use pgcoord::readmodels::postgres::PostgresReadModelRepository;
     let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let client = test_db.connect().await.unwrap();
     let repo = PostgresReadModelRepository::<CartSummary, _>::new(tokio::sync::Mutex::new(client));

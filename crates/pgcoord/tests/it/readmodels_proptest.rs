@@ -3,8 +3,8 @@
 //! same order, same counts).
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelRepository, Value};
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::{Direction, Filter, Query, ReadModelRepository, Value};
 use pgcoord_testkit::readmodels::ConformanceItem;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -284,7 +284,7 @@ fn run_against<B: ReadModelRepository<ConformanceItem>>(
 #[cfg(feature = "sqlite")]
 #[test]
 fn random_queries_agree_between_memory_and_sqlite() {
-    use pgcoord::adapters::sqlite::SqliteDatabase;
+    use pgcoord::readmodels::sqlite::SqliteDatabase;
     let rt = runtime();
     let db = rt.block_on(async {
         let db = SqliteDatabase::open_in_memory().await.unwrap();
@@ -297,7 +297,7 @@ fn random_queries_agree_between_memory_and_sqlite() {
 #[cfg(feature = "postgres")]
 #[test]
 fn random_queries_agree_between_memory_and_postgres() {
-    use pgcoord::adapters::postgres::PostgresDatabase;
+    use pgcoord::readmodels::postgres::PostgresDatabase;
     let rt = runtime();
     let (_test_db, pool) = rt.block_on(async {
         let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();

@@ -2,8 +2,8 @@
 //! checks the span names and the OpenTelemetry-style fields of repository
 //! calls on the in-memory, SQLite and PostgreSQL adapters, errors included.
 
-use pgcoord::adapters::memory::InMemoryReadModelRepository;
-use pgcoord::ports::readmodels::{Direction, Query, ReadModel, ReadModelRepository};
+use pgcoord::readmodels::InMemoryReadModelRepository;
+use pgcoord::readmodels::{Direction, Query, ReadModel, ReadModelRepository};
 use pgcoord_testkit::readmodels::ConformanceItem;
 
 use crate::span_capture;
@@ -57,7 +57,7 @@ async fn memory_repository_calls_run_in_named_spans_and_errors_are_typed() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_repository_spans_say_sqlite() {
-    use pgcoord::adapters::sqlite::SqliteDatabase;
+    use pgcoord::readmodels::sqlite::SqliteDatabase;
     let db = SqliteDatabase::open_in_memory().await.unwrap();
     db.create_schema::<ConformanceItem>().await.unwrap();
     let repo = db.repository::<ConformanceItem>();
@@ -79,7 +79,7 @@ async fn sqlite_repository_spans_say_sqlite() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_repository_spans_name_the_server_and_the_sqlstate() {
-    use pgcoord::adapters::postgres::PostgresDatabase;
+    use pgcoord::readmodels::postgres::PostgresDatabase;
     let pg = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let db = PostgresDatabase::with_config(pg.config(), 2);
     db.create_schema::<ConformanceItem>().await.unwrap();
@@ -96,7 +96,11 @@ async fn postgres_repository_spans_name_the_server_and_the_sqlstate() {
         .await
         .unwrap();
     let err = repo.get(uuid::Uuid::new_v4()).await.unwrap_err();
-    assert_eq!(err.as_backend().unwrap().code(), Some("42P01"), "{err}");
+    assert_eq!(
+        err.as_backend().unwrap().code().map(|c| c.code()),
+        Some("42P01"),
+        "{err}"
+    );
 
     let config = pg.config();
     let count = &capture.spans("eventsource.readmodel.count")[0];

@@ -1,12 +1,15 @@
 //! The SQLite read-model adapter: the conformance suite on an in-memory and
 //! a file database, pragmas, transactions, and schema migration.
 
-use pgcoord::adapters::sql::schema;
-use pgcoord::adapters::sql::Dialect;
-use pgcoord::adapters::sqlite::SqliteDatabase;
-use pgcoord::ports::readmodels::{
-    DefaultValue, FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelMeta,
-    ReadModelRepository,
+use pgcoord::readmodels::schema;
+use pgcoord::readmodels::sqlite::SqliteDatabase;
+use pgcoord::readmodels::Dialect;
+use pgcoord::{
+    error::ReadModelError,
+    readmodels::{
+        DefaultValue, FieldDescriptor, FieldType, Query, ReadModel, ReadModelMeta,
+        ReadModelRepository,
+    },
 };
 use pgcoord_testkit::readmodels::{run_conformance, ConformanceItem};
 use serde::{Deserialize, Serialize};

@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::task::Poll;
 use std::time::Duration;
 
-use pgcoord::adapters::sqlite::SqliteDatabase;
-use pgcoord::ports::readmodels::{Query, ReadModelRepository};
+use pgcoord::readmodels::sqlite::SqliteDatabase;
+use pgcoord::readmodels::{Query, ReadModelRepository};
 use pgcoord_testkit::readmodels::ConformanceItem;
 
 async fn memory_db() -> SqliteDatabase {

@@ -6,10 +6,10 @@ use crate::tls_support;
 
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{PostgresDatabase, PostgresLockManager};
-use pgcoord::adapters::sql::{connect, schema, Database, Dialect};
-use pgcoord::ports::readmodels::{Query, ReadModelRepository};
-use pgcoord::{BackendErrorKind, DistributedLock};
+use pgcoord::readmodels::{connect, schema, Database, Dialect};
+use pgcoord::readmodels::{Query, ReadModelRepository};
+use pgcoord::{error::BackendErrorKind, DistributedLock};
+use pgcoord::{readmodels::postgres::PostgresDatabase, PostgresLockManager};
 use pgcoord_testkit::readmodels::ConformanceItem as Item;
 use tls_support::setup;
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use checker_support::{now_ns, stress, Rng};
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{DistributedLock, LockRegistry, SharedLock};
 
 const KEYS: u64 = 2;

@@ -9,7 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{manager, terminate, wait_for_waiters};
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock, LockMode, LockRegistry, SharedLock};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 use pgcoord_testkit::pg::TestDatabase;

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use common::{manager, shared_db};
 use fault_support::{private_db, Proxy, ProxyMode};
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{BackendErrorKind, DistributedLock, LockRegistry, SharedLock};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::BackendErrorKind, DistributedLock, LockRegistry, SharedLock};
 
 fn key(name: &str) -> String {
     format!("deadline:{name}:{}", uuid::Uuid::new_v4())

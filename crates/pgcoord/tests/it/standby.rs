@@ -7,8 +7,8 @@ use crate::fault_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::{AcquireFailure, DistributedLock, LockRegistry};
+use pgcoord::PostgresLockManager;
+use pgcoord::{error::AcquireFailure, DistributedLock, LockRegistry};
 use pgcoord_testkit::pg::TestDatabase;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,8 +10,8 @@ use crate::tls_support;
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::{PostgresLockManager, SslMode};
-use pgcoord::{lock_id_for_key, BackendErrorKind, DistributedLock, LockRegistry};
+use pgcoord::{error::BackendErrorKind, lock_id_for_key, DistributedLock, LockRegistry};
+use pgcoord::{postgres::SslMode, PostgresLockManager};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 use tls_support::setup;
 

@@ -4,8 +4,8 @@
 use crate::common;
 use crate::fault_support;
 
-use pgcoord::adapters::postgres::PostgresLockManager;
-use pgcoord::BackendErrorKind;
+use pgcoord::error::BackendErrorKind;
+use pgcoord::PostgresLockManager;
 use pgcoord::{DistributedLock, LockRegistry};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

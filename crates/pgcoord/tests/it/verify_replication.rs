@@ -7,8 +7,8 @@ use crate::fault_support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use pgcoord::adapters::postgres::{PostgresLockManager, VerifyProblem};
-use pgcoord::BackendErrorKind;
+use pgcoord::error::BackendErrorKind;
+use pgcoord::{postgres::VerifyProblem, PostgresLockManager};
 use pgcoord_testkit::locks::eventually_async;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -37,7 +37,7 @@ async fn a_lone_server_and_a_primary_with_an_async_standby_are_told_apart() {
 }
 
 /// The report once the standby streams.
-async fn streaming_report(m: &PostgresLockManager) -> pgcoord::adapters::postgres::Replication {
+async fn streaming_report(m: &PostgresLockManager) -> pgcoord::postgres::Replication {
     let seen = Arc::new(std::sync::Mutex::new(None));
     eventually_async("the standby streams", || {
         let seen = seen.clone();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fault_support::*;
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock, LockRegistry};
 use pgcoord_testkit::locks::{eventually, eventually_async};
 
@@ -73,7 +73,7 @@ async fn timeouts_racing_grants_leave_no_lock_behind() {
                     Err(e)
                         if e.is_timeout()
                             || e.as_backend().is_some_and(|b| {
-                                b.kind() == pgcoord::BackendErrorKind::Timeout
+                                b.kind() == pgcoord::error::BackendErrorKind::Timeout
                             }) =>
                     {
                         timeouts.fetch_add(1, Ordering::Relaxed);

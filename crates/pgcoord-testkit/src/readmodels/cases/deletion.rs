@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use pgcoord::ports::readmodels::{Filter, Query, ReadModelRepository};
+use pgcoord::readmodels::{Filter, Query, ReadModelRepository};
 
 use super::{find_names, names, seed, seed_five, sorted, strs, Ctx, Item, Outcome};
 

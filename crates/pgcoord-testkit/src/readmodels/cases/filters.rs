@@ -4,7 +4,7 @@
 use chrono::{Duration, NaiveDate, TimeZone, Utc};
 use uuid::Uuid;
 
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelRepository};
+use pgcoord::readmodels::{Direction, Filter, Query, ReadModelRepository};
 
 use super::{find_names, names, seed, seed_five, strs, Ctx, Item, Outcome};
 

@@ -1,7 +1,7 @@
 //! Cases on ordering and paging: NULL placement, byte-wise text, limit and
 //! offset, `find_one`, and counting and truncating.
 
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelRepository};
+use pgcoord::readmodels::{Direction, Filter, Query, ReadModelRepository};
 
 use super::{find_names, names, seed, seed_five, strs, Ctx, Item, Outcome};
 

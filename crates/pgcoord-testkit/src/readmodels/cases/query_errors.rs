@@ -1,8 +1,8 @@
 //! Cases on invalid queries: an unknown field, order key or operator and a
 //! mistyped operand are refused before any SQL runs.
 
-use pgcoord::ports::error::Error;
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelRepository};
+use pgcoord::readmodels::{Direction, Filter, Query, ReadModelRepository};
+use pgcoord::Error;
 
 use super::{expect_invalid, find_names, seed_five, strs, Ctx, Item, Outcome};
 

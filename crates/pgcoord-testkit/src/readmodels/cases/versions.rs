@@ -1,8 +1,8 @@
 //! Cases on optimistic concurrency: the version check on the current
 //! version, a stale one, and an absent row.
 
-use pgcoord::ports::error::Error;
-use pgcoord::ports::readmodels::{ReadModelError, ReadModelRepository};
+use pgcoord::Error;
+use pgcoord::{error::ReadModelError, readmodels::ReadModelRepository};
 
 use super::{Ctx, Item, Outcome};
 

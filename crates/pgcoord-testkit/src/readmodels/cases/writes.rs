@@ -6,8 +6,11 @@
 use chrono::{Duration, NaiveDate, TimeZone, Utc};
 use uuid::Uuid;
 
-use pgcoord::ports::error::{Error, Result};
-use pgcoord::ports::readmodels::{Direction, Filter, Query, ReadModelError, ReadModelRepository};
+use pgcoord::{
+    error::ReadModelError,
+    readmodels::{Direction, Filter, Query, ReadModelRepository},
+};
+use pgcoord::{Error, Result};
 
 use super::{expect_invalid, names, seed, seed_five, strs, Ctx, Item, Outcome};
 

@@ -11,8 +11,8 @@ use crate::ports::readmodels::{EventFeed, FeedSignal};
 /// clones share the events.
 ///
 /// ```
-/// use pgcoord::adapters::memory::InMemoryFeed;
-/// use pgcoord::ports::readmodels::EventFeed;
+/// use pgcoord::readmodels::InMemoryFeed;
+/// use pgcoord::readmodels::EventFeed;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> pgcoord::Result<()> {
 /// let feed = InMemoryFeed::new();
 /// assert_eq!(feed.append("placed"), 1);

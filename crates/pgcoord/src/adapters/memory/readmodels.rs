@@ -33,7 +33,7 @@ type Rows = BTreeMap<Uuid, Record>;
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// # use pgcoord::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+/// # use pgcoord::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
 /// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 /// # struct Category { #[serde(flatten)] meta: ReadModelMeta, name: String }
 /// # impl ReadModel for Category {
@@ -41,8 +41,8 @@ type Rows = BTreeMap<Uuid, Record>;
 /// #     fn meta(&self) -> &ReadModelMeta { &self.meta }
 /// #     fn meta_mut(&mut self) -> &mut ReadModelMeta { &mut self.meta }
 /// # }
-/// use pgcoord::adapters::memory::InMemoryReadModelRepository;
-/// use pgcoord::ports::readmodels::{Filter, Query, ReadModelRepository};
+/// use pgcoord::readmodels::InMemoryReadModelRepository;
+/// use pgcoord::readmodels::{Filter, Query, ReadModelRepository};
 ///
 /// let repo = InMemoryReadModelRepository::<Category>::new();
 /// let saved = repo.save(&Category { meta: ReadModelMeta::new_random(), name: "books".into() }).await?;

@@ -60,7 +60,7 @@ pub enum Database {
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// # #[cfg(feature = "sqlite")] {
-/// use pgcoord::adapters::sql::{connect, Dialect};
+/// use pgcoord::readmodels::{connect, Dialect};
 /// let db = connect("sqlite::memory:").await?;
 /// assert_eq!(db.dialect(), Dialect::Sqlite);
 /// # }

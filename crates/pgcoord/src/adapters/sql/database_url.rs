@@ -24,7 +24,7 @@ impl DatabaseUrl {
     /// [`connect`](super::connect) for the forms).
     ///
     /// ```
-    /// use pgcoord::adapters::sql::DatabaseUrl;
+    /// use pgcoord::readmodels::DatabaseUrl;
     /// assert_eq!(DatabaseUrl::parse("sqlite::memory:").unwrap(), DatabaseUrl::SqliteMemory);
     /// assert_eq!(
     ///     DatabaseUrl::parse("sqlite:////var/lib/app.db").unwrap(),

@@ -132,7 +132,7 @@ mod tests {
         assert!(is_transient(&closed));
         // A string code alone, without the driver's error, is not trusted.
         let stringly: Error = BackendError::new(BackendErrorKind::Query, "x")
-            .with_code("40001")
+            .with_code(crate::ports::sql_state::SqlState::SERIALIZATION_FAILURE)
             .into();
         assert!(!is_transient(&stringly));
         assert!(!is_transient(&Error::InvalidArgument("x".into())));

@@ -5,8 +5,8 @@
 //! `create_schema` / `migrate_schema` methods run what this produces.
 //!
 //! ```
-//! use pgcoord::adapters::sql::{schema, Dialect};
-//! # use pgcoord::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+//! use pgcoord::readmodels::{schema, Dialect};
+//! # use pgcoord::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
 //! # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 //! # struct Category { #[serde(flatten)] meta: ReadModelMeta, name: String }
 //! # impl ReadModel for Category {

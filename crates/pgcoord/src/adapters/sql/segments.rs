@@ -23,7 +23,7 @@ pub const MAX_SEGMENTS: u32 = 1024;
 /// `partition_hash(k) % count`.
 ///
 /// ```
-/// use pgcoord::adapters::sql::{partition_hash, Segment};
+/// use pgcoord::readmodels::{partition_hash, Segment};
 ///
 /// assert_eq!(partition_hash("order-17"), partition_hash("order-17"));
 /// let segment = Segment::of_key("order-17", 4).unwrap();

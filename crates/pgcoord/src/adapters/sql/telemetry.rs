@@ -81,7 +81,7 @@ pub(crate) async fn traced<T>(
     let result = call.instrument(span.clone()).await;
     if let Err(e) = &result {
         if !span.is_disabled() {
-            let code = e.as_backend().and_then(|b| b.code());
+            let code = e.as_backend().and_then(|b| b.code()).map(|c| c.code());
             span.record("error.type", code.unwrap_or(error_type(e)));
             span.record("db.response.status_code", code);
             span.record("otel.status_code", "ERROR");

@@ -31,7 +31,7 @@ use super::worker::{outcome, Worker};
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// use pgcoord::adapters::sqlite::SqliteDatabase;
+/// use pgcoord::readmodels::sqlite::SqliteDatabase;
 /// let db = SqliteDatabase::open_in_memory().await?;
 /// assert_eq!(db.pragma("foreign_keys").await?, "1");
 /// assert_eq!(db.pragma("busy_timeout").await?, "5000");

@@ -28,7 +28,7 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     };
     let mut be = BackendError::new(BackendErrorKind::Query, e.to_string());
     if let Some(code) = code {
-        be = be.with_code(code);
+        be = be.with_code(crate::ports::sql_state::SqlState::new(code));
     }
     Error::Backend(be.with_source(e))
 }

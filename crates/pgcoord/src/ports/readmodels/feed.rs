@@ -18,7 +18,7 @@ use crate::ports::error::Result;
 /// that may still add lower positions (the PostgreSQL event table does).
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{EventFeed, FeedSignal};
+/// use pgcoord::readmodels::{EventFeed, FeedSignal};
 ///
 /// struct Numbers { until: i64, signal: FeedSignal }
 ///

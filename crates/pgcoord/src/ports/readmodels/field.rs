@@ -38,7 +38,7 @@ pub struct SqlTypeOverride {
 /// One user column of a read model.
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{DefaultValue, FieldDescriptor, FieldType};
+/// use pgcoord::readmodels::{DefaultValue, FieldDescriptor, FieldType};
 /// let status = FieldDescriptor::new("status", FieldType::Text)
 ///     .with_default(DefaultValue::Text("open".into()))
 ///     .with_sql_type("VARCHAR(16)");
@@ -76,7 +76,7 @@ impl FieldDescriptor {
     /// (see [`FieldKind`]): `Option<T>` is nullable.
     ///
     /// ```
-    /// use pgcoord::ports::readmodels::{FieldDescriptor, FieldType};
+    /// use pgcoord::readmodels::{FieldDescriptor, FieldType};
     /// let note = FieldDescriptor::of::<Option<String>>("note");
     /// assert_eq!((note.field_type, note.nullable), (FieldType::Text, true));
     /// let total = FieldDescriptor::of::<i64>("total_cents");
@@ -124,7 +124,7 @@ impl FieldDescriptor {
 /// ([`Filter`](super::Filter), [`Query::order_by`](super::Query::order_by)).
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{Column, Filter};
+/// use pgcoord::readmodels::{Column, Filter};
 /// const STATUS: Column = Column::new("status");
 /// assert_eq!(Filter::eq(STATUS, "open"), Filter::eq("status", "open"));
 /// assert_eq!(STATUS.name(), "status");

@@ -21,7 +21,7 @@ use super::value::Value;
 /// and keep the provided conversions, which go through the type's serde form.
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{FieldKind, FieldType, Value};
+/// use pgcoord::readmodels::{FieldKind, FieldType, Value};
 /// #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
 /// enum Status { Open, Closed }
 /// impl FieldKind for Status {
@@ -34,7 +34,7 @@ use super::value::Value;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no read-model column type",
     label = "this field's type does not implement `FieldKind`",
-    note = "store it through its serde form with `#[column(kind = \"json\")]` (or `kind = \"text\"` for a type that serialises as a string, e.g. a unit-variant enum), or implement `pgcoord::ports::readmodels::FieldKind` for `{Self}`"
+    note = "store it through its serde form with `#[column(kind = \"json\")]` (or `kind = \"text\"` for a type that serialises as a string, e.g. a unit-variant enum), or implement `pgcoord::readmodels::FieldKind` for `{Self}`"
 )]
 pub trait FieldKind {
     /// The field type.

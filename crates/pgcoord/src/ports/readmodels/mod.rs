@@ -1,32 +1,6 @@
 //! Read-model contracts: the model trait, queries, the repository port and
-//! the projection contract.
-//!
-//! Nothing here talks to a database: the adapters live in
-//! [`crate::adapters::memory`], `crate::adapters::postgres` (feature
-//! `postgres`), `crate::adapters::sqlite` (feature `sqlite`) and
-//! [`crate::adapters::sql`] (schema generation, the projection runner and
-//! the connection factory).
-//!
-//! A guide with a worked example is in `docs/readmodels.md`.
-//!
-//! # Query semantics
-//!
-//! The same on every backend:
-//!
-//! - Filters are combined with AND.
-//! - A NULL field never matches `eq`, `in`, `gt`, `gte`, `lt`, `lte`, and
-//!   always matches `ne` and `not_in`.
-//! - An empty `in` list matches nothing; an empty `not_in` list matches
-//!   everything.
-//! - Text compares byte-wise (the `C` collation), whatever the database's
-//!   default collation.
-//! - One order key; NULLs sort last ascending and first descending; ties
-//!   (and queries without an order key) are broken by `id` ascending, so
-//!   `limit`/`offset` pages are stable.
-//! - Soft-deleted rows are left out unless `include_deleted` is set.
-//! - A filter or order key naming an unknown field, an unknown operator, an
-//!   operand of the wrong type, or a JSON/bytes field is rejected with
-//!   [`ReadModelError::InvalidQuery`] before any SQL runs.
+//! the projection contract. Nothing here talks to a database; users reach
+//! these names through the public `crate::readmodels` module.
 
 mod checked;
 mod dead_letter;

@@ -17,7 +17,7 @@ use super::value::Value;
 /// Derive it (`#[derive(ReadModel)]`, feature `derive`, on by default):
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{Filter, ReadModel, ReadModelMeta};
+/// use pgcoord::readmodels::{Filter, ReadModel, ReadModelMeta};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Debug, Clone, Serialize, Deserialize, ReadModel)]
@@ -44,7 +44,7 @@ use super::value::Value;
 /// keys that are not described are not stored.
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+/// use pgcoord::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -60,7 +60,7 @@ pub(crate) fn pluralize(name: &str) -> String {
 /// (whose exact output the standard library does not promise to keep).
 ///
 /// ```
-/// use pgcoord::ports::readmodels::default_table_name;
+/// use pgcoord::readmodels::default_table_name;
 /// assert_eq!(default_table_name("my_app::OrderSummary"), "order_summaries");
 /// assert_eq!(default_table_name("Category"), "categories");
 /// assert_eq!(default_table_name("Address"), "addresses");

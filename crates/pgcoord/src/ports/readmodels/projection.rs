@@ -18,8 +18,8 @@ use crate::ports::error::Result;
 /// the projection hands it a repository bound to one transaction per event.
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{ReadModelHandler, ReadModelRepository};
-/// # use pgcoord::ports::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
+/// use pgcoord::readmodels::{ReadModelHandler, ReadModelRepository};
+/// # use pgcoord::readmodels::{FieldDescriptor, FieldType, ReadModel, ReadModelMeta};
 /// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 /// # struct Counter { #[serde(flatten)] meta: ReadModelMeta, hits: i64 }
 /// # impl ReadModel for Counter {

@@ -29,7 +29,7 @@ use super::terms::{Direction, Operand, Operator};
 /// One condition on one field.
 ///
 /// ```
-/// use pgcoord::ports::readmodels::Filter;
+/// use pgcoord::readmodels::Filter;
 /// let open = Filter::eq("status", "open");
 /// let big = Filter::gte("total_cents", 10_000);
 /// let some = Filter::is_in("region", ["eu", "us"]);
@@ -155,11 +155,11 @@ impl Filter {
 
 /// A query: filters (AND), one order key, limit, offset, and whether
 /// soft-deleted rows are included. See the
-/// [query semantics](crate::ports::readmodels#query-semantics) for the
+/// [query semantics](crate::readmodels#query-semantics) for the
 /// semantics.
 ///
 /// ```
-/// use pgcoord::ports::readmodels::{Direction, Filter, Query};
+/// use pgcoord::readmodels::{Direction, Filter, Query};
 /// let q = Query::new()
 ///     .filter(Filter::eq("status", "open"))
 ///     .filter(Filter::gt("total_cents", 1_000))

@@ -27,7 +27,7 @@ use crate::ports::error::Result;
 ///   version + 1, whatever the model's version says.
 /// - `soft_delete` and `restore` change `deleted_at` and `updated_at`, never
 ///   `version`.
-/// - Query errors ([`ReadModelError::InvalidQuery`](crate::ReadModelError::InvalidQuery))
+/// - Query errors ([`ReadModelError::InvalidQuery`](crate::ports::error::ReadModelError::InvalidQuery))
 ///   are reported before the backend is touched.
 ///
 /// # Cancel safety
@@ -146,9 +146,9 @@ pub trait ReadModelRepository<M: ReadModel>: Send + Sync {
     /// Updates the row only if its stored version equals `model`'s version;
     /// returns the stored model (version + 1, `updated_at` now).
     ///
-    /// Fails with [`ReadModelError::NotFound`](crate::ReadModelError::NotFound)
+    /// Fails with [`ReadModelError::NotFound`](crate::ports::error::ReadModelError::NotFound)
     /// when no row has the id, and with
-    /// [`ReadModelError::VersionConflict`](crate::ReadModelError::VersionConflict)
+    /// [`ReadModelError::VersionConflict`](crate::ports::error::ReadModelError::VersionConflict)
     /// (expected = the model's version, actual = the stored one) otherwise.
     /// Soft-deleted rows are updated like live ones.
     ///

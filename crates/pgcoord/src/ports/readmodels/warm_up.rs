@@ -11,7 +11,7 @@ tokio::task_local! {
 /// model); false in a live runner and anywhere else.
 ///
 /// ```
-/// assert!(!pgcoord::ports::readmodels::warming_up());
+/// assert!(!pgcoord::readmodels::warming_up());
 /// ```
 pub fn warming_up() -> bool {
     WARMING_UP.try_with(|w| *w).unwrap_or(false)

@@ -1,7 +1,7 @@
 //! Shared helpers of the PostgreSQL integration tests.
 #![allow(dead_code)]
 
-use pgcoord::adapters::postgres::PostgresLockManager;
+use pgcoord::PostgresLockManager;
 use pgcoord_testkit::pg::TestDatabase;
 use tokio::sync::OnceCell;
 

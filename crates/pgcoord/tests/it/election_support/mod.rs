@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::fencing;
 use pgcoord::coordination::election_key;
 use pgcoord::lock_id_for_key;
+use pgcoord::postgres::fencing;
 
 use crate::checker_support::now_ns;
 

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::fencing;
+use pgcoord::postgres::fencing;
 
 pub const SCHEMA: &str =
     "CREATE TABLE fx_protected (key text PRIMARY KEY, counter bigint NOT NULL); \

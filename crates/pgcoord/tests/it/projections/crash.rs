@@ -6,13 +6,12 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
-    PostgresCheckpointWatch, PostgresEventTable, PostgresLockManager,
+use pgcoord::readmodels::{DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy};
+use pgcoord::readmodels::{DeadLetterSelection, ReadModelRepository};
+use pgcoord::{
+    readmodels::postgres::{PostgresCheckpointWatch, PostgresEventTable},
+    PostgresLockManager,
 };
-use pgcoord::adapters::sql::{
-    DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy,
-};
-use pgcoord::ports::readmodels::{DeadLetterSelection, ReadModelRepository};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +27,7 @@ const EVENTS: i64 = 240;
 async fn projection_worker() {
     let url = std::env::var("ES_PROJ_URL").expect("ES_PROJ_URL: run by the crash test");
     let worker = std::env::var("ES_PROJ_WORKER").unwrap();
-    let db = pgcoord::adapters::postgres::PostgresDatabase::connect(&url)
+    let db = pgcoord::readmodels::postgres::PostgresDatabase::connect(&url)
         .await
         .unwrap();
     let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
@@ -152,7 +151,9 @@ async fn killed_runners(poison_every: Option<i64>) {
     let repo = s.db.repository::<Seen>();
     let Some(k) = poison_every else {
         assert_eq!(
-            repo.count(&pgcoord::Query::new()).await.unwrap(),
+            repo.count(&pgcoord::readmodels::Query::new())
+                .await
+                .unwrap(),
             EVENTS as u64
         );
         assert_each_applied_once(&repo, EVENTS).await;

@@ -6,14 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
+use pgcoord::readmodels::postgres::{
     projection_status, request_replay, PostgresDatabase, PostgresEventTable,
     PostgresReadModelRepository,
 };
-use pgcoord::adapters::sql::{
-    DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy,
-};
-use pgcoord::ports::readmodels::DeadLetterSelection;
+use pgcoord::readmodels::DeadLetterSelection;
+use pgcoord::readmodels::{DeadLetterPolicy, ProjectionRunner, ReadModelProjection, RetryPolicy};
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, setup, Setup};
@@ -25,7 +23,7 @@ type DlqRunner = ProjectionRunner<
     PostgresEventTable<Ev>,
 >;
 
-type Task = tokio::task::JoinHandle<pgcoord::Result<pgcoord::adapters::sql::RunSummary>>;
+type Task = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
 
 fn quick_retries(attempts: u32) -> RetryPolicy {
     RetryPolicy {
@@ -67,7 +65,7 @@ async fn reach(r: &DlqRunner, task: &mut Task, position: i64) {
     }
 }
 
-fn positions(letters: &[pgcoord::ports::readmodels::DeadLetter]) -> Vec<i64> {
+fn positions(letters: &[pgcoord::readmodels::DeadLetter]) -> Vec<i64> {
     letters.iter().map(|l| l.position).collect()
 }
 
@@ -146,7 +144,7 @@ async fn a_transient_failure_that_stays_stops_the_run_and_parks_nothing() {
     assert!(
         matches!(
             &err,
-            pgcoord::Error::ReadModel(pgcoord::ReadModelError::ProjectionFailed {
+            pgcoord::Error::ReadModel(pgcoord::error::ReadModelError::ProjectionFailed {
                 position: 2,
                 attempts: 3,
                 ..

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::memory::{InMemoryFeed, InMemoryReadModelRepository};
-use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
+use pgcoord::readmodels::{InMemoryFeed, InMemoryReadModelRepository};
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
 use pgcoord::{DistributedLock, InMemoryLockManager};
 use tokio_util::sync::CancellationToken;
 
@@ -164,7 +164,7 @@ async fn wait_for_gives_up_after_its_timeout_and_says_where_the_checkpoint_is() 
 #[tokio::test]
 async fn a_feed_without_a_signal_needs_an_idle_interval() {
     struct Silent;
-    impl pgcoord::ports::readmodels::EventFeed for Silent {
+    impl pgcoord::readmodels::EventFeed for Silent {
         type Event = Ev;
         async fn read_after(&self, _: Option<i64>, _: usize) -> pgcoord::Result<Vec<(i64, Ev)>> {
             Ok(Vec::new())
@@ -216,8 +216,8 @@ async fn a_runner_that_loses_its_lock_stops_and_the_next_one_takes_over() {
 
 #[tokio::test]
 async fn transient_feed_failures_are_retried_and_a_lasting_one_ends_the_run() {
-    use pgcoord::adapters::sql::RetryPolicy;
-    use pgcoord::ports::readmodels::EventFeed;
+    use pgcoord::readmodels::EventFeed;
+    use pgcoord::readmodels::RetryPolicy;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// Fails the first `failures` reads with a lost connection.
@@ -234,15 +234,15 @@ async fn transient_feed_failures_are_retried_and_a_lasting_one_ends_the_run() {
             limit: usize,
         ) -> pgcoord::Result<Vec<(i64, Ev)>> {
             if self.reads.fetch_add(1, Ordering::SeqCst) < self.failures {
-                return Err(pgcoord::BackendError::new(
-                    pgcoord::BackendErrorKind::Closed,
+                return Err(pgcoord::error::BackendError::new(
+                    pgcoord::error::BackendErrorKind::Closed,
                     "connection reset",
                 )
                 .into());
             }
             self.inner.read_after(after, limit).await
         }
-        fn signal(&self) -> Option<pgcoord::ports::readmodels::FeedSignal> {
+        fn signal(&self) -> Option<pgcoord::readmodels::FeedSignal> {
             self.inner.signal()
         }
     }
@@ -286,7 +286,7 @@ async fn transient_feed_failures_are_retried_and_a_lasting_one_ends_the_run() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, pgcoord::Error::Backend(b) if b.kind() == pgcoord::BackendErrorKind::Closed),
+        matches!(&err, pgcoord::Error::Backend(b) if b.kind() == pgcoord::error::BackendErrorKind::Closed),
         "{err}"
     );
 }

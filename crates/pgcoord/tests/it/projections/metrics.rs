@@ -1,8 +1,8 @@
 //! The runner's metrics, per projection, through a Prometheus recorder
 //! local to this test's thread.
 
-use pgcoord::adapters::memory::{InMemoryFeed, InMemoryReadModelRepository};
-use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
+use pgcoord::readmodels::{InMemoryFeed, InMemoryReadModelRepository};
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
 use pgcoord::InMemoryLockManager;
 use tokio_util::sync::CancellationToken;
 

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
-    PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable, PostgresLockManager,
-    PostgresReadModelRepository,
+use pgcoord::readmodels::EventFeed;
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
+use pgcoord::{
+    readmodels::postgres::{
+        PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable, PostgresReadModelRepository,
+    },
+    PostgresLockManager,
 };
-use pgcoord::adapters::sql::{ProjectionRunner, ReadModelProjection};
-use pgcoord::ports::readmodels::EventFeed;
 use pgcoord_testkit::pg::TestDatabase;
 use tokio_util::sync::CancellationToken;
 
@@ -81,7 +83,7 @@ fn spawn_run(r: &Arc<PgRunner>, locks: &PostgresLockManager, stop: &Cancellation
     tokio::spawn(async move { r.run(&l, &s).await })
 }
 
-type RunTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::adapters::sql::RunSummary>>;
+type RunTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
 
 /// Waits (generously) for the runner's checkpoint to reach `position`;
 /// fails at once if the runner stops instead.
@@ -227,12 +229,11 @@ async fn a_runner_whose_lock_session_is_terminated_stops_and_the_next_resumes() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_projections_share_one_lock_manager_and_one_pool() {
     let s = setup().await;
-    let small = PostgresDatabase::builder(
-        pgcoord::adapters::postgres::ConnectOptions::parse(&s.test_db.url()).unwrap(),
-    )
-    .max_size(2)
-    .build()
-    .unwrap();
+    let small =
+        PostgresDatabase::builder(pgcoord::ConnectOptions::parse(&s.test_db.url()).unwrap())
+            .max_size(2)
+            .build()
+            .unwrap();
     let feed = PostgresEventTable::<Ev>::new(small.clone(), "events")
         .unwrap()
         .listen();
@@ -340,7 +341,7 @@ async fn a_checkpoint_watch_on_another_pool_wakes_on_the_runners_commit() {
     );
     // Read-your-writes: once the watch says so, the row is there.
     let repo = elsewhere.repository::<Seen>();
-    use pgcoord::ReadModelRepository;
+    use pgcoord::readmodels::ReadModelRepository;
     assert!(repo.get(id_of(3)).await.unwrap().is_some());
     stop.cancel();
     task.await.unwrap().unwrap();

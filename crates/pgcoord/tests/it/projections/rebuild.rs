@@ -13,19 +13,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::memory::InMemoryLockManager;
-use pgcoord::adapters::postgres::{projection_status, PostgresVersionSwitch, RebuildProgress};
-use pgcoord::ports::locks::DistributedLock;
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::postgres::{projection_status, PostgresVersionSwitch, RebuildProgress};
+use pgcoord::readmodels::{
     Query, ReadModelRepository, TransactionalReadModels, VersionSwitch, VersionedReadModels,
 };
+use pgcoord::DistributedLock;
+use pgcoord::InMemoryLockManager;
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, setup, Setup};
 use super::rebuild_support::*;
 use super::support::*;
 
-type LiveTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::adapters::sql::RunSummary>>;
+type LiveTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
 
 fn spawn_live(
     locks: &InMemoryLockManager,

@@ -6,13 +6,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use pgcoord::adapters::postgres::{
+use pgcoord::readmodels::postgres::{
     PostgresDatabase, PostgresEventTable, PostgresReadModelRepository,
 };
-use pgcoord::adapters::sql::{ProjectionRebuild, ProjectionRunner, ReadModelProjection};
-use pgcoord::ports::readmodels::{
-    warming_up, ReadModelHandler, ReadModelMeta, ReadModelRepository,
-};
+use pgcoord::readmodels::{warming_up, ReadModelHandler, ReadModelMeta, ReadModelRepository};
+use pgcoord::readmodels::{ProjectionRebuild, ProjectionRunner, ReadModelProjection};
 use tokio_util::sync::CancellationToken;
 
 use super::support::*;

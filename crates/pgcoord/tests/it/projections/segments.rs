@@ -6,14 +6,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
-    PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable, PostgresLockManager,
-    PostgresReadModelRepository,
-};
-use pgcoord::adapters::sql::{
+use pgcoord::readmodels::{
     ProjectionRunner, ReadModelProjection, Segment, SegmentedRunner, SegmentedSummary,
 };
-use pgcoord::ports::readmodels::{Query, ReadModelRepository};
+use pgcoord::readmodels::{Query, ReadModelRepository};
+use pgcoord::{
+    readmodels::postgres::{
+        PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable, PostgresReadModelRepository,
+    },
+    PostgresLockManager,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, setup};

@@ -5,10 +5,11 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use pgcoord::adapters::postgres::{
-    PostgresCheckpointWatch, PostgresEventTable, PostgresLockManager,
+use pgcoord::readmodels::{ReadModelProjection, Segment};
+use pgcoord::{
+    readmodels::postgres::{PostgresCheckpointWatch, PostgresEventTable},
+    PostgresLockManager,
 };
-use pgcoord::adapters::sql::{ReadModelProjection, Segment};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +27,7 @@ const SEGMENTS: u32 = 4;
 async fn segmented_worker() {
     let url = std::env::var("ES_SEG_URL").expect("ES_SEG_URL: run by the crash test");
     let worker = std::env::var("ES_SEG_WORKER").unwrap();
-    let db = pgcoord::adapters::postgres::PostgresDatabase::connect(&url)
+    let db = pgcoord::readmodels::postgres::PostgresDatabase::connect(&url)
         .await
         .unwrap();
     let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")

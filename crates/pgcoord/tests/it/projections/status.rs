@@ -1,7 +1,7 @@
 //! `projection_status`: checkpoint, head, lag, the runner holding the
 //! lock; `eta_seconds`.
 
-use pgcoord::adapters::postgres::projection_status;
+use pgcoord::readmodels::postgres::projection_status;
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, reach, runner, setup};

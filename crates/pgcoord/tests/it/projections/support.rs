@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::{
     FieldDescriptor, FieldType, Query, ReadModel, ReadModelHandler, ReadModelMeta,
     ReadModelRepository,
 };

@@ -214,7 +214,7 @@ pub(crate) fn ends_session(e: &tokio_postgres::Error) -> bool {
 
 /// Maps a driver error to the crate's backend error, keeping the SQLSTATE.
 pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind) -> BackendError {
-    let code = e.code().map(|c| c.code().to_owned());
+    let code = e.code().map(crate::ports::sql_state::SqlState::from);
     let message = match e.as_db_error() {
         Some(db) => db.message().to_owned(),
         None => {

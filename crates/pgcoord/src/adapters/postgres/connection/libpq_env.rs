@@ -48,7 +48,7 @@ pub(super) const DEFAULT_SYSCONFDIR: &str = "/etc/postgresql-common";
 /// them), for tests and for programs that keep their own environment.
 ///
 /// ```
-/// use pgcoord::adapters::postgres::{ConnectOptions, LibpqEnv};
+/// use pgcoord::{ConnectOptions, postgres::LibpqEnv};
 /// let env = LibpqEnv::from_vars([("PGHOST", "db.internal"), ("PGUSER", "app")]);
 /// let o = ConnectOptions::resolve(Some("dbname=orders"), &env)?;
 /// assert_eq!(o.config().get_user(), Some("app"));

@@ -7,6 +7,7 @@
 //   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file, connstring -> tls
 pub(crate) mod connect;
 pub(crate) mod connstring;
+pub(crate) mod driver_error;
 mod hosts;
 pub(crate) mod libpq_env;
 pub(crate) mod options;

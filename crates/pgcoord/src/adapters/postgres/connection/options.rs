@@ -30,7 +30,7 @@ use crate::ports::error::{Error, Result};
 /// A parsed connection string: the driver's settings and the TLS settings.
 ///
 /// ```
-/// use pgcoord::adapters::postgres::{ConnectOptions, SslMode};
+/// use pgcoord::{ConnectOptions, postgres::SslMode};
 /// let o = ConnectOptions::parse(
 ///     "postgres://app:p%40ss@db.internal:6432/orders?sslmode=verify-full&sslrootcert=/etc/ca.pem&options=-c%20search_path%3Dread",
 /// )?;

@@ -13,7 +13,7 @@ use crate::adapters::postgres::connection::tls::{SslMode, TlsSettings};
 ///
 /// ```
 /// use std::time::Duration;
-/// use pgcoord::adapters::postgres::PostgresLockManager;
+/// use pgcoord::PostgresLockManager;
 ///
 /// let config: tokio_postgres::Config = "postgres://app@db.internal/app".parse().unwrap();
 /// let locks = PostgresLockManager::builder(config)
@@ -71,7 +71,7 @@ impl PostgresLockManagerBuilder {
     /// Performs no network I/O.
     ///
     /// ```no_run
-    /// use pgcoord::adapters::postgres::PostgresLockManagerBuilder;
+    /// use pgcoord::postgres::PostgresLockManagerBuilder;
     /// // PGHOST=db.internal PGUSER=ops PGDATABASE=ops, password in ~/.pgpass
     /// let locks = PostgresLockManagerBuilder::from_env()?.holder_id("nightly").build();
     /// # drop(locks);
@@ -181,7 +181,7 @@ impl PostgresLockManagerBuilder {
 
     /// Lock on a hot standby anyway. By default a session that finds
     /// `pg_is_in_recovery()` true refuses to lock
-    /// ([`AcquireFailure::Standby`](crate::AcquireFailure::Standby)):
+    /// ([`AcquireFailure::Standby`](crate::ports::error::AcquireFailure::Standby)):
     /// advisory locks on a standby exclude only that standby's own
     /// sessions, never holders on the primary.
     pub fn allow_standby(mut self, allow: bool) -> Self {
@@ -194,7 +194,7 @@ impl PostgresLockManagerBuilder {
     /// wait (run on that same session, which holds nothing else meanwhile)
     /// and [`holders`](PostgresLockManager::holders) all use it. A second
     /// lock while one is held or awaited is refused
-    /// ([`AcquireFailure::BudgetExceeded`](crate::AcquireFailure::BudgetExceeded)).
+    /// ([`AcquireFailure::BudgetExceeded`](crate::ports::error::AcquireFailure::BudgetExceeded)).
     /// Sets `batched_sessions(1)` and `max_held_locks(1)`.
     pub fn single_session(mut self, on: bool) -> Self {
         self.settings.single_session = on;
@@ -214,7 +214,7 @@ impl PostgresLockManagerBuilder {
     /// that a later one has replaced. The table is created once by
     /// [`PostgresLockManager::install_fencing`] (or `eventsource lock
     /// install`), never implicitly; without it, fenced acquisitions fail
-    /// with [`AcquireFailure::FencingNotInstalled`](crate::AcquireFailure::FencingNotInstalled).
+    /// with [`AcquireFailure::FencingNotInstalled`](crate::ports::error::AcquireFailure::FencingNotInstalled).
     /// Default: off. See `docs/fencing.md`.
     pub fn fencing(mut self, on: bool) -> Self {
         self.settings.fencing = on;

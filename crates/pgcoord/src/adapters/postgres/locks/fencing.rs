@@ -12,7 +12,7 @@
 //! ```no_run
 //! # async fn run(client: &mut tokio_postgres::Client) -> pgcoord::Result<()> {
 //! use pgcoord::DistributedLock;
-//! use pgcoord::adapters::postgres::{fencing, PostgresLockManager};
+//! use pgcoord::{postgres::fencing, PostgresLockManager};
 //!
 //! let locks = PostgresLockManager::builder_from_url("postgres://app@db/app")?
 //!     .fencing(true)
@@ -307,7 +307,7 @@ pub async fn check_token(tx: &Transaction<'_>, key: &str, token: u64) -> Result<
 ///
 /// ```no_run
 /// # async fn run(tx: &tokio_postgres::Transaction<'_>, guard: &pgcoord::LockGuard) -> pgcoord::Result<()> {
-/// use pgcoord::adapters::postgres::fencing;
+/// use pgcoord::postgres::fencing;
 /// let update = "UPDATE tenants SET store = 'new' WHERE id = 7";
 /// let rows = fencing::check_with(tx, guard.info(), tx.execute_typed(update, &[])).await?;
 /// # let _ = rows; Ok(()) }

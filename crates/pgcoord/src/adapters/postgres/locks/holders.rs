@@ -178,7 +178,7 @@ fn holders_sql(fences: &FenceTable) -> String {
 ///
 /// ```no_run
 /// # async fn demo(client: &tokio_postgres::Client) -> pgcoord::Result<()> {
-/// use pgcoord::adapters::postgres::HoldersQuery;
+/// use pgcoord::inspect::HoldersQuery;
 ///
 /// let query = HoldersQuery::all().with_fences(client).await?;
 /// for lock in query.run(client).await? {

@@ -57,7 +57,7 @@ impl Drop for ManagerState {
 /// - Each guard can tell when its lock is lost ([`LockGuard::lost`](crate::LockGuard::lost)): the
 ///   session's connection ended, or its periodic liveness check failed.
 /// - Every SQL function is called `pg_catalog.`-qualified, and a hot
-///   standby is refused ([`AcquireFailure::Standby`](crate::AcquireFailure::Standby)) unless allowed.
+///   standby is refused ([`AcquireFailure::Standby`](crate::ports::error::AcquireFailure::Standby)) unless allowed.
 /// - Sessions show up in `pg_stat_activity` with `application_name =
 ///   'eventsource/<holder_id>'`.
 ///
@@ -65,7 +65,7 @@ impl Drop for ManagerState {
 /// # async fn run() -> pgcoord::Result<()> {
 /// use std::time::Duration;
 /// use pgcoord::DistributedLock;
-/// use pgcoord::adapters::postgres::PostgresLockManager;
+/// use pgcoord::PostgresLockManager;
 ///
 /// let locks = PostgresLockManager::from_url("postgres://app@localhost/app")?;
 /// let guard = locks.acquire("nightly-report", Some(Duration::from_secs(5))).await?;
@@ -183,7 +183,8 @@ impl PostgresLockManager {
         let session = self.state.inspection.get(connector).await?;
         match self.holders_on(&session.client, keys).await {
             Err(Error::Backend(e))
-                if e.kind() == crate::BackendErrorKind::Closed || session.client.is_closed() =>
+                if e.kind() == crate::ports::error::BackendErrorKind::Closed
+                    || session.client.is_closed() =>
             {
                 // The kept session had ended unnoticed: once more, on a new one.
                 let failed = Some(&session);
@@ -213,7 +214,7 @@ impl PostgresLockManager {
     /// really gives session-level advisory locks through this manager's
     /// connection settings (catches no-op advisory functions and
     /// transaction-mode poolers). A failure is a
-    /// [`BackendErrorKind::NotPostgres`](crate::BackendErrorKind::NotPostgres) error naming the cause, whose
+    /// [`BackendErrorKind::NotPostgres`](crate::ports::error::BackendErrorKind::NotPostgres) error naming the cause, whose
     /// [`source`](std::error::Error::source) is a
     /// [`VerifyProblem`](crate::adapters::postgres::VerifyProblem); the report lists the server
     /// settings that bound how long a vanished holder keeps its locks.

@@ -23,7 +23,7 @@ impl SharedLock for PostgresLockManager {
     /// Each shared hold (and each wait for one) uses a dedicated session of
     /// its own, within [`max_wait_sessions`](crate::adapters::postgres::PostgresLockManagerBuilder::max_wait_sessions);
     /// when they are all in use, the call waits for one within `timeout`
-    /// (a try fails with [`AcquireFailure::BudgetExceeded`](crate::AcquireFailure::BudgetExceeded)). Shared holds
+    /// (a try fails with [`AcquireFailure::BudgetExceeded`](crate::ports::error::AcquireFailure::BudgetExceeded)). Shared holds
     /// take no fencing token. A single-session manager takes the hold on its
     /// one session (and then holds nothing else).
     ///

@@ -254,7 +254,10 @@ pub(crate) async fn verify(connector: &Connector, settings: &Settings) -> Result
     match checks(connector, settings).await {
         // A transaction-mode pooler can also show itself this way, before
         // the checks that compare backend pids get to run.
-        Err(e) if e.as_backend().and_then(|b| b.code()) == Some("26000") => {
+        Err(e)
+            if e.as_backend().and_then(|b| b.code())
+                == Some(&crate::ports::sql_state::SqlState::INVALID_SQL_STATEMENT_NAME) =>
+        {
             Err(failed(VerifyProblem::PreparedStatementLost))
         }
         other => other,

@@ -101,7 +101,7 @@ pub struct XactLock {
 /// ```no_run
 /// # async fn run(client: &mut tokio_postgres::Client) -> pgcoord::Result<()> {
 /// use std::time::Duration;
-/// use pgcoord::adapters::postgres::acquire_xact;
+/// use pgcoord::postgres::acquire_xact;
 ///
 /// let tx = client.transaction().await.expect("BEGIN");
 /// acquire_xact(&tx, "migrate:tenant-42", Some(Duration::from_secs(5))).await?;
@@ -169,7 +169,7 @@ pub async fn acquire_xact(
 ///
 /// ```no_run
 /// # async fn run(client: &mut tokio_postgres::Client) -> pgcoord::Result<()> {
-/// use pgcoord::adapters::postgres::try_acquire_xact;
+/// use pgcoord::postgres::try_acquire_xact;
 ///
 /// let tx = client.transaction().await.expect("BEGIN");
 /// if try_acquire_xact(&tx, "rebuild:orders").await?.is_none() {

@@ -23,9 +23,9 @@ use crate::ports::readmodels::{
 /// the last clone.
 ///
 /// ```no_run
-/// # async fn demo(db: pgcoord::adapters::postgres::PostgresDatabase, written_at: i64) -> pgcoord::Result<()> {
+/// # async fn demo(db: pgcoord::readmodels::postgres::PostgresDatabase, written_at: i64) -> pgcoord::Result<()> {
 /// use std::time::Duration;
-/// use pgcoord::adapters::postgres::PostgresCheckpointWatch;
+/// use pgcoord::readmodels::postgres::PostgresCheckpointWatch;
 ///
 /// let watch = PostgresCheckpointWatch::start(&db, "order_summaries");
 /// // After appending an event at `written_at`: wait until the read model has it.

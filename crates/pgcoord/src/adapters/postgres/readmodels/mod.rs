@@ -68,11 +68,11 @@ const MAX_PARAMS: usize = 65_000;
 ///
 /// ```no_run
 /// # async fn demo(client: &mut tokio_postgres::Client) -> pgcoord::Result<()> {
-/// # use pgcoord::ports::readmodels::{ReadModel, ReadModelMeta};
+/// # use pgcoord::readmodels::{ReadModel, ReadModelMeta};
 /// # #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, ReadModel)]
 /// # struct Category { #[serde(flatten)] meta: ReadModelMeta, name: String }
-/// use pgcoord::adapters::postgres::PostgresReadModelRepository;
-/// use pgcoord::ports::readmodels::ReadModelRepository;
+/// use pgcoord::readmodels::postgres::PostgresReadModelRepository;
+/// use pgcoord::readmodels::ReadModelRepository;
 ///
 /// // Inside the caller's transaction: the repository never commits.
 /// let tx = client.transaction().await.expect("BEGIN");

@@ -35,7 +35,7 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 /// ```no_run
 /// # async fn demo() -> pgcoord::Result<()> {
 /// use std::time::Duration;
-/// use pgcoord::adapters::postgres::{ConnectOptions, PostgresDatabase};
+/// use pgcoord::{ConnectOptions, readmodels::postgres::PostgresDatabase};
 ///
 /// let db = PostgresDatabase::connect("postgres://app@db.internal/app?sslmode=verify-full").await?;
 /// let client = db.get().await?; // derefs to a tokio_postgres::Client

@@ -52,7 +52,7 @@ async fn has_tables<C: GenericClient + Sync>(c: &C) -> Result<bool> {
 
 /// 42P01: the checkpoint table does not exist (yet).
 fn is_undefined_table(e: &crate::Error) -> bool {
-    matches!(e, crate::Error::Backend(b) if b.code() == Some("42P01"))
+    matches!(e, crate::Error::Backend(b) if b.code() == Some(&crate::ports::sql_state::SqlState::UNDEFINED_TABLE))
 }
 
 // The checkpoint statements go with their parameter types

@@ -45,7 +45,7 @@ async fn lock_row<C: GenericClient + Sync>(c: &C, projection: &str) -> Result<Pr
 
 /// 42P01: the table does not exist (yet).
 fn is_undefined_table(e: &crate::Error) -> bool {
-    matches!(e, crate::Error::Backend(b) if b.code() == Some("42P01"))
+    matches!(e, crate::Error::Backend(b) if b.code() == Some(&crate::ports::sql_state::SqlState::UNDEFINED_TABLE))
 }
 
 impl<M: ReadModel> VersionedReadModels<M> for PostgresReadModelRepository<M, PostgresDatabase> {

@@ -185,7 +185,7 @@ pub(super) async fn prepare(
     drop(pg14);
     extra.map_err(|e| {
         let mut err = pg_error(e, BackendErrorKind::NotPostgres);
-        if err.code() == Some(SqlState::UNDEFINED_OBJECT.code()) {
+        if err.code().map(|c| c.code()) == Some(SqlState::UNDEFINED_OBJECT.code()) {
             err = BackendError::new(
                 BackendErrorKind::NotPostgres,
                 "lease mode needs PostgreSQL 14 or later (idle_session_timeout): without it a \
