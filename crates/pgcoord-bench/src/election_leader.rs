@@ -40,7 +40,7 @@ pub async fn run(spec_json: &str) -> Res<()> {
         b = b.batched_sessions(n);
     }
     let mgr = b.build();
-    let election = Election::new(mgr.clone(), spec.election);
+    let election = Election::new(mgr.clone(), spec.election).expect("a fencing lock manager");
     let leading = election.campaign(Some(CAMPAIGN_LIMIT)).await?;
     let line = Leading {
         term: leading.term(),

@@ -90,7 +90,7 @@ async fn retake(m: PostgresLockManager, key: String) -> Res<(LockGuard, Instant)
 
 /// Campaigns again and again until it leads; the instant it did.
 async fn lead(m: PostgresLockManager) -> Res<(Leadership, Instant)> {
-    let election = Election::new(m, ELECTION);
+    let election = Election::new(m, ELECTION).expect("a fencing lock manager");
     let until = Instant::now() + LIMIT;
     while Instant::now() < until {
         match election.campaign(Some(LIMIT)).await {
@@ -151,7 +151,7 @@ pub async fn trial(
     let token_before = held.fence().unwrap_or(0);
     let waiter = tokio::spawn(retake(managers[1].0.clone(), KEY.to_owned()));
     queued(&on_primary, KEY, 1).await?;
-    let leading = Election::new(managers[2].0.clone(), ELECTION)
+    let leading = Election::new(managers[2].0.clone(), ELECTION).expect("a fencing lock manager")
         .campaign(Some(LIMIT))
         .await?;
     let term_before = leading.term();
@@ -163,7 +163,7 @@ pub async fn trial(
     let mut candidate = tokio::spawn(lead(managers[3].0.clone()));
     queued(
         &on_primary,
-        Election::new(managers[3].0.clone(), ELECTION).key(),
+        Election::new(managers[3].0.clone(), ELECTION).expect("a fencing lock manager").key(),
         1,
     )
     .await?;

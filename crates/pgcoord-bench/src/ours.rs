@@ -60,7 +60,10 @@ pub async fn ours_try_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let key = format!("bench/ours_try_seq/{round}/0");
     let (w, probe) = ctx.start_window(&app(holder));
     let out = timed_loop!(w, 1, {
-        let info = mgr.try_acquire(&key).await?;
+        let info = mgr
+            .try_lock(&key)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))?;
         assert!(info.is_some(), "ours_try_seq: key unexpectedly held");
         mgr.release(&key).await?;
     });
@@ -279,7 +282,9 @@ pub async fn capacity(ctx: &Ctx) -> Res<ScenarioReport> {
     // Warm: sessions open, statements prepared, registry allocated.
     for i in 0..64 {
         let k = format!("bench/capacity/warm/{i}");
-        mgr.try_acquire(&k).await?;
+        mgr.try_lock(&k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))?;
         mgr.release(&k).await?;
     }
     // Per-call latencies, allocated before the baseline so they do not count.
@@ -296,7 +301,12 @@ pub async fn capacity(ctx: &Ctx) -> Res<ScenarioReport> {
             let mut got = 0usize;
             for i in (t..LOCKS).step_by(TASKS) {
                 let t0 = Instant::now();
-                if mgr.try_acquire(&keys[i]).await?.is_some() {
+                if mgr
+                    .try_lock(&keys[i])
+                    .await
+                    .map(|g| g.map(pgcoord::LockGuard::into_manual))?
+                    .is_some()
+                {
                     got += 1;
                 }
                 lat[i].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);

@@ -96,7 +96,12 @@ pub async fn fill(mgr: &pgcoord::PostgresLockManager, prefix: &str, n: usize) ->
         let (mgr, keys) = (mgr.clone(), keys.clone());
         tasks.push(tokio::spawn(async move {
             for i in (t..keys.len()).step_by(FILL_TASKS) {
-                if mgr.try_acquire(&keys[i]).await?.is_none() {
+                if mgr
+                    .try_lock(&keys[i])
+                    .await
+                    .map(|g| g.map(pgcoord::LockGuard::into_manual))?
+                    .is_none()
+                {
                     return Err(format!("{} unexpectedly held", keys[i]).into());
                 }
             }

@@ -114,7 +114,13 @@ fn render_skipped(args: &LeaderShowArgs, first: u64, last: u64, at: DateTime<Utc
 
 /// Runs `leader show`; returns the exit code.
 pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
-    let election = Election::new(db.manager_builder().build(), args.name.clone());
+    // Looking needs no lock and no fence table, but an election is only
+    // built on a manager that fences (building one does no I/O).
+    let locks = db.manager_builder().fencing(true).build();
+    let election = match Election::new(locks, args.name.clone()) {
+        Ok(e) => e,
+        Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
+    };
     let client = match db.connect_tls().await {
         Ok(c) => c,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),

@@ -62,7 +62,8 @@ macro_rules! lock_conformance_tests {
             dropped_guard_releases,
             panic_in_scope_releases,
             aborted_task_releases,
-            try_acquire_free_then_held,
+            try_lock_free_then_held,
+            manual_lock_is_held_until_release,
             release_makes_key_acquirable,
             release_of_never_held_key_is_not_held_error,
             timeout_on_held_key_carries_the_timeout,
@@ -76,7 +77,7 @@ macro_rules! lock_conformance_tests {
             waiter_gets_lock_after_release,
             many_tasks_distinct_keys,
             cancel_acquire_at_every_poll,
-            cancel_try_acquire_at_every_poll,
+            cancel_try_lock_at_every_poll,
             cancel_release_at_every_poll,
             cancel_contended_acquire_at_every_poll,
             timeouts_racing_handovers_leave_the_key_free,
@@ -168,9 +169,10 @@ pub(crate) const SETTLE: Duration = Duration::from_secs(10);
 /// True when `observer` can take `key` right now (and gives it back).
 pub(crate) async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
     match observer
-        .try_acquire(key)
+        .try_lock(key)
         .await
-        .expect("observer try_acquire")
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .expect("observer try_lock")
     {
         Some(_) => {
             observer.release(key).await.expect("observer release");

@@ -68,7 +68,12 @@ pub async fn contend(
         h.await.unwrap();
     }
     let held = locks.acquire(key, None).await.unwrap();
-    assert!(other.try_acquire(key).await.unwrap().is_none());
+    assert!(other
+        .try_lock(key)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     held.release().await.unwrap();
 }
 

@@ -58,13 +58,13 @@
 //! | --- | --- | --- | --- |
 //! | [`acquire(key, timeout)`](DistributedLock::acquire) | up to `timeout` (`None`: forever; zero: one attempt) | [`Error::LockAcquisition`] with [`AcquireFailure::Timeout`](error::AcquireFailure::Timeout) | the [`LockGuard`]: `release().await`, or on drop, on every path |
 //! | [`try_lock(key)`](DistributedLock::try_lock) | never | `Ok(None)` | the guard |
-//! | [`try_acquire(key)`](DistributedLock::try_acquire) | never | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
+//! | [`try_lock(key)`](DistributedLock::try_lock) then [`into_manual()`](LockGuard::into_manual) | never | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
 //! | [`with_lock(key, timeout, f)`](DistributedLock::with_lock) | like `acquire` | like `acquire` | after `f`; `f` is stopped with [`Error::LockLost`] if the lock is lost |
 //!
 //! Every async method documents its **cancel safety** in tokio's sense
 //! (dropping the future and calling again loses nothing). In short: dropping
 //! any future of this crate at any await point leaks no lock and no
-//! database session; `try_acquire` and `try_lock` are cancel safe;
+//! database session; `try_lock` is cancel safe;
 //! `acquire` is not (a dropped wait loses its place in the queue). Every error is one [`Error`] whose kinds you inspect
 //! with methods ([`Error::is_timeout`], [`Error::is_lock_lost`],
 //! [`Error::is_not_held`], [`Error::key`], [`Error::as_backend`]).
@@ -92,7 +92,7 @@
 //!
 //! ## Observability
 //!
-//! `acquire`, `try_acquire` and `release` run in `tracing` spans
+//! `acquire`, `try_lock` and `release` run in `tracing` spans
 //! (`eventsource.lock.*`, with key, lock id, outcome and wait time) and emit
 //! DEBUG events; every read-model repository call runs in a span
 //! `eventsource.readmodel.<operation>` with OpenTelemetry's database field

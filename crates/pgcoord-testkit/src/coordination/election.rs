@@ -47,7 +47,7 @@ const SHORT: Duration = Duration::from_millis(150);
 const IDLE: Duration = Duration::from_millis(50);
 
 fn election<L: ElectionConformant>(lock: &L, name: &str) -> Election<L> {
-    Election::new(lock.clone(), name)
+    Election::new(lock.clone(), name).expect("a fencing lock manager")
 }
 
 /// Waits (generously) for `leading` to be told it lost.

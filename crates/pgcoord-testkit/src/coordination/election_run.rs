@@ -16,7 +16,7 @@ use super::election::{ElectionConformant, LeadershipBreaker};
 use crate::locks::{eventually, eventually_async, key, poll_n_then_drop, SETTLE};
 
 fn election<L: ElectionConformant>(lock: &L, name: &str) -> Election<L> {
-    Election::new(lock.clone(), name)
+    Election::new(lock.clone(), name).expect("a fencing lock manager")
 }
 
 /// Waits (generously) for the next term handed to the work.

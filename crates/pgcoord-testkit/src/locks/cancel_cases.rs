@@ -22,19 +22,19 @@ pub async fn cancel_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L)
     drop_at_every_poll("acquire", lock, observer, &k, acquire, release).await;
 }
 
-/// `try_acquire` dropped after every possible number of polls leaks nothing.
+/// `try_lock` dropped after every possible number of polls leaks nothing.
 #[doc(hidden)]
-pub async fn cancel_try_acquire_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
+pub async fn cancel_try_lock_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-try");
-    let try_acquire = || lock.try_acquire(&k);
-    let release = |info: pgcoord::Result<Option<pgcoord::LockInfo>>| async {
+    let try_lock = || lock.try_lock(&k);
+    let release = |guard: pgcoord::Result<Option<pgcoord::LockGuard>>| async {
         // A dropped attempt from the previous round may still be in
         // flight; the key is then briefly "being taken".
-        if info.unwrap().is_some() {
-            lock.release(&k).await.unwrap();
+        if let Some(guard) = guard.unwrap() {
+            guard.release().await.unwrap();
         }
     };
-    drop_at_every_poll("try_acquire", lock, observer, &k, try_acquire, release).await;
+    drop_at_every_poll("try_lock", lock, observer, &k, try_lock, release).await;
 }
 
 /// `release` dropped after every possible number of polls still releases.
@@ -42,7 +42,11 @@ pub async fn cancel_try_acquire_at_every_poll<L: Conformant>(lock: &L, observer:
 pub async fn cancel_release_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-release");
     for n in 0..MAX_POLLS {
-        lock.try_acquire(&k).await.unwrap().unwrap();
+        lock.try_lock(&k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .unwrap();
         let out = poll_n_then_drop(lock.release(&k), n, IDLE).await;
         if let Some(r) = &out {
             assert!(r.is_ok(), "{r:?}");

@@ -96,32 +96,68 @@ pub async fn aborted_task_releases<L: Conformant>(lock: &L, observer: &L) {
     eventually("count back to 0", SETTLE, || lock.held_lock_count() == 0).await;
 }
 
-/// `try_acquire` takes a free key and answers `None` for a held one.
+/// `try_lock` takes a free key and answers `None` for a held one; its
+/// guard gives the key back.
 #[doc(hidden)]
-pub async fn try_acquire_free_then_held<L: Conformant>(lock: &L, observer: &L) {
+pub async fn try_lock_free_then_held<L: Conformant>(lock: &L, observer: &L) {
     let k = key("try");
-    let info = lock.try_acquire(&k).await.unwrap().expect("free key");
-    assert_eq!(info.key, k);
+    let guard = lock.try_lock(&k).await.unwrap().expect("free key");
+    assert_eq!(guard.key(), k);
+    assert!(lock.is_held(&k));
     assert!(
-        lock.try_acquire(&k).await.unwrap().is_none(),
+        lock.try_lock(&k).await.unwrap().is_none(),
         "second local owner"
     );
     assert!(
-        observer.try_acquire(&k).await.unwrap().is_none(),
+        observer.try_lock(&k).await.unwrap().is_none(),
         "observer got it"
     );
+    guard.release().await.unwrap();
+    assert!(!lock.is_held(&k));
+    assert_becomes_free(observer, &k).await;
+}
+
+/// A guard turned into a manual lock stays held until `release(key)`,
+/// which gives the key back; a second `release` says it is not held.
+#[doc(hidden)]
+pub async fn manual_lock_is_held_until_release<L: Conformant>(lock: &L, observer: &L) {
+    let k = key("manual");
+    let info = lock
+        .try_lock(&k)
+        .await
+        .unwrap()
+        .expect("free key")
+        .into_manual();
+    assert_eq!(info.key, k);
+    assert!(lock.is_held(&k));
+    assert!(
+        observer.try_lock(&k).await.unwrap().is_none(),
+        "a manual lock is held after its guard is gone"
+    );
     lock.release(&k).await.unwrap();
+    assert!(!lock.is_held(&k));
+    assert!(lock.release(&k).await.unwrap_err().is_not_held());
+    assert_becomes_free(observer, &k).await;
 }
 
 /// After `release`, the key can be taken again.
 #[doc(hidden)]
 pub async fn release_makes_key_acquirable<L: Conformant>(lock: &L, observer: &L) {
     let k = key("reacquire");
-    lock.try_acquire(&k).await.unwrap().unwrap();
+    lock.try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .unwrap();
     lock.release(&k).await.unwrap();
     assert!(!lock.is_held(&k));
     assert!(free_for(observer, &k).await);
-    assert!(lock.try_acquire(&k).await.unwrap().is_some());
+    assert!(lock
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_some());
     lock.release(&k).await.unwrap();
 }
 
@@ -191,7 +227,11 @@ pub async fn different_keys_are_independent<L: Conformant>(lock: &L, observer: &
 pub async fn release_all_returns_count_and_empties<L: Conformant>(lock: &L, observer: &L) {
     let keys: Vec<String> = (0..3).map(|i| key(&format!("all-{i}"))).collect();
     for k in &keys {
-        lock.try_acquire(k).await.unwrap().unwrap();
+        lock.try_lock(k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .unwrap();
     }
     let guarded = key("all-guard");
     let guard = lock.acquire(&guarded, None).await.unwrap();
@@ -268,7 +308,11 @@ pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L,
         err.as_lock_acquisition().map(|e| &e.reason),
         Some(pgcoord::error::AcquireFailure::KeyTooLong { .. })
     ));
-    assert!(lock.try_acquire(&huge).await.is_err());
+    assert!(lock
+        .try_lock(&huge)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .is_err());
     assert_eq!(lock.held_lock_count(), 0);
 }
 

@@ -62,7 +62,12 @@ pub async fn fences_increase_on_every_path<L: Conformant>(
     seen.push(g.info().clone());
     g.release().await.unwrap();
     // The other manager, through try_acquire (manual).
-    let info = observer.try_acquire(&k).await.unwrap().expect("free");
+    let info = observer
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .expect("free");
     seen.push(info);
     // Contended: a waiter is granted when the holder releases (adapters
     // test the queued path with their own means of seeing the queue).

@@ -37,11 +37,12 @@ pub fn election_key(name: &str) -> String {
 
 /// An election on one name, over any lock manager of the ports.
 ///
-/// The manager must hand out fencing tokens (the in-memory one always
-/// does; build a `PostgresLockManager` with `.fencing(true)` and run
-/// `install_fencing()` once per database): the token is the term, and a
-/// campaign on a manager without them fails with
-/// [`Error::InvalidArgument`] instead of leading without a term.
+/// The manager must hand out fencing tokens (the in-memory one does unless
+/// built [`without_fencing`](crate::InMemoryLockManager::without_fencing);
+/// build a `PostgresLockManager` with `.fencing(true)` and run
+/// `install_fencing()` once per database): the token is the term.
+/// [`Election::new`] refuses a manager whose
+/// [`fences()`](DistributedLock::fences) is false, before anything waits.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -49,7 +50,7 @@ pub fn election_key(name: &str) -> String {
 /// use pgcoord::InMemoryLockManager;
 ///
 /// let locks = InMemoryLockManager::new(Some("node-1".into()));
-/// let election = Election::new(locks.clone(), "scheduler");
+/// let election = Election::new(locks.clone(), "scheduler")?;
 /// let first = election.campaign(None).await?;
 /// assert!(election.try_campaign().await?.is_none(), "one leader at a time");
 /// let term = first.term();
@@ -70,11 +71,21 @@ impl<L: DistributedLock> Election<L> {
     /// An election called `name` on `locks`. Performs no I/O; with the
     /// `metrics` feature, registers the election's gauges at 0
     /// (`eventsource_election_*`, see `docs/observability.md`).
-    pub fn new(locks: L, name: impl Into<String>) -> Self {
+    ///
+    /// A manager that gives no fencing tokens
+    /// ([`DistributedLock::fences`] is false) is an
+    /// [`Error::InvalidArgument`]: its leaders would have no term.
+    pub fn new(locks: L, name: impl Into<String>) -> Result<Self> {
         let name = name.into();
+        if !locks.fences() {
+            return Err(Error::InvalidArgument(format!(
+                "election {name:?}: the lock manager gives no fencing tokens, so a leader \
+                 would have no term; build it with fencing on (and install fencing)"
+            )));
+        }
         let key = election_key(&name);
         election_metrics::register(&name);
-        Self { locks, name, key }
+        Ok(Self { locks, name, key })
     }
 
     /// The election's name.

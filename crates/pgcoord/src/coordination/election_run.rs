@@ -81,7 +81,7 @@ impl<L: DistributedLock> Election<L> {
     /// use pgcoord::InMemoryLockManager;
     /// use tokio_util::sync::CancellationToken;
     ///
-    /// let election = Election::new(InMemoryLockManager::new(None), "scheduler");
+    /// let election = Election::new(InMemoryLockManager::new(None), "scheduler")?;
     /// let stop = CancellationToken::new();
     /// let mut terms = Vec::new();
     /// election

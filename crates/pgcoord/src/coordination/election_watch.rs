@@ -73,7 +73,7 @@ impl<L: DistributedLock + LeaderObserver> Election<L> {
     /// use pgcoord::coordination::Election;
     /// use pgcoord::InMemoryLockManager;
     ///
-    /// let election = Election::new(InMemoryLockManager::new(None), "scheduler");
+    /// let election = Election::new(InMemoryLockManager::new(None), "scheduler")?;
     /// let mut changes = Box::pin(election.watch(Duration::from_millis(10)));
     /// assert_eq!(changes.next().await.unwrap()?, None); // vacant
     /// let leading = election.campaign(None).await?;

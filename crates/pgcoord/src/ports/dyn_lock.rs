@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::Result;
-use super::locks::{BoxFuture, DistributedLock, LockGuard, LockInfo, LockRegistry};
+use super::locks::{BoxFuture, DistributedLock, LockGuard, LockRegistry};
 
 /// The object-safe form of [`DistributedLock`] + [`LockRegistry`]; see the
 /// module docs. Each method behaves (and is cancel safe or not) exactly as
@@ -53,8 +53,6 @@ pub trait DynLockManager: Send + Sync {
         key: &'a str,
         timeout: Option<Duration>,
     ) -> BoxFuture<'a, Result<LockGuard>>;
-    /// [`DistributedLock::try_acquire`].
-    fn try_acquire<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<LockInfo>>>;
     /// [`DistributedLock::try_lock`].
     fn try_lock<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<LockGuard>>>;
     /// [`DistributedLock::try_lock_any`].
@@ -66,6 +64,8 @@ pub trait DynLockManager: Send + Sync {
     fn release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>>;
     /// [`DistributedLock::is_held`].
     fn is_held(&self, key: &str) -> bool;
+    /// [`DistributedLock::fences`].
+    fn fences(&self) -> bool;
     /// [`LockRegistry::release_all`].
     fn release_all(&self) -> BoxFuture<'_, Result<usize>>;
     /// [`LockRegistry::held_lock_count`].
@@ -79,10 +79,6 @@ impl<T: DistributedLock + LockRegistry> DynLockManager for T {
         timeout: Option<Duration>,
     ) -> BoxFuture<'a, Result<LockGuard>> {
         Box::pin(DistributedLock::acquire(self, key, timeout))
-    }
-
-    fn try_acquire<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<LockInfo>>> {
-        Box::pin(DistributedLock::try_acquire(self, key))
     }
 
     fn try_lock<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<LockGuard>>> {
@@ -104,6 +100,10 @@ impl<T: DistributedLock + LockRegistry> DynLockManager for T {
         DistributedLock::is_held(self, key)
     }
 
+    fn fences(&self) -> bool {
+        DistributedLock::fences(self)
+    }
+
     fn release_all(&self) -> BoxFuture<'_, Result<usize>> {
         Box::pin(LockRegistry::release_all(self))
     }
@@ -116,10 +116,6 @@ impl<T: DistributedLock + LockRegistry> DynLockManager for T {
 impl DistributedLock for Arc<dyn DynLockManager> {
     async fn acquire(&self, key: &str, timeout: Option<Duration>) -> Result<LockGuard> {
         DynLockManager::acquire(&**self, key, timeout).await
-    }
-
-    async fn try_acquire(&self, key: &str) -> Result<Option<LockInfo>> {
-        DynLockManager::try_acquire(&**self, key).await
     }
 
     async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>> {
@@ -136,6 +132,10 @@ impl DistributedLock for Arc<dyn DynLockManager> {
 
     fn is_held(&self, key: &str) -> bool {
         DynLockManager::is_held(&**self, key)
+    }
+
+    fn fences(&self) -> bool {
+        DynLockManager::fences(&**self)
     }
 }
 

@@ -245,18 +245,8 @@ pub trait DistributedLock: Send + Sync {
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<LockGuard>> + Send;
 
-    /// Takes `key` if it is free, without waiting. `Ok(None)` when another
-    /// holder has it. The lock is then manual: give it back with
-    /// [`release`](DistributedLock::release).
-    ///
-    /// # Cancel safety
-    ///
-    /// Implementations must be cancel safe: if the future is dropped, any
-    /// lock it took is released, so calling again finds the key as it was.
-    fn try_acquire(&self, key: &str) -> impl Future<Output = Result<Option<LockInfo>>> + Send;
-
-    /// Releases a manual lock (from [`try_acquire`](DistributedLock::try_acquire)
-    /// or [`LockGuard::into_manual`]). A key this manager does not hold is a
+    /// Releases a manual lock (a guard turned into one with
+    /// [`LockGuard::into_manual`]). A key this manager does not hold is a
     /// [`LockNotHeldError`](crate::ports::error::LockNotHeldError).
     ///
     /// # Cancel safety
@@ -267,6 +257,16 @@ pub trait DistributedLock: Send + Sync {
     /// Whether this manager holds `key` now. Says nothing about other
     /// processes.
     fn is_held(&self, key: &str) -> bool;
+
+    /// Whether every exclusive guard this manager grants carries a fencing
+    /// token ([`LockGuard::fence`] is `Some`, larger than any earlier
+    /// token of the key). Known without I/O. The default is `false`; a
+    /// manager that fences says so, and code that needs tokens (an
+    /// [`Election`](crate::coordination::Election)'s terms) checks it
+    /// before it waits.
+    fn fences(&self) -> bool {
+        false
+    }
 
     /// Like [`acquire`](DistributedLock::acquire) with a zero timeout, but
     /// "held elsewhere" is `Ok(None)` instead of an error.

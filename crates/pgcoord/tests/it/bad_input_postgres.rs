@@ -46,7 +46,11 @@ async fn odd_keys_lock_and_huge_keys_are_refused_before_any_io() {
             "{err:?}"
         );
     }
-    assert!(m.try_acquire(&huge).await.is_err());
+    assert!(m
+        .try_lock(&huge)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .is_err());
     assert!(m.release(&huge).await.unwrap_err().is_not_held());
     assert_eq!(m.session_count(), 0, "a refused key opened a session");
 
@@ -68,7 +72,12 @@ async fn odd_keys_lock_and_huge_keys_are_refused_before_any_io() {
         let g = m.acquire(k, Some(SECS)).await.unwrap();
         assert_eq!(&g.info().key, k);
         assert!(
-            other.try_acquire(k).await.unwrap().is_none(),
+            other
+                .try_lock(k)
+                .await
+                .map(|g| g.map(pgcoord::LockGuard::into_manual))
+                .unwrap()
+                .is_none(),
             "{k:?} not excluded"
         );
         guards.push(g);
@@ -109,7 +118,11 @@ async fn unreachable_hosts_are_typed_connect_errors() {
             );
             assert!(!format!("{err} {err:?}").contains("hunter2"));
         }
-        let err = m.try_acquire("k").await.unwrap_err();
+        let err = m
+            .try_lock("k")
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap_err();
         assert_eq!(
             err.as_backend().map(|b| b.kind()),
             Some(BackendErrorKind::Connect)
@@ -178,7 +191,7 @@ async fn servers_that_are_not_postgres_are_typed_errors() {
     // ...and the connect timeout bounds try_acquire, which has none. (Not
     // on "k": until the session gives up connecting, the abandoned request
     // above still reserves it, and try_acquire would say "busy".)
-    let err = tokio::time::timeout(SECS, m.try_acquire("k2"))
+    let err = tokio::time::timeout(SECS, m.try_lock("k2"))
         .await
         .expect("hung on a silent server")
         .unwrap_err();
@@ -208,7 +221,11 @@ async fn closed_manager_refuses_everything() {
             "{err:?}"
         );
     }
-    let err = m.try_acquire(&k).await.unwrap_err();
+    let err = m
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),
         Some(AcquireFailure::Closed)
@@ -292,7 +309,11 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
         seen.push_str(&format!(" {s} {s:?}"));
         source = s.source();
     }
-    let err = m.try_acquire("k").await.unwrap_err();
+    let err = m
+        .try_lock("k")
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap_err();
     seen.push_str(&format!("{err} {err:?}"));
     let err = m.holders(&[]).await.unwrap_err();
     seen.push_str(&format!("{err} {err:?}"));

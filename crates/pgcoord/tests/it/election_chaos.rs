@@ -73,7 +73,7 @@ async fn election_candidate() {
     ));
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let election = Election::new(m.clone(), ELECTION);
+        let election = Election::new(m.clone(), ELECTION).expect("a fencing lock manager");
         let (file, data_url) = (file.clone(), data_url.clone());
         let name = format!("{worker}.{t}");
         handles.push(tokio::spawn(async move {

@@ -144,7 +144,7 @@ struct Held {
 
 impl Held {
     async fn new(locks: &PostgresLockManager, name: &str, client: &tokio_postgres::Client) -> Held {
-        let election = Election::new(locks.clone(), name);
+        let election = Election::new(locks.clone(), name).expect("a fencing lock manager");
         let leading = election
             .campaign(Some(Duration::from_secs(10)))
             .await
@@ -199,7 +199,7 @@ fn rival(
     stop: Arc<AtomicBool>,
     tries: Arc<AtomicU64>,
 ) -> tokio::task::JoinHandle<()> {
-    let election = Election::new(locks, name);
+    let election = Election::new(locks, name).expect("a fencing lock manager");
     tokio::spawn(async move {
         while !stop.load(Ordering::Relaxed) {
             let err = election
@@ -228,7 +228,7 @@ async fn a_leader_without_faults_never_steps_down() {
     let (other, rival_locks) = (fenced(&db, "soak-other"), fenced(&db, "soak-rival"));
     let at_once = Held::new(&leader_locks, "soak-a", &client).await;
     // Won after a wait: the rival leads first, the leader queues.
-    let first = Election::new(rival_locks.clone(), "soak-b")
+    let first = Election::new(rival_locks.clone(), "soak-b").expect("a fencing lock manager")
         .campaign(None)
         .await
         .unwrap();

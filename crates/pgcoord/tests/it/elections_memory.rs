@@ -22,7 +22,7 @@ async fn one_leader_at_a_time_with_growing_terms() {
     let terms = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let election = Election::new(locks.clone(), "jobs");
+        let election = Election::new(locks.clone(), "jobs").expect("a fencing lock manager");
         let (leaders, terms) = (leaders.clone(), terms.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..20 {
@@ -44,4 +44,23 @@ async fn one_leader_at_a_time_with_growing_terms() {
         terms.windows(2).all(|w| w[0] < w[1]),
         "terms grow: {terms:?}"
     );
+}
+
+/// A manager without fencing tokens is refused when the election is built,
+/// even while the election's key is held (nothing waits for it); its
+/// guards carry no token.
+#[tokio::test]
+async fn an_election_refuses_a_manager_without_fencing_before_any_wait() {
+    use pgcoord::DistributedLock;
+    let plain = InMemoryLockManager::without_fencing(Some("plain".into()));
+    assert!(!plain.fences());
+    let held = plain
+        .acquire(&pgcoord::coordination::election_key("jobs"), None)
+        .await
+        .unwrap();
+    assert_eq!(held.fence(), None);
+    let err = Election::new(plain.clone(), "jobs").unwrap_err();
+    assert!(matches!(err, pgcoord::Error::InvalidArgument(_)), "{err}");
+    held.release().await.unwrap();
+    assert!(InMemoryLockManager::new(None).fences());
 }

@@ -118,7 +118,7 @@ async fn fail_over(replication: Replication, key: &str) -> Failover {
     })
     .await;
     before.extend(grant_three(&m, key).await);
-    let election = Election::new(m.clone(), "failover");
+    let election = Election::new(m.clone(), "failover").expect("a fencing lock manager");
     let mut terms_before = Vec::new();
     for _ in 0..2 {
         let leadership = election.campaign(Some(SECS)).await.unwrap();
@@ -198,7 +198,7 @@ async fn assert_tokens_never_repeat(replication: Replication) {
     g.release().await.unwrap();
 
     // Election terms keep rising across the promotion.
-    let election = Election::new(m.clone(), "failover");
+    let election = Election::new(m.clone(), "failover").expect("a fencing lock manager");
     let leadership = election.campaign(Some(SECS)).await.unwrap();
     let highest_term = *f.terms_before.iter().max().unwrap();
     assert!(

@@ -57,7 +57,7 @@ async fn a_manager_and_its_election_follow_the_promoted_standby() {
     let k = key("follow");
     let guard = m.acquire(&k, Some(SECS)).await.unwrap();
     let token_before = guard.fence().unwrap();
-    let election = Election::new(m.clone(), "follow");
+    let election = Election::new(m.clone(), "follow").expect("a fencing lock manager");
     let leader = election.campaign(Some(SECS)).await.unwrap();
     let term_before = leader.term();
 

@@ -58,7 +58,11 @@ async fn a_batch_failing_part_way_is_reconciled_with_the_server() {
         tasks.push(tokio::spawn(async move {
             let (mut ok, mut failed) = (0usize, 0usize);
             for i in 0..200 {
-                match m.try_acquire(&format!("overflow-{t}-{i}")).await {
+                match m
+                    .try_lock(&format!("overflow-{t}-{i}"))
+                    .await
+                    .map(|g| g.map(pgcoord::LockGuard::into_manual))
+                {
                     Ok(Some(_)) => ok += 1,
                     Ok(None) => panic!("nobody else holds these keys"),
                     Err(e) => {

@@ -128,7 +128,11 @@ async fn killed_holder_process_hands_the_lock_to_a_waiter_in_another_process() {
     let mut holder = Holder::start(&db, &k).await;
     let m = common::manager(&db, "survivor");
     assert!(
-        m.try_acquire(&k).await.unwrap().is_none(),
+        m.try_lock(&k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .is_none(),
         "the child does not hold it"
     );
     let m2 = m.clone();
@@ -163,7 +167,12 @@ async fn frozen_holder_keeps_its_lock_with_default_server_settings() {
     assert!(err.is_timeout(), "{err:?}");
     holder.signal("-CONT");
     assert_eq!(holder.next_status().await, "lost=false");
-    assert!(m.try_acquire(&k).await.unwrap().is_none());
+    assert!(m
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

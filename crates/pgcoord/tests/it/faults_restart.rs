@@ -91,9 +91,9 @@ async fn restart_case(mode: StopMode) {
         );
         assert_eq!(err.key(), Some(k.as_str()));
     }
-    let err = tokio::time::timeout(SECS, m.try_acquire(&key("down")))
+    let err = tokio::time::timeout(SECS, m.try_lock(&key("down")))
         .await
-        .expect("try_acquire hung while the server was down")
+        .expect("try_lock hung while the server was down")
         .unwrap_err();
     assert_eq!(
         err.as_backend().map(|b| b.kind()),

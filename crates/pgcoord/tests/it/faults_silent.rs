@@ -128,9 +128,9 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
             ),
         "{err:?}"
     );
-    let err = tokio::time::timeout(SECS, m.try_acquire(&key("during")))
+    let err = tokio::time::timeout(SECS, m.try_lock(&key("during")))
         .await
-        .expect("try_acquire hung on a silent network")
+        .expect("try_lock hung on a silent network")
         .unwrap_err();
     assert_eq!(
         err.as_backend().map(|b| b.kind()),

@@ -98,13 +98,15 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     })
     .await;
     assert!(observer
-        .try_acquire(&kept[0].info().key)
+        .try_lock(&kept[0].info().key)
         .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
         .unwrap()
         .is_none());
     assert!(observer
-        .try_acquire(&lost[0].info().key)
+        .try_lock(&lost[0].info().key)
         .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
         .unwrap()
         .is_some());
     observer.release(&lost[0].info().key).await.unwrap();

@@ -45,7 +45,11 @@ async fn a_fenced_acquire_without_the_table_names_the_install_step() {
         "{err}"
     );
     assert!(err.to_string().contains("install_fencing"), "{err}");
-    let err = m.try_acquire(&k).await.unwrap_err();
+    let err = m
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap_err();
     assert!(
         err.to_string().contains("eventsource lock install"),
         "{err}"
@@ -104,7 +108,12 @@ async fn tokens_increase_across_managers_paths_and_a_server_restart() {
     next(g.fence());
     g.release().await.unwrap();
     // Manual lock through try_acquire.
-    let info = a.try_acquire(&k).await.unwrap().expect("free");
+    let info = a
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .expect("free");
     next(info.fence);
     a.release(&k).await.unwrap();
     // The counter is durable: a restart does not reset it.
@@ -175,7 +184,12 @@ async fn the_next_holder_waits_for_an_in_flight_protected_write() {
     ga.release().await.unwrap();
     // A try does not wait on a batched session: it reports the key busy and
     // keeps nothing.
-    assert!(b.try_acquire(&k).await.unwrap().is_none());
+    assert!(b
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     assert_eq!(lock_rows(&observer, lock_id_for_key(&k)).await, (0, 0));
     // A waiting acquire gets the advisory lock, then waits for the row.
     let waiter = {

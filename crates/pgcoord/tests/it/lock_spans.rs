@@ -1,5 +1,5 @@
 //! The lock manager's `tracing` spans: names and OpenTelemetry-style
-//! fields of acquire (granted, and timed out), try_acquire and release, as
+//! fields of acquire (granted, and timed out), try_lock and release, as
 //! `docs/observability.md` lists them.
 
 use crate::common;
@@ -24,7 +24,12 @@ async fn lock_spans_carry_the_database_fields_and_the_outcome() {
         .acquire(&key, Some(Duration::from_secs(30)))
         .await
         .unwrap();
-    assert!(other.try_acquire(&key).await.unwrap().is_none());
+    assert!(other
+        .try_lock(&key)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     let err = other
         .acquire(&key, Some(Duration::from_millis(50)))
         .await
@@ -34,7 +39,13 @@ async fn lock_spans_carry_the_database_fields_and_the_outcome() {
     // The timed-out wait may still be granted and give the key back for a
     // moment (docs of acquire): try until it is free.
     let mut tries_held = 0;
-    while other.try_acquire(&key).await.unwrap().is_none() {
+    while other
+        .try_lock(&key)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none()
+    {
         tries_held += 1;
         assert!(tries_held < 1_000, "the key never came free");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -63,7 +74,7 @@ async fn lock_spans_carry_the_database_fields_and_the_outcome() {
     assert_eq!(timed_out["error.type"], "timeout");
     assert_eq!(timed_out["otel.status_code"], "ERROR");
 
-    let tries = capture.spans("eventsource.lock.try_acquire");
+    let tries = capture.spans("eventsource.lock.try_lock");
     let outcomes: Vec<&str> = tries
         .iter()
         .map(|s| s.fields["eventsource.lock.outcome"].as_str())
@@ -73,7 +84,7 @@ async fn lock_spans_carry_the_database_fields_and_the_outcome() {
     assert_eq!(outcomes.len(), tries_held + 2);
     assert!(tries
         .iter()
-        .all(|s| s.fields["db.operation.name"] == "try_acquire"));
+        .all(|s| s.fields["db.operation.name"] == "try_lock"));
     let releases = capture.spans("eventsource.lock.release");
     assert_eq!(
         releases.len(),

@@ -30,7 +30,12 @@ async fn two_managers_exclude_each_other_and_waiter_takes_over() {
     let (a, b) = (manager(db, "a"), manager(db, "b"));
     let k = key("exclusion");
     let ga = a.acquire(&k, None).await.unwrap();
-    assert!(b.try_acquire(&k).await.unwrap().is_none());
+    assert!(b
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     let err = b
         .acquire(&k, Some(Duration::from_millis(100)))
         .await
@@ -95,7 +100,12 @@ async fn ten_thousand_locks_use_at_most_two_connections() {
         let chunk = chunk.to_vec();
         tasks.push(tokio::spawn(async move {
             for k in chunk {
-                assert!(m.try_acquire(&k).await.unwrap().is_some());
+                assert!(m
+                    .try_lock(&k)
+                    .await
+                    .map(|g| g.map(pgcoord::LockGuard::into_manual))
+                    .unwrap()
+                    .is_some());
             }
         }));
     }
@@ -124,7 +134,11 @@ async fn ten_thousand_locks_use_at_most_two_connections() {
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 10_000);
     // Over budget: a typed refusal, nothing taken.
-    let err = m.try_acquire("cap-over").await.unwrap_err();
+    let err = m
+        .try_lock("cap-over")
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),
         Some(AcquireFailure::BudgetExceeded { limit: 10_000 })
@@ -189,7 +203,11 @@ async fn terminated_shared_session_signals_loss_and_manager_recovers() {
     let k = key("loss");
     let guard = m.acquire(&k, None).await.unwrap();
     let manual = key("loss-manual");
-    m.try_acquire(&manual).await.unwrap().unwrap();
+    m.try_lock(&manual)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .unwrap();
     assert!(!guard.is_lost());
     let pids = m.batched_session_pids();
     assert_eq!(pids.len(), 1);
@@ -346,7 +364,11 @@ async fn unreachable_server_is_a_typed_connect_error() {
     let backend = err.as_backend().expect("backend error");
     assert_eq!(backend.kind(), BackendErrorKind::Connect);
     assert!(!err.to_string().contains("secret"));
-    let err = m.try_acquire("k").await.unwrap_err();
+    let err = m
+        .try_lock("k")
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap_err();
     assert_eq!(err.as_backend().unwrap().kind(), BackendErrorKind::Connect);
     assert_eq!(m.held_lock_count(), 0);
     assert_eq!(m.session_count(), 0);
@@ -431,7 +453,11 @@ async fn holder_crash_releases_the_lock() {
         .unwrap();
     let m = manager(db, "survivor");
     assert!(
-        m.try_acquire(&k).await.unwrap().is_none(),
+        m.try_lock(&k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .is_none(),
         "child does not hold it"
     );
     child.kill().unwrap(); // SIGKILL

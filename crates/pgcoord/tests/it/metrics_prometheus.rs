@@ -156,7 +156,7 @@ async fn contended_run() {
         .build();
     fenced.install_fencing().await.unwrap();
     example::install(addr);
-    let election = Election::new(fenced, "metrics-election");
+    let election = Election::new(fenced, "metrics-election").expect("a fencing lock manager");
     let first = locks.try_lock("metrics:first").await.unwrap().unwrap();
     first.release().await.unwrap();
 
@@ -242,7 +242,7 @@ async fn contended_run() {
     let contended = value(
         &s,
         acquisitions,
-        &["operation=\"try_acquire\"", "outcome=\"contended\""],
+        &["operation=\"try_lock\"", "outcome=\"contended\""],
     );
     assert_eq!(contended, 1.0);
     // Every hold ended (the lost one when its guard was dropped).

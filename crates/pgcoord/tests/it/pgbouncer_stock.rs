@@ -65,7 +65,14 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
         .acquire(&key, Some(SECS))
         .await
         .unwrap_or_else(|e| panic!("{e}\npgbouncer log:\n{}", bouncer.log()));
-    assert!(b.try_acquire(&key).await.unwrap().is_none(), "not excluded");
+    assert!(
+        b.try_lock(&key)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .is_none(),
+        "not excluded"
+    );
     // A contended wait queues in PostgreSQL through the pooler.
     let b2 = b.clone();
     let k = key.clone();

@@ -55,7 +55,11 @@ async fn a_standby_is_refused_unless_allowed() {
         assert!(err.to_string().contains("standby"), "{err}");
         assert!(!err.is_timeout());
     }
-    assert!(refused.try_acquire("k").await.is_err());
+    assert!(refused
+        .try_lock("k")
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .is_err());
     assert_eq!(refused.held_lock_count(), 0);
 
     // Allowed: it locks (among the standby's own sessions only).

@@ -112,7 +112,12 @@ async fn timeouts_racing_grants_leave_no_lock_behind() {
     .await;
     let fresh = common::manager(&db, "fresh");
     assert!(
-        fresh.try_acquire(&k).await.unwrap().is_some(),
+        fresh
+            .try_lock(&k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .is_some(),
         "the key stayed held"
     );
     fresh.release(&k).await.unwrap();

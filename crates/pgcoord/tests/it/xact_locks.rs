@@ -62,9 +62,19 @@ async fn released_on_commit() {
         .await
         .unwrap();
     assert_eq!(lock.lock_id, lock_id_for_key(&k));
-    assert!(other.try_acquire(&k).await.unwrap().is_none());
+    assert!(other
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     tx.commit().await.unwrap();
-    assert!(other.try_acquire(&k).await.unwrap().is_some());
+    assert!(other
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_some());
     other.release(&k).await.unwrap();
 }
 
@@ -76,16 +86,31 @@ async fn released_on_rollback_and_on_drop_of_the_transaction() {
     let k = key("rollback");
     let tx = client.transaction().await.unwrap();
     acquire_xact(&tx, &k, None).await.unwrap();
-    assert!(other.try_acquire(&k).await.unwrap().is_none());
+    assert!(other
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     tx.rollback().await.unwrap();
-    assert!(other.try_acquire(&k).await.unwrap().is_some());
+    assert!(other
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_some());
     other.release(&k).await.unwrap();
 
     let tx = client.transaction().await.unwrap();
     assert!(try_acquire_xact(&tx, &k).await.unwrap().is_some());
     drop(tx); // tokio-postgres queues a ROLLBACK
     assert_usable_client(&client).await;
-    assert!(other.try_acquire(&k).await.unwrap().is_some());
+    assert!(other
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_some());
 }
 
 async fn assert_usable_client(client: &Client) {
@@ -117,7 +142,12 @@ async fn excludes_a_session_lock_of_the_same_key_both_ways() {
     taken.unwrap();
     assert_eq!(rows_of(&observer, tx_pid, id).await, (1, 0));
     // Transaction lock held: the manager cannot take it.
-    assert!(waiter.try_acquire(&k).await.unwrap().is_none());
+    assert!(waiter
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_none());
     let err = waiter
         .acquire(&k, Some(Duration::from_millis(100)))
         .await
@@ -257,7 +287,14 @@ async fn cancel_safety_a_wait_dropped_mid_wait_leaves_nothing_held() {
     guard.release().await.unwrap();
     assert_usable(&tx).await;
     assert_eq!(rows_of(&observer, tx_pid, id).await, (0, 0));
-    assert!(m.try_acquire(&k).await.unwrap().is_some(), "nothing held");
+    assert!(
+        m.try_lock(&k)
+            .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
+            .unwrap()
+            .is_some(),
+        "nothing held"
+    );
     m.release(&k).await.unwrap();
     tx.commit().await.unwrap();
 }
@@ -313,7 +350,12 @@ async fn cancel_safety_a_dropped_try_gives_back_what_it_took() {
     }
     assert_usable(&tx).await;
     assert_eq!(rows_of(&observer, tx_pid, id).await, (0, 0));
-    assert!(m.try_acquire(&k).await.unwrap().is_some());
+    assert!(m
+        .try_lock(&k)
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap()
+        .is_some());
     // Held elsewhere now: calling again finds it so.
     assert!(try_acquire_xact(&tx, &k).await.unwrap().is_none());
     m.release(&k).await.unwrap();

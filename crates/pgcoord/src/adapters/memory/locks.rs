@@ -47,13 +47,15 @@ pub struct InMemoryLockManager {
 
 struct Inner {
     holder_id: Option<String>,
+    /// Whether exclusive grants carry fencing tokens.
+    fencing: bool,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
     slots: HashMap<i64, Slot<Held>>,
-    /// Manual locks (from `try_acquire` or `into_manual`) by token, owned
+    /// Manual locks (guards turned `into_manual`) by token, owned
     /// by the manager.
     manual: HashMap<u64, Held>,
     held: usize,
@@ -196,7 +198,7 @@ impl Inner {
         token: u64,
         mode: LockMode,
     ) -> (Held, Holder) {
-        let fence = (mode == LockMode::Exclusive).then(|| {
+        let fence = (self.fencing && mode == LockMode::Exclusive).then(|| {
             let fence = fences.entry(lock_id).or_default();
             *fence += 1;
             *fence
@@ -235,13 +237,42 @@ fn send(handoffs: Handoffs) {
 
 impl InMemoryLockManager {
     /// A new, empty manager. `holder_id` is copied into every [`LockInfo`].
+    /// Every exclusive grant carries a fencing token (one more than the
+    /// key's last), as a `PostgresLockManager` built with fencing does.
     pub fn new(holder_id: Option<String>) -> Self {
+        Self::build(holder_id, true)
+    }
+
+    /// A manager whose guards carry no fencing token ([`LockGuard::fence`]
+    /// is `None`), like a `PostgresLockManager` without fencing: for unit
+    /// tests of code that must refuse such a manager (an
+    /// [`Election`](crate::coordination::Election) does).
+    ///
+    /// ```
+    /// use pgcoord::coordination::Election;
+    /// use pgcoord::{DistributedLock, InMemoryLockManager};
+    ///
+    /// let plain = InMemoryLockManager::without_fencing(None);
+    /// assert!(!plain.fences());
+    /// assert!(Election::new(plain, "jobs").is_err());
+    /// ```
+    pub fn without_fencing(holder_id: Option<String>) -> Self {
+        Self::build(holder_id, false)
+    }
+
+    fn build(holder_id: Option<String>, fencing: bool) -> Self {
         Self {
             inner: Arc::new(Inner {
                 holder_id,
+                fencing,
                 state: Mutex::new(State::default()),
             }),
         }
+    }
+
+    /// Whether exclusive grants carry fencing tokens.
+    pub(crate) fn fencing(&self) -> bool {
+        self.inner.fencing
     }
 
     fn guard_for(&self, held: Held) -> LockGuard {

@@ -54,7 +54,11 @@ async fn a_runner_tails_the_feed_and_stops_on_shutdown() {
         (1..=8).collect::<Vec<_>>()
     );
     // The lock went with the run.
-    let lock = locks.try_acquire("projection:seen").await.unwrap();
+    let lock = locks
+        .try_lock("projection:seen")
+        .await
+        .map(|g| g.map(pgcoord::LockGuard::into_manual))
+        .unwrap();
     assert!(lock.is_some(), "the runner lock was not released");
 }
 
@@ -116,8 +120,9 @@ async fn dropping_a_run_releases_the_lock_and_loses_nothing() {
     // The in-memory manager releases a dropped guard at once.
     assert!(
         locks
-            .try_acquire("projection:seen")
+            .try_lock("projection:seen")
             .await
+            .map(|g| g.map(pgcoord::LockGuard::into_manual))
             .unwrap()
             .is_some(),
         "the dropped run kept its lock"

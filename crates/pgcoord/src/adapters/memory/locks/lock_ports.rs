@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Held, InMemoryLockManager};
 use crate::ports::error::{LockNotHeldError, Result};
 use crate::ports::lock_id::checked_lock_id;
-use crate::ports::locks::{DistributedLock, GuardBackend, LockGuard, LockInfo, LockRegistry};
+use crate::ports::locks::{DistributedLock, LockGuard, LockRegistry};
 use crate::ports::shared_locks::{LockMode, SharedLock};
 
 impl DistributedLock for InMemoryLockManager {
@@ -26,14 +26,15 @@ impl DistributedLock for InMemoryLockManager {
     /// # Cancel safety
     ///
     /// Cancel safe: the call completes without awaiting.
-    async fn try_acquire(&self, key: &str) -> Result<Option<LockInfo>> {
+    /// True unless built with [`InMemoryLockManager::without_fencing`].
+    fn fences(&self) -> bool {
+        self.fencing()
+    }
+
+    async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>> {
         let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
         match self.take_or_queue(lock_id, key, LockMode::Exclusive, false) {
-            Ok(held) => {
-                let info = held.info.clone();
-                Box::new(held).into_manual();
-                Ok(Some(info))
-            }
+            Ok(held) => Ok(Some(self.guard_for(held))),
             Err(_) => Ok(None),
         }
     }

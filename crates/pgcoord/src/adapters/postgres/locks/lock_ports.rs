@@ -18,12 +18,11 @@ use super::manager::PostgresLockManager;
 use super::metrics::{self, Outcome};
 use super::session::Granted;
 use crate::ports::error::{
-    AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockLostError, LockNotHeldError,
-    Result,
+    AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockNotHeldError, Result,
 };
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::{
-    DistributedLock, GuardBackend, LockGuard, LockInfo, LockMode, LockRegistry, LossSignal,
+    DistributedLock, GuardBackend, LockGuard, LockMode, LockRegistry, LossSignal,
 };
 
 /// The port's error for a failed acquisition of `key`: the one place where
@@ -203,18 +202,19 @@ impl DistributedLock for PostgresLockManager {
     ///
     /// Cancel safe: a lock taken for a dropped call is released at once, so
     /// calling again finds the key as it would have.
-    fn try_acquire(
+    fn try_lock(
         &self,
         key: &str,
-    ) -> impl std::future::Future<Output = Result<Option<LockInfo>>> + Send {
+    ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + Send {
         let (address, port) = &self.ctx().server;
         let span = lock_span!(
-            "eventsource.lock.try_acquire",
-            "try_acquire",
+            "eventsource.lock.try_lock",
+            "try_lock",
             key,
             "server.address" = %address,
             "server.port" = port,
             "eventsource.lock.id" = tracing::field::Empty,
+            "eventsource.lock.fence" = tracing::field::Empty,
         );
         async move {
             let started = Instant::now();
@@ -223,19 +223,7 @@ impl DistributedLock for PostgresLockManager {
             tracing::Span::current().record("eventsource.lock.id", lock_id);
             let key_arc: Arc<str> = Arc::from(key);
             let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
-                Ok(Some(g)) => {
-                    let info = self.info(key, lock_id, &g);
-                    match self.ctx().holdings.keep_manual(g.lock) {
-                        Ok(()) => Ok(Some(info)),
-                        Err(lock) => {
-                            drop(lock);
-                            Err(Error::LockLost(LockLostError {
-                                key: key.to_owned(),
-                                reason: "its session ended as it was granted".into(),
-                            }))
-                        }
-                    }
-                }
+                Ok(Some(g)) => Ok(Some(self.guard(key, lock_id, g))),
                 Ok(None) => Ok(None),
                 Err(failure) => Err(acquisition(key, failure, zero)),
             };
@@ -245,7 +233,7 @@ impl DistributedLock for PostgresLockManager {
                 Err(_) => "error",
             };
             self.record(
-                "try_acquire",
+                "try_lock",
                 match &r {
                     Ok(Some(_)) => Outcome::Granted,
                     Ok(None) => Outcome::Contended,
@@ -254,8 +242,12 @@ impl DistributedLock for PostgresLockManager {
                 started.elapsed(),
                 key,
             );
-            tracing::Span::current().record("eventsource.lock.outcome", outcome);
-            tracing::debug!(outcome, "try_acquire finished");
+            let span = tracing::Span::current();
+            span.record("eventsource.lock.outcome", outcome);
+            if let Ok(Some(fence)) = r.as_ref().map(|g| g.as_ref().and_then(LockGuard::fence)) {
+                span.record("eventsource.lock.fence", fence);
+            }
+            tracing::debug!(outcome, "try_lock finished");
             r
         }
         .instrument(span)
@@ -336,6 +328,11 @@ impl DistributedLock for PostgresLockManager {
     fn is_held(&self, key: &str) -> bool {
         let lock_id = crate::lock_id_for_key(key);
         self.ctx().holdings.is_held(lock_id)
+    }
+
+    /// True when built with `fencing(true)`.
+    fn fences(&self) -> bool {
+        self.ctx().settings.fencing
     }
 }
 

@@ -187,9 +187,9 @@ pub(crate) fn describe() {
         ("acquire", "contended", "false"),
         ("acquire", "timeout", "false"),
         ("acquire", "error", "false"),
-        ("try_acquire", "granted", "false"),
-        ("try_acquire", "contended", "false"),
-        ("try_acquire", "error", "false"),
+        ("try_lock", "granted", "false"),
+        ("try_lock", "contended", "false"),
+        ("try_lock", "error", "false"),
     ] {
         metrics::counter!(names::ACQUISITIONS,
             "operation" => op, "outcome" => outcome, "waited" => waited)
@@ -244,8 +244,8 @@ pub(crate) fn acquisition(
                     }
                 };
             }
-            if operation == "try_acquire" {
-                per_outcome!("try_acquire");
+            if operation == "try_lock" {
+                per_outcome!("try_lock");
             } else {
                 per_outcome!("acquire");
             }
