@@ -26,11 +26,15 @@ pub async fn run(spec_json: &str) -> Res<()> {
     let locks = match spec.imp {
         Impl::Ours => {
             let holder = spec.app.trim_start_matches("eventsource/").to_owned();
-            let mut b = PostgresLockManager::builder_from_url(&spec.url)?.holder_id(holder);
+            let mut b = spec
+                .url
+                .parse()
+                .map(PostgresLockManager::builder)?
+                .holder_id(holder);
             if let Some(n) = spec.batched_sessions {
                 b = b.batched_sessions(n);
             }
-            let mgr = b.build();
+            let mgr = b.build()?;
             let warm = format!("{}/warm/{}", spec.keys[0], std::process::id());
             mgr.acquire(&warm, None).await?.release().await?;
             Locks::Ours(mgr)

@@ -95,7 +95,11 @@ pub async fn election_failover(ctx: &Ctx) -> Res<ScenarioReport> {
     let trials = ctx.trials.unwrap_or(if ctx.quick { 10 } else { 40 }).max(1);
     let cand = candidate(ctx, "bench-election-candidate").await?;
     let name = "bench/election_failover";
-    let id = lock_id_for_key(Election::new(cand.clone(), name).expect("a fencing lock manager").key());
+    let id = lock_id_for_key(
+        Election::new(cand.clone(), name)
+            .expect("a fencing lock manager")
+            .key(),
+    );
     let (mut failovers, mut reaps) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
     let mut last_term = 0u64;
     let mut connections = 0;
@@ -161,7 +165,11 @@ pub async fn election_resign(ctx: &Ctx) -> Res<ScenarioReport> {
     let leader = candidate(ctx, "bench-election-resign-leader").await?;
     let cand = candidate(ctx, "bench-election-resign-candidate").await?;
     let name = "bench/election_resign";
-    let id = lock_id_for_key(Election::new(cand.clone(), name).expect("a fencing lock manager").key());
+    let id = lock_id_for_key(
+        Election::new(cand.clone(), name)
+            .expect("a fencing lock manager")
+            .key(),
+    );
     let raw = RawHandover::open(ctx).await?;
     let (mut handovers, mut calls) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
     let mut raws = Vec::with_capacity(trials);
@@ -169,7 +177,8 @@ pub async fn election_resign(ctx: &Ctx) -> Res<ScenarioReport> {
     let mut connections = 0;
     let (began, load0) = (Instant::now(), load_1m());
     for trial in 0..WARM + trials {
-        let leading = Election::new(leader.clone(), name).expect("a fencing lock manager")
+        let leading = Election::new(leader.clone(), name)
+            .expect("a fencing lock manager")
             .campaign(Some(LIMIT))
             .await?;
         let task = campaign(Election::new(cand.clone(), name).expect("a fencing lock manager"));

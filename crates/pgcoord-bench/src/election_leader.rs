@@ -33,13 +33,16 @@ pub struct Leading {
 
 pub async fn run(spec_json: &str) -> Res<()> {
     let spec: LeaderSpec = serde_json::from_str(spec_json)?;
-    let mut b = PostgresLockManager::builder_from_url(&spec.url)?
+    let mut b = spec
+        .url
+        .parse()
+        .map(PostgresLockManager::builder)?
         .holder_id(spec.holder_id)
         .fencing(true);
     if let Some(n) = spec.batched_sessions {
         b = b.batched_sessions(n);
     }
-    let mgr = b.build();
+    let mgr = b.build()?;
     let election = Election::new(mgr.clone(), spec.election).expect("a fencing lock manager");
     let leading = election.campaign(Some(CAMPAIGN_LIMIT)).await?;
     let line = Leading {

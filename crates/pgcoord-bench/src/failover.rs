@@ -57,7 +57,8 @@ pub async fn failover(ctx: &Ctx) -> Res<ScenarioReport> {
     let mut primary = Arc::new(tokio::task::spawn_blocking(TestCluster::start).await??);
     let installer = PostgresLockManager::builder(primary.url("postgres").parse()?)
         .fencing(true)
-        .build();
+        .build()
+        .unwrap();
     installer.install_fencing().await?;
     installer.close().await?;
     let mut samples: Vec<Measured> = Vec::with_capacity(trials);

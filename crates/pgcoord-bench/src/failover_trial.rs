@@ -46,7 +46,8 @@ fn manager(url: &str, holder: &str) -> Res<PostgresLockManager> {
         .holder_id(holder)
         .fencing(true)
         .connect_timeout(Duration::from_secs(2))
-        .build())
+        .build()
+        .unwrap())
 }
 
 async fn connect(url: &str) -> Res<tokio_postgres::Client> {
@@ -151,7 +152,8 @@ pub async fn trial(
     let token_before = held.fence().unwrap_or(0);
     let waiter = tokio::spawn(retake(managers[1].0.clone(), KEY.to_owned()));
     queued(&on_primary, KEY, 1).await?;
-    let leading = Election::new(managers[2].0.clone(), ELECTION).expect("a fencing lock manager")
+    let leading = Election::new(managers[2].0.clone(), ELECTION)
+        .expect("a fencing lock manager")
         .campaign(Some(LIMIT))
         .await?;
     let term_before = leading.term();
@@ -163,7 +165,9 @@ pub async fn trial(
     let mut candidate = tokio::spawn(lead(managers[3].0.clone()));
     queued(
         &on_primary,
-        Election::new(managers[3].0.clone(), ELECTION).expect("a fencing lock manager").key(),
+        Election::new(managers[3].0.clone(), ELECTION)
+            .expect("a fencing lock manager")
+            .key(),
         1,
     )
     .await?;

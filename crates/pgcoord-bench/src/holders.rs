@@ -54,13 +54,15 @@ pub async fn holders10k(ctx: &Ctx) -> Res<ScenarioReport> {
     }
     let fill_ms = t0.elapsed().as_secs_f64() * 1e3;
 
-    let default_mgr = PostgresLockManager::builder(ctx.config.clone())
+    let default_mgr = PostgresLockManager::builder(ctx.config.clone().into())
         .holder_id("bench-holders10k-reader")
-        .build();
-    let single_mgr = PostgresLockManager::builder(ctx.config.clone())
+        .build()
+        .unwrap();
+    let single_mgr = PostgresLockManager::builder(ctx.config.clone().into())
         .holder_id("bench-holders10k-single")
         .single_session(true)
-        .build();
+        .build()
+        .unwrap();
     let one = [key(17)];
     let one: Vec<&str> = one.iter().map(String::as_str).collect();
 

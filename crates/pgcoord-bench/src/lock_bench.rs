@@ -13,7 +13,7 @@ use crate::Res;
 pub async fn lock_bench(ctx: &Ctx) -> Res<ScenarioReport> {
     let (client, connection) = ctx.config.connect(tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
-    let builder = || PostgresLockManager::builder(ctx.config.clone());
+    let builder = || PostgresLockManager::builder(ctx.config.clone().into());
     let figures = pgcoord_workloads::run_all(builder, &client, ctx.measure, |_| {}).await?;
     let extra = match serde_json::to_value(&figures)? {
         serde_json::Value::Object(map) => map,

@@ -24,7 +24,7 @@ pub fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
 
 /// [`manager`], with fencing tokens on or off (issue 11).
 pub fn manager_with(ctx: &Ctx, holder: &str, fencing: bool) -> PostgresLockManager {
-    let builder = PostgresLockManager::builder(ctx.config.clone())
+    let builder = PostgresLockManager::builder(ctx.config.clone().into())
         .holder_id(holder)
         .max_held_locks(20_000)
         .fencing(fencing);
@@ -32,6 +32,7 @@ pub fn manager_with(ctx: &Ctx, holder: &str, fencing: bool) -> PostgresLockManag
         Some(n) => builder.batched_sessions(n).build(),
         None => builder.build(),
     }
+    .expect("valid bench lock manager settings")
 }
 
 pub fn app(holder: &str) -> String {

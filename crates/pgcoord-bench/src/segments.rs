@@ -125,9 +125,10 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
             })?
             .recheck(Duration::from_millis(100));
             let runner = Arc::new(runner);
-            let locks = PostgresLockManager::builder(ctx.config.clone())
+            let locks = PostgresLockManager::builder(ctx.config.clone().into())
                 .holder_id(format!("bench-segments-{runners}-{r}"))
-                .build();
+                .build()
+                .unwrap();
             let stop = stop.clone();
             tasks.push(tokio::spawn(async move { runner.run(&locks, &stop).await }));
         }

@@ -166,6 +166,10 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             // turnstile while it looks at the slots: two locks.
             .single_session(args.permits.is_none() && !set)
             .build();
+        let manager = match manager {
+            Ok(m) => m,
+            Err(e) => return Acquired::Exit(db::fail("cannot lock", Some(db), &e)),
+        };
         // The last try of a run whose connection kept failing may have
         // next to nothing left: the engine still gives its first attempt
         // [`ANSWER_FLOOR`] to be answered.

@@ -8,7 +8,7 @@ use pgcoord::{error::BackendErrorKind, Error};
 use pgcoord::{
     inspect::connect_for_inspection,
     postgres::{LibpqEnv, PasswordSource, PostgresLockManagerBuilder},
-    ConnectOptions,
+    ConnectOptions, PostgresLockManager,
 };
 use tokio_postgres::config::Host;
 use tokio_postgres::Client;
@@ -71,7 +71,7 @@ impl Database {
 
     /// A lock manager builder for this database, with its TLS settings.
     pub fn manager_builder(&self) -> PostgresLockManagerBuilder {
-        PostgresLockManagerBuilder::from_options(self.options.clone())
+        PostgresLockManager::builder(self.options.clone())
     }
 
     /// Opens a plain session on the library's TLS (the settings' sslmode

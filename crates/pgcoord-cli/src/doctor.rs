@@ -18,6 +18,10 @@ pub async fn doctor(db: Database) -> i32 {
         .holder_id("doctor")
         .max_held_locks(1)
         .build();
+    let manager = match manager {
+        Ok(m) => m,
+        Err(e) => return db::fail("cannot check the database", Some(&db), &e),
+    };
     match manager.verify().await {
         Ok(report) => {
             let mut text = report.to_string();

@@ -6,7 +6,10 @@ use crate::db::{self, Database};
 
 /// Runs `lock install`; returns the exit code.
 pub async fn install(db: Database) -> i32 {
-    let manager = db.manager_builder().holder_id("install").build();
+    let manager = match db.manager_builder().holder_id("install").build() {
+        Ok(m) => m,
+        Err(e) => return db::fail("cannot install fencing", Some(&db), &e),
+    };
     match manager.install_fencing().await {
         Ok(()) => {
             let text = format!(

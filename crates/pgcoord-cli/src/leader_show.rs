@@ -116,7 +116,10 @@ fn render_skipped(args: &LeaderShowArgs, first: u64, last: u64, at: DateTime<Utc
 pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
     // Looking needs no lock and no fence table, but an election is only
     // built on a manager that fences (building one does no I/O).
-    let locks = db.manager_builder().fencing(true).build();
+    let locks = match db.manager_builder().fencing(true).build() {
+        Ok(l) => l,
+        Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
+    };
     let election = match Election::new(locks, args.name.clone()) {
         Ok(e) => e,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),

@@ -85,12 +85,12 @@ pub async fn run_all(
     let prefix = format!("eventsource/lock-bench/{run}");
     let lock_table = lock_table_room(client).await?;
     let managers = [
-        builder().holder_id("lock-bench-a").build(),
-        builder().holder_id("lock-bench-b").build(),
+        builder().holder_id("lock-bench-a").build()?,
+        builder().holder_id("lock-bench-b").build()?,
         builder()
             .holder_id("lock-bench-fenced")
             .fencing(true)
-            .build(),
+            .build()?,
     ];
     let out = workloads(&managers, &prefix, window, &mut progress, lock_table).await;
     for m in &managers {

@@ -11,12 +11,14 @@ use pgcoord_testkit::pg::TestDatabase;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workloads_dropped_at_any_poll_hold_nothing_afterwards() {
     let db = TestDatabase::create().await.unwrap();
-    let a = PostgresLockManager::builder(db.config())
+    let a = PostgresLockManager::builder(db.config().into())
         .holder_id("drop-a")
-        .build();
-    let b = PostgresLockManager::builder(db.config())
+        .build()
+        .unwrap();
+    let b = PostgresLockManager::builder(db.config().into())
         .holder_id("drop-b")
-        .build();
+        .build()
+        .unwrap();
     let window = Duration::from_secs(30); // longer than the test: only a drop ends them
     for n in [1, 2, 3, 5, 8, 13, 21] {
         let idle = Duration::from_millis(20);

@@ -22,9 +22,9 @@ pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         ("service-a", ["account:7", "account:3"]),
         ("service-b", ["account:3", "account:7"]),
     ] {
-        let locks = PostgresLockManager::builder_from_url(url)?
+        let locks = PostgresLockManager::builder(url.parse()?)
             .holder_id(id)
-            .build();
+            .build()?;
         let busy = busy.clone();
         services.push(tokio::spawn(async move {
             for _ in 0..50 {

@@ -13,10 +13,10 @@ use pgcoord::PostgresLockManager;
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let candidate = |id: &str| -> pgcoord::Result<Election<PostgresLockManager>> {
-        let locks = PostgresLockManager::builder_from_url(url)?
+        let locks = PostgresLockManager::builder(url.parse()?)
             .holder_id(id)
             .fencing(true) // terms are fencing tokens
-            .build();
+            .build()?;
         Ok(Election::new(locks, "report-scheduler")?)
     };
     let (a, b) = (candidate("node-a")?, candidate("node-b")?);

@@ -73,10 +73,10 @@ async fn work(
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let candidate = |id: &str| -> pgcoord::Result<Election<PostgresLockManager>> {
-        let locks = PostgresLockManager::builder_from_url(url)?
+        let locks = PostgresLockManager::builder(url.parse()?)
             .holder_id(id)
             .fencing(true) // terms are fencing tokens
-            .build();
+            .build()?;
         Ok(Election::new(locks, "report-writer")?)
     };
     let (a, b) = (candidate("node-a")?, candidate("node-b")?);

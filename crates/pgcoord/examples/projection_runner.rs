@@ -65,7 +65,7 @@ async fn main() -> pgcoord::Result<()> {
     let feed = PostgresEventTable::<Paid>::new(db.clone(), "example_events")?.listen();
     feed.create_table().await?;
     db.create_schema::<Total>().await?;
-    let locks = PostgresLockManager::from_url(&url)?;
+    let locks = PostgresLockManager::builder(url.parse()?).build()?;
     let projection =
         ReadModelProjection::new(Totals, db.repository::<Total>()).named("example_totals");
     let runner = ProjectionRunner::new(projection, feed.clone()).batch_size(200);

@@ -97,8 +97,11 @@ async fn main() {
             url
         }
     };
-    let locks = PostgresLockManager::from_url(&url).expect("a valid URL");
-    let other = PostgresLockManager::from_url(&url).expect("a valid URL");
+    let build = || -> pgcoord::Result<PostgresLockManager> {
+        PostgresLockManager::builder(url.parse::<pgcoord::ConnectOptions>()?).build()
+    };
+    let locks = build().expect("a valid URL");
+    let other = build().expect("a valid URL");
     println!("serving metrics on http://{addr}/metrics; contending...");
     contend(&locks, &other, "example:metrics", 4, 50).await;
     println!("done: 200 contended acquisitions, 1 contended try; Ctrl-C to stop serving");

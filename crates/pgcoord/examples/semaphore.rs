@@ -14,9 +14,9 @@ use pgcoord::PostgresLockManager;
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let worker = |id: &str| -> pgcoord::Result<Semaphore<PostgresLockManager>> {
-        let locks = PostgresLockManager::builder_from_url(url)?
+        let locks = PostgresLockManager::builder(url.parse()?)
             .holder_id(id)
-            .build();
+            .build()?;
         // Every participant passes the same name and count.
         Semaphore::new(locks, "nightly-exports", 2)
     };

@@ -45,7 +45,7 @@
 //!
 //! let locks = PostgresLockManager::builder("postgres://app@db.internal/app".parse().unwrap())
 //!     .holder_id("worker-7")
-//!     .build();
+//!     .build()?;
 //! let guard = locks.acquire("cutover:tenant-42", Some(Duration::from_secs(30))).await?;
 //! // ... exactly one process in the fleet is here ...
 //! guard.release().await?;

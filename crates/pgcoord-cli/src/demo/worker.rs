@@ -89,6 +89,13 @@ pub async fn worker(args: WorkerArgs) -> i32 {
         .manager_builder()
         .holder_id(format!("demo-worker-{}", args.id))
         .build();
+    let locks = match locks {
+        Ok(l) => l,
+        Err(e) => {
+            report!("demo worker {}: {e}", args.id);
+            return exit::SOFTWARE;
+        }
+    };
     let mut rng = Rng::seeded(args.id);
     let start = Instant::now();
     let end = start + Duration::from_millis(args.millis);

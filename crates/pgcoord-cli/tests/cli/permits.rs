@@ -103,7 +103,9 @@ async fn a_killed_holders_permit_goes_to_the_waiter() {
 async fn a_holder_with_more_permits_is_a_configuration_error() {
     let db = database().await;
     // Someone uses "pool" with 3 permits and holds all three.
-    let other = PostgresLockManager::builder(db.config()).build();
+    let other = PostgresLockManager::builder(db.config().into())
+        .build()
+        .unwrap();
     let mut held = Vec::new();
     for i in 0..3 {
         held.push(

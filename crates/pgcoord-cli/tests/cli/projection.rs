@@ -36,9 +36,10 @@ async fn behind() -> pgcoord_testkit::pg::TestDatabase {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_checkpoint_head_lag_and_the_runner() {
     let db = behind().await;
-    let locks = PostgresLockManager::builder(db.config())
+    let locks = PostgresLockManager::builder(db.config().into())
         .holder_id("shop-runner")
-        .build();
+        .build()
+        .unwrap();
     let guard = locks.acquire("projection:shop", None).await.unwrap();
 
     let out = output(eventsource(Some(&db)).args([

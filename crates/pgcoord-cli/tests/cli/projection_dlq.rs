@@ -117,9 +117,10 @@ async fn parked() -> Shop {
             .idle_interval(None)
             .with_dead_letters(DeadLetterPolicy::new().json_payload()),
     );
-    let locks = PostgresLockManager::builder(db.config())
+    let locks = PostgresLockManager::builder(db.config().into())
         .holder_id("shop-runner")
-        .build();
+        .build()
+        .unwrap();
     let stop = CancellationToken::new();
     let (r, s) = (runner.clone(), stop.clone());
     let task = tokio::spawn(async move { r.run(&locks, &s).await });

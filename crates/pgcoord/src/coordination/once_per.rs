@@ -105,7 +105,7 @@ pub enum OncePer {
 /// use pgcoord::{PostgresLockManager, postgres::PostgresRunLog};
 /// use pgcoord::coordination::{once_per, OncePer};
 ///
-/// let locks = PostgresLockManager::from_url("postgres://app@db/app")?;
+/// let locks = PostgresLockManager::builder("postgres://app@db/app".parse()?).build()?;
 /// let log = PostgresRunLog::new(&client); // needs `eventsource lock install` once
 /// let hour = Duration::from_secs(3600);
 /// match once_per(&locks, &log, "nightly-report", hour, Some(Duration::ZERO)).await? {

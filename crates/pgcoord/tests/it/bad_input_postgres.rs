@@ -15,7 +15,7 @@ use pgcoord::{
     lock_id_for_key, DistributedLock, LockRegistry,
 };
 use pgcoord::{
-    postgres::{LibpqEnv, PasswordSource, PostgresLockManagerBuilder},
+    postgres::{LibpqEnv, PasswordSource},
     ConnectOptions, PostgresLockManager,
 };
 use pgcoord_testkit::locks::eventually;
@@ -105,7 +105,8 @@ async fn unreachable_hosts_are_typed_connect_errors() {
     ] {
         let m = PostgresLockManager::builder(url.parse().unwrap())
             .connect_timeout(Duration::from_secs(5))
-            .build();
+            .build()
+            .unwrap();
         for timeout in [None, Some(Duration::from_secs(5))] {
             let err = tokio::time::timeout(SECS, m.acquire("k", timeout))
                 .await
@@ -169,7 +170,10 @@ async fn servers_that_are_not_postgres_are_typed_errors() {
             h.lock().unwrap().push(s);
         }
     });
-    let m = PostgresLockManager::from_url(&format!("postgres://u@127.0.0.1:{gp}/x")).unwrap();
+    let m = format!("postgres://u@127.0.0.1:{gp}/x")
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let err = m.acquire("k", Some(SECS)).await.unwrap_err();
     assert_eq!(
         err.as_backend().map(|b| b.kind()),
@@ -181,7 +185,8 @@ async fn servers_that_are_not_postgres_are_typed_errors() {
 
     let m = PostgresLockManager::builder(format!("postgres://u@127.0.0.1:{sp}/x").parse().unwrap())
         .connect_timeout(Duration::from_secs(1))
-        .build();
+        .build()
+        .unwrap();
     // The caller's timeout bounds the wait for the silent server...
     let err = tokio::time::timeout(SECS, m.acquire("k", Some(Duration::from_millis(300))))
         .await
@@ -296,7 +301,10 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     let mut seen = String::new();
 
     // Wrong password: a typed connect error with the server's SQLSTATE.
-    let m = PostgresLockManager::from_url(&url(WRONG)).unwrap();
+    let m = url(WRONG)
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let builder = PostgresLockManager::builder(url(WRONG).parse().unwrap()).holder_id("pw");
     seen.push_str(&format!("{builder:?} {m:?}"));
     let err = m.acquire("k", Some(SECS)).await.unwrap_err();
@@ -329,7 +337,8 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     // Right password: authentication is really enforced, and works.
     let m = PostgresLockManager::builder(url(RIGHT).parse().unwrap())
         .holder_id("pw")
-        .build();
+        .build()
+        .unwrap();
     seen.push_str(&format!("{m:?}"));
     let g = m.acquire("k", Some(SECS)).await.unwrap();
     seen.push_str(&format!("{g:?} {:?}", g.info()));
@@ -364,9 +373,10 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
         Some(&PasswordSource::PasswordFile(pgpass.clone()))
     );
     seen.push_str(&format!("{options:?}"));
-    let m = PostgresLockManagerBuilder::from_options(options)
+    let m = PostgresLockManager::builder(options)
         .holder_id("pgpass")
-        .build();
+        .build()
+        .unwrap();
     let g = m.acquire("k", Some(SECS)).await.unwrap();
     g.release().await.unwrap();
     m.close().await.unwrap();
@@ -374,13 +384,15 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     let options = ConnectOptions::resolve(Some(&no_pw), &env).unwrap();
     assert_eq!(options.config().get_password(), None);
     seen.push_str(&format!("{options:?} {:?}", options.warnings()));
-    let m = PostgresLockManagerBuilder::from_options(options).build();
+    let m = PostgresLockManager::builder(options).build().unwrap();
     let err = m.acquire("k", Some(SECS)).await.unwrap_err();
     seen.push_str(&format!("{err} {err:?}"));
     let _ = std::fs::remove_dir_all(&dir);
 
     // A URL that fails to parse does not echo its password.
-    let err = PostgresLockManager::from_url(&format!("postgres://app:{WRONG}@h:notaport/db"))
+    let err = format!("postgres://app:{WRONG}@h:notaport/db")
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
         .unwrap_err();
     seen.push_str(&format!("{err} {err:?}"));
 

@@ -123,7 +123,8 @@ async fn chaos_worker() {
         .liveness_interval(Duration::from_millis(100))
         .liveness_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_secs(1))
-        .build();
+        .build()
+        .unwrap();
     let file = Arc::new(Mutex::new(
         std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
     ));

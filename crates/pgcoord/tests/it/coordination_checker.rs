@@ -53,6 +53,7 @@ fn worker_manager(url: &str, holder: String) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(holder)
         .build()
+        .unwrap()
 }
 
 fn append(file: &std::sync::Mutex<std::fs::File>, line: String) {

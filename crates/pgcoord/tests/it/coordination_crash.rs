@@ -16,6 +16,7 @@ fn worker_manager(url: &str, holder: String) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(holder)
         .build()
+        .unwrap()
 }
 
 /// Run as a child: takes the one permit of `co:crash`, says which slot

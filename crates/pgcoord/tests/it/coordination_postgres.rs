@@ -179,11 +179,12 @@ async fn an_uncontended_set_of_ten_costs_at_most_two_round_trips() {
     for shared in [1usize, 2] {
         let mut config: tokio_postgres::Config = url.parse().unwrap();
         config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-        let m = PostgresLockManager::builder(config)
+        let m = PostgresLockManager::builder(config.into())
             .holder_id("round-trips")
             .batched_sessions(shared)
             .liveness_interval(Duration::from_secs(3600))
-            .build();
+            .build()
+            .unwrap();
         // Warm up: every batched session open, its statements prepared.
         for _ in 0..3 {
             let warm: Vec<String> = (0..10).map(|i| key(&format!("warm-{i}"))).collect();

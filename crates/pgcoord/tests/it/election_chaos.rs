@@ -67,7 +67,8 @@ async fn election_candidate() {
         .liveness_interval(Duration::from_millis(100))
         .liveness_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_secs(1))
-        .build();
+        .build()
+        .unwrap();
     let file = Arc::new(Mutex::new(
         std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
     ));

@@ -31,11 +31,12 @@ use pgcoord_testkit::pg::TestDatabase;
 const LEASE: Duration = Duration::from_secs(2);
 
 fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(db.config())
+    PostgresLockManager::builder(db.config().into())
         .holder_id(holder)
         .fencing(true)
         .lease(LEASE)
         .build()
+        .unwrap()
 }
 
 /// What ordinary work counted: operations done, timeouts, other errors.
@@ -228,7 +229,8 @@ async fn a_leader_without_faults_never_steps_down() {
     let (other, rival_locks) = (fenced(&db, "soak-other"), fenced(&db, "soak-rival"));
     let at_once = Held::new(&leader_locks, "soak-a", &client).await;
     // Won after a wait: the rival leads first, the leader queues.
-    let first = Election::new(rival_locks.clone(), "soak-b").expect("a fencing lock manager")
+    let first = Election::new(rival_locks.clone(), "soak-b")
+        .expect("a fencing lock manager")
         .campaign(None)
         .await
         .unwrap();

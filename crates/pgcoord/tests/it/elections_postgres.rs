@@ -17,15 +17,16 @@ use common::{terminate, wait_for_waiters};
 use futures_util::StreamExt;
 use pgcoord::coordination::{election_key, Election};
 use pgcoord::PostgresLockManager;
-use pgcoord::{lock_id_for_key, Error};
+use pgcoord::{lock_id_for_key, Error, LockRegistry};
 use pgcoord_testkit::coordination::election::LeadershipBreaker;
 use pgcoord_testkit::pg::TestDatabase;
 
 fn fencing_manager(config: tokio_postgres::Config, holder: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(config)
+    PostgresLockManager::builder(config.into())
         .holder_id(holder)
         .fencing(true)
         .build()
+        .unwrap()
 }
 
 async fn fenced_db() -> TestDatabase {
@@ -72,7 +73,8 @@ async fn election_child() {
     let var =
         |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
     let (url, name) = (var("ES_ELECT_URL"), var("ES_ELECT_NAME"));
-    let election = Election::new(fencing_manager(url.parse().unwrap(), "child"), name).expect("a fencing lock manager");
+    let election = Election::new(fencing_manager(url.parse().unwrap(), "child"), name)
+        .expect("a fencing lock manager");
     let leading = election.campaign(None).await.unwrap();
     println!("LEADING term={}", leading.term());
     std::future::pending::<()>().await;
@@ -85,7 +87,8 @@ async fn one_leader_at_a_time_across_managers_with_growing_terms() {
     let terms = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..4 {
-        let election = Election::new(fencing_manager(db.config(), &format!("c{i}")), "jobs").expect("a fencing lock manager");
+        let election = Election::new(fencing_manager(db.config(), &format!("c{i}")), "jobs")
+            .expect("a fencing lock manager");
         let (leaders, terms) = (leaders.clone(), terms.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..10 {
@@ -135,7 +138,8 @@ async fn a_sigkilled_leader_is_followed_by_the_waiting_candidate() {
     .await
     .unwrap();
 
-    let election = Election::new(fencing_manager(db.config(), "parent"), name.clone()).expect("a fencing lock manager");
+    let election = Election::new(fencing_manager(db.config(), "parent"), name.clone())
+        .expect("a fencing lock manager");
     let seen = election.leader().await.unwrap().expect("the child leads");
     assert_eq!(seen.holder_id.as_deref(), Some("child"));
     assert_eq!(
@@ -162,9 +166,12 @@ async fn a_sigkilled_leader_is_followed_by_the_waiting_candidate() {
 async fn resign_hands_over_and_watch_reports_the_vacancy() {
     let db = fenced_db().await;
     let observer = db.connect().await.unwrap();
-    let a = Election::new(fencing_manager(db.config(), "a"), "handover").expect("a fencing lock manager");
-    let b = Election::new(fencing_manager(db.config(), "b"), "handover").expect("a fencing lock manager");
-    let watcher = Election::new(fencing_manager(db.config(), "watcher"), "handover").expect("a fencing lock manager");
+    let a = Election::new(fencing_manager(db.config(), "a"), "handover")
+        .expect("a fencing lock manager");
+    let b = Election::new(fencing_manager(db.config(), "b"), "handover")
+        .expect("a fencing lock manager");
+    let watcher = Election::new(fencing_manager(db.config(), "watcher"), "handover")
+        .expect("a fencing lock manager");
     let mut changes = Box::pin(watcher.watch(Duration::from_millis(20)));
     assert_eq!(changes.next().await.unwrap().unwrap(), None, "vacant");
 
@@ -192,9 +199,10 @@ async fn resign_hands_over_and_watch_reports_the_vacancy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manager_without_fencing_is_refused_and_left_free() {
     let db = TestDatabase::create().await.unwrap();
-    let plain = PostgresLockManager::builder(db.config())
+    let plain = PostgresLockManager::builder(db.config().into())
         .holder_id("plain")
-        .build();
+        .build()
+        .unwrap();
     // Refused when built, before any wait or connection.
     let err = Election::new(plain.clone(), "unfenced").unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
@@ -223,7 +231,8 @@ async fn backends_of(client: &tokio_postgres::Client, holder: &str) -> Vec<i32> 
 async fn leader_and_watch_reuse_one_inspection_session() {
     let db = fenced_db().await;
     let admin = db.connect().await.unwrap();
-    let watcher = Election::new(fencing_manager(db.config(), "inspector"), "reuse").expect("a fencing lock manager");
+    let watcher = Election::new(fencing_manager(db.config(), "inspector"), "reuse")
+        .expect("a fencing lock manager");
     assert!(
         backends_of(&admin, "inspector").await.is_empty(),
         "none before a look"
@@ -244,7 +253,8 @@ async fn leader_and_watch_reuse_one_inspection_session() {
     assert!(looks.into_iter().all(|l| l.unwrap().is_none()));
     let mut changes = Box::pin(watcher.watch(Duration::from_millis(5)));
     assert_eq!(changes.next().await.unwrap().unwrap(), None);
-    let leading = Election::new(fencing_manager(db.config(), "leader"), "reuse").expect("a fencing lock manager")
+    let leading = Election::new(fencing_manager(db.config(), "leader"), "reuse")
+        .expect("a fencing lock manager")
         .campaign(None)
         .await
         .unwrap();
@@ -281,7 +291,8 @@ async fn leader_and_watch_reuse_one_inspection_session() {
 async fn a_look_dropped_at_any_poll_leaves_at_most_the_one_inspection_session() {
     let db = fenced_db().await;
     let admin = db.connect().await.unwrap();
-    let watcher = Election::new(fencing_manager(db.config(), "dropped-looks"), "drops").expect("a fencing lock manager");
+    let watcher = Election::new(fencing_manager(db.config(), "dropped-looks"), "drops")
+        .expect("a fencing lock manager");
     let mut completed = false;
     for n in 0..32 {
         let out = pgcoord_testkit::locks::poll_n_then_drop(

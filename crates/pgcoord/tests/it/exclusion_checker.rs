@@ -40,7 +40,8 @@ async fn exclusion_worker() {
     let m = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(format!("mx-{worker}"))
         .liveness_interval(Duration::from_millis(100))
-        .build();
+        .build()
+        .unwrap();
     let file = std::sync::Arc::new(std::sync::Mutex::new(
         std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
     ));

@@ -59,6 +59,7 @@ fn leased(url: &str, holder: &str) -> PostgresLockManager {
         .liveness_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_secs(1))
         .build()
+        .unwrap()
 }
 
 /// Whether the worker should stop: the parent says so, or is gone.

@@ -23,6 +23,7 @@ fn fenced(url: &str) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())
         .fencing(true)
         .build()
+        .unwrap()
 }
 
 /// Three fenced grants of `key` (each released): their tokens.

@@ -40,7 +40,8 @@ async fn a_manager_and_its_election_follow_the_promoted_standby() {
         .holder_id("follower")
         .fencing(true)
         .connect_timeout(Duration::from_secs(2))
-        .build();
+        .build()
+        .unwrap();
     m.install_fencing().await.unwrap();
     let on_standby = connect(&standby.url(db.name())).await;
     eventually_async("the standby replays the install", || async {

@@ -26,7 +26,8 @@ async fn a_frozen_first_host_does_not_keep_the_manager_from_the_second() {
     let m = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("two-hosts")
         .connect_timeout(Duration::from_secs(1))
-        .build();
+        .build()
+        .unwrap();
     let k = key("frozen-first-host");
     let mut last = None;
     for _ in 0..5 {

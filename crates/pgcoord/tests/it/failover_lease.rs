@@ -24,6 +24,7 @@ fn fenced(url: &str, holder: &str) -> PostgresLockManager {
         .fencing(true)
         .connect_timeout(Duration::from_secs(1))
         .build()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +40,8 @@ async fn a_leased_holder_cut_off_from_a_running_old_primary_knows_before_it_hand
         .fencing(true)
         .lease(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(1))
-        .build();
+        .build()
+        .unwrap();
     let k = key("lease-failover");
     let id = lock_id_for_key(&k);
     let guard = Arc::new(holder.acquire(&k, Some(SECS)).await.unwrap());

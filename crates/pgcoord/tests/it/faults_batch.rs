@@ -44,11 +44,12 @@ async fn a_batch_failing_part_way_is_reconciled_with_the_server() {
         .unwrap()
         .get(0);
     assert_eq!(granted_advisory(&observer, db_oid).await, 0);
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .holder_id("overflow")
         .batched_sessions(1)
         .max_held_locks(100_000)
-        .build();
+        .build()
+        .unwrap();
 
     // Many concurrent try-locks, so they travel in large batches; the
     // shared lock table overflows in the middle of one of them.

@@ -21,10 +21,11 @@ const SECS: Duration = Duration::from_secs(30);
 async fn exhausted_wait_pool_times_out_within_the_callers_timeout() {
     let (_cluster, db) = private_db(&[]).await;
     let client = db.connect().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .holder_id("pool")
         .max_wait_sessions(1)
-        .build();
+        .build()
+        .unwrap();
     let blocker = common::manager(&db, "blocker");
     let (k1, k2) = (key("k1"), key("k2"));
     let h1 = blocker.acquire(&k1, None).await.unwrap();
@@ -64,9 +65,10 @@ async fn exhausted_wait_pool_times_out_within_the_callers_timeout() {
 async fn exhausted_budget_is_a_typed_refusal_for_waits_too() {
     let (_cluster, db) = private_db(&[]).await;
     let client = db.connect().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .max_held_locks(2)
-        .build();
+        .build()
+        .unwrap();
     let blocker = common::manager(&db, "blocker");
     let contended = key("contended");
     let _held = blocker.acquire(&contended, None).await.unwrap();
@@ -186,10 +188,11 @@ async fn idle_session_timeout_on_the_server_is_kept_at_bay_by_liveness_pings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_session_timeout_shorter_than_the_ping_interval_is_reported_as_loss() {
     let (_cluster, db) = private_db(&[("idle_session_timeout", "500ms")]).await;
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .holder_id("too-slow")
         .liveness_interval(Duration::from_secs(3))
-        .build();
+        .build()
+        .unwrap();
     let guard = m.acquire(&key("cut"), None).await.unwrap();
     assert_lost(&guard, "idle session timeout").await;
     eventually("registry forgets it", SECS, || m.held_lock_count() == 0).await;

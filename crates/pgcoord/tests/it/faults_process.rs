@@ -34,7 +34,8 @@ async fn fault_child() {
     let m = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("child")
         .liveness_interval(Duration::from_millis(200))
-        .build();
+        .build()
+        .unwrap();
     let g = m.acquire(&k, None).await.unwrap();
     println!("HELD");
     loop {

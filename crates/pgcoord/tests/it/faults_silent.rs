@@ -31,12 +31,13 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
             .unwrap();
     let interval = Duration::from_millis(200);
     let liveness_timeout = Duration::from_secs(1);
-    let m = PostgresLockManager::builder(config)
+    let m = PostgresLockManager::builder(config.into())
         .holder_id("silent")
         .liveness_interval(interval)
         .liveness_timeout(liveness_timeout)
         .connect_timeout(Duration::from_secs(2))
-        .build();
+        .build()
+        .unwrap();
     let direct = common::manager(&db, "direct");
     let client = db.connect().await.unwrap();
 

@@ -38,10 +38,11 @@ async fn assert_no_leak(m: &PostgresLockManager, client: &tokio_postgres::Client
 async fn terminated_shared_session_loses_exactly_its_locks() {
     let (_cluster, db) = private_db(&[]).await;
     let client = db.connect().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .holder_id("victim")
         .batched_sessions(2)
-        .build();
+        .build()
+        .unwrap();
     let observer = common::manager(&db, "observer");
     let mut guards = Vec::new();
     for i in 0..200 {

@@ -21,10 +21,11 @@ const SECS: Duration = Duration::from_secs(30);
 const FIRST_TOKEN: u64 = (1 << fencing::EPOCH_SHIFT) + 1;
 
 fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(db.config())
+    PostgresLockManager::builder(db.config().into())
         .holder_id(holder)
         .fencing(true)
         .build()
+        .unwrap()
 }
 
 async fn installed(db: &TestDatabase, holder: &str) -> PostgresLockManager {
@@ -356,12 +357,13 @@ async fn a_thousand_fenced_grants_take_a_handful_of_statements() {
         .replacen(&format!(":{port}/"), &format!(":{}/", proxy.port), 1);
     let mut config: tokio_postgres::Config = url.parse().unwrap();
     config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-    let m = PostgresLockManager::builder(config)
+    let m = PostgresLockManager::builder(config.into())
         .holder_id("batched")
         .fencing(true)
         .batched_sessions(1)
         .liveness_interval(Duration::from_secs(3600))
-        .build();
+        .build()
+        .unwrap();
     // Open the session and prepare its statements first.
     m.acquire(&key("warm"), Some(SECS))
         .await

@@ -40,10 +40,11 @@ async fn silent_holder_trial(trial: usize) {
         format!("postgres://postgres@127.0.0.1:{}/{}", proxy.port, db.name())
             .parse()
             .unwrap();
-    let holder = PostgresLockManager::builder(config)
+    let holder = PostgresLockManager::builder(config.into())
         .holder_id("leased")
         .lease(LEASE)
-        .build();
+        .build()
+        .unwrap();
     let direct = common::manager(&db, "waiter");
     let client = db.connect().await.unwrap();
 
@@ -92,10 +93,11 @@ async fn silent_holder_trial(trial: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_idle_holder_keeps_its_locks_past_many_leases() {
     let (_cluster, db) = private_db(&[]).await;
-    let holder = PostgresLockManager::builder(db.config())
+    let holder = PostgresLockManager::builder(db.config().into())
         .holder_id("idle")
         .lease(Duration::from_secs(1))
-        .build();
+        .build()
+        .unwrap();
     let k = key("idle");
     let g = holder.acquire(&k, None).await.unwrap();
     // Time passing is the point here: three leases with nothing to do but ping.

@@ -89,10 +89,11 @@ async fn waiters_are_served_in_arrival_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_locks_use_at_most_two_connections() {
     let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .holder_id("capacity")
         .max_held_locks(10_000)
-        .build();
+        .build()
+        .unwrap();
     let keys: Vec<String> = (0..10_000).map(|i| format!("cap-{i}")).collect();
     let mut tasks = Vec::new();
     for chunk in keys.chunks(100) {
@@ -150,9 +151,10 @@ async fn ten_thousand_locks_use_at_most_two_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_refuses_acquire_beyond_the_limit() {
     let db = &TestDatabase::create().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .max_held_locks(2)
-        .build();
+        .build()
+        .unwrap();
     let g1 = m.acquire(&key("b1"), None).await.unwrap();
     let g2 = m.acquire(&key("b2"), None).await.unwrap();
     let err = m
@@ -195,10 +197,11 @@ async fn sessions_are_labelled_and_never_idle_in_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminated_shared_session_signals_loss_and_manager_recovers() {
     let db = &TestDatabase::create().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .holder_id("loss")
         .batched_sessions(1)
-        .build();
+        .build()
+        .unwrap();
     let other = manager(db, "other");
     let k = key("loss");
     let guard = m.acquire(&k, None).await.unwrap();
@@ -290,9 +293,10 @@ async fn with_lock_stops_work_when_the_dedicated_session_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_timeout_does_not_leak_into_the_next_wait() {
     let db = &TestDatabase::create().await.unwrap();
-    let m = PostgresLockManager::builder(db.config())
+    let m = PostgresLockManager::builder(db.config().into())
         .max_idle_wait_sessions(1)
-        .build();
+        .build()
+        .unwrap();
     let blocker = manager(db, "blocker");
     let k = key("leak");
     let held = blocker.acquire(&k, None).await.unwrap();
@@ -355,7 +359,9 @@ async fn unreachable_server_is_a_typed_connect_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let m = PostgresLockManager::from_url(&format!("postgres://nobody:secret@127.0.0.1:{port}/x"))
+    let m = format!("postgres://nobody:secret@127.0.0.1:{port}/x")
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
         .unwrap();
     let err = m
         .acquire("k", Some(Duration::from_secs(5)))
@@ -386,7 +392,10 @@ async fn a_server_that_is_not_postgres_is_a_typed_error() {
                 .await;
         }
     });
-    let m = PostgresLockManager::from_url(&format!("postgres://u@127.0.0.1:{port}/x")).unwrap();
+    let m = format!("postgres://u@127.0.0.1:{port}/x")
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let err = m
         .acquire("k", Some(Duration::from_secs(5)))
         .await
@@ -404,7 +413,10 @@ async fn a_server_that_is_not_postgres_is_a_typed_error() {
 
 #[tokio::test]
 async fn bad_url_is_invalid_argument() {
-    let err = PostgresLockManager::from_url("postgres://host:notaport/db").unwrap_err();
+    let err = "postgres://host:notaport/db"
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap_err();
     assert!(matches!(err, pgcoord::Error::InvalidArgument(_)), "{err:?}");
 }
 
@@ -416,7 +428,10 @@ async fn child_holder() {
     let var =
         |n: &str| std::env::var(n).expect("a child process, started by the tests in this file");
     let (url, k) = (var("ES_CHILD_URL"), var("ES_CHILD_KEY"));
-    let m = PostgresLockManager::from_url(&url).unwrap();
+    let m = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let _g = m.acquire(&k, None).await.unwrap();
     println!("HELD");
     std::future::pending::<()>().await;
@@ -482,7 +497,9 @@ fn concurrent_tries_after_a_shared_hold_all_answer() {
         rt.block_on(async {
             use pgcoord::SharedLock;
             let db = TestDatabase::create().await.unwrap();
-            let locks = PostgresLockManager::builder(db.config()).build();
+            let locks = PostgresLockManager::builder(db.config().into())
+                .build()
+                .unwrap();
             let _presence = locks.acquire_shared("presence", None).await.unwrap();
             let tries = (0..4).map(|i| {
                 let locks = locks.clone();

@@ -7,10 +7,11 @@ use pgcoord_testkit::locks::Fencing;
 use pgcoord_testkit::pg::TestDatabase;
 
 fn fenced(db: &TestDatabase, holder: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(db.config())
+    PostgresLockManager::builder(db.config().into())
         .holder_id(holder)
         .fencing(true)
         .build()
+        .unwrap()
 }
 
 pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::Tokens, || async {

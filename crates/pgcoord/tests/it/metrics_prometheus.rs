@@ -135,6 +135,7 @@ fn manager(url: &str, holder: &str) -> PostgresLockManager {
     PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(holder)
         .build()
+        .unwrap()
 }
 
 /// The run, in a process with no other test: the example's recorder
@@ -153,7 +154,8 @@ async fn contended_run() {
     let fenced = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("leader")
         .fencing(true)
-        .build();
+        .build()
+        .unwrap();
     fenced.install_fencing().await.unwrap();
     example::install(addr);
     let election = Election::new(fenced, "metrics-election").expect("a fencing lock manager");
@@ -274,7 +276,8 @@ async fn contended_run() {
     let keyed = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id("keyed")
         .metrics_key_prefix(':', 10)
-        .build();
+        .build()
+        .unwrap();
     let p = ["key_prefix=\"jobs\""];
     let g = keyed.acquire("jobs:a", None).await.unwrap();
     let s = samples(&scrape(addr).await);

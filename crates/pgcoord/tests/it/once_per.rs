@@ -15,9 +15,10 @@ const BOUND: Duration = Duration::from_secs(60);
 
 async fn installed() -> (TestDatabase, PostgresLockManager) {
     let db = TestDatabase::create().await.unwrap();
-    let locks = PostgresLockManager::builder(db.config())
+    let locks = PostgresLockManager::builder(db.config().into())
         .holder_id("once-per")
-        .build();
+        .build()
+        .unwrap();
     locks.install_fencing().await.unwrap();
     (db, locks)
 }

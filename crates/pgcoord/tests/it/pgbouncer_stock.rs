@@ -52,14 +52,20 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
         return;
     };
     let direct = db.connect().await.unwrap();
-    let a = PostgresLockManager::builder_from_url(&url)
+    let a = url
+        .parse()
+        .map(PostgresLockManager::builder)
         .unwrap()
         .holder_id("via-bouncer-a")
-        .build();
-    let b = PostgresLockManager::builder_from_url(&url)
+        .build()
+        .unwrap();
+    let b = url
+        .parse()
+        .map(PostgresLockManager::builder)
         .unwrap()
         .holder_id("via-bouncer-b")
-        .build();
+        .build()
+        .unwrap();
     let key = format!("bouncer:{}", uuid::Uuid::new_v4());
     let g = a
         .acquire(&key, Some(SECS))
@@ -122,7 +128,10 @@ async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
     let Some((_bouncer, url, _db)) = behind_pgbouncer("transaction").await else {
         return;
     };
-    let m = PostgresLockManager::from_url(&url).unwrap();
+    let m = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let err = m.verify().await.unwrap_err();
     let backend = err.as_backend().expect("backend error");
     assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");

@@ -110,7 +110,10 @@ async fn postgres_projection_future_dropped_mid_event() {
     use pgcoord::readmodels::postgres::PostgresDatabase;
     let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     // One connection: the event after the dropped one must reuse it.
-    let pool = PostgresDatabase::with_config(test_db.config(), 1);
+    let pool = PostgresDatabase::builder(test_db.config().into())
+        .max_size(1)
+        .build()
+        .unwrap();
     pool.create_schema::<ConformanceItem>().await.unwrap();
     dropped_event_leaves_nothing(pool.repository::<ConformanceItem>()).await;
 }

@@ -81,7 +81,10 @@ async fn sqlite_repository_spans_say_sqlite() {
 async fn postgres_repository_spans_name_the_server_and_the_sqlstate() {
     use pgcoord::readmodels::postgres::PostgresDatabase;
     let pg = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
-    let db = PostgresDatabase::with_config(pg.config(), 2);
+    let db = PostgresDatabase::builder(pg.config().into())
+        .max_size(2)
+        .build()
+        .unwrap();
     db.create_schema::<ConformanceItem>().await.unwrap();
     let repo = db.repository::<ConformanceItem>();
     let capture = Capture::default();

@@ -27,7 +27,10 @@ async fn locks_and_read_models_share_one_url_and_its_tls() {
         ),
     );
 
-    let locks = PostgresLockManager::from_url(&url).unwrap();
+    let locks = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let guard = locks.acquire("rm-tls", Some(SECS)).await.unwrap();
 
     // Role `app` may not create tables in `public`: the schema is made as

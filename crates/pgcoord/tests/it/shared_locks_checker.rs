@@ -48,7 +48,8 @@ async fn rw_worker() {
     ));
     let m = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(format!("rw-{worker}"))
-        .build();
+        .build()
+        .unwrap();
     let mut handles = Vec::new();
     for t in 0..TASKS {
         let (m, file, name) = (m.clone(), file.clone(), format!("{worker}.{t}"));

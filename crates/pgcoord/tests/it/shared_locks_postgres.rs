@@ -196,9 +196,10 @@ async fn downgrade_after_a_wait_keeps_the_queued_writer_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downgraded_lock_on_a_shared_session_is_unlocked_in_shared_mode() {
     let db = &TestDatabase::create().await.unwrap();
-    let locks = PostgresLockManager::builder(db.config())
+    let locks = PostgresLockManager::builder(db.config().into())
         .batched_sessions(1)
-        .build();
+        .build()
+        .unwrap();
     let sql = db.connect().await.unwrap();
     let (k, other) = (key("downgrade-shared"), key("neighbour"));
     let neighbour = locks.acquire(&other, WAIT).await.unwrap();
@@ -252,13 +253,15 @@ async fn a_terminated_reader_loses_its_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_and_single_session_managers_take_shared_holds() {
     let db = &TestDatabase::create().await.unwrap();
-    let fenced = PostgresLockManager::builder(db.config())
+    let fenced = PostgresLockManager::builder(db.config().into())
         .fencing(true)
-        .build();
+        .build()
+        .unwrap();
     fenced.install_fencing().await.unwrap();
-    let single = PostgresLockManager::builder(db.config())
+    let single = PostgresLockManager::builder(db.config().into())
         .single_session(true)
-        .build();
+        .build()
+        .unwrap();
     let k = key("modes");
     let a = fenced.acquire_shared(&k, WAIT).await.unwrap();
     assert_eq!(a.fence(), None);

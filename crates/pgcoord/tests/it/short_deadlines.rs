@@ -67,7 +67,9 @@ async fn deadlines_of_a_few_milliseconds_against_a_held_key_are_timeouts() {
                 // Half on a manager that has to connect first (connecting
                 // takes longer than most of these deadlines).
                 let result = if i % 2 == 0 {
-                    let fresh = PostgresLockManager::builder(db_config.clone()).build();
+                    let fresh = PostgresLockManager::builder(db_config.clone().into())
+                        .build()
+                        .unwrap();
                     let r = fresh.acquire(&k, Some(deadline)).await;
                     fresh.close().await.unwrap();
                     r
@@ -92,7 +94,9 @@ async fn a_tiny_deadline_on_a_free_key_gets_its_one_attempt() {
     let db = shared_db().await;
     for i in 0..10 {
         // A manager with no session yet: the attempt has to connect first.
-        let m = PostgresLockManager::builder(db.config()).build();
+        let m = PostgresLockManager::builder(db.config().into())
+            .build()
+            .unwrap();
         let k = key("free");
         let g = m
             .acquire(&k, Some(Duration::from_millis(1)))
@@ -116,10 +120,11 @@ async fn a_silent_server_is_reported_as_not_answering_whatever_the_deadline() {
         format!("postgres://postgres@127.0.0.1:{}/{}", proxy.port, db.name())
             .parse()
             .unwrap();
-    let m = PostgresLockManager::builder(config)
+    let m = PostgresLockManager::builder(config.into())
         .liveness_timeout(Duration::from_millis(500))
         .connect_timeout(Duration::from_secs(5))
-        .build();
+        .build()
+        .unwrap();
     // A session is open and answering; then the network goes silent.
     m.acquire(&key("warm"), None)
         .await

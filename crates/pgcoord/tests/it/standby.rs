@@ -40,9 +40,10 @@ async fn a_standby_is_refused_unless_allowed() {
     })
     .await;
 
-    let refused = PostgresLockManager::builder(config.clone())
+    let refused = PostgresLockManager::builder(config.clone().into())
         .holder_id("on-standby")
-        .build();
+        .build()
+        .unwrap();
     for timeout in [None, Some(Duration::ZERO), Some(Duration::from_secs(5))] {
         let err = refused.acquire("k", timeout).await.unwrap_err();
         assert!(
@@ -63,10 +64,11 @@ async fn a_standby_is_refused_unless_allowed() {
     assert_eq!(refused.held_lock_count(), 0);
 
     // Allowed: it locks (among the standby's own sessions only).
-    let allowed = PostgresLockManager::builder(config)
+    let allowed = PostgresLockManager::builder(config.into())
         .holder_id("on-standby-allowed")
         .allow_standby(true)
-        .build();
+        .build()
+        .unwrap();
     let g = allowed
         .acquire("k", Some(Duration::from_secs(5)))
         .await

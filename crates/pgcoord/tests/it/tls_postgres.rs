@@ -18,7 +18,10 @@ use tls_support::setup;
 const SECS: Duration = Duration::from_secs(30);
 
 async fn connect_fails(url: &str, what: &str) -> String {
-    let m = PostgresLockManager::from_url(url).unwrap();
+    let m = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let err = tokio::time::timeout(SECS, m.acquire("k", Some(Duration::from_secs(10))))
         .await
         .unwrap_or_else(|_| panic!("{what}: hung"))
@@ -33,7 +36,10 @@ async fn connect_fails(url: &str, what: &str) -> String {
 }
 
 async fn connects(url: &str, what: &str) {
-    let m = PostgresLockManager::from_url(url).unwrap();
+    let m = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let g = m
         .acquire("k", Some(SECS))
         .await
@@ -54,10 +60,13 @@ async fn verify_full_locks_and_cancels_over_tls() {
             s.ca_file.display()
         ),
     );
-    let m = PostgresLockManager::builder_from_url(&url)
+    let m = url
+        .parse()
+        .map(PostgresLockManager::builder)
         .unwrap()
         .holder_id("tls")
-        .build();
+        .build()
+        .unwrap();
     let guard = m.acquire("tls-held", Some(SECS)).await.unwrap();
 
     // A contended wait, dropped: its cancel must go over TLS too.
@@ -190,19 +199,21 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
     let config: tokio_postgres::Config = format!("postgres://app@localhost:{port}/{}", s.db.name())
         .parse()
         .unwrap();
-    let m = PostgresLockManager::builder(config.clone())
+    let m = PostgresLockManager::builder(config.clone().into())
         .ssl_mode(SslMode::VerifyFull)
         .ssl_root_cert(&s.ca_file)
-        .build();
+        .build()
+        .unwrap();
     m.acquire("k", Some(SECS))
         .await
         .unwrap()
         .release()
         .await
         .unwrap();
-    let m = PostgresLockManager::builder(config)
+    let m = PostgresLockManager::builder(config.into())
         .ssl_mode(SslMode::VerifyFull)
         .ssl_root_cert(&s.wrong_ca_file)
-        .build();
+        .build()
+        .unwrap();
     assert!(m.acquire("k", Some(SECS)).await.is_err());
 }

@@ -123,7 +123,10 @@ async fn unreachable_server_is_a_connect_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let m = PostgresLockManager::from_url(&format!("postgres://u@127.0.0.1:{port}/x")).unwrap();
+    let m = format!("postgres://u@127.0.0.1:{port}/x")
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
     let err = m.verify().await.unwrap_err();
     assert_eq!(
         err.as_backend().map(|b| b.kind()),

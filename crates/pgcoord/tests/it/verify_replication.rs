@@ -15,7 +15,9 @@ use tokio::net::{TcpListener, TcpStream};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_server_and_a_primary_with_an_async_standby_are_told_apart() {
     let (primary, db) = fault_support::private_db(&[]).await;
-    let m = PostgresLockManager::builder(db.config()).build();
+    let m = PostgresLockManager::builder(db.config().into())
+        .build()
+        .unwrap();
     let alone = m.verify().await.unwrap().replication;
     assert_eq!(alone.standbys, 0, "{alone:?}");
     assert_eq!(alone.timeline, Some(1));
@@ -84,7 +86,9 @@ async fn an_endpoint_that_spreads_sessions_over_two_servers_is_refused() {
         .unwrap();
     let port = round_robin(vec![a.port(), b.port()]).await;
     let url = format!("postgres://postgres@127.0.0.1:{port}/{}", db.name());
-    let m = PostgresLockManager::builder(url.parse().unwrap()).build();
+    let m = PostgresLockManager::builder(url.parse().unwrap())
+        .build()
+        .unwrap();
     let err = m.verify().await.unwrap_err();
     let backend = err.as_backend().expect("a backend error");
     assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err}");

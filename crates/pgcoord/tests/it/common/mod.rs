@@ -14,9 +14,10 @@ pub async fn shared_db() -> &'static TestDatabase {
 }
 
 pub fn manager(db: &TestDatabase, holder: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(db.config())
+    PostgresLockManager::builder(db.config().into())
         .holder_id(holder)
         .build()
+        .unwrap()
 }
 
 /// Rows in pg_locks for an advisory lock id: (granted, waiting).

@@ -39,7 +39,8 @@ async fn projection_worker() {
     };
     let locks = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(format!("proj-worker-{worker}"))
-        .build();
+        .build()
+        .unwrap();
     let result = if std::env::var("ES_PROJ_POISON_EVERY").is_ok() {
         let every = std::env::var("ES_PROJ_POISON_EVERY")
             .unwrap()

@@ -42,9 +42,10 @@ pub async fn setup() -> Setup {
         .listen();
     feed.create_table().await.unwrap();
     db.create_schema::<Seen>().await.unwrap();
-    let locks = PostgresLockManager::builder(test_db.config())
+    let locks = PostgresLockManager::builder(test_db.config().into())
         .holder_id("runner-test")
-        .build();
+        .build()
+        .unwrap();
     Setup {
         test_db,
         db,
@@ -288,7 +289,10 @@ async fn a_role_with_only_select_insert_update_runs_the_runner() {
         .unwrap();
     let mut config = s.test_db.config();
     config.user(&role).password("dml-pw");
-    let db = PostgresDatabase::with_config(config.clone(), 4);
+    let db = PostgresDatabase::builder(config.clone().into())
+        .max_size(4)
+        .build()
+        .unwrap();
     // The role really cannot create anything.
     let denied = db
         .get()
@@ -308,9 +312,10 @@ async fn a_role_with_only_select_insert_update_runs_the_runner() {
     feed.create_table().await.unwrap(); // exists: sends no DDL
     append_committed(&db, &feed, 1, 5).await;
     let r = runner(&db, &feed, "seen");
-    let locks = PostgresLockManager::builder(config)
+    let locks = PostgresLockManager::builder(config.into())
         .holder_id("dml-runner")
-        .build();
+        .build()
+        .unwrap();
     let stop = CancellationToken::new();
     let mut task = spawn_run(&r, &locks, &stop);
     reach(&r, &mut task, 5).await;

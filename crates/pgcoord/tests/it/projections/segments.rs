@@ -136,9 +136,10 @@ async fn wait_balanced(
 }
 
 fn manager(s: &super::postgres::Setup, id: &str) -> PostgresLockManager {
-    PostgresLockManager::builder(s.test_db.config())
+    PostgresLockManager::builder(s.test_db.config().into())
         .holder_id(id)
         .build()
+        .unwrap()
 }
 
 type Task = tokio::task::JoinHandle<pgcoord::Result<SegmentedSummary>>;

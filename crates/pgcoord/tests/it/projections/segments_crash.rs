@@ -35,7 +35,8 @@ async fn segmented_worker() {
         .listen();
     let locks = PostgresLockManager::builder(url.parse().unwrap())
         .holder_id(format!("seg-worker-{worker}"))
-        .build();
+        .build()
+        .unwrap();
     let runner = segmented(&db, &feed, SEGMENTS, 10, Duration::from_millis(10))
         .recheck(Duration::from_millis(100));
     let result = runner.run(&locks, &CancellationToken::new()).await;

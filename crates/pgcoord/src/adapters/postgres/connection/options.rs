@@ -199,6 +199,13 @@ impl fmt::Debug for ConnectOptions {
     }
 }
 
+impl From<Config> for ConnectOptions {
+    /// [`ConnectOptions::from_config`].
+    fn from(config: Config) -> Self {
+        Self::from_config(config)
+    }
+}
+
 impl std::str::FromStr for ConnectOptions {
     type Err = Error;
 

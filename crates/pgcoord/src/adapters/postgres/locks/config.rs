@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::manager::PostgresLockManager;
 use super::settings::Settings;
 use crate::adapters::postgres::connection::connect::Connector;
+use crate::adapters::postgres::connection::options::ConnectOptions;
 use crate::adapters::postgres::connection::tls::{SslMode, TlsSettings};
 
 /// Builds a [`PostgresLockManager`]. No I/O happens until the first lock call.
@@ -15,19 +16,22 @@ use crate::adapters::postgres::connection::tls::{SslMode, TlsSettings};
 /// use std::time::Duration;
 /// use pgcoord::PostgresLockManager;
 ///
-/// let config: tokio_postgres::Config = "postgres://app@db.internal/app".parse().unwrap();
-/// let locks = PostgresLockManager::builder(config)
+/// let locks = PostgresLockManager::builder("postgres://app@db.internal/app".parse()?)
 ///     .holder_id("billing-worker-7")
 ///     .max_held_locks(1_000)
 ///     .liveness_interval(Duration::from_millis(250))
-///     .build();
+///     .build()?;
 /// # drop(locks);
+/// # Ok::<(), pgcoord::Error>(())
 /// ```
 pub struct PostgresLockManagerBuilder {
     config: tokio_postgres::Config,
     settings: Settings,
     connect_timeout: Duration,
     tls: TlsSettings,
+    /// Whether `max_batched_sessions` was set; if not, it follows
+    /// `batched_sessions` up.
+    max_batched_set: bool,
 }
 
 impl PostgresLockManagerBuilder {
@@ -43,6 +47,7 @@ impl PostgresLockManagerBuilder {
             config,
             settings: Settings::default(),
             connect_timeout: Duration::from_secs(10),
+            max_batched_set: false,
             tls: TlsSettings {
                 mode,
                 root_cert: None,
@@ -50,44 +55,9 @@ impl PostgresLockManagerBuilder {
         }
     }
 
-    /// A builder for a `postgres://` URL or a `key=value` connection
-    /// string, which may carry libpq's `sslmode` (up to `verify-full`) and
-    /// `sslrootcert`. Performs no I/O. Errors never repeat the string (it
-    /// may hold a password).
-    pub fn from_url(url: &str) -> crate::Result<Self> {
-        Ok(Self::from_options(
-            crate::adapters::postgres::connection::options::ConnectOptions::parse(url)?,
-        ))
-    }
-
-    /// A builder for libpq's environment alone (`PGHOST`, `PGPORT`,
-    /// `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `~/.pgpass`, `PGSERVICE`, ...),
-    /// as `psql` with no arguments connects; see
-    /// [`ConnectOptions::from_env`](crate::adapters::postgres::ConnectOptions::from_env) for
-    /// what is read and its precedence. For a string filled from the
-    /// environment, `from_options(ConnectOptions::parse_with_env(s)?)`.
-    /// `PGAPPNAME` does not name the lock sessions: they are always
-    /// `eventsource/HOLDER` (see [`holder_id`](Self::holder_id)).
-    /// Performs no network I/O.
-    ///
-    /// ```no_run
-    /// use pgcoord::postgres::PostgresLockManagerBuilder;
-    /// // PGHOST=db.internal PGUSER=ops PGDATABASE=ops, password in ~/.pgpass
-    /// let locks = PostgresLockManagerBuilder::from_env()?.holder_id("nightly").build();
-    /// # drop(locks);
-    /// # Ok::<(), pgcoord::Error>(())
-    /// ```
-    pub fn from_env() -> crate::Result<Self> {
-        Ok(Self::from_options(
-            crate::adapters::postgres::connection::options::ConnectOptions::from_env()?,
-        ))
-    }
-
     /// A builder for parsed options: their TLS settings, and their
     /// `connect_timeout` when they set one.
-    pub fn from_options(
-        options: crate::adapters::postgres::connection::options::ConnectOptions,
-    ) -> Self {
+    fn from_options(options: ConnectOptions) -> Self {
         let (config, tls) = options.into_parts();
         let timeout = config.get_connect_timeout().copied();
         let mut builder = Self::new(config);
@@ -127,17 +97,17 @@ impl PostgresLockManagerBuilder {
     /// PostgreSQL's shared lock table holds roughly
     /// `max_locks_per_transaction × max_connections` locks for the whole
     /// server (about 6,400–12,800 with default settings); when it is full,
-    /// the server refuses new connections. Default: 4,096.
+    /// the server refuses new connections. At least 1. Default: 4,096.
     pub fn max_held_locks(mut self, n: usize) -> Self {
-        self.settings.max_held_locks = n.max(1);
+        self.settings.max_held_locks = n;
         self
     }
 
     /// How many long-lived sessions carry uncontended locks, their requests
     /// batched. A new lock goes to the open one holding fewest locks.
-    /// Default: 2.
+    /// At least 1. Default: 2.
     pub fn batched_sessions(mut self, n: usize) -> Self {
-        self.settings.batched_sessions = n.max(1);
+        self.settings.batched_sessions = n;
         self
     }
 
@@ -145,17 +115,20 @@ impl PostgresLockManagerBuilder {
     /// lock table at the end of every statement, so a session holding
     /// thousands of locks makes every statement on it slower: when every
     /// open batched session holds 5,000 locks or more, the manager opens
-    /// one more for new work, up to this many (never fewer than
-    /// [`batched_sessions`](Self::batched_sessions)). Default: 8.
+    /// one more for new work, up to this many (at least
+    /// [`batched_sessions`](Self::batched_sessions): [`build`](Self::build)
+    /// refuses fewer). Default: 8, or `batched_sessions` if that is more.
     pub fn max_batched_sessions(mut self, n: usize) -> Self {
-        self.settings.max_batched_sessions = n.max(1);
+        self.settings.max_batched_sessions = n;
+        self.max_batched_set = true;
         self
     }
 
     /// The most dedicated sessions open at once for contended waits (each
-    /// waiting or contended-then-granted lock uses one). Default: 64.
+    /// waiting or contended-then-granted lock uses one). At least 1.
+    /// Default: 64.
     pub fn max_wait_sessions(mut self, n: usize) -> Self {
-        self.settings.max_wait_sessions = n.max(1);
+        self.settings.max_wait_sessions = n;
         self
     }
 
@@ -166,16 +139,16 @@ impl PostgresLockManagerBuilder {
     }
 
     /// How often an idle session holding locks checks that it is alive.
-    /// Default: 500 ms.
+    /// At least 10 ms. Default: 500 ms.
     pub fn liveness_interval(mut self, d: Duration) -> Self {
-        self.settings.liveness_interval = d.max(Duration::from_millis(10));
+        self.settings.liveness_interval = d;
         self
     }
 
     /// How long a liveness check may take before the session is declared
-    /// dead and its locks reported lost. Default: 2 s.
+    /// dead and its locks reported lost. At least 10 ms. Default: 2 s.
     pub fn liveness_timeout(mut self, d: Duration) -> Self {
-        self.settings.liveness_timeout = d.max(Duration::from_millis(10));
+        self.settings.liveness_timeout = d;
         self
     }
 
@@ -235,10 +208,10 @@ impl PostgresLockManagerBuilder {
     /// least 50 ms less than the lease), so the holder knows before the
     /// server can release the lock; the check is made on every
     /// [`is_lost`](crate::LockGuard::is_lost), so a holder that resumes
-    /// from a freeze sees it first. Leases under one second are raised to
-    /// one second. Default: off. See `docs/fencing.md`.
+    /// from a freeze sees it first. At least one second ([`build`](Self::build)
+    /// refuses less). Default: off. See `docs/fencing.md`.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.settings.lease = Some(lease.max(Duration::from_secs(1)));
+        self.settings.lease = Some(lease);
         self
     }
 
@@ -253,52 +226,77 @@ impl PostgresLockManagerBuilder {
         self
     }
 
-    /// How long opening a session may take. Default: the connection
-    /// string's `connect_timeout` (or `PGCONNECT_TIMEOUT`, with the
-    /// environment) for [`from_url`](Self::from_url),
-    /// [`from_env`](Self::from_env) and [`from_options`](Self::from_options),
-    /// else 10 s. An acquisition's own timeout bounds it further.
+    /// How long opening a session may take. Default: the options'
+    /// `connect_timeout` (from the connection string, or
+    /// `PGCONNECT_TIMEOUT` with [`ConnectOptions::from_env`]), else 10 s.
+    /// More than zero. An acquisition's own timeout bounds it further.
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.connect_timeout = d;
         self
     }
 
     /// Builds the manager. Performs no I/O.
-    pub fn build(self) -> PostgresLockManager {
+    ///
+    /// A setting out of its documented range is an
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming it,
+    /// never raised or lowered silently:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pgcoord::PostgresLockManager;
+    ///
+    /// let options = "postgres://app@db.internal/app".parse()?;
+    /// let err = PostgresLockManager::builder(options)
+    ///     .lease(Duration::from_millis(200))
+    ///     .build()?
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("lease"), "{err}");
+    /// # Ok::<(), pgcoord::Error>(())
+    /// ```
+    pub fn build(mut self) -> crate::Result<PostgresLockManager> {
+        if !self.max_batched_set && !self.settings.single_session {
+            let s = &mut self.settings;
+            s.max_batched_sessions = s.max_batched_sessions.max(s.batched_sessions);
+        }
+        self.settings.validate()?;
+        if self.connect_timeout.is_zero() {
+            return Err(crate::Error::InvalidArgument(
+                "connect_timeout must be more than zero".into(),
+            ));
+        }
         let connector = Connector::new(
             self.config,
             self.settings.holder_id.as_deref(),
             self.connect_timeout,
             self.tls,
         );
-        PostgresLockManager::from_parts(Arc::new(connector), self.settings)
+        Ok(PostgresLockManager::from_parts(
+            Arc::new(connector),
+            self.settings,
+        ))
     }
 }
 
 impl PostgresLockManager {
-    /// Starts building a manager over `config`.
-    pub fn builder(config: tokio_postgres::Config) -> PostgresLockManagerBuilder {
-        PostgresLockManagerBuilder::new(config)
-    }
-
-    /// A manager with default settings for a `postgres://` URL or a
-    /// `key=value` connection string, which may carry libpq's `sslmode`
-    /// (up to `verify-full`) and `sslrootcert`. Performs no I/O.
-    pub fn from_url(url: &str) -> crate::Result<Self> {
-        Ok(PostgresLockManagerBuilder::from_url(url)?.build())
-    }
-
-    /// A builder for libpq's environment alone; see
-    /// [`PostgresLockManagerBuilder::from_env`].
-    pub fn builder_from_env() -> crate::Result<PostgresLockManagerBuilder> {
-        PostgresLockManagerBuilder::from_env()
-    }
-
-    /// A builder for a `postgres://` URL or a `key=value` connection
-    /// string (with libpq's `sslmode` and `sslrootcert`); see
-    /// [`PostgresLockManagerBuilder::from_url`].
-    pub fn builder_from_url(url: &str) -> crate::Result<PostgresLockManagerBuilder> {
-        PostgresLockManagerBuilder::from_url(url)
+    /// Starts building a manager: the one entry point. Parse a
+    /// `postgres://` URL or a `key=value` string into [`ConnectOptions`]
+    /// with `str::parse`, read libpq's environment with
+    /// [`ConnectOptions::from_env`], or convert a `tokio_postgres::Config`
+    /// with `into()`.
+    ///
+    /// ```no_run
+    /// use pgcoord::{ConnectOptions, PostgresLockManager};
+    ///
+    /// let locks = PostgresLockManager::builder("postgres://app@db.internal/app".parse()?)
+    ///     .holder_id("worker-7")
+    ///     .build()?;
+    /// // PGHOST, PGUSER, PGDATABASE, ~/.pgpass, PGSERVICE, ... as psql reads them:
+    /// let from_env = PostgresLockManager::builder(ConnectOptions::from_env()?).build()?;
+    /// # drop((locks, from_env));
+    /// # Ok::<(), pgcoord::Error>(())
+    /// ```
+    pub fn builder(options: ConnectOptions) -> PostgresLockManagerBuilder {
+        PostgresLockManagerBuilder::from_options(options)
     }
 }
 
@@ -312,5 +310,58 @@ impl fmt::Debug for PostgresLockManagerBuilder {
             .field("max_wait_sessions", &self.settings.max_wait_sessions)
             .field("ssl_mode", &self.tls.mode)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder() -> PostgresLockManagerBuilder {
+        PostgresLockManager::builder("postgres://app@db.invalid/app".parse().unwrap())
+    }
+
+    #[test]
+    fn out_of_range_settings_are_refused_by_name_never_clamped() {
+        let ms = Duration::from_millis;
+        let cases: Vec<(&str, PostgresLockManagerBuilder)> = vec![
+            ("max_held_locks", builder().max_held_locks(0)),
+            ("batched_sessions", builder().batched_sessions(0)),
+            (
+                "max_batched_sessions",
+                builder().batched_sessions(4).max_batched_sessions(2),
+            ),
+            ("max_wait_sessions", builder().max_wait_sessions(0)),
+            ("liveness_interval", builder().liveness_interval(ms(5))),
+            ("liveness_timeout", builder().liveness_timeout(ms(9))),
+            ("lease", builder().lease(ms(999))),
+            ("connect_timeout", builder().connect_timeout(Duration::ZERO)),
+        ];
+        for (name, b) in cases {
+            let err = b.build().unwrap_err();
+            assert!(
+                matches!(err, crate::Error::InvalidArgument(_)),
+                "{name}: {err:?}"
+            );
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn in_range_settings_build_as_given() {
+        let m = builder()
+            .max_held_locks(1)
+            .batched_sessions(12)
+            .liveness_interval(Duration::from_millis(10))
+            .lease(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        let s = &m.ctx().settings;
+        assert_eq!((s.max_held_locks, s.batched_sessions), (1, 12));
+        assert_eq!(
+            s.max_batched_sessions, 12,
+            "follows batched_sessions up when unset"
+        );
+        assert_eq!(s.lease, Some(Duration::from_secs(1)));
     }
 }

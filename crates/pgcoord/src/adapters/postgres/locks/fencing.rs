@@ -14,9 +14,9 @@
 //! use pgcoord::DistributedLock;
 //! use pgcoord::{postgres::fencing, PostgresLockManager};
 //!
-//! let locks = PostgresLockManager::builder_from_url("postgres://app@db/app")?
+//! let locks = "PostgresLockManager::builder(postgres://app@db/app".parse()?)
 //!     .fencing(true)
-//!     .build();
+//!     .build()?;
 //! locks.install_fencing().await?; // once per database; idempotent
 //! let guard = locks.acquire("tenant-7:cutover", None).await?;
 //!

@@ -67,7 +67,7 @@ impl Drop for ManagerState {
 /// use pgcoord::DistributedLock;
 /// use pgcoord::PostgresLockManager;
 ///
-/// let locks = PostgresLockManager::from_url("postgres://app@localhost/app")?;
+/// let locks = PostgresLockManager::builder("postgres://app@localhost/app".parse()?).build()?;
 /// let guard = locks.acquire("nightly-report", Some(Duration::from_secs(5))).await?;
 /// // ... only one process in the fleet gets here at a time ...
 /// guard.release().await?;

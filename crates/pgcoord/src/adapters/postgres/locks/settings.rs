@@ -52,6 +52,45 @@ impl Settings {
         }
     }
 
+    /// Refuses a setting out of its documented range, naming it.
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |what: String| Err(crate::Error::InvalidArgument(what));
+        let ms10 = Duration::from_millis(10);
+        if self.max_held_locks == 0 {
+            return bad("max_held_locks must be at least 1".into());
+        }
+        if self.batched_sessions == 0 {
+            return bad("batched_sessions must be at least 1".into());
+        }
+        if self.max_batched_sessions < self.batched_sessions {
+            return bad(format!(
+                "max_batched_sessions ({}) must be at least batched_sessions ({})",
+                self.max_batched_sessions, self.batched_sessions
+            ));
+        }
+        if self.max_wait_sessions == 0 {
+            return bad("max_wait_sessions must be at least 1".into());
+        }
+        if self.liveness_interval < ms10 {
+            return bad(format!(
+                "liveness_interval must be at least 10ms, got {:?}",
+                self.liveness_interval
+            ));
+        }
+        if self.liveness_timeout < ms10 {
+            return bad(format!(
+                "liveness_timeout must be at least 10ms, got {:?}",
+                self.liveness_timeout
+            ));
+        }
+        match self.lease {
+            Some(lease) if lease < Duration::from_secs(1) => {
+                bad(format!("lease must be at least 1s, got {lease:?}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// How long a liveness check may take: in lease mode at most half a lease.
     pub(crate) fn ping_timeout(&self) -> Duration {
         match self.lease {

@@ -152,16 +152,10 @@ impl PostgresDatabase {
         Ok(db)
     }
 
-    /// A builder for libpq's environment alone (`PGHOST`, `PGUSER`,
-    /// `PGDATABASE`, `PGPASSWORD`, `~/.pgpass`, `PGSERVICE`, ...); see
-    /// [`ConnectOptions::from_env`] for what is read and its precedence.
-    /// Performs no I/O.
-    pub fn builder_from_env() -> Result<PostgresDatabaseBuilder> {
-        Ok(Self::builder(ConnectOptions::from_env()?))
-    }
-
-    /// A builder for `options`, with the defaults: 8 connections, 30 s wait,
-    /// 10 s to connect, 5 s to recycle.
+    /// A builder for `options` (parse a URL into [`ConnectOptions`], read
+    /// libpq's environment with [`ConnectOptions::from_env`], or convert a
+    /// `tokio_postgres::Config` with `into()`), with the defaults: 8
+    /// connections, 30 s wait, 10 s to connect, 5 s to recycle.
     pub fn builder(options: ConnectOptions) -> PostgresDatabaseBuilder {
         PostgresDatabaseBuilder {
             options,
@@ -172,16 +166,6 @@ impl PostgresDatabase {
                 recycle_timeout: Duration::from_secs(5),
             },
         }
-    }
-
-    /// A pool for a driver config lending at most `max_size` connections;
-    /// opens no connection yet. TLS as the config says (`prefer` by
-    /// default).
-    pub fn with_config(config: tokio_postgres::Config, max_size: usize) -> Self {
-        Self::builder(ConnectOptions::from_config(config))
-            .max_size(max_size.max(1))
-            .build()
-            .expect("a size of at least 1 and a runtime are all a pool needs")
     }
 
     /// The driver settings and TLS of the pool's connections, for a
