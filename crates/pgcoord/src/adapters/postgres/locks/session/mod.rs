@@ -20,6 +20,7 @@ mod actor;
 mod batch;
 mod context;
 mod downgrade;
+mod drive;
 mod mailbox;
 mod pool;
 mod state;
