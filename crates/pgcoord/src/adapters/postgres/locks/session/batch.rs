@@ -219,8 +219,13 @@ async fn query(
         let row = client.query_one(stmt, &[&ids[0]]).await?;
         return Ok(vec![(row.get(0), None)]);
     }
-    let rows = client.query(&st.batch, &[&ids, &is_lock]).await?;
-    Ok(rows.iter().map(|r| (r.get(0), None)).collect())
+    let row = client.query_one(&st.batch, &[&ids, &is_lock]).await?;
+    let results: Option<Vec<bool>> = row.get(0);
+    Ok(results
+        .unwrap_or_default()
+        .into_iter()
+        .map(|ok| (ok, None))
+        .collect())
 }
 
 /// After a failed batch: session locks survive a statement error, so ask
@@ -239,7 +244,7 @@ async fn reconcile(s: &SessionState, ids: &[i64], is_lock: &[bool]) -> Option<Ve
         .collect();
     if !unlock.is_empty() {
         let ops = vec![false; unlock.len()];
-        client.query(&st.batch, &[&unlock, &ops]).await.ok()?;
+        client.query_one(&st.batch, &[&unlock, &ops]).await.ok()?;
     }
     Some(is_lock.iter().map(|lock| !*lock).collect())
 }

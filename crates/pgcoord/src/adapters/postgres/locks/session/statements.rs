@@ -15,10 +15,14 @@ use crate::ports::error::{BackendError, BackendErrorKind};
 const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";
 const UNLOCK_ONE: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
 /// Locks and unlocks of one batch, in order; `true` in `$2` means lock.
-const BATCH: &str = "SELECT CASE WHEN t.op THEN pg_catalog.pg_try_advisory_lock(t.id) \
-     ELSE pg_catalog.pg_advisory_unlock(t.id) END \
+/// One row comes back, the results as one `bool[]` in the order of `$1`:
+/// a row per id cost the client a message to parse and a row to allocate
+/// per id, and the server a row to send.
+const BATCH: &str = "SELECT pg_catalog.array_agg(CASE WHEN t.op \
+     THEN pg_catalog.pg_try_advisory_lock(t.id) \
+     ELSE pg_catalog.pg_advisory_unlock(t.id) END ORDER BY t.n) \
      FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[])) \
-     WITH ORDINALITY AS t(id, op, n) ORDER BY t.n";
+     WITH ORDINALITY AS t(id, op, n)";
 const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
 /// The first id of `$1` whose try-lock succeeds (its 1-based position):
 /// `LIMIT 1` stops the scan there, so no later id is tried.
