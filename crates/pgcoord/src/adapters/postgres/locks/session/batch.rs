@@ -196,6 +196,22 @@ async fn query(
     is_lock: &[bool],
 ) -> Result<Vec<(bool, Option<u64>)>, tokio_postgres::Error> {
     let (client, st) = (&s.client, &s.statements);
+    match (&st.fenced, ids.len()) {
+        // An unlock is the same fenced or not.
+        (Some(_), 1) if !is_lock[0] => {
+            let row = client.query_one(&st.unlock_one, &[&ids[0]]).await?;
+            return Ok(vec![(row.get(0), None)]);
+        }
+        (Some(fenced), 1) => {
+            let key: &str = &locks[0].key;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                [&ids[0], &key, &fenced.first_token];
+            let row = client.query_one(&fenced.try_one, &params).await?;
+            let fence = row.get::<_, Option<i64>>(1).map(|f| f as u64);
+            return Ok(vec![(row.get(0), fence)]);
+        }
+        _ => {}
+    }
     if let Some(fenced) = &st.fenced {
         let keys: Vec<&str> = locks
             .iter()
