@@ -1,5 +1,7 @@
 //! Opening sessions: connection settings, error mapping, query cancellation.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
@@ -19,6 +21,12 @@ pub(crate) struct Connector {
     /// Used for the sessions and their query cancels alike.
     tls: MakeRustls,
 }
+
+/// A session's connection, to be polled by whoever drives it: it reads the
+/// server's answers and writes the client's requests, and ends with the
+/// connection.
+pub(crate) type ConnectionFuture =
+    Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;
 
 /// A live session: the client, and a token cancelled when its connection ends.
 pub(crate) struct Connected {
@@ -89,29 +97,7 @@ impl Connector {
     /// several hosts, each is tried in turn, each within the connect
     /// timeout, as libpq does.
     pub(crate) async fn connect(&self) -> Result<Connected, BackendError> {
-        self.tls.ready()?;
-        let mut failures = Vec::new();
-        for config in &self.per_host {
-            match self.connect_one(config).await {
-                Ok(connected) => return Ok(connected),
-                Err(e) => failures.push((host_name(config), e)),
-            }
-        }
-        Err(every_host_failed(failures))
-    }
-
-    async fn connect_one(&self, config: &Config) -> Result<Connected, BackendError> {
-        let attempt = config.connect(self.tls.clone());
-        let (client, connection) = match tokio::time::timeout(self.connect_timeout, attempt).await {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => return Err(connect_error(e)),
-            Err(_) => {
-                return Err(BackendError::new(
-                    BackendErrorKind::Connect,
-                    format!("no answer within {:?}", self.connect_timeout),
-                ))
-            }
-        };
+        let (client, connection) = self.connect_driven().await?;
         let closed = CancellationToken::new();
         let on_close = closed.clone();
         tokio::spawn(async move {
@@ -121,6 +107,39 @@ impl Connector {
             on_close.cancel();
         });
         Ok(Connected { client, closed })
+    }
+
+    /// Opens a session and gives back its connection future for the
+    /// caller to poll in its own task (no connection task: a lock
+    /// session's actor drives it, saving a task hop per statement). The
+    /// client's statements make progress only while the future is polled;
+    /// it ends when the connection does. Hosts are tried as in
+    /// [`connect`](Self::connect).
+    pub(crate) async fn connect_driven(&self) -> Result<(Client, ConnectionFuture), BackendError> {
+        self.tls.ready()?;
+        let mut failures = Vec::new();
+        for config in &self.per_host {
+            match self.connect_one(config).await {
+                Ok(pair) => return Ok(pair),
+                Err(e) => failures.push((host_name(config), e)),
+            }
+        }
+        Err(every_host_failed(failures))
+    }
+
+    async fn connect_one(
+        &self,
+        config: &Config,
+    ) -> Result<(Client, ConnectionFuture), BackendError> {
+        let attempt = config.connect(self.tls.clone());
+        match tokio::time::timeout(self.connect_timeout, attempt).await {
+            Ok(Ok((client, connection))) => Ok((client, Box::pin(connection))),
+            Ok(Err(e)) => Err(connect_error(e)),
+            Err(_) => Err(BackendError::new(
+                BackendErrorKind::Connect,
+                format!("no answer within {:?}", self.connect_timeout),
+            )),
+        }
     }
 
     /// Asks the server to cancel whatever `token`'s session is running.

@@ -17,6 +17,7 @@ use super::super::metrics::{self, LossCause};
 use super::batch::{run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::downgrade::run_downgrade;
+use super::drive::Driven;
 use super::mailbox::{session_ended, Kind, Mailbox, Op, SessionHandle, WaitOutcome};
 use super::pool::WaitPool;
 use super::state::SessionState;
@@ -66,20 +67,12 @@ pub(crate) fn send_dedicated(
     .map(drop)
 }
 
-/// Connects and prepares; refuses a standby unless allowed.
+/// Prepares a session just connected; refuses a standby unless allowed.
 async fn open(
     ctx: &Arc<SessionContext>,
     mailbox: &Arc<Mailbox>,
+    client: tokio_postgres::Client,
 ) -> Result<SessionState, BackendError> {
-    let connected = ctx.connector.connect().await?;
-    let (client, closed) = (connected.client, connected.closed);
-    let dead = mailbox.dead.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = closed.cancelled() => dead.cancel(),
-            _ = dead.cancelled() => {}
-        }
-    });
     let sent = std::time::Instant::now();
     let fencing = ctx.settings.fencing;
     let (statements, identity) = prepare(&client, fencing, ctx.extra_setup.as_deref()).await?;
@@ -107,16 +100,35 @@ async fn open(
 }
 
 impl Actor {
-    async fn run(mut self, ctx: Arc<SessionContext>, mailbox: Arc<Mailbox>) {
-        let mut state = match open(&ctx, &mailbox).await {
-            Ok(state) => state,
-            Err(e) => {
-                tracing::debug!(error = %e, "lock session could not be opened");
-                mailbox.set_open_error(&e);
-                mailbox.dead.cancel();
-                self.fail_queued(&ctx, e);
-                return;
+    /// Connects, then runs the session with its connection polled in this
+    /// same task (see [`Driven`]).
+    async fn run(self, ctx: Arc<SessionContext>, mailbox: Arc<Mailbox>) {
+        match ctx.connector.connect_driven().await {
+            Ok((client, connection)) => {
+                let dead = mailbox.dead.clone();
+                let work = self.serve(ctx, mailbox, client);
+                Driven::new(connection, work, dead).await;
             }
+            Err(e) => self.open_failed(&ctx, &mailbox, e),
+        }
+    }
+
+    fn open_failed(mut self, ctx: &SessionContext, mailbox: &Mailbox, e: BackendError) {
+        tracing::debug!(error = %e, "lock session could not be opened");
+        mailbox.set_open_error(&e);
+        mailbox.dead.cancel();
+        self.fail_queued(ctx, e);
+    }
+
+    async fn serve(
+        mut self,
+        ctx: Arc<SessionContext>,
+        mailbox: Arc<Mailbox>,
+        client: tokio_postgres::Client,
+    ) {
+        let mut state = match open(&ctx, &mailbox, client).await {
+            Ok(state) => state,
+            Err(e) => return self.open_failed(&ctx, &mailbox, e),
         };
         ctx.session_opened(self.kind);
         let mut tick = tokio::time::interval(ctx.settings.ping_interval());

@@ -196,6 +196,22 @@ async fn query(
     is_lock: &[bool],
 ) -> Result<Vec<(bool, Option<u64>)>, tokio_postgres::Error> {
     let (client, st) = (&s.client, &s.statements);
+    match (&st.fenced, ids.len()) {
+        // An unlock is the same fenced or not.
+        (Some(_), 1) if !is_lock[0] => {
+            let row = client.query_one(&st.unlock_one, &[&ids[0]]).await?;
+            return Ok(vec![(row.get(0), None)]);
+        }
+        (Some(fenced), 1) => {
+            let key: &str = &locks[0].key;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                [&ids[0], &key, &fenced.first_token];
+            let row = client.query_one(&fenced.try_one, &params).await?;
+            let fence = row.get::<_, Option<i64>>(1).map(|f| f as u64);
+            return Ok(vec![(row.get(0), fence)]);
+        }
+        _ => {}
+    }
     if let Some(fenced) = &st.fenced {
         let keys: Vec<&str> = locks
             .iter()
@@ -219,8 +235,13 @@ async fn query(
         let row = client.query_one(stmt, &[&ids[0]]).await?;
         return Ok(vec![(row.get(0), None)]);
     }
-    let rows = client.query(&st.batch, &[&ids, &is_lock]).await?;
-    Ok(rows.iter().map(|r| (r.get(0), None)).collect())
+    let row = client.query_one(&st.batch, &[&ids, &is_lock]).await?;
+    let results: Option<Vec<bool>> = row.get(0);
+    Ok(results
+        .unwrap_or_default()
+        .into_iter()
+        .map(|ok| (ok, None))
+        .collect())
 }
 
 /// After a failed batch: session locks survive a statement error, so ask
@@ -239,7 +260,7 @@ async fn reconcile(s: &SessionState, ids: &[i64], is_lock: &[bool]) -> Option<Ve
         .collect();
     if !unlock.is_empty() {
         let ops = vec![false; unlock.len()];
-        client.query(&st.batch, &[&unlock, &ops]).await.ok()?;
+        client.query_one(&st.batch, &[&unlock, &ops]).await.ok()?;
     }
     Some(is_lock.iter().map(|lock| !*lock).collect())
 }

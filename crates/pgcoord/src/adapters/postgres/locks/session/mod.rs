@@ -1,11 +1,14 @@
 //! Session actors: one task per PostgreSQL session.
 //!
 //! Callers talk to a session only through its [`SessionHandle`] (a
-//! mailbox); the actor owns the `Client`, so dropping a caller's future
-//! never leaves a statement half-done on a session someone else then
-//! reuses. Inside this folder imports point one way:
+//! mailbox); the actor owns the `Client` and polls its connection in its
+//! own task (`drive.rs`), so dropping a caller's future never leaves a
+//! statement half-done on a session someone else then reuses, and a
+//! statement costs one task hop, not two. Inside this folder imports point
+//! one way:
 //!
 //! ```text
+//! actor ──> drive
 //! actor ──> batch ──────┐
 //!   │  ├──> wait ───────┼──> state ──> statements
 //!   │  └──> downgrade ──┤
@@ -20,6 +23,7 @@ mod actor;
 mod batch;
 mod context;
 mod downgrade;
+mod drive;
 mod mailbox;
 mod pool;
 mod state;

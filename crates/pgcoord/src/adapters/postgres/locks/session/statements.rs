@@ -15,10 +15,14 @@ use crate::ports::error::{BackendError, BackendErrorKind};
 const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";
 const UNLOCK_ONE: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
 /// Locks and unlocks of one batch, in order; `true` in `$2` means lock.
-const BATCH: &str = "SELECT CASE WHEN t.op THEN pg_catalog.pg_try_advisory_lock(t.id) \
-     ELSE pg_catalog.pg_advisory_unlock(t.id) END \
+/// One row comes back, the results as one `bool[]` in the order of `$1`:
+/// a row per id cost the client a message to parse and a row to allocate
+/// per id, and the server a row to send.
+const BATCH: &str = "SELECT pg_catalog.array_agg(CASE WHEN t.op \
+     THEN pg_catalog.pg_try_advisory_lock(t.id) \
+     ELSE pg_catalog.pg_advisory_unlock(t.id) END ORDER BY t.n) \
      FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[])) \
-     WITH ORDINALITY AS t(id, op, n) ORDER BY t.n";
+     WITH ORDINALITY AS t(id, op, n)";
 const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
 /// The first id of `$1` whose try-lock succeeds (its 1-based position):
 /// `LIMIT 1` stops the scan there, so no later id is tried.
@@ -52,6 +56,24 @@ const BATCH_FENCED: &str = "WITH t AS (\
      SELECT CASE WHEN t.op THEN t.ok AND b.fence IS NOT NULL ELSE t.ok END, b.fence, u.given_back \
      FROM t LEFT JOIN bumped b ON t.op AND b.lock_id = t.id \
             LEFT JOIN busy u ON t.op AND u.lock_id = t.id ORDER BY t.n";
+/// [`BATCH_FENCED`] for a batch of one try-lock (the sequential path):
+/// the same outcome, one id bound as `$1` (its key `$2`, the epoch's first
+/// token `$3`), without the arrays, the ordinality and the joins. A fence
+/// row that an older holder's protected write has locked is skipped, the
+/// lock given back and reported as not granted, as in the batch.
+const TRY_ONE_FENCED: &str = "WITH l AS MATERIALIZED (\
+       SELECT pg_catalog.pg_try_advisory_lock($1) AS ok), \
+     free AS (SELECT f.lock_id FROM eventsource_lock_fences f, l \
+              WHERE l.ok AND f.lock_id = $1 FOR UPDATE OF f SKIP LOCKED), \
+     busy AS (SELECT pg_catalog.pg_advisory_unlock($1) AS given_back FROM l \
+              WHERE l.ok AND NOT EXISTS (SELECT 1 FROM free) \
+              AND EXISTS (SELECT 1 FROM eventsource_lock_fences f WHERE f.lock_id = $1)), \
+     bumped AS (INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
+              SELECT $1, $2, $3::int8 FROM l WHERE l.ok AND NOT EXISTS (SELECT 1 FROM busy) \
+              ON CONFLICT (lock_id) DO UPDATE SET fence = GREATEST(f.fence + 1, $3::int8) \
+              RETURNING f.fence) \
+     SELECT l.ok AND b.fence IS NOT NULL, b.fence FROM l \
+     LEFT JOIN bumped b ON true LEFT JOIN busy u ON true";
 /// [`LOCK`] with fencing: the wait, then the key's fence increment, in
 /// one statement; the increment waits (within `lock_timeout`) for an older
 /// holder's protected writes to end.
@@ -109,6 +131,8 @@ pub(super) struct Statements {
 
 pub(super) struct FencedStatements {
     pub(super) batch: Statement,
+    /// [`TRY_ONE_FENCED`].
+    pub(super) try_one: Statement,
     pub(super) lock: Statement,
     /// The first token of the server's epoch ([`FIRST_TOKEN`]).
     pub(super) first_token: Option<i64>,
@@ -141,7 +165,7 @@ pub(super) async fn prepare(
             if !fencing {
                 return Ok(None);
             }
-            let (batch, lock, first) = tokio::try_join!(
+            let (batch, try_one, lock, first) = tokio::try_join!(
                 prep(
                     BATCH_FENCED,
                     &[
@@ -151,12 +175,14 @@ pub(super) async fn prepare(
                         Type::INT8
                     ]
                 ),
+                prep(TRY_ONE_FENCED, &[Type::INT8, Type::TEXT, Type::INT8]),
                 prep(LOCK_FENCED, &[Type::INT8, Type::TEXT, Type::INT8]),
                 client.query_one(FIRST_TOKEN, &[]),
             )?;
             let first_token = first.get(0);
             Ok(Some(FencedStatements {
                 batch,
+                try_one,
                 lock,
                 first_token,
             }))
