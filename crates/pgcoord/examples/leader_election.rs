@@ -17,7 +17,7 @@ pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
             .holder_id(id)
             .fencing(true) // terms are fencing tokens
             .build()?;
-        Ok(Election::new(locks, "report-scheduler")?)
+        Election::new(locks, "report-scheduler")
     };
     let (a, b) = (candidate("node-a")?, candidate("node-b")?);
     a.locks().install_fencing().await?; // once per database

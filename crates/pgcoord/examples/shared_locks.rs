@@ -16,9 +16,9 @@ use pgcoord::{DistributedLock, LockMode, SharedLock};
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let service = |id: &str| -> pgcoord::Result<PostgresLockManager> {
-        Ok(PostgresLockManager::builder(url.parse()?)
+        PostgresLockManager::builder(url.parse()?)
             .holder_id(id)
-            .build()?)
+            .build()
     };
     let (readers, writer, late) = (service("reader")?, service("writer")?, service("late")?);
     let wait = Some(Duration::from_secs(10));

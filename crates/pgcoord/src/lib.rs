@@ -43,7 +43,7 @@
 //! use std::time::Duration;
 //! use pgcoord::{DistributedLock, PostgresLockManager};
 //!
-//! let locks = PostgresLockManager::builder("postgres://app@db.internal/app".parse().unwrap())
+//! let locks = PostgresLockManager::builder("postgres://app@db.internal/app".parse()?)
 //!     .holder_id("worker-7")
 //!     .build()?;
 //! let guard = locks.acquire("cutover:tenant-42", Some(Duration::from_secs(30))).await?;

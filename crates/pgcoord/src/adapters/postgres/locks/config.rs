@@ -248,7 +248,7 @@ impl PostgresLockManagerBuilder {
     /// let options = "postgres://app@db.internal/app".parse()?;
     /// let err = PostgresLockManager::builder(options)
     ///     .lease(Duration::from_millis(200))
-    ///     .build()?
+    ///     .build()
     ///     .unwrap_err();
     /// assert!(err.to_string().contains("lease"), "{err}");
     /// # Ok::<(), pgcoord::Error>(())

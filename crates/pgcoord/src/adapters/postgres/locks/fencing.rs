@@ -14,13 +14,13 @@
 //! use pgcoord::DistributedLock;
 //! use pgcoord::{postgres::fencing, PostgresLockManager};
 //!
-//! let locks = "PostgresLockManager::builder(postgres://app@db/app".parse()?)
+//! let locks = PostgresLockManager::builder("postgres://app@db/app".parse()?)
 //!     .fencing(true)
 //!     .build()?;
 //! locks.install_fencing().await?; // once per database; idempotent
 //! let guard = locks.acquire("tenant-7:cutover", None).await?;
 //!
-//! let tx = client.transaction().await.map_err(|e| pgcoord::Error::InvalidArgument(e.to_string()))?;
+//! let tx = client.transaction().await?;
 //! fencing::check(&tx, guard.info()).await?; // refused if a later holder exists
 //! tx.execute("UPDATE tenants SET store = 'new' WHERE id = 7", &[]).await.ok();
 //! tx.commit().await.ok();
