@@ -18,6 +18,10 @@ mod postgres;
 #[cfg(feature = "postgres")]
 mod rebuild;
 #[cfg(feature = "postgres")]
+mod rebuild_crash;
+#[cfg(feature = "postgres")]
+mod rebuild_grants;
+#[cfg(feature = "postgres")]
 mod rebuild_support;
 #[cfg(feature = "postgres")]
 mod segments;

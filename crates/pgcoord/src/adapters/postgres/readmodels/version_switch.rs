@@ -7,6 +7,7 @@ use tokio_postgres::GenericClient;
 
 use super::pool::PooledClient;
 use super::source::query_error;
+use super::version_grants::copied_grants;
 use super::version_names::{index_names, rename_index, version_table, IndexNames};
 use crate::adapters::sql::quote_ident;
 use crate::ports::error::{Error, Result};
@@ -114,10 +115,16 @@ impl VersionSwitch for PostgresVersionSwitch {
     }
 
     async fn commit(mut self, checkpoint: Option<i64>) -> Result<()> {
-        let script = self.script()?;
         let c = self.client.as_ref().expect("open until commit");
+        // The new version takes over the live table's grants (readers'
+        // SELECT, a live runner role's DML), before the renames.
+        let building = version_table(&self.table, self.version)?;
+        let grants = copied_grants(&**c, &self.table, &building).await?;
+        let script = self.script()?;
         let position = checkpoint.max(self.live_checkpoint).unwrap_or(0);
-        c.batch_execute(&script).await.map_err(query_error)?;
+        c.batch_execute(&format!("{grants}{script}"))
+            .await
+            .map_err(query_error)?;
         c.execute(
             r#"UPDATE "eventsource_projection_checkpoints" SET "position" = $2, "updated_at" = now() WHERE "projection" = $1"#,
             &[&self.projection, &position],
