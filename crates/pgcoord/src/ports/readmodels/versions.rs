@@ -103,7 +103,9 @@ pub trait VersionSwitch {
     /// is kept as a retired version, with its grants),
     /// sets the live checkpoint to `checkpoint` (at or past
     /// [`live_checkpoint`](Self::live_checkpoint)), removes the new
-    /// version's own checkpoint, and commits. Readers see the old table
+    /// version's own checkpoint and the projection's parked events up to
+    /// `checkpoint` (the new version applied them; a replay would apply
+    /// them twice), and commits. Readers see the old table
     /// up to the commit and the new one after it.
     ///
     /// # Cancel safety

@@ -22,6 +22,8 @@ mod rebuild_crash;
 #[cfg(feature = "postgres")]
 mod rebuild_grants;
 #[cfg(feature = "postgres")]
+mod rebuild_parked;
+#[cfg(feature = "postgres")]
 mod rebuild_support;
 #[cfg(feature = "postgres")]
 mod segments;

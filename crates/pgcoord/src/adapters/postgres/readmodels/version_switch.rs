@@ -5,6 +5,7 @@ use std::fmt;
 
 use tokio_postgres::GenericClient;
 
+use super::dead_letters::DEAD_LETTER_TABLE;
 use super::pool::PooledClient;
 use super::source::query_error;
 use super::version_grants::copied_grants;
@@ -132,6 +133,7 @@ impl VersionSwitch for PostgresVersionSwitch {
         .await
         .map_err(query_error)?;
         delete_checkpoint(&**c, &version_name(&self.projection, self.version)).await?;
+        unpark_applied(&**c, &self.projection, position).await?;
         c.execute(
             r#"UPDATE "eventsource_projection_versions" SET "current" = "building", "building" = NULL, "retired" = array_append("retired", "current"), "updated_at" = now() WHERE "projection" = $1"#,
             &[&self.projection],
@@ -206,5 +208,31 @@ pub(super) async fn delete_checkpoint<C: GenericClient + Sync>(c: &C, name: &str
     )
     .await
     .map_err(query_error)?;
+    Ok(())
+}
+
+/// Removes `projection`'s parked events up to `position`: the new version
+/// applied every one of them through its own handler (a rebuild parks
+/// nothing), so replaying them would apply them twice.
+async fn unpark_applied<C: GenericClient + Sync>(
+    c: &C,
+    projection: &str,
+    position: i64,
+) -> Result<()> {
+    let exists: bool = c
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&DEAD_LETTER_TABLE])
+        .await
+        .map_err(query_error)?
+        .get(0);
+    if exists {
+        c.execute(
+            &format!(
+                r#"DELETE FROM "{DEAD_LETTER_TABLE}" WHERE "projection" = $1 AND "position" <= $2"#
+            ),
+            &[&projection, &position],
+        )
+        .await
+        .map_err(query_error)?;
+    }
     Ok(())
 }
