@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 
 use pgcoord::readmodels::postgres::{projection_status, ProjectionStatus};
+use pgcoord::readmodels::version_name;
 use pgcoord::Error;
 
 use crate::db::{self, Database};
@@ -33,25 +34,31 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
         }
     };
     loop {
-        let status =
-            match projection_status(&client, &args.name, args.events_table.as_deref()).await {
-                Ok(s) => s,
-                Err(Error::InvalidArgument(msg)) => {
-                    report!("{msg}");
-                    return exit::USAGE;
-                }
-                Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),
-            };
-        let text = match (args.json, args.watch) {
-            (true, _) => format!("{}\n", serde_json::to_string(&status).expect("plain data")),
-            (false, true) => line(&status),
-            (false, false) => render_report(&status),
+        let looked = look(&client, &args).await;
+        let (status, rebuild) = match looked {
+            Ok(s) => s,
+            Err(Error::InvalidArgument(msg)) => {
+                report!("{msg}");
+                return exit::USAGE;
+            }
+            Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),
         };
-        if bar {
-            draw_bar(&status, args.watch);
+        let text = match (args.json, args.watch) {
+            (true, _) => format!("{}\n", json(&status, rebuild.as_ref())),
+            (false, true) => line(&status, rebuild.as_ref()),
+            (false, false) => render_report(&status, rebuild.as_ref()),
+        };
+        if bar && args.watch {
+            // The bar of the last look goes before the next line.
+            clear_bar();
+        } else if bar {
+            draw_bars(&status, rebuild.as_ref(), false);
         }
         if let Err(code) = crate::print_stdout(&text) {
             return code;
+        }
+        if bar && args.watch {
+            draw_bars(&status, rebuild.as_ref(), true);
         }
         let Some(signals) = signals.as_mut() else {
             return 0;
@@ -68,6 +75,43 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
     }
 }
 
+/// The projection's status and, while a rebuild builds a version, that
+/// version's (its checkpoint, lag, rate and runner, under
+/// `NAME@vN`).
+async fn look(
+    client: &tokio_postgres::Client,
+    args: &ProjectionStatusArgs,
+) -> pgcoord::Result<(ProjectionStatus, Option<ProjectionStatus>)> {
+    let table = args.events_table.as_deref();
+    let status = projection_status(client, &args.name, table).await?;
+    let rebuild = match &status.rebuild {
+        Some(r) => {
+            let name = version_name(&args.name, r.version);
+            Some(projection_status(client, &name, table).await?)
+        }
+        None => None,
+    };
+    Ok((status, rebuild))
+}
+
+/// The library's status as JSON, with `eta_seconds`, and the rebuild's
+/// lag, rate, ETA and runner in its `rebuild` object.
+fn json(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
+    let mut value = serde_json::to_value(s).expect("plain data");
+    value["eta_seconds"] = serde_json::json!(s.eta_seconds());
+    if let (Some(r), Some(obj)) = (rebuild, value["rebuild"].as_object_mut()) {
+        obj.insert("lag_events".into(), serde_json::json!(r.lag_events));
+        obj.insert("lag_seconds".into(), serde_json::json!(r.lag_seconds));
+        obj.insert(
+            "events_per_second".into(),
+            serde_json::json!(r.events_per_second),
+        );
+        obj.insert("eta_seconds".into(), serde_json::json!(r.eta_seconds()));
+        obj.insert("runner".into(), serde_json::json!(r.runner));
+    }
+    value.to_string()
+}
+
 fn or_dash<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
@@ -81,7 +125,7 @@ fn seconds(s: f64) -> String {
 }
 
 /// The one-shot text report.
-fn render_report(s: &ProjectionStatus) -> String {
+fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
     let mut out = format!("projection {}\n", s.projection);
     let updated = s
         .checkpoint_updated_at
@@ -116,44 +160,66 @@ fn render_report(s: &ProjectionStatus) -> String {
     if let Some(eta) = s.eta_seconds() {
         out += &format!("  eta         {}\n", seconds(eta));
     }
-    match &s.runner {
-        Some(r) => {
-            let mut who = or_dash(r.holder_id.as_deref());
-            if let (Some(host), Some(pid)) = (&r.host, r.pid) {
-                who += &format!(" (host {host}, pid {pid})");
-            }
-            who += &format!(", server pid {}", r.backend_pid);
-            if let Some(addr) = &r.client_addr {
-                who += &format!(", from {addr}");
-            }
-            if let Some(since) = r.since {
-                who += &format!(
-                    ", since {}",
-                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                );
-            }
-            out += &format!("  runner      {who}\n");
-        }
-        None => {
-            out += "  runner      none holds projection:{name}\n"
-                .replace("{name}", &s.projection)
-                .as_str()
-        }
-    }
+    out += &format!("  runner      {}\n", runner(s));
     out += &format!("  parked      {}\n", s.parked);
     if let Some(r) = &s.rebuild {
         let at = r
             .checkpoint
             .map_or("no event yet".to_owned(), |c| format!("checkpoint {c}"));
         out += &format!("  rebuild     version {} building, {at}\n", r.version);
+        if let Some(b) = rebuild {
+            if let Some(lag) = b.lag_events {
+                out += &format!("              {lag} events behind the head");
+                if let Some(eta) = b.eta_seconds() {
+                    out += &format!(", eta {}", seconds(eta));
+                }
+                out += "\n";
+            }
+            if let Some(rate) = b.events_per_second {
+                out += &format!("              {rate:.1} events/s over the last minute\n");
+            }
+            out += &format!("              runner {}\n", runner(b));
+        }
     }
     out
 }
 
+/// Who holds the projection's runner lock, for the report.
+fn runner(s: &ProjectionStatus) -> String {
+    let Some(r) = &s.runner else {
+        return format!("none holds projection:{}", s.projection);
+    };
+    let mut who = or_dash(r.holder_id.as_deref());
+    if let (Some(host), Some(pid)) = (&r.host, r.pid) {
+        who += &format!(" (host {host}, pid {pid})");
+    }
+    who += &format!(", server pid {}", r.backend_pid);
+    if let Some(addr) = &r.client_addr {
+        who += &format!(", from {addr}");
+    }
+    if let Some(since) = r.since {
+        who += &format!(
+            ", since {}",
+            since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
+    who
+}
+
 /// One line per look of `--watch`.
-fn line(s: &ProjectionStatus) -> String {
+fn line(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
+    let rebuilding = match (&s.rebuild, rebuild) {
+        (Some(r), Some(b)) => format!(
+            " rebuild=v{} rebuild_checkpoint={} rebuild_lag={} rebuild_eta={}",
+            r.version,
+            or_dash(b.checkpoint),
+            or_dash(b.lag_events),
+            or_dash(b.eta_seconds().map(|v| format!("{v:.1}"))),
+        ),
+        _ => String::new(),
+    };
     format!(
-        "checkpoint={} head={} lag={} lag_seconds={} rate={} eta={} runner={} parked={}\n",
+        "checkpoint={} head={} lag={} lag_seconds={} rate={} eta={} runner={} parked={}{rebuilding}\n",
         or_dash(s.checkpoint),
         or_dash(s.head),
         or_dash(s.lag_events),
@@ -165,8 +231,29 @@ fn line(s: &ProjectionStatus) -> String {
     )
 }
 
-/// A one-line `\r` bar on standard error (a terminal) while behind.
-fn draw_bar(s: &ProjectionStatus, watching: bool) {
+/// The bars on standard error (a terminal): the catch-up's while the
+/// projection is behind, and the rebuild's while a version is built;
+/// with `--watch` one `\r` line (the rebuild's while there is one).
+fn draw_bars(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, watching: bool) {
+    let version = s.rebuild.as_ref().map(|r| r.version);
+    let rebuilding = rebuild.zip(version);
+    if !watching || rebuilding.is_none() {
+        draw_bar(s, "catch-up", watching);
+    }
+    if let Some((b, v)) = rebuilding {
+        draw_bar(b, &format!("rebuild v{v}"), watching);
+    }
+}
+
+/// Erases the `--watch` bar (`\r`, then ANSI erase-line).
+fn clear_bar() {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r\x1b[2K");
+    let _ = err.flush();
+}
+
+/// One bar: `label [####------]  40% done/head events, eta ...`.
+fn draw_bar(s: &ProjectionStatus, label: &str, watching: bool) {
     let (Some(head), Some(lag)) = (s.head, s.lag_events) else {
         return;
     };
@@ -187,7 +274,7 @@ fn draw_bar(s: &ProjectionStatus, watching: bool) {
     let mut err = std::io::stderr().lock();
     let _ = write!(
         err,
-        "\r[{}{}] {:>3.0}% {done}/{head} events, {eta}   ",
+        "\r{label} [{}{}] {:>3.0}% {done}/{head} events, {eta}   ",
         "#".repeat(filled),
         "-".repeat(width - filled.min(width)),
         fraction * 100.0

@@ -24,6 +24,7 @@ mod output;
 mod permits;
 mod projection;
 mod projection_dlq;
+mod projection_rebuild;
 mod readme_help;
 mod server_faults;
 mod shared;

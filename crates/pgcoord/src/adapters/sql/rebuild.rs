@@ -12,7 +12,7 @@ use super::runner::DEFAULT_BATCH_SIZE;
 use crate::ports::error::{Error, LockLostError, Result};
 use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
-    during_warm_up, version_name, CheckpointPublisher, EventFeed, ProjectionProgress,
+    during_warm_up, version_name, CheckpointPublisher, EventFeed, FeedWakeup, ProjectionProgress,
     ProjectionVersions, ReadModelHandler, VersionSwitch, VersionedReadModels,
 };
 
@@ -39,13 +39,22 @@ pub struct RebuildSummary {
 ///    (`projection:{name}@vN`; the live runner keeps `projection:{name}`);
 /// 2. warms it up: applies the feed from the start to its own checkpoint
 ///    (`{name}@vN`), with [`warming_up`](crate::ports::readmodels::warming_up)
-///    true for the handler, until it has caught up with the feed;
+///    true for the handler, until the feed has nothing more and the
+///    version is at least at the live checkpoint (a feed of its own may
+///    hand out the live runner's last events a moment later: an event
+///    table holds positions back until the transactions that could still
+///    write below them have ended; the rebuild waits for the feed's
+///    signal then, and fails only when the feed's head ends before the
+///    live checkpoint);
 /// 3. opens the switch: one transaction that locks the live checkpoint
 ///    (the live runner's next batch waits), applies the events between the
 ///    two checkpoints to `t_vN`, renames `t` to `t_v{N-1}` and `t_vN` to
 ///    `t`, moves the live checkpoint, and commits. Readers see the old
 ///    table until the commit and the complete new one after it; the live
-///    runner goes on from the checkpoint, on the new table.
+///    runner goes on from the checkpoint, on the new table. The new
+///    table takes over the old one's grants in that transaction. When the
+///    feed does not yet hand out every event up to the live checkpoint,
+///    the switch rolls back (the live runner goes on) and step 2 goes on.
 ///
 /// The old table is kept until [`drop_retired`](Self::drop_retired).
 pub struct ProjectionRebuild<H: ReadModelHandler, B, F> {
@@ -166,30 +175,62 @@ where
         self.publisher.publish(checkpoint);
         tracing::info!(projection = %name, version, ?checkpoint, "projection rebuild started");
         let switched = during_warm_up(async {
+            let mut wakeup = self.feed.signal().map(|s| s.subscribe());
             loop {
-                if shutdown.is_cancelled() {
-                    return Ok(false);
+                // Warm up until the feed has nothing more and the version
+                // is at least where the live one is.
+                loop {
+                    if shutdown.is_cancelled() {
+                        return Ok(false);
+                    }
+                    let step = self
+                        .catch_up_step(&guard, &lost, &target, &vname, checkpoint, None)
+                        .await?;
+                    if let Some(step) = step {
+                        done.applied += step.0;
+                        checkpoint = step.1;
+                        continue;
+                    }
+                    let live = guarded(&guard, &lost, self.projection.checkpoint()).await?;
+                    if live <= checkpoint {
+                        break;
+                    }
+                    // The live runner applied events this feed does not
+                    // hand out yet (an event table's positions wait until
+                    // every transaction that could still write below them
+                    // has ended, and this feed has only just looked).
+                    let stop = self
+                        .wait_for_feed(&guard, &lost, &mut wakeup, shutdown, checkpoint, live)
+                        .await?;
+                    if stop {
+                        return Ok(false);
+                    }
                 }
-                let step = self
-                    .catch_up_step(&guard, &lost, &target, &vname, checkpoint, None)
-                    .await?;
-                let Some(step) = step else { break };
-                done.applied += step.0;
-                checkpoint = step.1;
+                let switch = guarded(&guard, &lost, backend.begin_switch(name, version)).await?;
+                let live = switch.live_checkpoint();
+                let mut short = false;
+                while checkpoint < live {
+                    let step = self
+                        .catch_up_step(&guard, &lost, &target, &vname, checkpoint, live)
+                        .await?;
+                    let Some(step) = step else {
+                        short = true;
+                        break;
+                    };
+                    done.applied += step.0;
+                    checkpoint = step.1;
+                }
+                if short {
+                    // Not all of the events up to the live checkpoint are
+                    // handed out yet: roll the switch back (the live
+                    // runner goes on) and warm up again.
+                    drop(switch);
+                    continue;
+                }
+                guarded(&guard, &lost, switch.commit(checkpoint)).await?;
+                checkpoint = checkpoint.max(live);
+                return Ok::<_, Error>(true);
             }
-            let switch = guarded(&guard, &lost, backend.begin_switch(name, version)).await?;
-            let live = switch.live_checkpoint();
-            while checkpoint < live {
-                let step = self
-                    .catch_up_step(&guard, &lost, &target, &vname, checkpoint, live)
-                    .await?
-                    .ok_or_else(|| feed_ended(name, checkpoint, live))?;
-                done.applied += step.0;
-                checkpoint = step.1;
-            }
-            guarded(&guard, &lost, switch.commit(checkpoint)).await?;
-            checkpoint = checkpoint.max(live);
-            Ok::<_, Error>(true)
         })
         .await?;
         done.checkpoint = checkpoint;
@@ -236,6 +277,51 @@ where
             .await
     }
 }
+
+impl<H, B, F> ProjectionRebuild<H, B, F>
+where
+    H: ReadModelHandler,
+    B: VersionedReadModels<H::Model>,
+    F: EventFeed<Event = H::Event>,
+{
+    /// Waits until the feed may hand out more events (its signal; a short
+    /// pause for a feed without one), when the feed's head says there are
+    /// events past `checkpoint`; fails when it says the feed ends before
+    /// the `live` checkpoint. True when `shutdown` came first.
+    async fn wait_for_feed(
+        &self,
+        guard: &LockGuard,
+        lost: &impl Fn() -> Error,
+        wakeup: &mut Option<FeedWakeup>,
+        shutdown: &CancellationToken,
+        checkpoint: Option<i64>,
+        live: Option<i64>,
+    ) -> Result<bool> {
+        let name = self.projection.name();
+        let head = guarded(guard, lost, self.feed.head()).await?;
+        if head.is_some_and(|h| Some(h) <= checkpoint) {
+            return Err(feed_ended(name, checkpoint, live));
+        }
+        tracing::debug!(projection = %name, ?checkpoint, ?live,
+            "projection rebuild: waiting for the feed to hand out the live runner's events");
+        let woken = async {
+            match wakeup {
+                Some(w) => w.changed().await,
+                None => tokio::time::sleep(UNSIGNALLED_RECHECK).await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => Ok(true),
+            _ = guard.lost() => Err(lost()),
+            _ = woken => Ok(false),
+        }
+    }
+}
+
+/// How soon a rebuild looks again at a feed without a signal that holds
+/// back events the live runner already applied.
+const UNSIGNALLED_RECHECK: Duration = Duration::from_millis(50);
 
 fn feed_ended(name: &str, checkpoint: Option<i64>, live: Option<i64>) -> Error {
     Error::InvalidArgument(format!(

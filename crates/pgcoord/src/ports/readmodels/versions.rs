@@ -97,10 +97,15 @@ pub trait VersionSwitch {
     fn live_checkpoint(&self) -> Option<i64>;
 
     /// In the switch's transaction: gives the new version's table the
-    /// readers' name (the old one's table is kept as a retired version),
+    /// privileges granted on the old one (on PostgreSQL: the table's and
+    /// its columns' grants, so a role that could read or write the table
+    /// readers see still can), and the readers' name (the old one's table
+    /// is kept as a retired version, with its grants),
     /// sets the live checkpoint to `checkpoint` (at or past
     /// [`live_checkpoint`](Self::live_checkpoint)), removes the new
-    /// version's own checkpoint, and commits. Readers see the old table
+    /// version's own checkpoint and the projection's parked events up to
+    /// `checkpoint` (the new version applied them; a replay would apply
+    /// them twice), and commits. Readers see the old table
     /// up to the commit and the new one after it.
     ///
     /// # Cancel safety

@@ -55,3 +55,73 @@ fn applied_events_and_batch_durations_are_counted_per_projection() {
         "{text}"
     );
 }
+
+/// The value of the sample line starting with `series` (name and labels).
+#[cfg(feature = "postgres")]
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn retries_and_parked_events_are_counted_per_projection() {
+    use pgcoord::readmodels::{DeadLetterPolicy, RetryPolicy};
+    use std::time::Duration;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let s = super::postgres::setup().await;
+            super::postgres::append_committed(&s.db, &s.feed, 1, 6).await;
+            let projection =
+                ReadModelProjection::new(Picky::poisoned(&[3]), s.db.repository::<Seen>())
+                    .named("metered")
+                    .with_retry(RetryPolicy {
+                        max_attempts: 2,
+                        initial_backoff: Duration::from_millis(1),
+                        max_backoff: Duration::from_millis(1),
+                        multiplier: 1.0,
+                    });
+            let runner = ProjectionRunner::new(projection, s.feed.clone())
+                .batch_size(4)
+                .idle_interval(None)
+                .with_dead_letters(DeadLetterPolicy::new());
+            let stop = CancellationToken::new();
+            let progress = runner.progress();
+            let run = runner.run(&s.locks, &stop);
+            let watch = async {
+                progress.wait_for(6, None).await.unwrap();
+                stop.cancel();
+            };
+            let (summary, ()) = tokio::join!(run, watch);
+            assert_eq!(summary.unwrap().applied, 5);
+        });
+    });
+    let text = handle.render();
+    let of = |name: &str| sample(&text, &format!(r#"{name}{{projection="metered"}}"#));
+    assert_eq!(
+        of("eventsource_projection_events_parked_total"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        of("eventsource_projection_parked_events"),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        of("eventsource_projection_retries_total").is_some_and(|r| r >= 1.0),
+        "{text}"
+    );
+    assert_eq!(
+        of("eventsource_projection_events_applied_total"),
+        Some(5.0),
+        "{text}"
+    );
+}

@@ -18,6 +18,12 @@ mod postgres;
 #[cfg(feature = "postgres")]
 mod rebuild;
 #[cfg(feature = "postgres")]
+mod rebuild_crash;
+#[cfg(feature = "postgres")]
+mod rebuild_grants;
+#[cfg(feature = "postgres")]
+mod rebuild_parked;
+#[cfg(feature = "postgres")]
 mod rebuild_support;
 #[cfg(feature = "postgres")]
 mod segments;

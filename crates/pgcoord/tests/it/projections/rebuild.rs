@@ -4,31 +4,35 @@
 //! starts over) without touching the live version, the old table goes on
 //! request, and the handler knows when it warms up.
 //!
-//! The runners share an in-memory lock manager: on this branch's base the
-//! PostgreSQL lock manager's `acquire` never opened a session in these
-//! tests (see the projection runner's own PostgreSQL tests); the
-//! rebuild is generic over the lock port.
+//! The runners share one PostgreSQL lock manager (the live runner holds
+//! `projection:seen`, the rebuild `projection:seen@v2`); see
+//! `rebuild_crash` for rebuilds SIGKILLed in child processes.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgcoord::readmodels::postgres::{projection_status, PostgresVersionSwitch, RebuildProgress};
+use pgcoord::readmodels::postgres::PostgresEventTable;
 use pgcoord::readmodels::{
-    Query, ReadModelRepository, TransactionalReadModels, VersionSwitch, VersionedReadModels,
+    EventFeed, FeedSignal, Query, ReadModelRepository, TransactionalReadModels, VersionSwitch,
+    VersionedReadModels,
 };
+use pgcoord::readmodels::{ProjectionRebuild, ReadModelProjection};
 use pgcoord::DistributedLock;
-use pgcoord::InMemoryLockManager;
+use pgcoord::{
+    readmodels::postgres::{projection_status, PostgresVersionSwitch, RebuildProgress},
+    PostgresLockManager,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, setup, Setup};
 use super::rebuild_support::*;
 use super::support::*;
 
-type LiveTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
+pub type LiveTask = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
 
-fn spawn_live(
-    locks: &InMemoryLockManager,
+pub fn spawn_live(
+    locks: &PostgresLockManager,
     r: &Arc<LiveRunner>,
     stop: &CancellationToken,
 ) -> LiveTask {
@@ -36,7 +40,7 @@ fn spawn_live(
     tokio::spawn(async move { r.run(&l, &s).await })
 }
 
-async fn reach_live(r: &LiveRunner, task: &mut LiveTask, position: i64) {
+pub async fn reach_live(r: &LiveRunner, task: &mut LiveTask, position: i64) {
     let progress = r.progress();
     tokio::select! {
         c = progress.wait_for(position, Some(Duration::from_secs(60))) => { c.unwrap(); }
@@ -44,27 +48,30 @@ async fn reach_live(r: &LiveRunner, task: &mut LiveTask, position: i64) {
     }
 }
 
-/// The lock manager of the runners (one for the process; the tests'
-/// lock-engine build is left out of these, see the module's doc).
-fn locks() -> InMemoryLockManager {
-    InMemoryLockManager::new(Some("rebuild-test".into()))
+/// A lock manager of its own (another holder) on the test's database, to
+/// look at the runners' locks from outside.
+fn observer(s: &Setup) -> PostgresLockManager {
+    PostgresLockManager::builder(s.test_db.config().into())
+        .holder_id("rebuild-observer")
+        .build()
+        .unwrap()
 }
 
 /// The texts of the rows readers see, by position.
-async fn texts(s: &Setup) -> Vec<(i64, String)> {
+pub async fn texts(s: &Setup) -> Vec<(i64, String)> {
     let mut rows = s.db.repository::<Seen>().find(&Query::new()).await.unwrap();
     rows.sort_by_key(|r| r.position);
     rows.into_iter().map(|r| (r.position, r.text)).collect()
 }
 
-fn marked(marker: &str, from: i64, to: i64) -> Vec<(i64, String)> {
+pub fn marked(marker: &str, from: i64, to: i64) -> Vec<(i64, String)> {
     (from..=to).map(|n| (n, format!("{marker} {n}"))).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_never_see_a_half_built_table_and_no_event_is_lost_across_the_switch() {
     let s = setup().await;
-    let locks = locks();
+    let locks = s.locks.clone();
     append_committed(&s.db, &s.feed, 1, 30).await;
     let live = live_runner(&s.db, &s.feed);
     let stop = CancellationToken::new();
@@ -143,7 +150,7 @@ async fn reads_never_see_a_half_built_table_and_no_event_is_lost_across_the_swit
 async fn each_version_holds_its_own_lock_and_a_killed_rebuild_resumes_without_touching_the_live_one(
 ) {
     let s = setup().await;
-    let locks = locks();
+    let locks = s.locks.clone();
     append_committed(&s.db, &s.feed, 1, 12).await;
     let live = live_runner(&s.db, &s.feed);
     let stop = CancellationToken::new();
@@ -157,7 +164,7 @@ async fn each_version_holds_its_own_lock_and_a_killed_rebuild_resumes_without_to
         tokio::spawn(async move { r.run(&l, &CancellationToken::new()).await })
     };
     stalled.await.unwrap();
-    let other = locks.clone();
+    let other = observer(&s);
     assert!(
         other.try_lock("projection:seen").await.unwrap().is_none(),
         "the live runner's"
@@ -225,7 +232,7 @@ async fn each_version_holds_its_own_lock_and_a_killed_rebuild_resumes_without_to
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_rebuild_does_not_switch_and_an_abandoned_one_starts_over() {
     let s = setup().await;
-    let locks = locks();
+    let locks = s.locks.clone();
     append_committed(&s.db, &s.feed, 1, 10).await;
     let live = live_runner(&s.db, &s.feed);
     let stop = CancellationToken::new();
@@ -281,7 +288,7 @@ async fn a_stopped_rebuild_does_not_switch_and_an_abandoned_one_starts_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_switch_rolls_back_and_the_live_runner_goes_on() {
     let s = setup().await;
-    let locks = locks();
+    let locks = s.locks.clone();
     append_committed(&s.db, &s.feed, 1, 4).await;
     let live = live_runner(&s.db, &s.feed);
     let stop = CancellationToken::new();
@@ -311,4 +318,80 @@ async fn a_dropped_switch_rolls_back_and_the_live_runner_goes_on() {
     assert!(exists(&s.db, "seen_v2").await);
     let versions = repo.versions("seen").await.unwrap();
     assert_eq!((versions.current, versions.building), (1, Some(2)));
+}
+
+/// A feed that says when a read came back empty.
+struct Observed {
+    inner: PostgresEventTable<Ev>,
+    empty: tokio::sync::mpsc::UnboundedSender<Option<i64>>,
+}
+
+impl EventFeed for Observed {
+    type Event = Ev;
+
+    async fn read_after(
+        &self,
+        after: Option<i64>,
+        limit: usize,
+    ) -> pgcoord::Result<Vec<(i64, Ev)>> {
+        let batch = self.inner.read_after(after, limit).await?;
+        if batch.is_empty() {
+            let _ = self.empty.send(after);
+        }
+        Ok(batch)
+    }
+
+    fn signal(&self) -> Option<FeedSignal> {
+        self.inner.signal()
+    }
+
+    async fn head(&self) -> pgcoord::Result<Option<i64>> {
+        self.inner.head().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_on_a_feed_of_its_own_waits_for_the_events_it_holds_back() {
+    let s = setup().await;
+    append_committed(&s.db, &s.feed, 1, 10).await;
+    let live = live_runner(&s.db, &s.feed);
+    let stop = CancellationToken::new();
+    let mut live_task = spawn_live(&s.locks, &live, &stop);
+    reach_live(&live, &mut live_task, 10).await;
+
+    // A transaction with an id, still open: a feed that has not looked
+    // before cannot tell yet that nothing below its positions is coming.
+    let mut blocker = s.test_db.connect().await.unwrap();
+    let open = blocker.transaction().await.unwrap();
+    open.execute("SELECT pg_current_xact_id()", &[])
+        .await
+        .unwrap();
+    let (empty, mut empties) = tokio::sync::mpsc::unbounded_channel();
+    let fresh = PostgresEventTable::<Ev>::new(s.db.clone(), "events")
+        .unwrap()
+        .listen();
+    let feed = Observed {
+        inner: fresh,
+        empty,
+    };
+    let projection =
+        ReadModelProjection::new(Marked::new("rebuilt"), s.db.repository::<Seen>()).named("seen");
+    let rebuild = Arc::new(ProjectionRebuild::new(projection, feed).batch_size(4));
+    let task = {
+        let (r, l) = (rebuild.clone(), s.locks.clone());
+        tokio::spawn(async move { r.run(&l, &CancellationToken::new()).await })
+    };
+    assert_eq!(empties.recv().await, Some(None), "held back from the start");
+    assert_eq!(checkpoint_row(&s.db, "seen").await, Some(10));
+    open.commit().await.unwrap();
+
+    let summary = task
+        .await
+        .unwrap()
+        .expect("not an error: the feed ends past 0");
+    assert!(summary.switched, "{summary:?}");
+    assert_eq!(summary.checkpoint, Some(10));
+    assert_eq!(texts(&s).await, marked("rebuilt", 1, 10));
+    stop.cancel();
+    live_task.await.unwrap().unwrap();
 }

@@ -17,9 +17,11 @@ use super::support::*;
 
 /// Writes each event's row with `"{marker} {n}"`, and remembers what
 /// [`warming_up`] said for each event. At `stall_at` it says so on the
-/// channel and never finishes (for the test to drop the run).
+/// channel and never finishes (for the test to drop the run). Takes
+/// `delay` per event (for a kill to land inside a batch).
 pub struct Marked {
     pub marker: &'static str,
+    pub delay: std::time::Duration,
     pub flags: Mutex<Vec<(i64, bool)>>,
     pub stall_at: Mutex<Option<(i64, tokio::sync::oneshot::Sender<()>)>>,
 }
@@ -28,6 +30,7 @@ impl Marked {
     pub fn new(marker: &'static str) -> Self {
         Self {
             marker,
+            delay: std::time::Duration::ZERO,
             flags: Mutex::default(),
             stall_at: Mutex::default(),
         }
@@ -38,6 +41,13 @@ impl Marked {
         let h = Self::new(marker);
         *h.stall_at.lock().unwrap() = Some((n, tx));
         (h, rx)
+    }
+
+    pub fn slow(marker: &'static str, delay: std::time::Duration) -> Self {
+        Self {
+            delay,
+            ..Self::new(marker)
+        }
     }
 
     pub fn seen(&self) -> Vec<i64> {
@@ -72,6 +82,9 @@ impl ReadModelHandler for Marked {
         if let Some(tx) = stall {
             let _ = tx.send(());
             std::future::pending::<()>().await;
+        }
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
         }
         let row = match repo.get(id_of(event.n)).await? {
             Some(mut seen) => {

@@ -18,6 +18,7 @@ mod repository;
 mod runner_census;
 mod source;
 mod status;
+mod version_grants;
 mod version_names;
 mod version_switch;
 mod versions;

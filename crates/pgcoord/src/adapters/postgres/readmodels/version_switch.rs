@@ -5,8 +5,10 @@ use std::fmt;
 
 use tokio_postgres::GenericClient;
 
+use super::dead_letters::DEAD_LETTER_TABLE;
 use super::pool::PooledClient;
 use super::source::query_error;
+use super::version_grants::copied_grants;
 use super::version_names::{index_names, rename_index, version_table, IndexNames};
 use crate::adapters::sql::quote_ident;
 use crate::ports::error::{Error, Result};
@@ -114,10 +116,16 @@ impl VersionSwitch for PostgresVersionSwitch {
     }
 
     async fn commit(mut self, checkpoint: Option<i64>) -> Result<()> {
-        let script = self.script()?;
         let c = self.client.as_ref().expect("open until commit");
+        // The new version takes over the live table's grants (readers'
+        // SELECT, a live runner role's DML), before the renames.
+        let building = version_table(&self.table, self.version)?;
+        let grants = copied_grants(&**c, &self.table, &building).await?;
+        let script = self.script()?;
         let position = checkpoint.max(self.live_checkpoint).unwrap_or(0);
-        c.batch_execute(&script).await.map_err(query_error)?;
+        c.batch_execute(&format!("{grants}{script}"))
+            .await
+            .map_err(query_error)?;
         c.execute(
             r#"UPDATE "eventsource_projection_checkpoints" SET "position" = $2, "updated_at" = now() WHERE "projection" = $1"#,
             &[&self.projection, &position],
@@ -125,6 +133,7 @@ impl VersionSwitch for PostgresVersionSwitch {
         .await
         .map_err(query_error)?;
         delete_checkpoint(&**c, &version_name(&self.projection, self.version)).await?;
+        unpark_applied(&**c, &self.projection, position).await?;
         c.execute(
             r#"UPDATE "eventsource_projection_versions" SET "current" = "building", "building" = NULL, "retired" = array_append("retired", "current"), "updated_at" = now() WHERE "projection" = $1"#,
             &[&self.projection],
@@ -199,5 +208,31 @@ pub(super) async fn delete_checkpoint<C: GenericClient + Sync>(c: &C, name: &str
     )
     .await
     .map_err(query_error)?;
+    Ok(())
+}
+
+/// Removes `projection`'s parked events up to `position`: the new version
+/// applied every one of them through its own handler (a rebuild parks
+/// nothing), so replaying them would apply them twice.
+async fn unpark_applied<C: GenericClient + Sync>(
+    c: &C,
+    projection: &str,
+    position: i64,
+) -> Result<()> {
+    let exists: bool = c
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&DEAD_LETTER_TABLE])
+        .await
+        .map_err(query_error)?
+        .get(0);
+    if exists {
+        c.execute(
+            &format!(
+                r#"DELETE FROM "{DEAD_LETTER_TABLE}" WHERE "projection" = $1 AND "position" <= $2"#
+            ),
+            &[&projection, &position],
+        )
+        .await
+        .map_err(query_error)?;
+    }
     Ok(())
 }
