@@ -207,7 +207,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         if !worth_retrying(&e) {
             let timed_out = e
                 .as_backend()
-                .is_some_and(|b| b.kind() == BackendErrorKind::Timeout);
+                .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer);
             if timed_out && retried.is_some() {
                 // The last try ran out of time; the earlier failures say why.
                 return Acquired::Exit(gave_up(args, &what, db, retried.as_ref()));
@@ -312,7 +312,8 @@ async fn not_acquired(
         );
         return exit::CANCELLED;
     }
-    if let Some(AcquireFailure::FencingNotInstalled) = reason {
+    let kind = e.as_backend().map(|b| b.kind());
+    if kind == Some(BackendErrorKind::FencingNotInstalled) {
         if let Some(subcommand) = args.fence_needed_by {
             report!(
                 "{subcommand} needs the fence table (its terms live there), which database {} \
@@ -329,7 +330,7 @@ async fn not_acquired(
         );
         return exit::CONFIG;
     }
-    if let Some(AcquireFailure::Standby) = reason {
+    if kind == Some(BackendErrorKind::Standby) {
         report!(
             "{what} not acquired: the server is a hot standby (in recovery), whose advisory \
              locks do not exclude holders on the primary (database {}); point the URL at the \
@@ -339,7 +340,7 @@ async fn not_acquired(
         return exit::UNAVAILABLE;
     }
     if e.as_backend()
-        .is_some_and(|b| b.kind() == BackendErrorKind::Timeout)
+        .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer)
     {
         // However short --timeout is, the server was given ANSWER_FLOOR.
         let within = args

@@ -46,7 +46,7 @@ pub fn for_error(err: &Error) -> i32 {
     match err {
         Error::InvalidArgument(_) => USAGE,
         Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::KeyTooLong { .. }) => USAGE,
-        Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::Standby) => UNAVAILABLE,
+        e if e.as_backend().map(|b| b.kind()) == Some(BackendErrorKind::Standby) => UNAVAILABLE,
         Error::LockAcquisition(e) if matches!(e.reason, AcquireFailure::Cancelled { .. }) => {
             CANCELLED
         }
@@ -65,28 +65,13 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
         // Only when the server's own HINT did not come through.
-        (_, Some("53200"))
-            if !chain_mentions(backend, "max_locks_per_transaction") =>
-        {
+        (_, Some("53200")) if backend.hint().is_none() => {
             "the server's shared lock table is full: its max_locks_per_transaction is too small \
              for the locks all sessions hold"
         }
         (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
         _ => return None,
     })
-}
-
-/// Whether `e` or one of its causes says `needle` (a walk of its own, so
-/// that this file imports nothing of `db.rs`, which imports it).
-fn chain_mentions(e: &dyn std::error::Error, needle: &str) -> bool {
-    let mut next = Some(e);
-    while let Some(e) = next {
-        if e.to_string().contains(needle) {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }
 
 #[cfg(test)]
@@ -148,12 +133,10 @@ mod tests {
             .into();
         assert!(backend_hint(&full).is_some_and(|h| h.contains("max_locks_per_transaction")));
         // The server's own HINT came through: no second one of ours.
-        let hinted: Error = BackendError::new(
-            BackendErrorKind::Connect,
-            "out of shared memory\nHINT: You might need to increase max_locks_per_transaction.",
-        )
-        .with_code("53200")
-        .into();
+        let hinted: Error = BackendError::new(BackendErrorKind::Connect, "out of shared memory")
+            .with_code("53200")
+            .with_hint("You might need to increase max_locks_per_transaction.")
+            .into();
         assert_eq!(backend_hint(&hinted), None);
         let too_many: Error = BackendError::new(BackendErrorKind::Connect, "too many clients")
             .with_code("53300")
@@ -161,7 +144,8 @@ mod tests {
         assert_eq!(backend_hint(&too_many), None);
         let refused: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
         assert!(backend_hint(&refused).is_some_and(|h| h.contains("URL")));
-        let closed: Error = LockAcquisitionError::new("k", AcquireFailure::Closed, None).into();
+        let closed: Error =
+            LockAcquisitionError::new("k", AcquireFailure::ManagerClosed, None).into();
         assert_eq!(for_error(&closed), SOFTWARE);
     }
 }

@@ -115,11 +115,9 @@ async fn workloads(
     progress(Phase::Fenced);
     let fenced_rate = match sequential_pairs(fenced, FENCED_KEY, window).await {
         Ok(rate) => Some(rate),
-        Err(pgcoord::Error::LockAcquisition(e))
-            if matches!(
-                e.reason,
-                pgcoord::error::AcquireFailure::FencingNotInstalled
-            ) =>
+        Err(e)
+            if e.as_backend().map(|b| b.kind())
+                == Some(pgcoord::error::BackendErrorKind::FencingNotInstalled) =>
         {
             None
         }

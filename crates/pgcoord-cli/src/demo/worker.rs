@@ -36,7 +36,7 @@ fn time_was_up(e: &Error, end: Instant) -> bool {
     e.is_timeout()
         || (Instant::now() + LAST_CALL >= end
             && e.as_backend()
-                .is_some_and(|b| b.kind() == BackendErrorKind::Timeout))
+                .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer))
 }
 
 /// A small xorshift generator: the demo needs variety, not quality.

@@ -252,7 +252,7 @@ impl<L: DistributedLock> Semaphore<L> {
 /// True when the server did not answer before a deadline.
 fn no_answer(e: &Error) -> bool {
     e.as_backend()
-        .is_some_and(|b| b.kind() == BackendErrorKind::Timeout)
+        .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer)
 }
 
 impl<L> fmt::Debug for Semaphore<L> {

@@ -19,8 +19,11 @@ pub enum BackendErrorKind {
     Query,
     /// The session ended (terminated backend, server restart, network loss).
     Closed,
-    /// The client gave up waiting for the server: it did not answer in time.
-    Timeout,
+    /// The client gave up waiting for the server: it did not answer in
+    /// time (a silent server or network, a connect that timed out, no
+    /// pooled connection in time). Never a lock held elsewhere: that is
+    /// [`AcquireFailure::Timeout`](crate::error::AcquireFailure::Timeout).
+    NoAnswer,
     /// The server is a hot standby (in recovery), where advisory locks
     /// exclude only that standby's own sessions.
     Standby,
@@ -35,7 +38,9 @@ pub enum BackendErrorKind {
 pub struct BackendError {
     kind: BackendErrorKind,
     message: String,
-    code: Option<SqlState>,
+    /// What the server said besides the message (boxed: most errors
+    /// have none, and `Error` stays small).
+    server: Option<Box<ServerSaid>>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -45,14 +50,20 @@ impl BackendError {
         Self {
             kind,
             message: message.into(),
-            code: None,
+            server: None,
             source: None,
         }
     }
 
     /// Attaches the SQLSTATE code reported by the server.
     pub fn with_code(mut self, code: impl Into<SqlState>) -> Self {
-        self.code = Some(code.into());
+        self.server.get_or_insert_with(Box::default).code = Some(code.into());
+        self
+    }
+
+    /// Attaches the server's HINT (what to do about the error).
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.server.get_or_insert_with(Box::default).hint = Some(hint.into());
         self
     }
 
@@ -70,7 +81,7 @@ impl BackendError {
         Self {
             kind: self.kind,
             message: self.message.clone(),
-            code: self.code.clone(),
+            server: self.server.clone(),
             source: self.source.as_ref().map(|s| {
                 Box::new(SourceText(s.to_string())) as Box<dyn std::error::Error + Send + Sync>
             }),
@@ -84,13 +95,25 @@ impl BackendError {
 
     /// The SQLSTATE code, when the server sent one.
     pub fn code(&self) -> Option<&SqlState> {
-        self.code.as_ref()
+        self.server.as_ref().and_then(|s| s.code.as_ref())
+    }
+
+    /// The server's HINT, when it sent one.
+    pub fn hint(&self) -> Option<&str> {
+        self.server.as_ref().and_then(|s| s.hint.as_deref())
     }
 
     /// The human-readable message.
     pub fn message(&self) -> &str {
         &self.message
     }
+}
+
+/// The SQLSTATE and HINT of a server's error.
+#[derive(Debug, Clone, Default)]
+struct ServerSaid {
+    code: Option<SqlState>,
+    hint: Option<String>,
 }
 
 /// The text of an error that could not be cloned.
@@ -110,7 +133,8 @@ impl fmt::Debug for BackendError {
         f.debug_struct("BackendError")
             .field("kind", &self.kind)
             .field("message", &self.message)
-            .field("code", &self.code)
+            .field("code", &self.code())
+            .field("hint", &self.hint())
             .finish()
     }
 }
@@ -122,13 +146,13 @@ impl fmt::Display for BackendError {
             BackendErrorKind::NotPostgres => "the server is not a usable PostgreSQL",
             BackendErrorKind::Query => "database error",
             BackendErrorKind::Closed => "database session ended",
-            BackendErrorKind::Timeout => "database did not answer in time",
+            BackendErrorKind::NoAnswer => "database did not answer in time",
             BackendErrorKind::Standby => "the server is a standby",
             BackendErrorKind::FencingNotInstalled => "fencing is not installed",
             BackendErrorKind::Other => "database failure",
         };
         write!(f, "{what}: {}", self.message)?;
-        if let Some(code) = &self.code {
+        if let Some(code) = self.code() {
             write!(f, " (SQLSTATE {code})")?;
         }
         Ok(())

@@ -159,7 +159,7 @@ pub enum AcquireFailure {
     /// The timeout elapsed while the request waited in the server's queue:
     /// another holder kept the key (with a zero timeout: at the single
     /// attempt). A server that did not answer is not this: it is
-    /// [`AcquireFailure::Backend`] with [`BackendErrorKind::Timeout`].
+    /// [`AcquireFailure::Backend`] with [`BackendErrorKind::NoAnswer`].
     #[error("timed out before the lock was granted")]
     Timeout,
     /// The server cancelled the wait (`pg_cancel_backend`, a server-side
@@ -169,16 +169,6 @@ pub enum AcquireFailure {
         /// The server's message.
         reason: String,
     },
-    /// The server is a hot standby (`pg_is_in_recovery()`): advisory locks
-    /// there exclude only that standby's own sessions, not the primary's.
-    /// Allowed only when the manager is built with `allow_standby(true)`.
-    #[error("the server is a standby (in recovery): its advisory locks do not exclude holders on the primary")]
-    Standby,
-    /// The manager fences its locks, but the fencing table is missing:
-    /// run the install step once (`PostgresLockManager::install_fencing`,
-    /// or `eventsource lock install`).
-    #[error("fencing is on but its table is not installed in this database: run PostgresLockManager::install_fencing() or `eventsource lock install` once")]
-    FencingNotInstalled,
     /// The key is longer than [`MAX_KEY_LEN`](crate::ports::lock_id::MAX_KEY_LEN).
     #[error("key is {len} bytes long; the limit is {limit}")]
     KeyTooLong {
@@ -194,9 +184,11 @@ pub enum AcquireFailure {
         /// The configured budget.
         limit: usize,
     },
-    /// The manager was shut down.
+    /// The manager was shut down ([`close`](crate::PostgresLockManager::close)).
+    /// A session that ended is not this: it is [`AcquireFailure::Backend`]
+    /// with [`BackendErrorKind::Closed`].
     #[error("the lock manager is closed")]
-    Closed,
+    ManagerClosed,
     /// Another semaphore participant holds slot `permits`: it was created
     /// with more permits than this one (all must use the same count).
     #[error(

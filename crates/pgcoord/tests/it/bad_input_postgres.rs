@@ -221,7 +221,7 @@ async fn closed_manager_refuses_everything() {
         assert!(
             matches!(
                 err.as_lock_acquisition().map(|e| &e.reason),
-                Some(AcquireFailure::Closed)
+                Some(AcquireFailure::ManagerClosed)
             ),
             "{err:?}"
         );
@@ -233,7 +233,7 @@ async fn closed_manager_refuses_everything() {
         .unwrap_err();
     assert!(matches!(
         err.as_lock_acquisition().map(|e| &e.reason),
-        Some(AcquireFailure::Closed)
+        Some(AcquireFailure::ManagerClosed)
     ));
     assert!(m.release(&k).await.unwrap_err().is_not_held());
     assert_nothing_held(&m).await;

@@ -125,7 +125,7 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
         !err.is_timeout()
             && matches!(
                 err.as_backend().map(|b| b.kind()),
-                Some(BackendErrorKind::Connect | BackendErrorKind::Timeout)
+                Some(BackendErrorKind::Connect | BackendErrorKind::NoAnswer)
             ),
         "{err:?}"
     );

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use common::lock_rows;
 use fault_support::{key, private_db};
-use pgcoord::{error::AcquireFailure, lock_id_for_key, DistributedLock, Error};
+use pgcoord::{
+    error::{AcquireFailure, BackendErrorKind},
+    lock_id_for_key, DistributedLock, Error,
+};
 use pgcoord::{postgres::fencing, PostgresLockManager};
 use pgcoord_testkit::locks::eventually_async;
 use pgcoord_testkit::pg::{StopMode, TestDatabase};
@@ -42,7 +45,7 @@ async fn a_fenced_acquire_without_the_table_names_the_install_step() {
     let err = m.acquire(&k, Some(SECS)).await.unwrap_err();
     let failure = &err.as_lock_acquisition().expect("acquisition error").reason;
     assert!(
-        matches!(failure, AcquireFailure::FencingNotInstalled),
+        matches!(failure, AcquireFailure::Backend(b) if b.kind() == BackendErrorKind::FencingNotInstalled),
         "{err}"
     );
     assert!(err.to_string().contains("install_fencing"), "{err}");

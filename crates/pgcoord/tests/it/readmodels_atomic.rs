@@ -132,7 +132,7 @@ mod postgres {
         let err = pool.get().await.unwrap_err();
         assert_eq!(
             err.as_backend().unwrap().kind(),
-            BackendErrorKind::Timeout,
+            BackendErrorKind::NoAnswer,
             "{err}"
         );
         drop(held);

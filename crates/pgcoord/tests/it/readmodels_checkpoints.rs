@@ -397,7 +397,7 @@ impl ReadModelHandler for Poisoned {
         Tallies::new().handle(event, repo).await?;
         if event.0 == 3 {
             let kind = if self.transient {
-                BackendErrorKind::Timeout
+                BackendErrorKind::NoAnswer
             } else {
                 BackendErrorKind::Other
             };
@@ -447,7 +447,7 @@ async fn a_poison_event_stops_the_projection_with_its_position_after_backoff() {
             );
             assert_eq!(
                 cause.as_backend().unwrap().kind(),
-                BackendErrorKind::Timeout
+                BackendErrorKind::NoAnswer
             );
         }
         other => panic!("expected ProjectionFailed, got {other:?}"),

@@ -140,7 +140,7 @@ async fn a_silent_server_is_reported_as_not_answering_whatever_the_deadline() {
             !err.is_timeout()
                 && matches!(
                     kind,
-                    Some(BackendErrorKind::Timeout | BackendErrorKind::Closed)
+                    Some(BackendErrorKind::NoAnswer | BackendErrorKind::Closed)
                 ),
             "{deadline:?}: a silent server must not look like a held key: {err}"
         );

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgcoord::PostgresLockManager;
-use pgcoord::{error::AcquireFailure, DistributedLock, LockRegistry};
+use pgcoord::{
+    error::{AcquireFailure, BackendErrorKind},
+    DistributedLock, LockRegistry,
+};
 use pgcoord_testkit::pg::TestDatabase;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,7 +52,7 @@ async fn a_standby_is_refused_unless_allowed() {
         assert!(
             matches!(
                 err.as_lock_acquisition().map(|e| &e.reason),
-                Some(AcquireFailure::Standby)
+                Some(AcquireFailure::Backend(b)) if b.kind() == BackendErrorKind::Standby
             ),
             "{err:?}"
         );

@@ -73,7 +73,7 @@ async fn timeouts_racing_grants_leave_no_lock_behind() {
                     Err(e)
                         if e.is_timeout()
                             || e.as_backend().is_some_and(|b| {
-                                b.kind() == pgcoord::error::BackendErrorKind::Timeout
+                                b.kind() == pgcoord::error::BackendErrorKind::NoAnswer
                             }) =>
                     {
                         timeouts.fetch_add(1, Ordering::Relaxed);

@@ -257,9 +257,9 @@ async fn a_server_that_does_not_answer_is_a_backend_timeout_not_held() {
         .await
         .unwrap_err();
     assert!(!err.is_timeout(), "{err}");
-    assert_eq!(err.as_backend().unwrap().kind(), BackendErrorKind::Timeout);
+    assert_eq!(err.as_backend().unwrap().kind(), BackendErrorKind::NoAnswer);
     let err = try_acquire_xact(&tx, &key("silent-try")).await.unwrap_err();
-    assert_eq!(err.as_backend().unwrap().kind(), BackendErrorKind::Timeout);
+    assert_eq!(err.as_backend().unwrap().kind(), BackendErrorKind::NoAnswer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -70,7 +70,7 @@ pub fn is_transient(error: &Error) -> bool {
     };
     if matches!(
         backend.kind(),
-        BackendErrorKind::Closed | BackendErrorKind::Timeout | BackendErrorKind::Connect
+        BackendErrorKind::Closed | BackendErrorKind::NoAnswer | BackendErrorKind::Connect
     ) {
         return true;
     }

@@ -109,7 +109,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
             BackendErrorKind::NotPostgres => "not_postgres",
             BackendErrorKind::Query => "query",
             BackendErrorKind::Closed => "closed",
-            BackendErrorKind::Timeout => "timeout",
+            BackendErrorKind::NoAnswer => "timeout",
             BackendErrorKind::Standby => "standby",
             _ => "backend",
         },

@@ -265,7 +265,11 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
     } else {
         default_kind
     };
+    let hint = e.as_db_error().and_then(|db| db.hint()).map(str::to_owned);
     let mut err = BackendError::new(kind, message).with_source(e);
+    if let Some(hint) = hint {
+        err = err.with_hint(hint);
+    }
     if let Some(code) = code {
         err = err.with_code(code);
     }

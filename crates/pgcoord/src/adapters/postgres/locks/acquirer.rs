@@ -44,7 +44,7 @@ pub(crate) struct Acquirer {
 /// The server sent nothing back for `waited` after a request went to it.
 pub(crate) fn no_answer(waited: Duration) -> AcquireFailure {
     AcquireFailure::Backend(BackendError::new(
-        BackendErrorKind::Timeout,
+        BackendErrorKind::NoAnswer,
         format!("the server did not answer within {waited:?}"),
     ))
 }
@@ -157,7 +157,7 @@ impl Acquirer {
         key: &Arc<str>,
     ) -> Result<Option<Granted>, AcquireFailure> {
         if self.ctx.closed.is_cancelled() {
-            return Err(AcquireFailure::Closed);
+            return Err(AcquireFailure::ManagerClosed);
         }
         // A single session holding a shared hold would also be granted the
         // key exclusively (a session never conflicts with itself): its one
@@ -192,7 +192,7 @@ impl Acquirer {
         keys: &[(i64, Arc<str>)],
     ) -> Result<Option<(usize, Granted)>, AcquireFailure> {
         if self.ctx.closed.is_cancelled() {
-            return Err(AcquireFailure::Closed);
+            return Err(AcquireFailure::ManagerClosed);
         }
         let mut candidates = Vec::with_capacity(keys.len());
         let mut positions = Vec::with_capacity(keys.len());
@@ -249,7 +249,7 @@ impl Acquirer {
         timeout: Option<Duration>,
     ) -> Result<Granted, AcquireFailure> {
         if self.ctx.closed.is_cancelled() {
-            return Err(AcquireFailure::Closed);
+            return Err(AcquireFailure::ManagerClosed);
         }
         let started = Instant::now();
         let deadline = timeout.and_then(|t| started.checked_add(t));
@@ -292,7 +292,7 @@ impl Acquirer {
                 Err(_) => return Err(AcquireFailure::Timeout),
             },
         };
-        result.unwrap_or(Err(AcquireFailure::Closed))
+        result.unwrap_or(Err(AcquireFailure::ManagerClosed))
     }
 
     /// Single-session mode: the wait runs on the batched session itself,

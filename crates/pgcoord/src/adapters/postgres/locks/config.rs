@@ -154,7 +154,7 @@ impl PostgresLockManagerBuilder {
 
     /// Lock on a hot standby anyway. By default a session that finds
     /// `pg_is_in_recovery()` true refuses to lock
-    /// ([`AcquireFailure::Standby`](crate::ports::error::AcquireFailure::Standby)):
+    /// (a [`BackendErrorKind::Standby`](crate::ports::error::BackendErrorKind::Standby) failure):
     /// advisory locks on a standby exclude only that standby's own
     /// sessions, never holders on the primary.
     pub fn allow_standby(mut self, allow: bool) -> Self {
@@ -187,7 +187,7 @@ impl PostgresLockManagerBuilder {
     /// that a later one has replaced. The table is created once by
     /// [`PostgresLockManager::install_fencing`] (or `eventsource lock
     /// install`), never implicitly; without it, fenced acquisitions fail
-    /// with [`AcquireFailure::FencingNotInstalled`](crate::ports::error::AcquireFailure::FencingNotInstalled).
+    /// with [`BackendErrorKind::FencingNotInstalled`](crate::ports::error::BackendErrorKind::FencingNotInstalled).
     /// Default: off. See `docs/fencing.md`.
     pub fn fencing(mut self, on: bool) -> Self {
         self.settings.fencing = on;

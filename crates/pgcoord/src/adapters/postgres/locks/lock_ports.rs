@@ -17,9 +17,7 @@ use super::lock_span::{error_type, lock_span, outcome_name};
 use super::manager::PostgresLockManager;
 use super::metrics::{self, Outcome};
 use super::session::Granted;
-use crate::ports::error::{
-    AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, LockNotHeldError, Result,
-};
+use crate::ports::error::{AcquireFailure, Error, LockAcquisitionError, LockNotHeldError, Result};
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::{
     DistributedLock, GuardBackend, LockGuard, LockMode, LockRegistry, LossSignal,
@@ -28,15 +26,6 @@ use crate::ports::locks::{
 /// The port's error for a failed acquisition of `key`: the one place where
 /// the key and the timeout are attached.
 fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
-    let failure = match failure {
-        AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::Standby => {
-            AcquireFailure::Standby
-        }
-        AcquireFailure::Backend(e) if e.kind() == BackendErrorKind::FencingNotInstalled => {
-            AcquireFailure::FencingNotInstalled
-        }
-        other => other,
-    };
     Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
 }
 
@@ -157,7 +146,7 @@ impl DistributedLock for PostgresLockManager {
     /// held elsewhere is [`AcquireFailure::Timeout`], as with `Some(ZERO)`.
     ///
     /// Only a server silent for that long is an [`AcquireFailure::Backend`]
-    /// error of kind [`BackendErrorKind::Timeout`] ("the server did not
+    /// error of kind [`BackendErrorKind::NoAnswer`](crate::error::BackendErrorKind::NoAnswer) ("the server did not
     /// answer"), never [`AcquireFailure::Timeout`] (which means the key was
     /// held elsewhere and not granted in time).
     ///

@@ -22,7 +22,7 @@ macro_rules! lock_span {
 
 pub(crate) use lock_span;
 
-use crate::ports::error::{AcquireFailure, Error, Result};
+use crate::ports::error::{AcquireFailure, BackendErrorKind, Error, Result};
 use crate::ports::locks::LockGuard;
 
 /// The `error.type` of a failed acquisition's span.
@@ -30,10 +30,12 @@ pub(super) fn error_type(e: &Error) -> &'static str {
     match e.as_lock_acquisition().map(|a| &a.reason) {
         Some(AcquireFailure::Timeout) => "timeout",
         Some(AcquireFailure::Cancelled { .. }) => "cancelled",
-        Some(AcquireFailure::Standby) => "standby",
-        Some(AcquireFailure::FencingNotInstalled) => "fencing_not_installed",
+        Some(AcquireFailure::Backend(b)) if b.kind() == BackendErrorKind::Standby => "standby",
+        Some(AcquireFailure::Backend(b)) if b.kind() == BackendErrorKind::FencingNotInstalled => {
+            "fencing_not_installed"
+        }
         Some(AcquireFailure::BudgetExceeded { .. }) => "budget_exceeded",
-        Some(AcquireFailure::Closed) => "closed",
+        Some(AcquireFailure::ManagerClosed) => "closed",
         Some(AcquireFailure::KeyTooLong { .. }) => "key_too_long",
         _ => "backend",
     }

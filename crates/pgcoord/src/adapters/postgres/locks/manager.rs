@@ -57,7 +57,7 @@ impl Drop for ManagerState {
 /// - Each guard can tell when its lock is lost ([`LockGuard::lost`](crate::LockGuard::lost)): the
 ///   session's connection ended, or its periodic liveness check failed.
 /// - Every SQL function is called `pg_catalog.`-qualified, and a hot
-///   standby is refused ([`AcquireFailure::Standby`](crate::ports::error::AcquireFailure::Standby)) unless allowed.
+///   standby is refused (a [`BackendErrorKind::Standby`](crate::ports::error::BackendErrorKind::Standby) failure) unless allowed.
 /// - Sessions show up in `pg_stat_activity` with `application_name =
 ///   'eventsource/<holder_id>'`.
 ///
@@ -228,7 +228,7 @@ impl PostgresLockManager {
     }
 
     /// Releases every lock and closes every session. Later acquisitions
-    /// fail with `AcquireFailure::Closed`. Returns how many locks were released.
+    /// fail with `AcquireFailure::ManagerClosed`. Returns how many locks were released.
     ///
     /// # Cancel safety
     ///

@@ -59,7 +59,7 @@ use crate::ports::lock_id::checked_lock_id;
 
 /// How long past its deadline (and, for [`try_acquire_xact`], at all) a
 /// call waits for the server to answer before it reports
-/// [`BackendErrorKind::Timeout`]: the server answers a wait that reached its
+/// [`BackendErrorKind::NoAnswer`]: the server answers a wait that reached its
 /// `lock_timeout` within a round trip, so silence beyond this is a server or
 /// network that does not answer, not a lock held elsewhere.
 pub const XACT_ANSWER_GRACE: Duration = Duration::from_secs(2);
@@ -88,7 +88,7 @@ pub struct XactLock {
 ///   the wait ran in a savepoint that was rolled back.
 /// - [`AcquireFailure::Cancelled`]: the server cancelled the wait (your
 ///   `statement_timeout`, `pg_cancel_backend`); `tx` is usable.
-/// - [`AcquireFailure::Backend`] with [`BackendErrorKind::Timeout`]: the
+/// - [`AcquireFailure::Backend`] with [`BackendErrorKind::NoAnswer`]: the
 ///   server did not answer within `timeout` + [`XACT_ANSWER_GRACE`] (a
 ///   statement of yours queued ahead on the same connection counts
 ///   against it). Nobody said the key is held.
@@ -165,7 +165,7 @@ pub async fn acquire_xact(
 /// or transaction holds it (`tx` stays usable either way). Released when
 /// `tx` commits or rolls back. A server that does not answer within
 /// [`XACT_ANSWER_GRACE`] is an [`AcquireFailure::Backend`] error of kind
-/// [`BackendErrorKind::Timeout`].
+/// [`BackendErrorKind::NoAnswer`].
 ///
 /// ```no_run
 /// # async fn run(client: &mut tokio_postgres::Client) -> pgcoord::Result<()> {
@@ -224,7 +224,7 @@ fn record_outcome<T>(outcome: &str, result: &Result<T, AcquireFailure>) {
             AcquireFailure::Timeout => "timeout",
             AcquireFailure::Cancelled { .. } => "cancelled",
             AcquireFailure::KeyTooLong { .. } => "key_too_long",
-            AcquireFailure::Backend(b) if b.kind() == BackendErrorKind::Timeout => "no_answer",
+            AcquireFailure::Backend(b) if b.kind() == BackendErrorKind::NoAnswer => "no_answer",
             _ => "backend",
         };
         span.record("error.type", kind);
@@ -321,7 +321,7 @@ async fn run_in_savepoint(
             Ok(answer) => answer,
             Err(_) => {
                 return Err(AcquireFailure::Backend(BackendError::new(
-                    BackendErrorKind::Timeout,
+                    BackendErrorKind::NoAnswer,
                     format!("the server did not answer within {bound:?}"),
                 )))
             }

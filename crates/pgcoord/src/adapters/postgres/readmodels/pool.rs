@@ -80,7 +80,7 @@ impl PostgresDatabaseBuilder {
     }
 
     /// How long [`PostgresDatabase::get`] waits for a free connection
-    /// before failing with a [`BackendErrorKind::Timeout`] error.
+    /// before failing with a [`BackendErrorKind::NoAnswer`] error.
     /// Default: 30 s.
     pub fn wait_timeout(mut self, d: Duration) -> Self {
         self.settings.wait_timeout = d;
@@ -188,7 +188,7 @@ impl PostgresDatabase {
     /// Lends a connection: an idle one, or a new one. Waits at most the
     /// pool's `wait_timeout` while every connection is lent.
     ///
-    /// Fails with [`BackendErrorKind::Timeout`] when none became free in
+    /// Fails with [`BackendErrorKind::NoAnswer`] when none became free in
     /// time, [`BackendErrorKind::Connect`] when a new one could not be
     /// opened, and [`BackendErrorKind::Closed`] once the pool is closed.
     ///
@@ -237,7 +237,7 @@ impl PostgresDatabase {
 fn pool_error(e: PoolError, s: &PoolSettings) -> Error {
     let be = match e {
         PoolError::Timeout(TimeoutType::Wait) => BackendError::new(
-            BackendErrorKind::Timeout,
+            BackendErrorKind::NoAnswer,
             format!(
                 "no pooled connection became free within {:?} ({} lent)",
                 s.wait_timeout, s.max_size
@@ -248,7 +248,7 @@ fn pool_error(e: PoolError, s: &PoolSettings) -> Error {
             format!("no connection within {:?}", s.create_timeout),
         ),
         PoolError::Timeout(TimeoutType::Recycle) => BackendError::new(
-            BackendErrorKind::Timeout,
+            BackendErrorKind::NoAnswer,
             format!(
                 "checking a pooled connection took over {:?}",
                 s.recycle_timeout

@@ -32,7 +32,7 @@ impl Acquirer {
         timeout: Option<Duration>,
     ) -> Result<Granted, AcquireFailure> {
         if self.ctx.closed.is_cancelled() {
-            return Err(AcquireFailure::Closed);
+            return Err(AcquireFailure::ManagerClosed);
         }
         let single = self.ctx.settings.single_session;
         if single && self.ctx.holdings.held() > 0 {
@@ -102,7 +102,7 @@ impl Acquirer {
                 .map_err(|_| AcquireFailure::Timeout)?,
             None => acquire.await,
         };
-        permit.map_err(|_| AcquireFailure::Closed)
+        permit.map_err(|_| AcquireFailure::ManagerClosed)
     }
 }
 

@@ -74,7 +74,7 @@ pub(super) async fn run_try_shared(
 
 fn no_answer() -> BackendError {
     BackendError::new(
-        BackendErrorKind::Timeout,
+        BackendErrorKind::NoAnswer,
         "the server did not answer the shared try-lock",
     )
 }

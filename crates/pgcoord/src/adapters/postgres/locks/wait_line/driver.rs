@@ -78,7 +78,7 @@ impl WaitLines {
                 continue;
             };
             let Ok(permit) = permit else {
-                self.fail(lock_id, true, || AcquireFailure::Closed);
+                self.fail(lock_id, true, || AcquireFailure::ManagerClosed);
                 continue;
             };
             let abandon = CancellationToken::new();

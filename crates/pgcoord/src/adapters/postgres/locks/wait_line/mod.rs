@@ -150,7 +150,7 @@ impl WaitLines {
             drop(lines);
             self.activity.notify_waiters();
             for w in line.waiters {
-                let _ = w.tx.send(Err(AcquireFailure::Closed));
+                let _ = w.tx.send(Err(AcquireFailure::ManagerClosed));
             }
             return None;
         }
