@@ -15,7 +15,7 @@ use crate::ports::readmodels::ReadModel;
 
 use super::connection::{configure, table_columns};
 use super::error::{connect_error, sqlite_error};
-use super::worker::{outcome, Worker};
+use super::worker::{inline_allowed, outcome, Worker};
 
 /// One SQLite connection, shared by the repositories made from it.
 ///
@@ -141,33 +141,45 @@ impl SqliteDatabase {
                 "the SQLite transaction this repository was bound to has ended".into(),
             )
         };
+        let inline = inline_allowed();
         let receiver = match access {
             Access::Gated => {
-                // Queued while holding the gate, so after every statement of
-                // a transaction that ended before and before the `BEGIN` of
-                // any that starts after: the queue keeps that order, and the
-                // gate need not be held while the call runs.
+                // Queued (or run) while holding the gate, so after every
+                // statement of a transaction that ended before and before
+                // the `BEGIN` of any that starts after: the queue keeps that
+                // order, and the gate need not be held while a queued call
+                // runs.
                 let _gate = self.shared.gate.lock().await;
-                self.shared.worker.submit(move |conn| {
+                let f = move |conn: &mut Connection| {
                     discard_leaked_transaction(conn);
                     f(conn)
-                })?
+                };
+                if inline {
+                    return self.shared.worker.run_here(f).await;
+                }
+                self.shared.worker.submit(f)?
             }
             Access::InTransaction(active) => {
                 if !active.load(Ordering::Acquire) {
                     return Err(ended());
                 }
                 let active = active.clone();
-                self.shared.worker.submit(move |conn| {
-                    // Checked again on the thread: a transaction dropped
-                    // after this call was queued has queued its rollback
-                    // behind it, and the statement must not run in a
-                    // transaction that is over.
+                let f = move |conn: &mut Connection| {
+                    // Checked again with the connection: a transaction
+                    // dropped after this call was queued has queued its
+                    // rollback behind it, and the statement must not run in
+                    // a transaction that is over.
                     if !active.load(Ordering::Acquire) {
                         return Err(ended());
                     }
                     f(conn)
-                })?
+                };
+                if inline {
+                    // The transaction holds the gate: nothing but its own
+                    // calls (and a rollback, should it be dropped) is queued.
+                    return self.shared.worker.run_here(f).await;
+                }
+                self.shared.worker.submit(f)?
             }
         };
         outcome(receiver).await
@@ -271,17 +283,19 @@ impl SqliteDatabase {
             _gate: gate,
         };
         let active = tx.active.clone();
-        self.shared
-            .worker
-            .call(move |conn| {
-                discard_leaked_transaction(conn);
-                let begun = conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error);
-                if begun.is_err() {
-                    active.store(false, Ordering::Release);
-                }
-                begun
-            })
-            .await?;
+        let begin = move |conn: &mut Connection| {
+            discard_leaked_transaction(conn);
+            let begun = conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error);
+            if begun.is_err() {
+                active.store(false, Ordering::Release);
+            }
+            begun
+        };
+        if inline_allowed() {
+            self.shared.worker.run_here(begin).await?;
+        } else {
+            self.shared.worker.call(begin).await?;
+        }
         Ok(tx)
     }
 }
@@ -336,26 +350,28 @@ impl SqliteTransaction {
 
     async fn finish(self, sql: &'static str) -> Result<()> {
         let active = self.active.clone();
-        self.db
-            .shared
-            .worker
-            .call(move |conn| {
-                // Checked on the thread: a call dropped before this ran
-                // left the rollback to the transaction's drop, which queued
-                // it and released the gate, so this statement must not touch
-                // whatever transaction comes next.
-                if !active.swap(false, Ordering::AcqRel) {
-                    return Ok(());
-                }
-                let done = conn.execute_batch(sql).map_err(sqlite_error);
-                if done.is_err() && !conn.is_autocommit() {
-                    // A failed COMMIT (busy, full disk) leaves the
-                    // transaction open: end it here, not in a later call.
-                    let _ = conn.execute_batch("ROLLBACK");
-                }
-                done
-            })
-            .await
+        let end = move |conn: &mut Connection| {
+            // Checked with the connection: a call dropped before this ran
+            // left the rollback to the transaction's drop, which queued it
+            // and released the gate, so this statement must not touch
+            // whatever transaction comes next.
+            if !active.swap(false, Ordering::AcqRel) {
+                return Ok(());
+            }
+            let done = conn.execute_batch(sql).map_err(sqlite_error);
+            if done.is_err() && !conn.is_autocommit() {
+                // A failed COMMIT (busy, full disk) leaves the transaction
+                // open: end it here, not in a later call.
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            done
+        };
+        if inline_allowed() {
+            // Run to completion once begun (`block_in_place` is not
+            // interrupted), while this transaction still holds the gate.
+            return self.db.shared.worker.run_here(end).await;
+        }
+        self.db.shared.worker.call(end).await
     }
 }
 
