@@ -19,12 +19,14 @@ use super::worker::{inline_allowed, outcome, Worker};
 
 /// One SQLite connection, shared by the repositories made from it.
 ///
-/// Cheap to clone: clones share the connection. The connection lives on a
-/// thread of its own (named `eventsource-sqlite`), which runs the calls in
-/// the order they were made, so no file I/O and no wait for SQLite's lock
-/// ever blocks the runtime's workers; the thread ends, closing the
-/// connection, when the last clone (and the last repository or transaction
-/// made from it) is dropped. A [`SqliteTransaction`] holds an async gate
+/// Cheap to clone: clones share the connection. Calls run in the order
+/// they were made, and never block the runtime's other tasks: on a
+/// multi-thread runtime each runs on the caller's thread inside
+/// [`tokio::task::block_in_place`] (which first hands that worker's other
+/// tasks to another thread), on a current-thread runtime on a thread of the
+/// database's own (named `eventsource-sqlite`). That thread also keeps the
+/// connection and closes it when the last clone (and the last repository or
+/// transaction made from it) is dropped. A [`SqliteTransaction`] holds an async gate
 /// from `BEGIN` to `COMMIT`/`ROLLBACK`, so other users of the database wait
 /// for it instead of seeing (or joining) its uncommitted writes. A call
 /// whose closure panics returns an error; the database goes on working.
@@ -115,14 +117,16 @@ impl SqliteDatabase {
         self.shared.path.as_deref()
     }
 
-    /// Runs `f` with the connection, on the database's thread, after the
-    /// gate. For queries this crate does not provide. A panic in `f` comes
-    /// back as an error.
+    /// Runs `f` with the connection after the gate: on this thread inside
+    /// [`tokio::task::block_in_place`] on a multi-thread runtime, else on
+    /// the database's thread. For queries this crate does not provide. A
+    /// panic in `f` comes back as an error.
     ///
     /// # Cancel safety
     ///
-    /// Dropped once the gate was passed, `f` still runs to completion; its
-    /// result is lost.
+    /// Dropped while waiting for the gate (or for calls queued before it),
+    /// `f` does not run; once it started, or was queued to the database's
+    /// thread, it runs to completion and its result is lost.
     pub async fn call<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,

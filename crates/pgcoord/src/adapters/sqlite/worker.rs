@@ -196,9 +196,9 @@ fn panicked(payload: &(dyn Any + Send)) -> Error {
 
 /// Runs `fut` to completion inside one [`tokio::task::block_in_place`] when
 /// [`inline_allowed`] (the SQLite calls in it then run on this thread, with
-/// no hand-over of the runtime's work per call); else just awaits it. Once
-/// begun under `block_in_place` it cannot be cancelled: dropping the outer
-/// future waits for nothing, because its poll returns only at the end.
+/// no hand-over of the runtime's work per call); else just awaits it.
+/// Under `block_in_place` the first poll runs `fut` to its end, so it is
+/// never dropped half-way.
 pub(super) async fn in_one_go<F: std::future::Future>(fut: F) -> F::Output {
     if inline_allowed() {
         tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(fut))
