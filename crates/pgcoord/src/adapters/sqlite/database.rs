@@ -1,5 +1,5 @@
 //! [`SqliteDatabase`]: one SQLite connection, owned by a thread of its
-//! own and driven from async code; and [`SqliteTransaction`].
+//! own and driven from async code.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rusqlite::Connection;
-use tokio::sync::OwnedMutexGuard;
 
 use crate::adapters::sql::{schema, Dialect};
 use crate::ports::error::{Error, Result};
@@ -95,6 +94,16 @@ impl SqliteDatabase {
         })
         .await?;
         Ok(Self::with_worker(worker, None))
+    }
+
+    /// The gate a transaction holds from `BEGIN` to its end.
+    pub(super) fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
+        self.shared.gate.clone()
+    }
+
+    /// The queue to the database's thread and the connection.
+    pub(super) fn worker(&self) -> &Worker {
+        &self.shared.worker
     }
 
     fn with_worker(worker: Worker, path: Option<PathBuf>) -> Self {
@@ -270,38 +279,6 @@ impl SqliteDatabase {
         let table = table.to_owned();
         self.call(move |c| table_columns(c, &table)).await
     }
-
-    /// Begins a transaction (`BEGIN IMMEDIATE`). Until it is committed,
-    /// rolled back or dropped, other calls on this database wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped while beginning, no transaction is left open.
-    pub async fn transaction(&self) -> Result<SqliteTransaction> {
-        let gate = self.shared.gate.clone().lock_owned().await;
-        // Active from before its `BEGIN` is queued: dropped while that is in
-        // flight, the transaction queues its `ROLLBACK` behind it.
-        let tx = SqliteTransaction {
-            db: self.clone(),
-            active: Arc::new(AtomicBool::new(true)),
-            _gate: gate,
-        };
-        let active = tx.active.clone();
-        let begin = move |conn: &mut Connection| {
-            discard_leaked_transaction(conn);
-            let begun = conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error);
-            if begun.is_err() {
-                active.store(false, Ordering::Release);
-            }
-            begun
-        };
-        if inline_allowed() {
-            self.shared.worker.run_here(begin).await?;
-        } else {
-            self.shared.worker.call(begin).await?;
-        }
-        Ok(tx)
-    }
 }
 
 impl fmt::Debug for SqliteDatabase {
@@ -312,106 +289,11 @@ impl fmt::Debug for SqliteDatabase {
     }
 }
 
-/// An open SQLite transaction on a [`SqliteDatabase`].
-///
-/// Repositories from [`SqliteTransaction::repository`] write inside it.
-/// Dropped without [`commit`](SqliteTransaction::commit), it rolls back.
-#[must_use = "a transaction rolls back when dropped"]
-pub struct SqliteTransaction {
-    db: SqliteDatabase,
-    active: Arc<AtomicBool>,
-    _gate: OwnedMutexGuard<()>,
-}
-
-impl SqliteTransaction {
-    /// How a repository made from this transaction reaches the connection.
-    pub(super) fn access(&self) -> Access {
-        Access::InTransaction(self.active.clone())
-    }
-
-    /// The database this transaction runs on.
-    pub(super) fn database(&self) -> &SqliteDatabase {
-        &self.db
-    }
-
-    /// Commits.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped before the commit ran, the transaction rolls back.
-    pub async fn commit(self) -> Result<()> {
-        self.finish("COMMIT").await
-    }
-
-    /// Rolls back.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped, the transaction still rolls back.
-    pub async fn rollback(self) -> Result<()> {
-        self.finish("ROLLBACK").await
-    }
-
-    async fn finish(self, sql: &'static str) -> Result<()> {
-        let active = self.active.clone();
-        let end = move |conn: &mut Connection| {
-            // Checked with the connection: a call dropped before this ran
-            // left the rollback to the transaction's drop, which queued it
-            // and released the gate, so this statement must not touch
-            // whatever transaction comes next.
-            if !active.swap(false, Ordering::AcqRel) {
-                return Ok(());
-            }
-            let done = conn.execute_batch(sql).map_err(sqlite_error);
-            if done.is_err() && !conn.is_autocommit() {
-                // A failed COMMIT (busy, full disk) leaves the transaction
-                // open: end it here, not in a later call.
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-            done
-        };
-        if inline_allowed() {
-            // Run to completion once begun (`block_in_place` is not
-            // interrupted), while this transaction still holds the gate.
-            return self.db.shared.worker.run_here(end).await;
-        }
-        self.db.shared.worker.call(end).await
-    }
-}
-
-impl Drop for SqliteTransaction {
-    fn drop(&mut self) {
-        if self.active.swap(false, Ordering::AcqRel) {
-            // Not committed: queue the rollback before the gate (a field) is
-            // released, so it runs before any call that passes the gate next.
-            let queued = self.db.shared.worker.queue(|conn| {
-                if !conn.is_autocommit() {
-                    if let Err(e) = conn.execute_batch("ROLLBACK") {
-                        tracing::warn!(error = %e, "SQLite rollback of a dropped transaction failed");
-                    }
-                }
-            });
-            if let Err(e) = queued {
-                tracing::warn!(error = %e, "SQLite rollback of a dropped transaction not queued");
-            }
-        }
-    }
-}
-
-impl fmt::Debug for SqliteTransaction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqliteTransaction")
-            .field("db", &self.db)
-            .field("active", &self.active.load(Ordering::Relaxed))
-            .finish()
-    }
-}
-
 /// Rolls back a transaction left open outside a [`SqliteTransaction`] (a
 /// closure given to [`SqliteDatabase::call`] that began one and did not end
 /// it). Only run by calls queued while holding the gate, when no
 /// [`SqliteTransaction`] is live, so an open transaction here is a leak.
-fn discard_leaked_transaction(conn: &Connection) {
+pub(super) fn discard_leaked_transaction(conn: &Connection) {
     if !conn.is_autocommit() {
         tracing::warn!("rolling back a SQLite transaction left open by a cancelled call");
         let _ = conn.execute_batch("ROLLBACK");

@@ -37,7 +37,9 @@ mod database;
 mod error;
 mod projection;
 mod readmodels;
+mod transaction;
 mod worker;
 
-pub use database::{SqliteDatabase, SqliteTransaction};
+pub use database::SqliteDatabase;
 pub use readmodels::SqliteReadModelRepository;
+pub use transaction::SqliteTransaction;
