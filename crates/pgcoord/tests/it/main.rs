@@ -105,6 +105,8 @@ mod readmodels_errors;
 mod readmodels_example;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod readmodels_factory;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod readmodels_inline;
 mod readmodels_memory;
 #[cfg(feature = "postgres")]
 mod readmodels_postgres;

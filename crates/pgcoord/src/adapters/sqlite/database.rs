@@ -1,5 +1,5 @@
 //! [`SqliteDatabase`]: one SQLite connection, owned by a thread of its
-//! own and driven from async code; and [`SqliteTransaction`].
+//! own and driven from async code.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rusqlite::Connection;
-use tokio::sync::OwnedMutexGuard;
 
 use crate::adapters::sql::{schema, Dialect};
 use crate::ports::error::{Error, Result};
@@ -15,16 +14,18 @@ use crate::ports::readmodels::ReadModel;
 
 use super::connection::{configure, table_columns};
 use super::error::{connect_error, sqlite_error};
-use super::worker::{outcome, Worker};
+use super::worker::{inline_allowed, outcome, Worker};
 
 /// One SQLite connection, shared by the repositories made from it.
 ///
-/// Cheap to clone: clones share the connection. The connection lives on a
-/// thread of its own (named `eventsource-sqlite`), which runs the calls in
-/// the order they were made, so no file I/O and no wait for SQLite's lock
-/// ever blocks the runtime's workers; the thread ends, closing the
-/// connection, when the last clone (and the last repository or transaction
-/// made from it) is dropped. A [`SqliteTransaction`] holds an async gate
+/// Cheap to clone: clones share the connection. Calls run in the order
+/// they were made, and never block the runtime's other tasks: on a
+/// multi-thread runtime each runs on the caller's thread inside
+/// [`tokio::task::block_in_place`] (which first hands that worker's other
+/// tasks to another thread), on a current-thread runtime on a thread of the
+/// database's own (named `eventsource-sqlite`). That thread also keeps the
+/// connection and closes it when the last clone (and the last repository or
+/// transaction made from it) is dropped. A [`SqliteTransaction`] holds an async gate
 /// from `BEGIN` to `COMMIT`/`ROLLBACK`, so other users of the database wait
 /// for it instead of seeing (or joining) its uncommitted writes. A call
 /// whose closure panics returns an error; the database goes on working.
@@ -95,6 +96,16 @@ impl SqliteDatabase {
         Ok(Self::with_worker(worker, None))
     }
 
+    /// The gate a transaction holds from `BEGIN` to its end.
+    pub(super) fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
+        self.shared.gate.clone()
+    }
+
+    /// The queue to the database's thread and the connection.
+    pub(super) fn worker(&self) -> &Worker {
+        &self.shared.worker
+    }
+
     fn with_worker(worker: Worker, path: Option<PathBuf>) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -115,14 +126,16 @@ impl SqliteDatabase {
         self.shared.path.as_deref()
     }
 
-    /// Runs `f` with the connection, on the database's thread, after the
-    /// gate. For queries this crate does not provide. A panic in `f` comes
-    /// back as an error.
+    /// Runs `f` with the connection after the gate: on this thread inside
+    /// [`tokio::task::block_in_place`] on a multi-thread runtime, else on
+    /// the database's thread. For queries this crate does not provide. A
+    /// panic in `f` comes back as an error.
     ///
     /// # Cancel safety
     ///
-    /// Dropped once the gate was passed, `f` still runs to completion; its
-    /// result is lost.
+    /// Dropped while waiting for the gate (or for calls queued before it),
+    /// `f` does not run; once it started, or was queued to the database's
+    /// thread, it runs to completion and its result is lost.
     pub async fn call<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -141,33 +154,45 @@ impl SqliteDatabase {
                 "the SQLite transaction this repository was bound to has ended".into(),
             )
         };
+        let inline = inline_allowed();
         let receiver = match access {
             Access::Gated => {
-                // Queued while holding the gate, so after every statement of
-                // a transaction that ended before and before the `BEGIN` of
-                // any that starts after: the queue keeps that order, and the
-                // gate need not be held while the call runs.
+                // Queued (or run) while holding the gate, so after every
+                // statement of a transaction that ended before and before
+                // the `BEGIN` of any that starts after: the queue keeps that
+                // order, and the gate need not be held while a queued call
+                // runs.
                 let _gate = self.shared.gate.lock().await;
-                self.shared.worker.submit(move |conn| {
+                let f = move |conn: &mut Connection| {
                     discard_leaked_transaction(conn);
                     f(conn)
-                })?
+                };
+                if inline {
+                    return self.shared.worker.run_here(f).await;
+                }
+                self.shared.worker.submit(f)?
             }
             Access::InTransaction(active) => {
                 if !active.load(Ordering::Acquire) {
                     return Err(ended());
                 }
                 let active = active.clone();
-                self.shared.worker.submit(move |conn| {
-                    // Checked again on the thread: a transaction dropped
-                    // after this call was queued has queued its rollback
-                    // behind it, and the statement must not run in a
-                    // transaction that is over.
+                let f = move |conn: &mut Connection| {
+                    // Checked again with the connection: a transaction
+                    // dropped after this call was queued has queued its
+                    // rollback behind it, and the statement must not run in
+                    // a transaction that is over.
                     if !active.load(Ordering::Acquire) {
                         return Err(ended());
                     }
                     f(conn)
-                })?
+                };
+                if inline {
+                    // The transaction holds the gate: nothing but its own
+                    // calls (and a rollback, should it be dropped) is queued.
+                    return self.shared.worker.run_here(f).await;
+                }
+                self.shared.worker.submit(f)?
             }
         };
         outcome(receiver).await
@@ -254,36 +279,6 @@ impl SqliteDatabase {
         let table = table.to_owned();
         self.call(move |c| table_columns(c, &table)).await
     }
-
-    /// Begins a transaction (`BEGIN IMMEDIATE`). Until it is committed,
-    /// rolled back or dropped, other calls on this database wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped while beginning, no transaction is left open.
-    pub async fn transaction(&self) -> Result<SqliteTransaction> {
-        let gate = self.shared.gate.clone().lock_owned().await;
-        // Active from before its `BEGIN` is queued: dropped while that is in
-        // flight, the transaction queues its `ROLLBACK` behind it.
-        let tx = SqliteTransaction {
-            db: self.clone(),
-            active: Arc::new(AtomicBool::new(true)),
-            _gate: gate,
-        };
-        let active = tx.active.clone();
-        self.shared
-            .worker
-            .call(move |conn| {
-                discard_leaked_transaction(conn);
-                let begun = conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error);
-                if begun.is_err() {
-                    active.store(false, Ordering::Release);
-                }
-                begun
-            })
-            .await?;
-        Ok(tx)
-    }
 }
 
 impl fmt::Debug for SqliteDatabase {
@@ -294,104 +289,11 @@ impl fmt::Debug for SqliteDatabase {
     }
 }
 
-/// An open SQLite transaction on a [`SqliteDatabase`].
-///
-/// Repositories from [`SqliteTransaction::repository`] write inside it.
-/// Dropped without [`commit`](SqliteTransaction::commit), it rolls back.
-#[must_use = "a transaction rolls back when dropped"]
-pub struct SqliteTransaction {
-    db: SqliteDatabase,
-    active: Arc<AtomicBool>,
-    _gate: OwnedMutexGuard<()>,
-}
-
-impl SqliteTransaction {
-    /// How a repository made from this transaction reaches the connection.
-    pub(super) fn access(&self) -> Access {
-        Access::InTransaction(self.active.clone())
-    }
-
-    /// The database this transaction runs on.
-    pub(super) fn database(&self) -> &SqliteDatabase {
-        &self.db
-    }
-
-    /// Commits.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped before the commit ran, the transaction rolls back.
-    pub async fn commit(self) -> Result<()> {
-        self.finish("COMMIT").await
-    }
-
-    /// Rolls back.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped, the transaction still rolls back.
-    pub async fn rollback(self) -> Result<()> {
-        self.finish("ROLLBACK").await
-    }
-
-    async fn finish(self, sql: &'static str) -> Result<()> {
-        let active = self.active.clone();
-        self.db
-            .shared
-            .worker
-            .call(move |conn| {
-                // Checked on the thread: a call dropped before this ran
-                // left the rollback to the transaction's drop, which queued
-                // it and released the gate, so this statement must not touch
-                // whatever transaction comes next.
-                if !active.swap(false, Ordering::AcqRel) {
-                    return Ok(());
-                }
-                let done = conn.execute_batch(sql).map_err(sqlite_error);
-                if done.is_err() && !conn.is_autocommit() {
-                    // A failed COMMIT (busy, full disk) leaves the
-                    // transaction open: end it here, not in a later call.
-                    let _ = conn.execute_batch("ROLLBACK");
-                }
-                done
-            })
-            .await
-    }
-}
-
-impl Drop for SqliteTransaction {
-    fn drop(&mut self) {
-        if self.active.swap(false, Ordering::AcqRel) {
-            // Not committed: queue the rollback before the gate (a field) is
-            // released, so it runs before any call that passes the gate next.
-            let queued = self.db.shared.worker.queue(|conn| {
-                if !conn.is_autocommit() {
-                    if let Err(e) = conn.execute_batch("ROLLBACK") {
-                        tracing::warn!(error = %e, "SQLite rollback of a dropped transaction failed");
-                    }
-                }
-            });
-            if let Err(e) = queued {
-                tracing::warn!(error = %e, "SQLite rollback of a dropped transaction not queued");
-            }
-        }
-    }
-}
-
-impl fmt::Debug for SqliteTransaction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqliteTransaction")
-            .field("db", &self.db)
-            .field("active", &self.active.load(Ordering::Relaxed))
-            .finish()
-    }
-}
-
 /// Rolls back a transaction left open outside a [`SqliteTransaction`] (a
 /// closure given to [`SqliteDatabase::call`] that began one and did not end
 /// it). Only run by calls queued while holding the gate, when no
 /// [`SqliteTransaction`] is live, so an open transaction here is a leak.
-fn discard_leaked_transaction(conn: &Connection) {
+pub(super) fn discard_leaked_transaction(conn: &Connection) {
     if !conn.is_autocommit() {
         tracing::warn!("rolling back a SQLite transaction left open by a cancelled call");
         let _ = conn.execute_batch("ROLLBACK");

@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::error::sqlite_error;
 use super::readmodels::SqliteReadModelRepository;
+use super::worker::in_one_go;
 use crate::adapters::sql::{CheckpointSql, Dialect};
 use crate::ports::error::Result;
 use crate::ports::readmodels::{
@@ -50,15 +51,18 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
         if self.in_transaction() {
             return handler.handle(event, self).await;
         }
-        let tx = self.database().transaction().await?;
-        let repo = tx.repository::<M>();
-        match handler.handle(event, &repo).await {
-            Ok(()) => tx.commit().await,
-            Err(e) => {
-                tx.rollback().await?;
-                Err(e)
+        in_one_go(async {
+            let tx = self.database().transaction().await?;
+            let repo = tx.repository::<M>();
+            match handler.handle(event, &repo).await {
+                Ok(()) => tx.commit().await,
+                Err(e) => {
+                    tx.rollback().await?;
+                    Err(e)
+                }
             }
-        }
+        })
+        .await
     }
 
     async fn truncate_all(&self) -> Result<u64> {
@@ -101,6 +105,61 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
             self.advance(projection, position).await?;
             return Ok(Applied::Applied);
         }
+        in_one_go(self.apply_at_in_own_transaction(projection, position, handler, event)).await
+    }
+
+    async fn apply_batch_at<H>(
+        &self,
+        projection: &str,
+        events: &[(i64, &H::Event)],
+        handler: &H,
+    ) -> Result<u64>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
+        if self.in_transaction() {
+            let mut applied = 0;
+            for (position, event) in events {
+                if self.apply_at(projection, *position, handler, event).await? == Applied::Applied {
+                    applied += 1;
+                }
+            }
+            return Ok(applied);
+        }
+        in_one_go(self.apply_batch_in_own_transaction(projection, events, handler)).await
+    }
+
+    async fn reset(&self, projection: &str) -> Result<u64> {
+        let name = projection.to_owned();
+        let run = move |c: &Connection, table: &str| -> Result<u64> {
+            let n = c.execute(table, []).map_err(sqlite_error)?;
+            c.execute(SQL.delete, [&name]).map_err(sqlite_error)?;
+            Ok(n as u64)
+        };
+        if self.in_transaction() {
+            return self.with(move |c, t| run(c, &t.truncate().sql)).await;
+        }
+        let tx = self.database().transaction().await?;
+        let n = tx
+            .repository::<M>()
+            .with(move |c, t| run(c, &t.truncate().sql))
+            .await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+}
+
+impl<M: ReadModel> SqliteReadModelRepository<M> {
+    async fn apply_at_in_own_transaction<H>(
+        &self,
+        projection: &str,
+        position: i64,
+        handler: &H,
+        event: &H::Event,
+    ) -> Result<Applied>
+    where
+        H: ReadModelHandler<Model = M>,
+    {
         // Dropped or failed before the commit, the transaction rolls back.
         let tx = self.database().transaction().await?;
         let repo = tx.repository::<M>();
@@ -124,7 +183,7 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
         Ok(Applied::Applied)
     }
 
-    async fn apply_batch_at<H>(
+    async fn apply_batch_in_own_transaction<H>(
         &self,
         projection: &str,
         events: &[(i64, &H::Event)],
@@ -133,15 +192,6 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
     where
         H: ReadModelHandler<Model = M>,
     {
-        if self.in_transaction() {
-            let mut applied = 0;
-            for (position, event) in events {
-                if self.apply_at(projection, *position, handler, event).await? == Applied::Applied {
-                    applied += 1;
-                }
-            }
-            return Ok(applied);
-        }
         let tx = self.database().transaction().await?;
         let repo = tx.repository::<M>();
         let mut checkpoint = repo.read_checkpoint(projection).await?;
@@ -165,24 +215,5 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
         }
         tx.commit().await?;
         Ok(applied)
-    }
-
-    async fn reset(&self, projection: &str) -> Result<u64> {
-        let name = projection.to_owned();
-        let run = move |c: &Connection, table: &str| -> Result<u64> {
-            let n = c.execute(table, []).map_err(sqlite_error)?;
-            c.execute(SQL.delete, [&name]).map_err(sqlite_error)?;
-            Ok(n as u64)
-        };
-        if self.in_transaction() {
-            return self.with(move |c, t| run(c, &t.truncate().sql)).await;
-        }
-        let tx = self.database().transaction().await?;
-        let n = tx
-            .repository::<M>()
-            .with(move |c, t| run(c, &t.truncate().sql))
-            .await?;
-        tx.commit().await?;
-        Ok(n)
     }
 }

@@ -17,8 +17,9 @@ use crate::ports::readmodels::{
     FieldDescriptor, FieldType, Query, ReadModel, ReadModelError, ReadModelRepository, Value,
 };
 
-use super::database::{Access, SqliteDatabase, SqliteTransaction};
+use super::database::{Access, SqliteDatabase};
 use super::error::sqlite_error;
+use super::transaction::SqliteTransaction;
 
 mod repository;
 

@@ -11,6 +11,7 @@ mod codec;
 mod dead_letters;
 mod event_table;
 mod listen;
+mod own_transaction;
 mod parking;
 mod pool;
 mod projection;

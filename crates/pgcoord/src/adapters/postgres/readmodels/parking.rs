@@ -5,7 +5,8 @@
 //! event nor applies it twice.
 
 use super::dead_letters::{self, heads, insert};
-use super::projection::{advance_notify, read_checkpoint};
+use super::own_transaction::OwnTransaction;
+use super::projection::{advance_in, advance_notify, read_checkpoint, read_checkpoint_in};
 use super::source::{query_error, PgClientSource};
 use super::PostgresReadModelRepository;
 use crate::ports::error::{Error, Result};
@@ -36,8 +37,8 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         let Some(mut client) = self.source.exclusive().await? else {
             return Err(in_caller_transaction());
         };
-        let tx = client.transaction().await.map_err(query_error)?;
-        let mut checkpoint = read_checkpoint(&tx, projection).await?;
+        let tx = OwnTransaction::begin(&mut client).await?;
+        let mut checkpoint = read_checkpoint_in(&tx, projection).await?;
         let parked = if batch.sequenced {
             let keys: Vec<&str> = batch
                 .partitions
@@ -45,7 +46,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
                 .flatten()
                 .map(String::as_str)
                 .collect();
-            heads(&tx, projection, &keys).await?
+            heads(&*tx, projection, &keys).await?
         } else {
             Default::default()
         };
@@ -66,7 +67,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
                         attempts: 0,
                         first_failure: chrono::Utc::now(),
                     };
-                    insert(&tx, projection, &parking, Some(head)).await?;
+                    insert(&*tx, projection, &parking, Some(head)).await?;
                     done.held += 1;
                 } else {
                     handler.handle(event, &repo).await?;
@@ -76,11 +77,11 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
             }
         }
         if let (Some(last), true) = (checkpoint, done.applied + done.held > 0) {
-            if !advance_notify(&tx, projection, last).await? {
+            if !advance_in(&tx, projection, last, true).await? {
                 return Ok(HeldBatch::default()); // another runner got there first
             }
         }
-        tx.commit().await.map_err(query_error)?;
+        tx.commit().await?;
         Ok(done)
     }
 

@@ -286,7 +286,9 @@ impl PgClientSource for PostgresDatabase {
     }
 
     async fn exclusive(&self) -> Result<Option<ExclusiveClient<'_>>> {
-        Ok(Some(ExclusiveClient::new(self.get().await?)))
+        let client = self.get().await?;
+        let cache = client.0.statement_cache.clone();
+        Ok(Some(ExclusiveClient::with_statement_cache(client, cache)))
     }
 
     fn endpoint(&self) -> Option<&DbEndpoint> {

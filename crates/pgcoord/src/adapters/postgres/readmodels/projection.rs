@@ -5,6 +5,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
 use super::dead_letters;
+use super::own_transaction::OwnTransaction;
 use super::source::{query_error, PgClientSource};
 use super::PostgresReadModelRepository;
 use crate::adapters::sql::{CheckpointSql, Dialect, CHECKPOINT_TABLE};
@@ -100,6 +101,31 @@ pub(super) async fn advance_notify<C: GenericClient + Sync>(
     Ok(!moved.is_empty())
 }
 
+/// [`read_checkpoint`] inside a transaction of the repository's own: a
+/// prepared statement from the connection's cache.
+pub(super) async fn read_checkpoint_in(
+    tx: &OwnTransaction<'_>,
+    projection: &str,
+) -> Result<Option<i64>> {
+    let rows = tx.query(SQL.read, &[(&projection, Type::TEXT)]).await?;
+    Ok(rows.first().map(|r| r.get::<_, i64>(0)))
+}
+
+/// [`advance`] (or, with `notify`, [`advance_notify`]) inside a transaction
+/// of the repository's own.
+pub(super) async fn advance_in(
+    tx: &OwnTransaction<'_>,
+    projection: &str,
+    position: i64,
+    notify: bool,
+) -> Result<bool> {
+    let sql = if notify { ADVANCE_NOTIFY } else { SQL.advance };
+    let rows = tx
+        .query(sql, &[(&projection, Type::TEXT), (&position, Type::INT8)])
+        .await?;
+    Ok(!rows.is_empty())
+}
+
 impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
     for PostgresReadModelRepository<M, S>
 {
@@ -114,15 +140,15 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         let Some(mut client) = self.source.exclusive().await? else {
             return handler.handle(event, self).await;
         };
-        let tx = client.transaction().await.map_err(query_error)?;
+        let tx = OwnTransaction::begin(&mut client).await?;
         let outcome = {
             let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
             handler.handle(event, &repo).await
         };
         match outcome {
-            Ok(()) => tx.commit().await.map_err(query_error),
+            Ok(()) => tx.commit().await,
             Err(e) => {
-                tx.rollback().await.map_err(query_error)?;
+                tx.rollback().await?;
                 Err(e)
             }
         }
@@ -200,8 +226,8 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             advance(&*guard, projection, position).await?;
             return Ok(Applied::Applied);
         };
-        let tx = client.transaction().await.map_err(query_error)?;
-        if read_checkpoint(&tx, projection)
+        let tx = OwnTransaction::begin(&mut client).await?;
+        if read_checkpoint_in(&tx, projection)
             .await?
             .is_some_and(|c| position <= c)
         {
@@ -211,10 +237,10 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
             handler.handle(event, &repo).await?;
         }
-        if !advance(&tx, projection, position).await? {
+        if !advance_in(&tx, projection, position, false).await? {
             return Ok(Applied::Skipped);
         }
-        tx.commit().await.map_err(query_error)?;
+        tx.commit().await?;
         Ok(Applied::Applied)
     }
 
@@ -236,8 +262,8 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             }
             return Ok(applied);
         };
-        let tx = client.transaction().await.map_err(query_error)?;
-        let mut checkpoint = read_checkpoint(&tx, projection).await?;
+        let tx = OwnTransaction::begin(&mut client).await?;
+        let mut checkpoint = read_checkpoint_in(&tx, projection).await?;
         let mut applied = 0;
         {
             let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
@@ -251,11 +277,11 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             }
         }
         if let (Some(last), true) = (checkpoint, applied > 0) {
-            if !advance_notify(&tx, projection, last).await? {
+            if !advance_in(&tx, projection, last, true).await? {
                 return Ok(0); // another runner got there first: roll back
             }
         }
-        tx.commit().await.map_err(query_error)?;
+        tx.commit().await?;
         Ok(applied)
     }
 

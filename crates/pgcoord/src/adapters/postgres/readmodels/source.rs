@@ -6,6 +6,7 @@ use std::future::Future;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
+use deadpool_postgres::StatementCache;
 use tokio_postgres::{Client, GenericClient, Statement, Transaction};
 
 use crate::adapters::postgres::connection::connect::pg_error;
@@ -15,12 +16,29 @@ use crate::ports::error::{BackendErrorKind, Error, Result};
 /// A client lent exclusively: nobody else uses it until this is dropped.
 /// What [`PgClientSource::exclusive`] lends, for a transaction of the
 /// repository's own.
-pub struct ExclusiveClient<'a>(Box<dyn DerefMut<Target = Client> + Send + 'a>);
+pub struct ExclusiveClient<'a>(
+    Box<dyn DerefMut<Target = Client> + Send + 'a>,
+    Option<Arc<StatementCache>>,
+);
 
 impl<'a> ExclusiveClient<'a> {
     /// Wraps an exclusive guard.
     pub fn new(guard: impl DerefMut<Target = Client> + Send + 'a) -> Self {
-        Self(Box::new(guard))
+        Self(Box::new(guard), None)
+    }
+
+    /// Wraps an exclusive guard on a connection with a cache of prepared
+    /// statements, which the repository's own transactions on it use.
+    pub(crate) fn with_statement_cache(
+        guard: impl DerefMut<Target = Client> + Send + 'a,
+        cache: Arc<StatementCache>,
+    ) -> Self {
+        Self(Box::new(guard), Some(cache))
+    }
+
+    /// The connection's statement cache, when it has one.
+    pub(crate) fn statement_cache(&self) -> Option<Arc<StatementCache>> {
+        self.1.clone()
     }
 }
 
