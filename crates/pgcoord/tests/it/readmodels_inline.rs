@@ -9,10 +9,13 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use pgcoord::ports::readmodels::{
+use pgcoord::readmodels::{
     Query, ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository, TransactionalReadModels,
 };
-use pgcoord::{BackendError, BackendErrorKind, Result};
+use pgcoord::{
+    error::{BackendError, BackendErrorKind},
+    Result,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -111,7 +114,7 @@ where
 #[cfg(feature = "sqlite")]
 mod sqlite {
     use super::*;
-    use pgcoord::adapters::sqlite::SqliteDatabase;
+    use pgcoord::readmodels::sqlite::SqliteDatabase;
 
     /// A fresh database file (WAL), removed with its directory at the end.
     struct FileDb(std::path::PathBuf);
@@ -206,7 +209,7 @@ mod sqlite {
 #[cfg(feature = "postgres")]
 mod postgres {
     use super::*;
-    use pgcoord::adapters::postgres::{PgClientSource, PostgresDatabase};
+    use pgcoord::readmodels::postgres::{PgClientSource, PostgresDatabase};
 
     /// Statements prepared on the pool's one connection that touch `table`.
     async fn prepared_on(pool: &PostgresDatabase, table: &str) -> i64 {
@@ -224,7 +227,10 @@ mod postgres {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn own_transactions_use_prepared_statements_that_survive_a_rollback() {
         let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
-        let pool = PostgresDatabase::with_config(db.config(), 1);
+        let pool = PostgresDatabase::builder(db.config().into())
+            .max_size(1)
+            .build()
+            .unwrap();
         pool.create_schema::<Tally>().await.unwrap();
         let repo = pool.repository::<Tally>();
         repo.prepare_checkpoints().await.unwrap();
