@@ -5,7 +5,7 @@ mod facade {
     pub use ::pgcoord::*;
 }
 
-use facade::ports::readmodels::{ReadModel, ReadModelMeta};
+use facade::readmodels::{ReadModel, ReadModelMeta};
 
 #[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
 #[read_model(crate = "crate::facade", table = "orders", index(status))]
