@@ -169,7 +169,7 @@ pub enum AcquireFailure {
         /// The server's message.
         reason: String,
     },
-    /// The key is longer than [`MAX_KEY_LEN`](crate::ports::lock_id::MAX_KEY_LEN).
+    /// The key is longer than [`MAX_KEY_LEN`](crate::MAX_KEY_LEN).
     #[error("key is {len} bytes long; the limit is {limit}")]
     KeyTooLong {
         /// The key's length in bytes.

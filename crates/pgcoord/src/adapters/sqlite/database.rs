@@ -25,7 +25,7 @@ use super::worker::{inline_allowed, outcome, Worker};
 /// tasks to another thread), on a current-thread runtime on a thread of the
 /// database's own (named `eventsource-sqlite`). That thread also keeps the
 /// connection and closes it when the last clone (and the last repository or
-/// transaction made from it) is dropped. A [`SqliteTransaction`](super::transaction::SqliteTransaction) holds an async gate
+/// transaction made from it) is dropped. A `SqliteTransaction` holds an async gate
 /// from `BEGIN` to `COMMIT`/`ROLLBACK`, so other users of the database wait
 /// for it instead of seeing (or joining) its uncommitted writes. A call
 /// whose closure panics returns an error; the database goes on working.
