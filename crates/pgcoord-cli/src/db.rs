@@ -14,6 +14,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Client;
 
 pub use crate::error_line::error_chain;
+use crate::error_line::one_line;
 use crate::redact::redact_url;
 use crate::{exit, report};
 
@@ -188,6 +189,15 @@ pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> St
     } else {
         format!("{context}: {}", error_chain(err))
     };
+    // The server's own HINT, when the error's text does not carry it (a
+    // copy of an error the engine reported to several callers keeps it in
+    // `hint()` only).
+    if let Some(server_hint) = err.as_backend().and_then(|b| b.hint()) {
+        if !line.contains(server_hint) {
+            let shown = crate::redact::scrub_secrets(&one_line(server_hint));
+            line.push_str(&format!("; HINT: {shown}"));
+        }
+    }
     if let Some(db) = db {
         if err.as_backend().is_some() {
             line.push_str(&format!(" (database {})", db.shown()));

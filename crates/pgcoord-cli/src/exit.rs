@@ -64,29 +64,15 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
         (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
-        // Only when the server's own HINT is not in the text shown (a copy
-        // of the error handed to several callers keeps it in
-        // `BackendError::hint()`, not in its chain).
-        (_, Some("53200")) if !chain_mentions(backend, "max_locks_per_transaction") => {
+        // Only when the server sent no HINT of its own (the tool prints the
+        // server's, see `describe_failure`).
+        (_, Some("53200")) if backend.hint().is_none() => {
             "the server's shared lock table is full: its max_locks_per_transaction is too small \
              for the locks all sessions hold"
         }
         (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
         _ => return None,
     })
-}
-
-/// Whether `e` or one of its causes says `needle` (a walk of its own, so
-/// that this file imports nothing of `db.rs`, which imports it).
-fn chain_mentions(e: &dyn std::error::Error, needle: &str) -> bool {
-    let mut next = Some(e);
-    while let Some(e) = next {
-        if e.to_string().contains(needle) {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }
 
 #[cfg(test)]
@@ -148,12 +134,10 @@ mod tests {
             .into();
         assert!(backend_hint(&full).is_some_and(|h| h.contains("max_locks_per_transaction")));
         // The server's own HINT came through: no second one of ours.
-        let hinted: Error = BackendError::new(
-            BackendErrorKind::Connect,
-            "out of shared memory\nHINT: You might need to increase max_locks_per_transaction.",
-        )
-        .with_code("53200")
-        .into();
+        let hinted: Error = BackendError::new(BackendErrorKind::Connect, "out of shared memory")
+            .with_code("53200")
+            .with_hint("You might need to increase max_locks_per_transaction.")
+            .into();
         assert_eq!(backend_hint(&hinted), None);
         let too_many: Error = BackendError::new(BackendErrorKind::Connect, "too many clients")
             .with_code("53300")

@@ -151,9 +151,9 @@ async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
         "{}",
         out.stderr
     );
-    // `lock run`: one line, and the advice once: the server's HINT, or ours
-    // when it did not come through (the engine's batched session reports a
-    // copy of the error without the driver's).
+    // `lock run`: one line, and the advice once, the server's own HINT (the
+    // engine's batched session reports a copy of the error whose text lacks
+    // it; the tool prints it from the error's `hint()`).
     let out =
         output(eventsource(Some(&db)).args(["lock", "run", "--no-wait", "full", "--", "true"]))
             .await;
@@ -172,6 +172,12 @@ async fn a_full_lock_table_is_reported_with_the_servers_hint_on_one_line() {
     assert_eq!(
         out.stderr.matches("max_locks_per_transaction").count(),
         1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("HINT: You might need to increase max_locks_per_transaction"),
         "{}",
         out.stderr
     );
