@@ -368,14 +368,38 @@ async fn sqlite_checkpoints() {
 #[tokio::test]
 async fn postgres_checkpoints() {
     use pgcoord::readmodels::postgres::PostgresDatabase;
+    use pgcoord::ConnectOptions;
     use pgcoord_testkit::pg::TestDatabase;
-    let dbs = std::sync::Mutex::new(Vec::new());
+    // One database, and a schema of its own for each fresh backend (the
+    // suite asks for a hundred or so: a schema is much cheaper than a
+    // database, and an earlier run's pooled sessions never see it).
+    let db = TestDatabase::create().await.unwrap();
+    let admin = db.connect().await.unwrap();
+    let runs = std::sync::atomic::AtomicUsize::new(0);
     checkpoint_suite(|| async {
-        let db = TestDatabase::create().await.unwrap();
-        let pool = PostgresDatabase::connect(&db.url()).await.unwrap();
+        let schema = format!("run_{}", runs.fetch_add(1, Ordering::Relaxed));
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+        let mut config = db.config();
+        config.options(format!("-c search_path={schema}"));
+        let pool = PostgresDatabase::builder(ConnectOptions::from(config))
+            .build()
+            .unwrap();
         pool.create_schema::<Tally>().await.unwrap();
-        dbs.lock().unwrap().push(db);
-        pool.repository::<Tally>()
+        let repo = pool.repository::<Tally>();
+        // The tables are where the backend looks, not in `public`.
+        let found: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = $1",
+                &[&schema],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(found > 0, "no table in {schema}");
+        repo
     })
     .await;
 }
