@@ -179,8 +179,12 @@ impl Acquirer {
             key: key.clone(),
             reply: tx,
         };
-        session::send_to(op, || self.batched_session()).map_err(AcquireFailure::Backend)?;
-        let answer = rx.await.unwrap_or_else(|_| Err(session_ended()));
+        let session =
+            session::send_to(op, || self.batched_session()).map_err(AcquireFailure::Backend)?;
+        let answer = session
+            .help(rx)
+            .await
+            .unwrap_or_else(|_| Err(session_ended()));
         answer.map_err(AcquireFailure::Backend)
     }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use super::co_poll::CoPolled;
 use super::hold_token::HoldToken;
 use crate::ports::error::{BackendError, Error, LockLostError, Result};
 use crate::ports::locks::{BoxFuture, GuardBackend};
@@ -26,6 +27,9 @@ pub(crate) trait UnlockSink: Send + Sync + 'static {
     /// Queues the unlock of `lock_id` owned by `token`; false if the session
     /// is gone (and the lock with it).
     fn send_unlock(&self, lock_id: i64, token: HoldToken, reply: Option<UnlockReply>) -> bool;
+    /// The session's work, for a caller waiting for its answer to help
+    /// along (see [`CoPolled::help`]).
+    fn help(&self) -> Arc<CoPolled>;
     /// Queues turning the exclusive hold of `lock_id` owned by `token` into
     /// a shared one on the same session; the reply says whether it was
     /// still held. False if the session is gone.
@@ -123,6 +127,7 @@ impl GuardBackend for HeldLock {
     fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<()>> {
         let (tx, rx) = oneshot::channel();
         let sent = self.send_unlock(Some(tx));
+        let rx = self.session.help().help(rx);
         // Errors are built only on the error paths: a release that
         // succeeds allocates nothing here beyond the reply channel.
         let key = self.key.clone();

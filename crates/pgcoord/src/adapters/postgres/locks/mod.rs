@@ -8,6 +8,7 @@
 //   -> settings, metrics, metrics_per_key, lock_span, fencing
 //   (and below all of them: ../connection)
 mod acquirer;
+mod co_poll;
 pub(crate) mod config;
 pub mod fencing;
 mod held_lock;

@@ -101,13 +101,15 @@ async fn open(
 
 impl Actor {
     /// Connects, then runs the session with its connection polled in this
-    /// same task (see [`Driven`]).
+    /// same task (see [`Driven`]), or in a caller's task that waits for an
+    /// answer and finds nobody else polling it (see `CoPolled`).
     async fn run(self, ctx: Arc<SessionContext>, mailbox: Arc<Mailbox>) {
         match ctx.connector.connect_driven().await {
             Ok((client, connection)) => {
                 let dead = mailbox.dead.clone();
+                let co = mailbox.work.clone();
                 let work = self.serve(ctx, mailbox, client);
-                Driven::new(connection, work, dead).await;
+                co.run(Driven::new(connection, work, dead)).await;
             }
             Err(e) => self.open_failed(&ctx, &mailbox, e),
         }

@@ -1,29 +1,21 @@
-//! Polls a session's connection inside its actor's task.
+//! Polls a session's connection together with its actor's work.
 //!
 //! A lock session used to take two task hops per statement: the caller's
 //! request woke the actor, and the actor's statement woke tokio-postgres's
 //! connection task (and its answer the way back). [`Driven`] polls the
-//! connection future and the actor's work together in the one task, so a
-//! statement the actor sends is written to the socket in the same poll, and
-//! the server's answer reaches the actor without another task being woken.
-//!
-//! Wake-ups the two give each other while they are being polled are not
-//! sent to the scheduler: they are noted and both are polled again at once
-//! (up to [`MAX_ROUNDS`] times per poll, then the task yields as any other).
+//! connection future and the actor's work as one future, so a statement
+//! the actor sends is written to the socket in the same poll, and the
+//! server's answer reaches the actor without another task being woken.
+//! Who polls it is [`CoPolled`](super::super::co_poll::CoPolled)'s
+//! business: the session's own task, or a caller waiting for an answer.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 
-use futures_util::task::AtomicWaker;
 use tokio_util::sync::CancellationToken;
 
 use crate::adapters::postgres::connection::connect::ConnectionFuture;
-
-/// Rounds of polling per poll of the task before it yields to others.
-const MAX_ROUNDS: usize = 16;
 
 /// The actor's work and its session's connection, polled as one future.
 ///
@@ -36,43 +28,14 @@ pub(super) struct Driven<W> {
     connection: Option<ConnectionFuture>,
     work: Option<Pin<Box<W>>>,
     dead: CancellationToken,
-    wakes: Arc<Wakes>,
-    waker: Waker,
-}
-
-/// Whether either half was woken while the task polled them.
-struct Wakes {
-    polling: AtomicBool,
-    woken: AtomicBool,
-    task: AtomicWaker,
-}
-
-impl Wake for Wakes {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        if !self.polling.load(Ordering::SeqCst) {
-            self.task.wake();
-        }
-    }
 }
 
 impl<W: Future<Output = ()>> Driven<W> {
     pub(super) fn new(connection: ConnectionFuture, work: W, dead: CancellationToken) -> Self {
-        let wakes = Arc::new(Wakes {
-            polling: AtomicBool::new(false),
-            woken: AtomicBool::new(false),
-            task: AtomicWaker::new(),
-        });
         Self {
             connection: Some(connection),
             work: Some(Box::pin(work)),
             dead,
-            waker: Waker::from(wakes.clone()),
-            wakes,
         }
     }
 
@@ -91,43 +54,26 @@ impl<W: Future<Output = ()>> Driven<W> {
             self.dead.cancel();
         }
     }
-
-    /// One round: the connection (answers in), the work, the connection
-    /// again (what the work just sent, out). True when all is done.
-    fn round(&mut self) -> bool {
-        let waker = self.waker.clone();
-        let mut cx = Context::from_waker(&waker);
-        self.poll_connection(&mut cx);
-        if let Some(work) = self.work.as_mut() {
-            if work.as_mut().poll(&mut cx).is_ready() {
-                self.work = None;
-            }
-        }
-        self.poll_connection(&mut cx);
-        self.work.is_none() && self.connection.is_none()
-    }
 }
 
 impl<W: Future<Output = ()>> Future for Driven<W> {
     type Output = ();
 
+    /// One round: the connection (answers in), the work, the connection
+    /// again (what the work just sent, out). Wake-ups the halves give each
+    /// other meanwhile are looped over by the poller.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        this.wakes.task.register(cx.waker());
-        for _ in 0..MAX_ROUNDS {
-            this.wakes.polling.store(true, Ordering::SeqCst);
-            this.wakes.woken.store(false, Ordering::SeqCst);
-            let done = this.round();
-            this.wakes.polling.store(false, Ordering::SeqCst);
-            if done {
-                return Poll::Ready(());
-            }
-            if !this.wakes.woken.swap(false, Ordering::SeqCst) {
-                return Poll::Pending;
+        this.poll_connection(cx);
+        if let Some(work) = this.work.as_mut() {
+            if work.as_mut().poll(cx).is_ready() {
+                this.work = None;
             }
         }
-        // Still busy: let the other tasks of this worker run first.
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        this.poll_connection(cx);
+        match this.work.is_none() && this.connection.is_none() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
     }
 }

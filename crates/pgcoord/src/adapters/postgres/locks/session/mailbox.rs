@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
+use super::super::co_poll::{CoPolled, Helping};
 use super::super::held_lock::{HeldLock, UnlockReply, UnlockSink};
 use super::super::hold_token::HoldToken;
 use super::super::holders::AdvisoryLock as HoldersRow;
@@ -143,6 +144,9 @@ pub(crate) struct Mailbox {
     open_error: Mutex<Option<BackendError>>,
     /// How many locks the session holds now (where new work should go).
     held: std::sync::atomic::AtomicUsize,
+    /// The session's work (actor and connection), polled by its task or
+    /// by a caller waiting for an answer.
+    pub(super) work: Arc<CoPolled>,
 }
 
 impl Mailbox {
@@ -155,6 +159,7 @@ impl Mailbox {
             loss_cause: std::sync::atomic::AtomicU8::new(0),
             open_error: Mutex::new(None),
             held: Default::default(),
+            work: CoPolled::new(),
         });
         (mailbox, rx)
     }
@@ -196,6 +201,10 @@ impl UnlockSink for Mailbox {
                 reply,
             })
             .is_ok()
+    }
+
+    fn help(&self) -> Arc<CoPolled> {
+        self.work.clone()
     }
 
     fn send_downgrade(&self, lock_id: i64, token: HoldToken, reply: UnlockReply) -> bool {
@@ -245,6 +254,17 @@ impl SessionHandle {
     /// Sends `op`, giving it back if the actor is gone.
     pub(crate) fn send(&self, op: Op) -> Result<(), Op> {
         self.0.tx.send(op).map_err(|e| e.0)
+    }
+
+    /// Waits for the answer to a request sent to this session, running the
+    /// session's work in the caller's task while nobody else does.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it loses nothing but the answer: the request stays with the
+    /// session, whose own task goes on with it.
+    pub(crate) fn help<R: std::future::Future + Unpin>(&self, reply: R) -> Helping<R> {
+        self.0.work.help(reply)
     }
 
     /// Why a request could not be sent to this session: why it could not

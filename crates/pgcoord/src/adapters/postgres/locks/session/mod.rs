@@ -1,11 +1,14 @@
 //! Session actors: one task per PostgreSQL session.
 //!
 //! Callers talk to a session only through its [`SessionHandle`] (a
-//! mailbox); the actor owns the `Client` and polls its connection in its
-//! own task (`drive.rs`), so dropping a caller's future never leaves a
-//! statement half-done on a session someone else then reuses, and a
-//! statement costs one task hop, not two. Inside this folder imports point
-//! one way:
+//! mailbox); the actor owns the `Client` and is polled together with its
+//! connection (`drive.rs`), by the session's own task or by a caller that
+//! waits for an answer and finds nobody else polling
+//! ([`CoPolled`](super::co_poll::CoPolled)). The work never belongs to a
+//! caller, so dropping a caller's future never leaves a statement
+//! half-done on a session someone else then reuses, and an uncontended
+//! statement wakes no task but its caller. Inside this folder imports
+//! point one way:
 //!
 //! ```text
 //! actor ──> drive
