@@ -331,33 +331,3 @@ async fn a_cancel_for_a_dropped_wait_never_hits_the_next_wait() {
     cycler.await.unwrap();
     assert!(cancelled.is_empty(), "{cancelled:#?}");
 }
-
-/// Idle dedicated sessions count against the bound of two per contended
-/// key (two when none is): three locks granted after waits and then
-/// released leave two of their three sessions open for reuse, not three.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_wait_sessions_count_against_the_bound() {
-    let (_cluster, db) = private_db(&[]).await;
-    let blocker = common::manager(&db, "blocker");
-    let m = common::manager(&db, "idle");
-    let mut held = Vec::new();
-    for i in 0..3 {
-        let k = key(&format!("idle-{i}"));
-        let g = blocker.acquire(&k, None).await.unwrap();
-        let (m2, k2) = (m.clone(), k.clone());
-        let waiter = tokio::spawn(async move { m2.acquire(&k2, None).await });
-        eventually("the task joined its line", SECS, || m.waiting_tasks() == 1).await;
-        g.release().await.unwrap();
-        held.push(waiter.await.unwrap().unwrap());
-    }
-    // Each granted lock stays on the dedicated session that waited for it.
-    let batched = m.session_count() - 3;
-    for g in held {
-        g.release().await.unwrap();
-    }
-    eventually("the session beyond the bound closed", SECS, || {
-        m.session_count() == batched + 2
-    })
-    .await;
-    assert_eq!(m.held_lock_count(), 0);
-}

@@ -132,10 +132,7 @@ impl PostgresLockManagerBuilder {
         self
     }
 
-    /// How many idle dedicated sessions are kept for the next wait, at
-    /// most. Fewer are kept when more would leave over two dedicated
-    /// sessions (busy or idle) open per key that tasks wait for now (two
-    /// when none). Default: 4.
+    /// How many idle dedicated sessions are kept for the next wait. Default: 4.
     pub fn max_idle_wait_sessions(mut self, n: usize) -> Self {
         self.settings.max_idle_wait_sessions = n;
         self

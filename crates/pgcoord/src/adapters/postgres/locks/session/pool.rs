@@ -4,13 +4,8 @@
 //! A waiting `pg_advisory_lock` blocks every statement queued behind it on
 //! its connection, so each wait runs alone on a session that holds no other
 //! lock. A semaphore caps their number (a wait line queues for a permit
-//! within its waiters' deadlines); a few idle ones are kept for reuse, but
-//! only within the bound a manager promises for its contended keys: at most
-//! two dedicated sessions per key with a wait line (one waiting, one
-//! holding what the last wait was granted), and two when no key has one.
-//! An idle session counts against that bound like a busy one.
+//! within its waiters' deadlines); a few idle ones are kept for reuse.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
@@ -20,10 +15,7 @@ use super::mailbox::SessionHandle;
 pub(crate) struct WaitPool {
     idle: Mutex<Vec<SessionHandle>>,
     pub(crate) permits: Arc<Semaphore>,
-    max_sessions: usize,
     max_idle: usize,
-    /// Keys with a wait line now (kept by the wait lines).
-    lines: AtomicUsize,
 }
 
 impl WaitPool {
@@ -31,9 +23,7 @@ impl WaitPool {
         Arc::new(Self {
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(max_sessions)),
-            max_sessions,
             max_idle,
-            lines: AtomicUsize::new(0),
         })
     }
 
@@ -48,22 +38,11 @@ impl WaitPool {
         None
     }
 
-    /// Records how many keys have a wait line now.
-    pub(crate) fn set_lines(&self, n: usize) {
-        self.lines.store(n, Ordering::Relaxed);
-    }
-
-    /// Keeps an idle session for later (it has given back its permit);
-    /// false if the pool is full, or if keeping it would leave more
-    /// dedicated sessions open than two per key with a wait line.
+    /// Keeps an idle session for later; false if the pool is full.
     pub(super) fn park(&self, handle: SessionHandle) -> bool {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         idle.retain(|h| !h.is_dead());
-        let busy = self
-            .max_sessions
-            .saturating_sub(self.permits.available_permits());
-        let bound = 2 * self.lines.load(Ordering::Relaxed).max(1);
-        if idle.len() < self.max_idle && busy + idle.len() < bound {
+        if idle.len() < self.max_idle {
             idle.push(handle);
             true
         } else {

@@ -110,7 +110,6 @@ impl WaitLines {
         };
         if start {
             let changed = line.changed.clone();
-            self.pool.set_lines(lines.len());
             tokio::spawn(self.clone().drive(lock_id, key.clone(), changed));
         }
         drop(lines);
@@ -148,7 +147,6 @@ impl WaitLines {
         line.waiters.retain(|w| !w.tx.is_closed());
         if line.waiters.is_empty() || self.ctx.closed.is_cancelled() {
             let line = lines.remove(&lock_id)?;
-            self.pool.set_lines(lines.len());
             drop(lines);
             self.activity.notify_waiters();
             for w in line.waiters {
