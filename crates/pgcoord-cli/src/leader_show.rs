@@ -45,6 +45,37 @@ async fn latest_term(client: &tokio_postgres::Client, key: &str) -> Result<Optio
     Ok(row.and_then(|r| u64::try_from(r.get::<_, i64>(0)).ok().filter(|t| *t > 0)))
 }
 
+/// Why a look failed.
+enum LookError {
+    Leader(pgcoord::Error),
+    Term(TermError),
+}
+
+/// The leader and the term as one look. They are two reads, and a term that
+/// moved between them would pair a vacancy with the new leader's term, so
+/// the term is read before and after the leader, and the look is taken
+/// again (a few times) until both reads agree.
+async fn look(
+    election: &Election<PostgresLockManager>,
+    client: &tokio_postgres::Client,
+) -> Result<(Option<Leader>, Option<u64>), LookError> {
+    let mut before = latest_term(client, election.key())
+        .await
+        .map_err(LookError::Term)?;
+    let mut tries = 0;
+    loop {
+        let leader = election.leader().await.map_err(LookError::Leader)?;
+        let after = latest_term(client, election.key())
+            .await
+            .map_err(LookError::Term)?;
+        tries += 1;
+        if after == before || tries == 4 {
+            return Ok((leader, after));
+        }
+        before = after;
+    }
+}
+
 fn not_installed(db: &Database) -> i32 {
     report!(
         "cannot show the leader: election terms live in the fence table, which database {} \
@@ -131,17 +162,14 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
     if args.watch {
         return watch(&election, &client, &args, &db).await;
     }
-    let term = match latest_term(&client, election.key()).await {
-        Ok(t) => t,
-        Err(TermError::NotInstalled) => return not_installed(&db),
-        Err(TermError::Other(e)) => {
+    let (leader, term) = match look(&election, &client).await {
+        Ok(seen) => seen,
+        Err(LookError::Term(TermError::NotInstalled)) => return not_installed(&db),
+        Err(LookError::Term(TermError::Other(e))) => {
             report!("cannot show the leader: {}", db::error_chain(&e));
             return exit::UNAVAILABLE;
         }
-    };
-    let leader = match election.leader().await {
-        Ok(l) => l,
-        Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
+        Err(LookError::Leader(e)) => return db::fail("cannot show the leader", Some(&db), &e),
     };
     match crate::print_stdout(&render(&args.name, &leader, term, args.json, None)) {
         Ok(()) => 0,
@@ -173,9 +201,9 @@ async fn watch(
             sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
             _ = looks.tick() => {}
         }
-        let leader = match election.leader().await {
-            Ok(l) => l,
-            Err(e) => {
+        let (leader, term) = match look(election, client).await {
+            Ok(seen) => seen,
+            Err(LookError::Leader(e)) => {
                 report!(
                     "cannot look at election {:?}: {}; trying again",
                     args.name,
@@ -183,11 +211,8 @@ async fn watch(
                 );
                 continue;
             }
-        };
-        let term = match latest_term(client, election.key()).await {
-            Ok(t) => t,
-            Err(TermError::NotInstalled) => return not_installed(db),
-            Err(TermError::Other(e)) => {
+            Err(LookError::Term(TermError::NotInstalled)) => return not_installed(db),
+            Err(LookError::Term(TermError::Other(e))) => {
                 report!(
                     "cannot read the term of election {:?}: {}; trying again",
                     args.name,
