@@ -10,7 +10,7 @@ use pgcoord::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepo
 use uuid::Uuid;
 
 use super::fixture::{order, Order, BATCH, COLS, ROWS};
-use super::rate::{rate, Round};
+use super::rate::{paired, Round};
 use crate::Res;
 
 /// Fills `bench_orders` afresh and measures each pair; returns their ops/s.
@@ -89,21 +89,19 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
     };
     let mut out = Round::new();
 
-    out.push((
-        "pg_get",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("pg_get", "pg_get_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let id = ids[i % ROWS];
             async move {
                 repo.get(id).await?.ok_or("missing")?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "pg_get_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let (raw, get) = (&raw, &get);
             let id = ids[i % ROWS];
             async move {
@@ -111,13 +109,15 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 std::hint::black_box(decode(&row));
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
 
-    out.push((
-        "pg_save",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("pg_save", "pg_save_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let mut o = rows[i % ROWS].clone();
             o.total_cents = i as i64;
@@ -125,12 +125,8 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 repo.save(&o).await?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "pg_save_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let (raw, upsert) = (&raw, &upsert);
             let o = rows[i % ROWS].clone();
             async move {
@@ -154,13 +150,15 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 std::hint::black_box(decode(&row));
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
 
-    out.push((
-        "pg_save_many100",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("pg_save_many100", "pg_save_many100_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let start = (i * BATCH) % (ROWS - BATCH);
             let batch = &rows[start..start + BATCH];
@@ -168,12 +166,8 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 repo.save_many(batch).await?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "pg_save_many100_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let (raw, stmt) = (&raw, &upsert_many);
             let start = (i * BATCH) % (ROWS - BATCH);
             let batch = &rows[start..start + BATCH];
@@ -198,14 +192,16 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 std::hint::black_box(rows.iter().map(decode).collect::<Vec<_>>());
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
 
     let statuses = ["open", "paid", "shipped", "closed"];
-    out.push((
-        "pg_find",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("pg_find", "pg_find_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let q = Query::new()
                 .filter(Filter::eq(Order::STATUS, statuses[i % 4]))
@@ -216,12 +212,8 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 std::hint::black_box(found);
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "pg_find_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let (raw, find) = (&raw, &find);
             let status = statuses[i % 4];
             async move {
@@ -229,9 +221,9 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
                 std::hint::black_box(rows.iter().map(decode).collect::<Vec<_>>());
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
     db.close();
     Ok(out)
 }

@@ -10,7 +10,7 @@ use pgcoord::readmodels::{Direction, Filter, Query, ReadModelMeta, ReadModelRepo
 use uuid::Uuid;
 
 use super::fixture::{order, Order, BATCH, COLS, ROWS};
-use super::rate::{rate, Round};
+use super::rate::{paired, Round};
 use crate::Res;
 
 /// Fills a fresh database file `bench-{round}.db` in `dir` and measures
@@ -66,21 +66,19 @@ pub(super) async fn sqlite_round(
     let statuses = ["open", "paid", "shipped", "closed"];
     let mut out = Round::new();
 
-    out.push((
-        "sqlite_get",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("sqlite_get", "sqlite_get_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let id = ids[i % ROWS];
             async move {
                 repo.get(id).await?.ok_or("missing")?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "sqlite_get_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let r = (|| -> rusqlite::Result<Order> {
                 let mut s = raw.prepare_cached(&get_sql)?;
                 s.query_row([ids[i % ROWS].hyphenated().to_string()], decode)
@@ -89,13 +87,15 @@ pub(super) async fn sqlite_round(
                 std::hint::black_box(r?);
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
 
-    out.push((
-        "sqlite_save",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("sqlite_save", "sqlite_save_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let mut o = rows[i % ROWS].clone();
             o.total_cents = i as i64;
@@ -103,12 +103,8 @@ pub(super) async fn sqlite_round(
                 repo.save(&o).await?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "sqlite_save_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let o = &rows[i % ROWS];
             let r = (|| -> rusqlite::Result<Order> {
                 let mut s = raw.prepare_cached(&upsert_sql)?;
@@ -131,13 +127,15 @@ pub(super) async fn sqlite_round(
                 std::hint::black_box(r?);
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
 
-    out.push((
-        "sqlite_save_many100",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("sqlite_save_many100", "sqlite_save_many100_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let start = (i * BATCH) % (ROWS - BATCH);
             let batch = &rows[start..start + BATCH];
@@ -145,12 +143,8 @@ pub(super) async fn sqlite_round(
                 repo.save_many(batch).await?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "sqlite_save_many100_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let start = (i * BATCH) % (ROWS - BATCH);
             let r = (|| -> rusqlite::Result<usize> {
                 let tx = raw.unchecked_transaction()?;
@@ -184,13 +178,15 @@ pub(super) async fn sqlite_round(
                 r?;
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
 
-    out.push((
-        "sqlite_find",
-        rate(secs, |i| {
+    paired(
+        &mut out,
+        ("sqlite_find", "sqlite_find_raw"),
+        secs,
+        |i| {
             let repo = &repo;
             let q = Query::new()
                 .filter(Filter::eq(Order::STATUS, statuses[i % 4]))
@@ -201,12 +197,8 @@ pub(super) async fn sqlite_round(
                 std::hint::black_box(found);
                 Ok(())
             }
-        })
-        .await?,
-    ));
-    out.push((
-        "sqlite_find_raw",
-        rate(secs, |i| {
+        },
+        |i| {
             let r = (|| -> rusqlite::Result<Vec<Order>> {
                 let mut s = raw.prepare_cached(&find_sql)?;
                 let rows = s.query_map([statuses[i % 4]], decode)?;
@@ -216,9 +208,9 @@ pub(super) async fn sqlite_round(
                 std::hint::black_box(r?);
                 Ok(())
             }
-        })
-        .await?,
-    ));
+        },
+    )
+    .await?;
     drop(db);
     Ok(out)
 }

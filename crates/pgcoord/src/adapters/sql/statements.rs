@@ -99,8 +99,8 @@ impl SqlTable {
         if values.len() != 5 + self.fields.len() {
             return None;
         }
-        let user = values.split_off(5);
-        let mut base = values.into_iter();
+        // Drained in place: the user values stay in the row's own vector.
+        let mut base = values.drain(..5);
         let id = match base.next()? {
             Value::Uuid(u) => u,
             _ => return None,
@@ -119,6 +119,7 @@ impl SqlTable {
             Value::Null => None,
             v => Some(ts(v)?),
         };
+        drop(base);
         Some(Record {
             meta: crate::ports::readmodels::ReadModelMeta {
                 id,
@@ -127,7 +128,7 @@ impl SqlTable {
                 version,
                 deleted_at,
             },
-            values: user,
+            values,
         })
     }
 
@@ -174,11 +175,10 @@ impl SqlTable {
     /// One multi-row upsert of `records` (no id may appear twice). Returns
     /// the rows, in no guaranteed order.
     pub fn upsert_many(&self, records: &[Record], now: DateTime<Utc>) -> Statement {
-        let params = records
-            .iter()
-            .flat_map(|r| self.record_values(r, now))
-            .map(|(value, field_type)| Param { value, field_type })
-            .collect();
+        let mut params = Vec::with_capacity(records.len() * self.columns.len());
+        for r in records {
+            self.push_record_values(&mut params, r, now);
+        }
         let sql = self.text(("upsert", records.len()), || {
             self.upsert_text(records.len())
         });
@@ -297,27 +297,21 @@ impl SqlTable {
         }
     }
 
-    /// The column values of a record as inserted (`updated_at` = `now`),
-    /// with types, in [`SqlTable::columns`] order.
-    fn record_values(&self, record: &Record, now: DateTime<Utc>) -> Vec<(Value, FieldType)> {
+    /// Appends the column values of a record as inserted (`updated_at` =
+    /// `now`), with types, in [`SqlTable::columns`] order.
+    fn push_record_values(&self, out: &mut Vec<Param>, record: &Record, now: DateTime<Utc>) {
         let m = &record.meta;
-        let mut out = vec![
-            (Value::Uuid(m.id), FieldType::Uuid),
-            (Value::Timestamp(m.created_at), FieldType::Timestamp),
-            (Value::Timestamp(now), FieldType::Timestamp),
-            (Value::Integer(m.version), FieldType::Integer),
-            (
-                m.deleted_at.map_or(Value::Null, Value::Timestamp),
-                FieldType::Timestamp,
-            ),
+        let base = [
+            Value::Uuid(m.id),
+            Value::Timestamp(m.created_at),
+            Value::Timestamp(now),
+            Value::Integer(m.version),
+            m.deleted_at.map_or(Value::Null, Value::Timestamp),
         ];
-        out.extend(
-            record
-                .values
-                .iter()
-                .cloned()
-                .zip(self.fields.iter().map(|f| f.field_type.clone())),
-        );
-        out
+        let values = base.into_iter().chain(record.values.iter().cloned());
+        out.extend(values.zip(&self.columns).map(|(value, f)| Param {
+            value,
+            field_type: f.field_type.clone(),
+        }));
     }
 }

@@ -37,6 +37,7 @@ mod database;
 mod error;
 mod projection;
 mod readmodels;
+mod timestamp;
 mod transaction;
 mod worker;
 

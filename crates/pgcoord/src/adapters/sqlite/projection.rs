@@ -53,7 +53,7 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
         }
         in_one_go(async {
             let tx = self.database().transaction().await?;
-            let repo = tx.repository::<M>();
+            let repo = self.bound_to(&tx);
             match handler.handle(event, &repo).await {
                 Ok(()) => tx.commit().await,
                 Err(e) => {
@@ -162,7 +162,7 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
     {
         // Dropped or failed before the commit, the transaction rolls back.
         let tx = self.database().transaction().await?;
-        let repo = tx.repository::<M>();
+        let repo = self.bound_to(&tx);
         if repo
             .read_checkpoint(projection)
             .await?
@@ -193,7 +193,7 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
         H: ReadModelHandler<Model = M>,
     {
         let tx = self.database().transaction().await?;
-        let repo = tx.repository::<M>();
+        let repo = self.bound_to(&tx);
         let mut checkpoint = repo.read_checkpoint(projection).await?;
         let mut applied = 0;
         for (position, event) in events {

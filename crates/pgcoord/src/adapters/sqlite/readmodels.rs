@@ -5,7 +5,9 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use std::borrow::Cow;
+
+use chrono::NaiveDate;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::Connection;
 use uuid::Uuid;
@@ -19,12 +21,10 @@ use crate::ports::readmodels::{
 
 use super::database::{Access, SqliteDatabase};
 use super::error::sqlite_error;
+use super::timestamp;
 use super::transaction::SqliteTransaction;
 
 mod repository;
-
-/// The fixed-width text form of timestamps on SQLite: sorts as it compares.
-const TIMESTAMP_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
 
 /// A read-model repository on SQLite.
 ///
@@ -66,6 +66,17 @@ impl<M: ReadModel> SqliteReadModelRepository<M> {
             db,
             access,
             table: Arc::new(SqlTable::new(Dialect::Sqlite, M::table_name(), M::fields())),
+            _model: PhantomData,
+        }
+    }
+
+    /// This repository bound to `tx`, sharing its statements (built once
+    /// per repository, not once per transaction).
+    pub(super) fn bound_to(&self, tx: &SqliteTransaction) -> Self {
+        Self {
+            db: tx.database().clone(),
+            access: tx.access(),
+            table: self.table.clone(),
             _model: PhantomData,
         }
     }
@@ -136,8 +147,11 @@ fn to_sql(value: &Value) -> SqlValue {
         Value::Integer(i) => SqlValue::Integer(*i),
         Value::Float(f) => SqlValue::Real(*f),
         Value::Decimal(s) | Value::Text(s) => SqlValue::Text(s.clone()),
-        Value::Uuid(u) => SqlValue::Text(u.hyphenated().to_string()),
-        Value::Timestamp(t) => SqlValue::Text(t.format(TIMESTAMP_FORMAT).to_string()),
+        Value::Uuid(u) => {
+            let mut buf = Uuid::encode_buffer();
+            SqlValue::Text(u.hyphenated().encode_lower(&mut buf).to_owned())
+        }
+        Value::Timestamp(t) => SqlValue::Text(timestamp::format(t)),
         Value::Date(d) => SqlValue::Text(d.format("%Y-%m-%d").to_string()),
         Value::Json(j) => SqlValue::Text(j.to_string()),
         Value::Bytes(b) => SqlValue::Blob(b.clone()),
@@ -154,14 +168,18 @@ fn decode_error(column: &str, field_type: &FieldType, got: &str) -> Error {
     .into()
 }
 
-fn from_sql(raw: ValueRef<'_>, field: &FieldDescriptor) -> Result<Value> {
+fn from_sql<'r>(raw: ValueRef<'r>, field: &FieldDescriptor) -> Result<Value> {
     let ty = &field.field_type;
     let bad = |what: &str| decode_error(&field.name, ty, what);
-    let text = |raw: ValueRef<'_>| -> Result<String> {
+    // Borrowed from SQLite's row where it is text already: only the text
+    // fields themselves need a copy.
+    let text = |raw: ValueRef<'r>| -> Result<Cow<'r, str>> {
         match raw {
-            ValueRef::Text(t) => String::from_utf8(t.to_vec()).map_err(|_| bad("non-UTF-8 text")),
-            ValueRef::Integer(i) => Ok(i.to_string()),
-            ValueRef::Real(r) => Ok(r.to_string()),
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .map(Cow::Borrowed)
+                .map_err(|_| bad("non-UTF-8 text")),
+            ValueRef::Integer(i) => Ok(Cow::Owned(i.to_string())),
+            ValueRef::Real(r) => Ok(Cow::Owned(r.to_string())),
             _ => Err(bad("a blob")),
         }
     };
@@ -169,8 +187,8 @@ fn from_sql(raw: ValueRef<'_>, field: &FieldDescriptor) -> Result<Value> {
         return Ok(Value::Null);
     }
     Ok(match ty {
-        FieldType::Text | FieldType::Other(_) => Value::Text(text(raw)?),
-        FieldType::Decimal => Value::Decimal(text(raw)?),
+        FieldType::Text | FieldType::Other(_) => Value::Text(text(raw)?.into_owned()),
+        FieldType::Decimal => Value::Decimal(text(raw)?.into_owned()),
         FieldType::Uuid => {
             let s = text(raw)?;
             Value::Uuid(Uuid::parse_str(&s).map_err(|_| bad(&format!("{s:?}")))?)
@@ -190,11 +208,7 @@ fn from_sql(raw: ValueRef<'_>, field: &FieldDescriptor) -> Result<Value> {
         },
         FieldType::Timestamp => {
             let s = text(raw)?;
-            Value::Timestamp(
-                DateTime::parse_from_rfc3339(&s)
-                    .map(|t| t.with_timezone(&Utc))
-                    .map_err(|_| bad(&format!("{s:?}")))?,
-            )
+            Value::Timestamp(timestamp::parse(&s).ok_or_else(|| bad(&format!("{s:?}")))?)
         }
         FieldType::Date => {
             let s = text(raw)?;
