@@ -19,6 +19,10 @@ use super::support::*;
 
 const EVENTS: i64 = 400;
 const SEGMENTS: u32 = 4;
+/// How long a runner spends on one event: long enough that a segment's
+/// last 50 events outlast the test's own wake-up on a loaded machine (at
+/// 10 ms a kill meant for mid-segment came after the segment was done).
+const EVENT_TIME: Duration = Duration::from_millis(25);
 
 /// A segmented runner process: runs until it is killed. Started by the
 /// test below (`--ignored --exact`); ignored in a normal run.
@@ -37,8 +41,8 @@ async fn segmented_worker() {
         .holder_id(format!("seg-worker-{worker}"))
         .build()
         .unwrap();
-    let runner = segmented(&db, &feed, SEGMENTS, 10, Duration::from_millis(10))
-        .recheck(Duration::from_millis(100));
+    let runner =
+        segmented(&db, &feed, SEGMENTS, 10, EVENT_TIME).recheck(Duration::from_millis(100));
     let result = runner.run(&locks, &CancellationToken::new()).await;
     panic!("a worker runs until it is killed; its run ended with {result:?}");
 }
@@ -88,7 +92,7 @@ async fn segmented_runners_killed_mid_batch_leave_every_event_applied_once() {
     };
     let (w0, w1) = (watch(0), watch(1));
     let mut workers: Vec<Child> = (1..=3).map(|w| spawn_worker(&url, w)).collect();
-    // Three runners share four segments (10 ms per event, 10 per batch);
+    // Three runners share four segments (EVENT_TIME per event, 10 per batch);
     // one is SIGKILLed at each milestone, inside a batch.
     let first = kth_of_segment(0, 20);
     w0.wait_for(first, Some(Duration::from_secs(120)))
