@@ -219,15 +219,6 @@ fn hint(db: Option<&Database>, err: &Error) -> Option<String> {
     let source = db.options.password_source();
     Some(
         match (backend.kind(), backend.code().map(|c| c.code()), source) {
-            // The driver's "password missing": the server asked for one and
-            // none was given anywhere.
-            (BackendErrorKind::Connect, None, None)
-                if error_chain(backend).contains("password missing") =>
-            {
-                "the server asks for a password: give it in the URL, PGPASSWORD or a password \
-             file (~/.pgpass, PGPASSFILE)"
-                    .to_owned()
-            }
             (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::PasswordFile(f))) => {
                 format!("check the user name and the password in {}", f.display())
             }

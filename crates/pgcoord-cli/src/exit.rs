@@ -62,6 +62,10 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
     let backend = err.as_backend()?;
     Some(match (backend.kind(), backend.code().map(|c| c.code())) {
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
+        (BackendErrorKind::PasswordRequired, _) => {
+            "the server asks for a password: give it in the URL, PGPASSWORD or a password file \
+             (~/.pgpass, PGPASSFILE)"
+        }
         (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
         // Only when the server sent no HINT of its own (the tool prints the
@@ -143,6 +147,9 @@ mod tests {
             .with_code("53300")
             .into();
         assert_eq!(backend_hint(&too_many), None);
+        let no_password: Error =
+            BackendError::new(BackendErrorKind::PasswordRequired, "password missing").into();
+        assert!(backend_hint(&no_password).is_some_and(|h| h.contains("PGPASSWORD")));
         let refused: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
         assert!(backend_hint(&refused).is_some_and(|h| h.contains("URL")));
         let closed: Error =

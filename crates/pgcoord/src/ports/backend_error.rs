@@ -12,6 +12,10 @@ pub enum BackendErrorKind {
     /// The server could not be reached or refused the connection
     /// (unreachable host, wrong password, TLS failure).
     Connect,
+    /// The server asked for a password and the connection settings have
+    /// none (not in the URL, `PGPASSWORD` or a password file). Not worth
+    /// retrying: the settings must change.
+    PasswordRequired,
     /// The peer does not speak the PostgreSQL protocol, or lacks the
     /// functions the crate needs.
     NotPostgres,
@@ -143,6 +147,7 @@ impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match self.kind {
             BackendErrorKind::Connect => "cannot connect to the database",
+            BackendErrorKind::PasswordRequired => "cannot connect to the database",
             BackendErrorKind::NotPostgres => "the server is not a usable PostgreSQL",
             BackendErrorKind::Query => "database error",
             BackendErrorKind::Closed => "database session ended",

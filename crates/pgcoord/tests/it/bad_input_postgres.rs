@@ -334,6 +334,25 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     seen.push_str(&format!("{err} {err:?}"));
     assert_nothing_held(&m).await;
 
+    // No password at all: a typed error of its own (the server asked for
+    // one), not a connect failure worth retrying.
+    let bare = format!(
+        "postgres://app@127.0.0.1:{}/{}",
+        cluster.port(),
+        admin.name()
+    );
+    let m = PostgresLockManager::builder(bare.parse().unwrap())
+        .build()
+        .unwrap();
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(
+        backend.kind(),
+        BackendErrorKind::PasswordRequired,
+        "{err:?}"
+    );
+    assert_nothing_held(&m).await;
+
     // Right password: authentication is really enforced, and works.
     let m = PostgresLockManager::builder(url(RIGHT).parse().unwrap())
         .holder_id("pw")

@@ -106,6 +106,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
         },
         Error::Backend(b) => match b.kind() {
             BackendErrorKind::Connect => "connect",
+            BackendErrorKind::PasswordRequired => "password_required",
             BackendErrorKind::NotPostgres => "not_postgres",
             BackendErrorKind::Query => "query",
             BackendErrorKind::Closed => "closed",

@@ -231,6 +231,17 @@ pub(crate) fn ends_session(e: &tokio_postgres::Error) -> bool {
             .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"))
 }
 
+/// Whether connecting failed because the server asked for a password the
+/// settings lack. tokio-postgres reports that as a configuration error with
+/// no SQLSTATE and no public kind, so its text is the only sign; this is
+/// the one place that reads it, and callers get a typed
+/// [`BackendErrorKind::PasswordRequired`].
+fn asks_for_a_password(e: &tokio_postgres::Error) -> bool {
+    e.code().is_none()
+        && e.as_db_error().is_none()
+        && std::error::Error::source(e).is_some_and(|cause| cause.to_string() == "password missing")
+}
+
 /// Maps a driver error to the crate's backend error, keeping the SQLSTATE.
 pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind) -> BackendError {
     let code = e.code().map(crate::ports::sql_state::SqlState::from);
@@ -249,6 +260,8 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
     };
     let kind = if e.is_closed() {
         BackendErrorKind::Closed
+    } else if default_kind == BackendErrorKind::Connect && asks_for_a_password(&e) {
+        BackendErrorKind::PasswordRequired
     } else if default_kind != BackendErrorKind::Connect && ends_session(&e) {
         // The server ended the session (terminated backend, shutdown,
         // idle timeout): the connection is gone, whatever the statement was.
