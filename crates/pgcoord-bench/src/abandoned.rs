@@ -1,4 +1,4 @@
-//! `abandoned`: issue 9's dropped-waits scenario. Six tasks of manager A
+//! `abandoned`: the dropped-waits scenario. Six tasks of manager A
 //! loop `tokio::time::timeout(1-3 ms, a.acquire(key, None))` (releasing at
 //! once when they get it) while manager B loops `acquire` + `release` on
 //! the same key. Measured: B's pairs/s, against `abandoned_alone` (B alone

@@ -17,7 +17,7 @@ pub struct Args {
     pub quick: bool,
     /// Run only these scenarios (comma-separated names; `sweep` for the
     /// sweeps behind the plots, `coordination` for the semaphore-order and
-    /// election scenarios of issue 12). `failover` (promotions of private
+    /// election scenarios). `failover` (promotions of private
     /// streaming standbys, a few minutes) runs only when named here.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,

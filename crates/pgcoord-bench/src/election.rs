@@ -1,4 +1,4 @@
-//! Leader election hand-overs (issue 12): how long an election stays
+//! Leader election hand-overs: how long an election stays
 //! without a leader.
 //!
 //! - `election_failover`: the leader is another process (this binary,
@@ -280,7 +280,7 @@ fn report(
     }
 }
 
-/// The goals of issue 12 for the two hand-overs.
+/// The goals for the two hand-overs.
 pub fn targets(s: &BTreeMap<String, ScenarioReport>) -> Vec<Target> {
     let mut out = Vec::new();
     if let Some(r) = s.get("election_failover") {

@@ -1,4 +1,4 @@
-//! Fencing tokens (issue 11, section 4): what a fenced acquisition costs
+//! Fencing tokens: what a fenced acquisition costs
 //! (`ours_seq_fenced`, against `ours_seq`; `ours_conc64_fenced`, in
 //! `ours_load`, against `ours_conc64`), and what a protected write costs
 //! (`write_fenced`: `fencing::check` + `UPDATE` in one transaction, against

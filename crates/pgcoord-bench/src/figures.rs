@@ -18,8 +18,8 @@ type RatioPlot = (
     &'static [(&'static str, &'static str, f64)],
 );
 
-/// The ratio plots: fenced against unfenced (issue 11), metrics on against
-/// off (issue 13); each drawn when the run has its ratios.
+/// The ratio plots: fenced against unfenced, metrics on against
+/// off; each drawn when the run has its ratios.
 pub const RATIO_PLOTS: [RatioPlot; 2] = [
     (
         "fenced_vs_unfenced.svg",

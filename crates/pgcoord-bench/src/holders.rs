@@ -1,7 +1,7 @@
 //! `holders10k`: what one call of `PostgresLockManager::holders()` (one
 //! query joining `pg_locks` with `pg_stat_activity`) costs on a server that
 //! holds 10,000 advisory locks, as `eventsource lock top` and
-//! `lock holders --watch` make it once per refresh (issue 13, section 2).
+//! `lock holders --watch` make it once per refresh.
 
 use std::time::{Duration, Instant};
 

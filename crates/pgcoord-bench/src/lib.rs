@@ -19,7 +19,7 @@
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
-//! `metrics_overhead`, `failover` + `failover_trial`; for the coordination primitives of issue 12,
+//! `metrics_overhead`, `failover` + `failover_trial`; for the coordination primitives,
 //! `semaphore_fifo` + `order` and `election` + `election_leader` +
 //! `election_raw`), `probe` / `stats` / `alloc`, and the read-model
 //! scenarios (`readmodels`, `--readmodels`).

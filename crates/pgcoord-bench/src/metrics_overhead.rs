@@ -1,4 +1,4 @@
-//! The cost of the library's `metrics` feature (issue 13, section 1):
+//! The cost of the library's `metrics` feature:
 //! `ours_seq` and `ours_conc64` with the feature off, on with no recorder,
 //! and on with a real recorder (metrics-exporter-prometheus, no listener).
 //!

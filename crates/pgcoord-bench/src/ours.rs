@@ -22,7 +22,7 @@ pub fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
     manager_with(ctx, holder, false)
 }
 
-/// [`manager`], with fencing tokens on or off (issue 11).
+/// [`manager`], with fencing tokens on or off.
 pub fn manager_with(ctx: &Ctx, holder: &str, fencing: bool) -> PostgresLockManager {
     let builder = PostgresLockManager::builder(ctx.config.clone().into())
         .holder_id(holder)
@@ -200,7 +200,7 @@ pub async fn fifo(ctx: &Ctx, one_manager: bool) -> Res<ScenarioReport> {
             }));
             // Several managers: each waits in PostgreSQL. One manager: its
             // tasks queue in the key's wait line, the first of them waiting
-            // in PostgreSQL (issue 9, section 4).
+            // in PostgreSQL.
             let queued = if one_manager {
                 ctx.monitor.wait_for_waiters(id, 1, QUEUE_LIMIT).await?
                     && wait_for_line(&waiters[i], i + 1).await

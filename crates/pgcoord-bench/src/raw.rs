@@ -159,7 +159,7 @@ pub async fn sqlx_pool(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut> {
     run
 }
 
-/// Diagnostic, not in issue 4: `raw_seq` with the tokio-postgres
+/// Diagnostic, not a target: `raw_seq` with the tokio-postgres
 /// `Connection` polled inside the caller's own task instead of a spawned
 /// one, so a round trip wakes one task instead of hopping between two.
 /// Shows what the task hops cost the sequential path.
@@ -188,7 +188,7 @@ pub async fn raw_seq_inline(ctx: &Ctx, round: usize) -> Res<RunOut> {
     }
 }
 
-/// Diagnostic, not in issue 4: `raw_seq` through an actor task like the
+/// Diagnostic, not a target: `raw_seq` through an actor task like the
 /// manager's sessions (caller -> channel -> actor -> `Client` -> reply on a
 /// oneshot), with the tokio-postgres `Connection` either spawned as its own
 /// task (`inline = false`, the manager's layout today) or polled inside the

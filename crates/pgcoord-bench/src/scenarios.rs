@@ -60,7 +60,7 @@ pub const OTHERS: [&str; 12] = [
 /// `failover` (promotions of private streaming standbys).
 pub const ON_REQUEST: [&str; 1] = ["failover"];
 
-/// The scenarios of the coordination primitives (issue 12), selected
+/// The scenarios of the coordination primitives, selected
 /// together by `--only coordination`.
 pub const COORDINATION: [&str; 5] = [
     "semaphore_fifo_one_manager",

@@ -1,4 +1,4 @@
-//! `semaphore_fifo*` (issue 12): in which order do queued waiters of a
+//! `semaphore_fifo*`: in which order do queued waiters of a
 //! `coordination::Semaphore` get their permits?
 //!
 //! Per round (after one warm-up round): a holder manager takes all

@@ -1,4 +1,4 @@
-//! The targets of issue 9, checked against one run.
+//! The performance targets, checked against one run.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! Read-model scenarios (issue 14, part 5): the repository's `get`, `save`,
+//! Read-model scenarios: the repository's `get`, `save`,
 //! `save_many` of 100 and `find` on PostgreSQL and SQLite, each next to the
 //! same statement prepared once and run directly (tokio-postgres on one
 //! connection; rusqlite on one connection, on the calling thread), plus
