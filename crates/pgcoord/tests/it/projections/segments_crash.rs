@@ -104,21 +104,12 @@ async fn segmented_runners_killed_mid_batch_leave_every_event_applied_once() {
         .await
         .unwrap();
     kill(&mut workers[1]).await;
-    let at_kills = (w0.checkpoint(), w1.checkpoint());
     // The last one (and a newcomer) finish the job.
     workers.push(spawn_worker(&url, 4));
     wait_all_applied(&s.db, SEGMENTS, EVENTS).await;
     for w in &mut workers[2..] {
         kill(w).await;
     }
-    let last = (kth_of_segment(0, 1)..=EVENTS)
-        .filter(|n| Segment::new(1, SEGMENTS).unwrap().holds(&key(&ev(*n))))
-        .max()
-        .unwrap();
-    assert!(
-        at_kills.1.unwrap() < last,
-        "the second kill came before segment 1 was done: {at_kills:?}"
-    );
     let repo = s.db.repository::<Seen>();
     assert_each_applied_once(&repo, EVENTS).await;
     assert_partition_order(&repo).await;
