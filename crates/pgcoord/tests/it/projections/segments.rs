@@ -196,9 +196,6 @@ async fn a_newcomer_takes_half_of_the_segments_and_every_event_applies_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_runners_hold_two_segments_each_of_six() {
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .try_init();
     let s = setup().await;
     let stop = CancellationToken::new();
     let ids = ["seg-a", "seg-b", "seg-c"];
