@@ -34,5 +34,6 @@ mod standby;
 mod terminal;
 mod tls;
 mod top;
+mod unix_socket;
 mod watch;
 mod watchdog;

@@ -131,6 +131,8 @@ mod short_deadlines;
 mod standby;
 #[cfg(feature = "postgres")]
 mod tls_postgres;
+#[cfg(all(feature = "postgres", feature = "readmodels", unix))]
+mod unix_socket;
 #[cfg(feature = "postgres")]
 mod verify_postgres;
 #[cfg(feature = "postgres")]

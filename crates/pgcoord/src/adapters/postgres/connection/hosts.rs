@@ -30,6 +30,10 @@ pub(crate) fn one_per_host(config: &Config) -> Vec<Config> {
                 #[cfg(unix)]
                 Host::Unix(path) => c.host_path(path),
             };
+            if is_socket(host) && addrs.get(i).is_none() {
+                // libpq ignores sslmode on a Unix-domain socket.
+                c.ssl_mode(tokio_postgres::config::SslMode::Disable);
+            }
             // libpq's rule: one port for all hosts, or one port per host.
             let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
             c.port(port);
@@ -44,6 +48,22 @@ pub(crate) fn one_per_host(config: &Config) -> Vec<Config> {
         out.rotate_left(start);
     }
     out
+}
+
+/// Whether `config` names hosts and every one is a Unix-domain socket
+/// directory (no host address given for it), where libpq ignores
+/// `sslmode`.
+pub(crate) fn every_host_is_a_socket(config: &Config) -> bool {
+    let hosts = config.get_hosts();
+    !hosts.is_empty() && config.get_hostaddrs().is_empty() && hosts.iter().all(is_socket)
+}
+
+fn is_socket(host: &Host) -> bool {
+    match host {
+        Host::Tcp(_) => false,
+        #[cfg(unix)]
+        Host::Unix(_) => true,
+    }
 }
 
 /// Every setting of `config` but its hosts, ports and host addresses.
@@ -127,5 +147,22 @@ mod tests {
         assert_eq!(ports, [6000, 6000]);
         let single: Config = "host=a port=6000".parse().unwrap();
         assert_eq!(one_per_host(&single).len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_socket_host_connects_without_tls_whatever_the_mode() {
+        use tokio_postgres::config::SslMode;
+        let sockets: Config = "host=/run/postgresql,/tmp sslmode=require".parse().unwrap();
+        assert!(every_host_is_a_socket(&sockets));
+        let tcp: Config = "host=db.example sslmode=require".parse().unwrap();
+        assert!(!every_host_is_a_socket(&tcp));
+        let mixed: Config = "host=/tmp,db.example sslmode=require".parse().unwrap();
+        assert!(!every_host_is_a_socket(&mixed));
+        let modes: Vec<_> = one_per_host(&mixed)
+            .iter()
+            .map(|c| c.get_ssl_mode())
+            .collect();
+        assert_eq!(modes, [SslMode::Disable, SslMode::Require]);
     }
 }

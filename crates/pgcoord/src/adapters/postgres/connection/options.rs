@@ -183,7 +183,17 @@ impl ConnectOptions {
         self
     }
 
-    pub(crate) fn into_parts(self) -> (Config, TlsSettings) {
+    /// The driver's config and the TLS settings to connect with.
+    ///
+    /// As libpq, `sslmode` does not apply to Unix-domain sockets
+    /// (PostgreSQL has no TLS on them): when every host is a socket
+    /// directory, the sessions connect without TLS whatever the mode, and
+    /// `verify-ca` / `verify-full` need no CA file.
+    pub(crate) fn into_parts(mut self) -> (Config, TlsSettings) {
+        if super::hosts::every_host_is_a_socket(&self.config) {
+            self.tls.mode = SslMode::Disable;
+            self.config.ssl_mode(SslMode::Disable.driver_mode());
+        }
         (self.config, self.tls)
     }
 }

@@ -275,20 +275,27 @@ where
     type Error = io::Error;
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnect, io::Error> {
+        // The driver asks for a connector before every connect, a
+        // Unix-domain socket's too (with no host name). PostgreSQL has no
+        // TLS on those sockets, so that connector is never used.
+        if domain.is_empty() {
+            return Ok(RustlsConnect { target: None });
+        }
         let config = self
             .current()
             .ok_or_else(|| io::Error::other("TLS is not configured"))?;
         let name = ServerName::try_from(domain.to_owned()).map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("host {domain:?}: {e}"))
         })?;
-        Ok(RustlsConnect { config, name })
+        Ok(RustlsConnect {
+            target: Some((config, name)),
+        })
     }
 }
 
-/// One TLS handshake to a named server.
+/// One TLS handshake to a named server (none for a Unix-domain socket).
 pub(crate) struct RustlsConnect {
-    config: Arc<ClientConfig>,
-    name: ServerName<'static>,
+    target: Option<(Arc<ClientConfig>, ServerName<'static>)>,
 }
 
 impl<S> TlsConnect<S> for RustlsConnect
@@ -301,8 +308,11 @@ where
 
     fn connect(self, stream: S) -> Self::Future {
         Box::pin(async move {
-            let stream = tokio_rustls::TlsConnector::from(self.config)
-                .connect(self.name, stream)
+            let (config, name) = self
+                .target
+                .ok_or_else(|| io::Error::other("no TLS on a Unix-domain socket"))?;
+            let stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, stream)
                 .await?;
             Ok(RustlsStream(stream))
         })
@@ -377,5 +387,17 @@ mod tests {
             root_cert: Some(PathBuf::from("/nonexistent/eventsource-ca.pem")),
         };
         assert!(MakeRustls::new(lax).ready().is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_unix_socket_gets_a_connector_without_any_tls_configuration() {
+        // The driver asks even for a socket, with no host name; nothing is
+        // loaded for it, and a TCP host still needs the configuration.
+        let mut make = MakeRustls::new(TlsSettings::default());
+        let socket = MakeTlsConnect::<tokio::net::UnixStream>::make_tls_connect(&mut make, "");
+        assert!(socket.is_ok());
+        let tcp = MakeTlsConnect::<tokio::net::TcpStream>::make_tls_connect(&mut make, "db");
+        assert!(tcp.is_err());
     }
 }
