@@ -124,6 +124,7 @@ pub struct LockAcquisitionError {
 
 fn timeout_suffix(timeout: &Option<Duration>) -> String {
     match timeout {
+        Some(t) if t.is_zero() => " (no wait)".to_owned(),
         Some(t) => format!(" (timeout {t:?})"),
         None => String::new(),
     }
@@ -241,6 +242,9 @@ mod tests {
             err.as_lock_acquisition().unwrap().timeout,
             Some(Duration::from_millis(250))
         );
+        // A try (timeout zero) says so, not "timeout 0ns".
+        let tried = LockAcquisitionError::new("k", AcquireFailure::Timeout, Some(Duration::ZERO));
+        assert!(tried.to_string().ends_with("(no wait)"), "{tried}");
     }
 
     #[test]
