@@ -173,7 +173,9 @@ mod tests {
     #[test]
     fn files_open_to_others_are_ignored_and_say_so_without_the_password() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("pgcoord-pgpass-{}", std::process::id()));
+        // Not the pid alone: resolve_tests.rs makes a `pgpass` scratch
+        // directory in the same process, at the same time.
+        let dir = std::env::temp_dir().join(format!("pgcoord-pgpass-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("pgpass");
         std::fs::write(&path, "*:*:*:*:s3cret-in-file\n").unwrap();

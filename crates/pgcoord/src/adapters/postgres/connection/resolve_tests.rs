@@ -34,8 +34,9 @@ struct Dir(PathBuf);
 
 impl Dir {
     fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("pgcoord-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        // Unique: the unit tests of one process run at the same time, and
+        // another module's test may use the same name.
+        let dir = std::env::temp_dir().join(format!("pgcoord-{name}-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
     }

@@ -13,13 +13,11 @@
 //! | `verify-full` | always                      | chain and host name       |
 //!
 //! `sslrootcert` names a PEM file of trusted CA certificates; without it,
-//! `~/.postgresql/root.crt` as libpq does. Channel binding is not offered
-//! (SCRAM runs without `-PLUS`).
+//! `~/.postgresql/root.crt` as libpq does. No channel binding (no `-PLUS`).
 //!
 //! A small `MakeTlsConnect` of our own rather than `tokio-postgres-rustls`:
 //! `verify-ca` needs a verifier that checks the chain but not the name, and
-//! `prefer`/`require` one that checks nothing, which that crate does not
-//! provide either; our own is about a hundred lines over `tokio-rustls`.
+//! `prefer`/`require` one that checks nothing, which that crate lacks.
 
 use std::future::Future;
 use std::io;
@@ -246,8 +244,8 @@ impl MakeRustls {
         }
     }
 
-    /// Loads the configuration now (for the errors: a typed connect error
-    /// naming the file, before any socket is opened).
+    /// Loads the configuration now (for a typed connect error naming the
+    /// file, before any socket is opened).
     pub(crate) fn ready(&self) -> Result<(), BackendError> {
         // Needed with `disable` too: the driver asks for a connector per
         // host before it knows whether it will use it.
@@ -275,9 +273,8 @@ where
     type Error = io::Error;
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnect, io::Error> {
-        // The driver asks for a connector before every connect, a
-        // Unix-domain socket's too (with no host name). PostgreSQL has no
-        // TLS on those sockets, so that connector is never used.
+        // Asked for a Unix-domain socket too (no host name), where
+        // PostgreSQL has no TLS: that connector is never used.
         if domain.is_empty() {
             return Ok(RustlsConnect { target: None });
         }
@@ -392,8 +389,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_unix_socket_gets_a_connector_without_any_tls_configuration() {
-        // The driver asks even for a socket, with no host name; nothing is
-        // loaded for it, and a TCP host still needs the configuration.
+        // Nothing is loaded for a socket; a TCP host needs the configuration.
         let mut make = MakeRustls::new(TlsSettings::default());
         let socket = MakeTlsConnect::<tokio::net::UnixStream>::make_tls_connect(&mut make, "");
         assert!(socket.is_ok());
