@@ -12,6 +12,15 @@ pub struct Counting;
 static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 static ALLOC_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Live bytes by size class: class `c` holds the blocks of `2^(c-1) < size <= 2^c`
+/// bytes (class 0: empty), so `capacity` can say which allocations grew.
+static LIVE_BY_CLASS: [AtomicI64; CLASSES] = [const { AtomicI64::new(0) }; CLASSES];
+const CLASSES: usize = 64;
+
+#[inline]
+fn class(size: usize) -> usize {
+    (usize::BITS - size.saturating_sub(1).leading_zeros()) as usize % CLASSES
+}
 
 // SAFETY: forwards every call to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
@@ -34,12 +43,15 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout);
         LIVE_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        LIVE_BY_CLASS[class(layout.size())].fetch_sub(layout.size() as i64, Ordering::Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = System.realloc(ptr, layout, new_size);
         if !p.is_null() {
             LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+            LIVE_BY_CLASS[class(layout.size())].fetch_sub(layout.size() as i64, Ordering::Relaxed);
+            LIVE_BY_CLASS[class(new_size)].fetch_add(new_size as i64, Ordering::Relaxed);
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             ALLOC_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
         }
@@ -50,6 +62,7 @@ unsafe impl GlobalAlloc for Counting {
 #[inline]
 fn count_alloc(size: usize) {
     LIVE_BYTES.fetch_add(size as i64, Ordering::Relaxed);
+    LIVE_BY_CLASS[class(size)].fetch_add(size as i64, Ordering::Relaxed);
     ALLOCS.fetch_add(1, Ordering::Relaxed);
     ALLOC_BYTES.fetch_add(size as u64, Ordering::Relaxed);
 }
@@ -57,6 +70,21 @@ fn count_alloc(size: usize) {
 /// Bytes currently allocated on the heap by this process (through Rust).
 pub fn live_bytes() -> i64 {
     LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Live heap bytes per size class (see [`LIVE_BY_CLASS`]), as (largest
+/// block size of the class, bytes).
+pub fn live_by_class() -> Vec<(u64, i64)> {
+    LIVE_BY_CLASS
+        .iter()
+        .enumerate()
+        .map(|(c, b)| {
+            (
+                1u64.checked_shl(c as u32).unwrap_or(u64::MAX),
+                b.load(Ordering::Relaxed),
+            )
+        })
+        .collect()
 }
 
 /// (allocation calls, bytes requested) since start.

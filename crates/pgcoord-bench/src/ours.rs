@@ -292,6 +292,7 @@ pub async fn capacity(ctx: &Ctx) -> Res<ScenarioReport> {
     let lat: Arc<Vec<AtomicU64>> = Arc::new((0..LOCKS).map(|_| AtomicU64::new(0)).collect());
     tokio::time::sleep(Duration::from_millis(50)).await;
     let live0 = alloc::live_bytes();
+    let classes0 = alloc::live_by_class();
     let rss0 = alloc::rss_bytes();
 
     let t0 = Instant::now();
@@ -322,6 +323,7 @@ pub async fn capacity(ctx: &Ctx) -> Res<ScenarioReport> {
     let acquire_all = t0.elapsed();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let live1 = alloc::live_bytes();
+    let classes1 = alloc::live_by_class();
     let rss1 = alloc::rss_bytes();
     let held = mgr.held_lock_count();
     let connections = ctx.monitor.sessions_like(&app(holder)).await?;
@@ -347,6 +349,19 @@ pub async fn capacity(ctx: &Ctx) -> Res<ScenarioReport> {
         "client_bytes_per_lock".into(),
         json!(per_lock(live0 as f64, live1 as f64)),
     );
+    // Which block sizes grew: "up to N bytes" -> bytes per held lock.
+    let by_size: Map<String, serde_json::Value> = classes0
+        .iter()
+        .zip(&classes1)
+        .filter(|((_, a), (_, b))| (b - a).abs() >= LOCKS as i64)
+        .map(|((max, a), (_, b))| {
+            (
+                format!("up_to_{max}"),
+                json!(((b - a) as f64 / LOCKS as f64 * 10.0).round() / 10.0),
+            )
+        })
+        .collect();
+    extra.insert("client_bytes_per_lock_by_block_size".into(), json!(by_size));
     extra.insert(
         "rss_bytes_per_lock".into(),
         json!(per_lock(rss0 as f64, rss1 as f64)),

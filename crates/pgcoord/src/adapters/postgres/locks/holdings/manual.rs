@@ -34,12 +34,18 @@ impl Holdings {
 
     /// Takes a granted lock over as a manual lock (no guard: released by
     /// key). Gives it back if its owner no longer holds it.
+    ///
+    /// The guard's loss signal is let go: a manual lock has nobody to tell,
+    /// and the signal's node in its session's token tree (about 125 bytes a
+    /// lock) would otherwise live as long as the lock.
     pub(crate) fn keep_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
         let mut state = self.lock();
         match state.hold_mut(lock.lock_id(), lock.token()) {
             Some(hold) if !hold.releasing => {
                 hold.manual = true;
+                let loss = hold.loss.take();
                 drop(state);
+                drop(loss);
                 lock.disarm();
                 Ok(())
             }
@@ -92,7 +98,7 @@ impl Holdings {
         let mut out = Vec::new();
         for (lock_id, e) in state.entries.iter_mut() {
             let Some(o) = e.owner.as_mut() else { continue };
-            if o.hold.releasing || o.unclaimed {
+            if o.hold.releasing || o.hold.unclaimed {
                 continue;
             }
             let token = HoldToken::Exclusive(o.serial);

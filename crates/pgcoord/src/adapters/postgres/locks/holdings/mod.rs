@@ -49,15 +49,17 @@ struct Hold {
     releasing: bool,
     /// Kept by the book until `release(key)`: no guard owns it.
     manual: bool,
+    /// Exclusive owners only: granted after a wait and not yet taken by a
+    /// task ([`Holdings::grant_direct`]), so not counted as held. Kept here
+    /// rather than in [`Owner`], in the padding after the flags above: it
+    /// keeps the book's bucket 8 bytes smaller.
+    unclaimed: bool,
 }
 
 /// The exclusive owner of a lock id.
 struct Owner {
     serial: NonZeroU64,
     hold: Hold,
-    /// Granted after a wait and not yet taken by a task
-    /// ([`Holdings::grant_direct`]): not counted as held.
-    unclaimed: bool,
 }
 
 struct Entry {
@@ -162,6 +164,7 @@ impl Holdings {
             granted: self.epoch.elapsed().as_nanos() as u64,
             releasing: false,
             manual: false,
+            unclaimed: false,
         }
     }
 
@@ -230,10 +233,10 @@ impl Holdings {
             else {
                 return;
             };
-            if o.serial != serial || !o.unclaimed {
+            if o.serial != serial || !o.hold.unclaimed {
                 return;
             }
-            o.unclaimed = false;
+            o.hold.unclaimed = false;
             state.held += 1;
         }
         self.settles.notify_waiters();
@@ -253,10 +256,10 @@ impl Holdings {
         else {
             return;
         };
-        if o.serial != serial || o.unclaimed {
+        if o.serial != serial || o.hold.unclaimed {
             return;
         }
-        o.unclaimed = true;
+        o.hold.unclaimed = true;
         state.held -= 1;
     }
 
@@ -274,7 +277,7 @@ impl Holdings {
                 .entries
                 .get(&lock_id)
                 .and_then(|e| e.owner.as_ref())
-                .is_some_and(|o| o.unclaimed);
+                .is_some_and(|o| o.hold.unclaimed);
             if !unclaimed {
                 return;
             }
@@ -291,16 +294,13 @@ impl Holdings {
         state: &mut State,
         lock_id: i64,
         serial: NonZeroU64,
-        hold: Hold,
+        mut hold: Hold,
         claimed: bool,
     ) -> Option<Owner> {
         let e = state.entries.get_mut(&lock_id).expect("entry just ensured");
-        let previous = e.owner.replace(Owner {
-            serial,
-            hold,
-            unclaimed: !claimed,
-        });
-        let was_counted = previous.as_ref().is_some_and(|o| !o.unclaimed);
+        hold.unclaimed = !claimed;
+        let previous = e.owner.replace(Owner { serial, hold });
+        let was_counted = previous.as_ref().is_some_and(|o| !o.hold.unclaimed);
         state.held = state.held + usize::from(claimed) - usize::from(was_counted);
         previous
     }
@@ -321,11 +321,11 @@ impl Holdings {
                 Some(e) if e.owner.as_ref().is_some_and(|o| o.serial == serial) => e.owner.take(),
                 _ => None,
             };
-            if removed.as_ref().is_some_and(|o| !o.unclaimed) {
+            if removed.as_ref().is_some_and(|o| !o.hold.unclaimed) {
                 state.held -= 1;
             }
             state.tidy(lock_id);
-            removed.is_some_and(|o| o.unclaimed)
+            removed.is_some_and(|o| o.hold.unclaimed)
         };
         if unclaimed {
             self.settles.notify_waiters();
@@ -340,7 +340,7 @@ impl Holdings {
             .entries
             .get(&lock_id)
             .and_then(|e| e.owner.as_ref())
-            .is_some_and(|o| !o.unclaimed);
+            .is_some_and(|o| !o.hold.unclaimed);
         exclusive || state.readers.values().any(|r| r.lock_id == lock_id)
     }
 
@@ -368,5 +368,15 @@ impl ReleaseBook for Holdings {
 
     fn put_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
         self.keep_manual(lock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A held lock's bucket in the book: part of the client memory per held
+    /// lock the bench reports (10,000 locks sit in 16,384 buckets).
+    #[test]
+    fn an_exclusive_entry_stays_within_80_bytes() {
+        assert!(std::mem::size_of::<(i64, super::Entry)>() <= 80);
     }
 }

@@ -289,7 +289,7 @@ impl Actor {
         let lost = state.held.len();
         state.shared_mode.clear();
         for (lock_id, token) in state.held.drain() {
-            state.ctx.finish(lock_id, token);
+            state.ctx.finish(lock_id, token.into());
         }
         state.mailbox.set_held(0);
         metrics::held(-(lost as f64));

@@ -78,7 +78,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                 token,
                 reply,
             } => {
-                if s.held.get(&lock_id) != Some(&token) {
+                if s.held.get(&lock_id) != Some(&token.into()) {
                     // Already released (release_all) or never ours.
                     s.ctx.finish(lock_id, token);
                     if let Some(r) = reply {

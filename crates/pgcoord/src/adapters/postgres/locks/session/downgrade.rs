@@ -89,7 +89,7 @@ pub(super) async fn run_downgrade(
     token: HoldToken,
     reply: UnlockReply,
 ) {
-    if s.held.get(&lock_id) != Some(&token) {
+    if s.held.get(&lock_id) != Some(&token.into()) {
         let _ = reply.send(Ok(false));
         return;
     }

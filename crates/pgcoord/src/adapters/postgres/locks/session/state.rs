@@ -11,7 +11,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::super::held_lock::{HeldLock, SessionRef, UnlockReply};
-use super::super::hold_token::HoldToken;
+use super::super::hold_token::{HoldToken, PackedToken};
 use super::super::holdings::Reservation;
 use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
@@ -25,7 +25,7 @@ pub(super) struct SessionState {
     pub(super) client: Client,
     pub(super) statements: Statements,
     /// lock id -> token of the owner, for every lock this session holds.
-    pub(super) held: HashMap<i64, HoldToken>,
+    pub(super) held: HashMap<i64, PackedToken>,
     /// The lock ids of `held` held in shared mode (a shared hold, or a
     /// downgraded lock): their unlock is `pg_advisory_unlock_shared`.
     pub(super) shared_mode: HashSet<i64>,
@@ -77,7 +77,7 @@ impl SessionState {
             Some(res) => book.grant_reserved(res, &session),
             None => book.grant_direct(lock_id, &key, &session),
         };
-        self.held.insert(lock_id, token);
+        self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
         super::super::metrics::held(1.0);
         let waited = reservation_was_none;
@@ -98,7 +98,7 @@ impl SessionState {
         let session: SessionRef = self.mailbox.clone();
         let book = &self.ctx.holdings;
         let token = book.grant_reader(lock_id, &key, &session);
-        self.held.insert(lock_id, token);
+        self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
         self.shared_mode.insert(lock_id);
         super::super::metrics::held(1.0);
