@@ -1,7 +1,7 @@
 //! Fault injection: `pg_terminate_backend` of the manager's sessions.
 //!
 //! A batched session holding many locks, a dedicated session holding one, a
-//! dedicated session waiting: every affected guard reports the loss, the
+//! dedicated session waiting, manual locks: every affected guard reports the loss, the
 //! others stay held, the manager goes on with fresh sessions, and nothing
 //! leaks (manager counts, `pg_locks`, server sessions).
 
@@ -226,4 +226,37 @@ async fn terminated_waiting_session_fails_the_wait_with_a_typed_error() {
     g.release().await.unwrap();
     blocker.close().await.unwrap();
     assert_no_leak(&m, &client, "waiter").await;
+}
+
+/// A manual lock (a guard turned into one, released by key) has no guard
+/// to tell, but its loss still shows: the manager stops counting it and
+/// releasing it by key says it is not held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_session_drops_its_manual_locks_from_the_book() {
+    let (_cluster, db) = private_db(&[]).await;
+    let client = db.connect().await.unwrap();
+    let m = PostgresLockManager::builder(db.config().into())
+        .holder_id("manual-victim")
+        .batched_sessions(1)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..20).map(|i| key(&format!("manual-{i}"))).collect();
+    for k in &keys {
+        let guard = m.try_lock(k).await.unwrap().expect("free key");
+        guard.into_manual();
+    }
+    assert_eq!(m.held_lock_count(), keys.len());
+    let pids = m.batched_session_pids();
+    assert_eq!(pids.len(), 1);
+    terminate(&client, pids[0]).await;
+    eventually("the book forgets the lost manual locks", SECS, || {
+        m.held_lock_count() == 0
+    })
+    .await;
+    for k in &keys {
+        assert!(!m.is_held(k), "{k} still counted as held");
+    }
+    let err = m.release(&keys[0]).await.unwrap_err();
+    assert!(err.is_not_held() || err.is_lock_lost(), "{err:?}");
+    assert_no_leak(&m, &client, "manual-victim").await;
 }
