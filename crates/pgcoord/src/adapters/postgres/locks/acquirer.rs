@@ -326,6 +326,7 @@ impl Acquirer {
             }),
             abandon,
             permit: None,
+            seat: None,
             reply: tx,
         };
         let session = self.open_batched(0);

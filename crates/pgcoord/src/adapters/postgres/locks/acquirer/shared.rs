@@ -65,6 +65,7 @@ impl Acquirer {
             }),
             abandon,
             permit: None,
+            seat: None,
             reply: tx,
         };
         if single {

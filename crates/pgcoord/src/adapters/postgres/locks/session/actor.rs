@@ -33,6 +33,8 @@ struct Actor {
     rx: mpsc::UnboundedReceiver<Op>,
     /// A dedicated session's place among the manager's wait sessions.
     permit: Option<OwnedSemaphorePermit>,
+    /// Its seat among a key's dedicated sessions, while it serves a line.
+    seat: Option<OwnedSemaphorePermit>,
     parked: bool,
     buffers: BatchBuffers,
 }
@@ -45,6 +47,7 @@ pub(crate) fn spawn(ctx: Arc<SessionContext>, kind: Kind, pool: Weak<WaitPool>) 
         pool,
         rx,
         permit: None,
+        seat: None,
         parked: false,
         buffers: BatchBuffers::default(),
     };
@@ -151,9 +154,13 @@ impl Actor {
                     }
                     tick.reset();
                     if self.kind == Kind::Dedicated && state.held.is_empty() && !self.parked {
-                        // Back to the pool, or done.
+                        // Back to the pool, or done. The places go only
+                        // once it is parked: a line waiting for its key's
+                        // seat then finds this session idle.
+                        let parked = self.park(&state);
                         self.permit = None;
-                        if !self.park(&state) {
+                        self.seat = None;
+                        if !parked {
                             break;
                         }
                     }
@@ -187,6 +194,7 @@ impl Actor {
                     self.parked = false;
                     // Kept while the session holds what the wait was granted.
                     self.permit = req.permit.take();
+                    self.seat = req.seat.take();
                     ok = run_wait(state, req).await;
                 }
                 Op::TryAny { candidates, reply } => {

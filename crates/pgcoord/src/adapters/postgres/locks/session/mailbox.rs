@@ -99,6 +99,10 @@ pub(crate) struct WaitRequest {
     /// The wait's place among the manager's dedicated sessions; the actor
     /// takes it and keeps it while the session holds the granted lock.
     pub(crate) permit: Option<OwnedSemaphorePermit>,
+    /// The wait's seat among its key's dedicated sessions (a wait line's
+    /// wait only), kept like `permit` and given back once the session is
+    /// parked again.
+    pub(crate) seat: Option<OwnedSemaphorePermit>,
     pub(crate) reply: oneshot::Sender<WaitOutcome>,
 }
 

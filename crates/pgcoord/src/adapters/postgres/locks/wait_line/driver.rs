@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +64,13 @@ impl WaitLines {
 
     /// Serves the line until nobody is left in it.
     pub(super) async fn drive(self: Arc<Self>, lock_id: i64, key: Arc<str>, changed: Arc<Notify>) {
+        let seats = self.seats.of(lock_id);
+        self.serve(lock_id, &key, &changed, &seats).await;
+        drop(seats);
+        self.seats.line_ended(lock_id);
+    }
+
+    async fn serve(&self, lock_id: i64, key: &Arc<str>, changed: &Notify, seats: &Arc<Semaphore>) {
         while let Some(lock_timeout) = self.next_wait(lock_id) {
             // A queued wait takes a place in the server's lock table: it
             // counts against the budget like a held lock.
@@ -72,9 +79,16 @@ impl WaitLines {
                 self.fail(lock_id, true, || AcquireFailure::BudgetExceeded { limit });
                 continue;
             };
+            // One of the key's two sessions (see `seats.rs`): with both
+            // busy, the wait waits for one to be parked instead of opening
+            // a third.
+            let seat = seats.clone().acquire_owned();
+            let Some(Ok(seat)) = self.while_waited(lock_id, changed, seat).await else {
+                continue; // nobody waits any more (the seats never close)
+            };
             let permits = self.pool.permits.clone();
             let acquire = permits.acquire_owned();
-            let Some(permit) = self.while_waited(lock_id, &changed, acquire).await else {
+            let Some(permit) = self.while_waited(lock_id, changed, acquire).await else {
                 continue;
             };
             let Ok(permit) = permit else {
@@ -90,6 +104,7 @@ impl WaitLines {
                 lock_timeout,
                 abandon: abandon.clone(),
                 permit: Some(permit),
+                seat: Some(seat),
                 reply: tx,
             };
             if let Err(open_error) = session::send_dedicated(&self.ctx, &self.pool, request) {
@@ -99,7 +114,7 @@ impl WaitLines {
                 continue;
             }
             let server_gives_up = lock_timeout.map(|t| Instant::now() + t);
-            let outcome = match self.while_waited(lock_id, &changed, &mut rx).await {
+            let outcome = match self.while_waited(lock_id, changed, &mut rx).await {
                 Some(outcome) => outcome,
                 None => {
                     // Nobody wants the lock any more. A wait the server ends

@@ -17,6 +17,7 @@
 //! This file keeps the lines; `driver.rs` serves each one.
 
 mod driver;
+mod seats;
 
 use super::metrics::WaitingTask;
 use std::collections::{HashMap, VecDeque};
@@ -47,6 +48,8 @@ pub(crate) struct WaitLines {
     pub(super) ctx: Arc<SessionContext>,
     pub(super) pool: Arc<WaitPool>,
     lines: Mutex<HashMap<i64, Line>>,
+    /// At most two dedicated sessions per key ([`seats`]).
+    seats: seats::Seats,
     /// Told when a line ends or a task joins one (see [`Self::settled`]).
     activity: Notify,
 }
@@ -74,6 +77,7 @@ impl WaitLines {
             ctx,
             pool,
             lines: Mutex::new(HashMap::new()),
+            seats: seats::Seats::default(),
             activity: Notify::new(),
         })
     }
