@@ -283,9 +283,20 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
     let lock_id = crate::lock_id_for_key(&format!("eventsource:verify:{}", uuid::Uuid::new_v4()));
     let seen = probe::observe(&a.client, &b.client, lock_id).await?;
     judge(&seen).map_err(failed)?;
-    probe::exercise(&a.client, &b.client, lock_id)
-        .await?
-        .map_err(failed)?;
+    if let Err(problem) = probe::exercise(&a.client, &b.client, lock_id).await? {
+        // A function that seems to misbehave is often a pooler that moved
+        // the session to another backend mid-way (the first look can see
+        // the same backend twice by chance): say so when it did.
+        let now = probe::backend_pid(&a.client).await?;
+        return Err(failed(if now != seen.a_pid_first {
+            VerifyProblem::SessionNotKept {
+                first: seen.a_pid_first,
+                second: now,
+            }
+        } else {
+            problem
+        }));
+    }
     let look_alikes = probe::look_alikes(&a.client).await?;
     let (server_version, numeric, shown, capacity) = server_facts(&a.client).await?;
     let replication = replication::replication(&a.client).await?;

@@ -93,6 +93,11 @@ pub(super) async fn without_statement_timeout(c: &Client) -> Result<()> {
         })
 }
 
+/// The backend pid serving `c`'s next statement.
+pub(super) async fn backend_pid(c: &Client) -> Result<i32> {
+    Ok(c.query_one(PID, &[]).await.map_err(query_failed)?.get(0))
+}
+
 /// The original observations: try-lock, session kept, lock recorded,
 /// conflict, release. A is left holding the key when it took it.
 pub(super) async fn observe(a: &Client, b: &Client, id: i64) -> Result<Observations> {
