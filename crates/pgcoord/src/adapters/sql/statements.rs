@@ -35,9 +35,19 @@ pub struct SqlTable {
     fields: Vec<FieldDescriptor>,
     columns: Vec<FieldDescriptor>,
     select_list: String,
+    /// The texts of the hottest statements, built with the table: `get`
+    /// by [`DeletedRows`] policy, then the one-row upsert.
+    hot: HotTexts,
     /// SQL texts that depend only on their shape (statement, row count),
     /// built once: the hot statements skip the formatting.
     texts: Arc<Mutex<SqlTexts>>,
+}
+
+/// The prebuilt texts of [`SqlTable::get`] and of the one-row upsert.
+#[derive(Debug, Clone, Default)]
+struct HotTexts {
+    get: [Arc<str>; 3],
+    upsert_one: Arc<str>,
 }
 
 /// SQL texts by (statement, shape).
@@ -63,14 +73,25 @@ impl SqlTable {
                 Dialect::Sqlite => quote_ident(&f.name),
             })
             .collect();
-        Self {
+        let mut t = Self {
             dialect,
             table: table.into(),
             fields,
             columns: all,
             select_list: select.join(", "),
+            hot: HotTexts::default(),
             texts: Arc::default(),
-        }
+        };
+        t.hot = HotTexts {
+            get: [
+                DeletedRows::Exclude,
+                DeletedRows::Include,
+                DeletedRows::Only,
+            ]
+            .map(|d| t.get_text(d).into()),
+            upsert_one: t.upsert_text(1).into(),
+        };
+        t
     }
 
     /// The dialect.
@@ -133,16 +154,16 @@ impl SqlTable {
     }
 
     /// The SQL text of shape `key`, built by `build` the first time.
-    fn text(&self, key: (&'static str, usize), build: impl FnOnce() -> String) -> String {
+    fn text(&self, key: (&'static str, usize), build: impl FnOnce() -> String) -> Arc<str> {
         let mut texts = self.texts.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = texts.get(&key) {
-            return t.to_string();
+            return t.clone();
         }
         let t: Arc<str> = build().into();
         if texts.len() < MAX_CACHED_TEXTS {
             texts.insert(key, t.clone());
         }
-        t.to_string()
+        t
     }
 
     fn builder(&self) -> Builder {
@@ -179,9 +200,10 @@ impl SqlTable {
         for r in records {
             self.push_record_values(&mut params, r, now);
         }
-        let sql = self.text(("upsert", records.len()), || {
-            self.upsert_text(records.len())
-        });
+        let sql = match records.len() {
+            1 => self.hot.upsert_one.clone(),
+            n => self.text(("upsert", n), || self.upsert_text(n)),
+        };
         Statement { sql, params }
     }
 
@@ -292,7 +314,7 @@ impl SqlTable {
     /// `DELETE` of every row.
     pub fn truncate(&self) -> Statement {
         Statement {
-            sql: format!("DELETE FROM {}", self.quoted_table()),
+            sql: format!("DELETE FROM {}", self.quoted_table()).into(),
             params: Vec::new(),
         }
     }

@@ -149,50 +149,117 @@ impl SqliteDatabase {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
-        let ended = || {
-            Error::InvalidArgument(
-                "the SQLite transaction this repository was bound to has ended".into(),
-            )
-        };
-        let inline = inline_allowed();
-        let receiver = match access {
+        if !inline_allowed() {
+            return Box::pin(self.run_queued(access, f)).await;
+        }
+        // The common case, without an await: the gate free (a free gate
+        // has no waiters: tokio's mutex hands a released permit straight to
+        // the first waiter) or held by this call's transaction, and nothing
+        // queued, checked while the gate is held. Anything else takes the
+        // boxed path, which keeps this future small.
+        match access {
             Access::Gated => {
-                // Queued (or run) while holding the gate, so after every
-                // statement of a transaction that ended before and before
-                // the `BEGIN` of any that starts after: the queue keeps that
-                // order, and the gate need not be held while a queued call
-                // runs.
-                let _gate = self.shared.gate.lock().await;
-                let f = move |conn: &mut Connection| {
-                    discard_leaked_transaction(conn);
-                    f(conn)
-                };
-                if inline {
-                    return self.shared.worker.run_here(f).await;
+                if let Ok(_gate) = self.shared.gate.try_lock() {
+                    if self.shared.worker.pending() == 0 {
+                        return self.shared.worker.run_inline(|conn| {
+                            discard_leaked_transaction(conn);
+                            f(conn)
+                        });
+                    }
                 }
-                self.shared.worker.submit(f)?
             }
             Access::InTransaction(active) => {
                 if !active.load(Ordering::Acquire) {
-                    return Err(ended());
+                    return Err(transaction_ended());
+                }
+                if self.shared.worker.pending() == 0 {
+                    return self.shared.worker.run_inline(|conn| {
+                        // Checked with the connection: a transaction dropped
+                        // meanwhile has queued its rollback, which may have
+                        // run first.
+                        if !active.load(Ordering::Acquire) {
+                            return Err(transaction_ended());
+                        }
+                        f(conn)
+                    });
+                }
+            }
+        }
+        Box::pin(self.run_inline_after_queue(access, f)).await
+    }
+
+    /// [`SqliteDatabase::run`] on the caller's thread once the gate is
+    /// taken and what was queued before has run.
+    async fn run_inline_after_queue<T, F>(&self, access: &Access, f: F) -> Result<T>
+    where
+        F: FnOnce(&mut Connection) -> Result<T>,
+    {
+        match access {
+            Access::Gated => {
+                // Taken while holding the gate, so after every statement of
+                // a transaction that ended before and before the `BEGIN` of
+                // any that starts after.
+                let _gate = self.shared.gate.lock().await;
+                self.shared
+                    .worker
+                    .run_here(|conn| {
+                        discard_leaked_transaction(conn);
+                        f(conn)
+                    })
+                    .await
+            }
+            Access::InTransaction(active) => {
+                // The transaction holds the gate: nothing but its own calls
+                // (and a rollback, should it be dropped) is queued.
+                let active = active.clone();
+                self.shared
+                    .worker
+                    .run_here(move |conn| {
+                        // Checked with the connection: a transaction dropped
+                        // meanwhile has queued its rollback ahead of this.
+                        if !active.load(Ordering::Acquire) {
+                            return Err(transaction_ended());
+                        }
+                        f(conn)
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// [`SqliteDatabase::run`] queued to the database's thread (a
+    /// current-thread runtime, where the caller's thread cannot block).
+    async fn run_queued<T, F>(&self, access: &Access, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let receiver = match access {
+            Access::Gated => {
+                // Queued while holding the gate: the queue keeps the order
+                // described in `run_inline_after_queue`, and the gate need
+                // not be held while a queued call runs.
+                let _gate = self.shared.gate.lock().await;
+                self.shared.worker.submit(move |conn| {
+                    discard_leaked_transaction(conn);
+                    f(conn)
+                })?
+            }
+            Access::InTransaction(active) => {
+                if !active.load(Ordering::Acquire) {
+                    return Err(transaction_ended());
                 }
                 let active = active.clone();
-                let f = move |conn: &mut Connection| {
+                self.shared.worker.submit(move |conn| {
                     // Checked again with the connection: a transaction
                     // dropped after this call was queued has queued its
                     // rollback behind it, and the statement must not run in
                     // a transaction that is over.
                     if !active.load(Ordering::Acquire) {
-                        return Err(ended());
+                        return Err(transaction_ended());
                     }
                     f(conn)
-                };
-                if inline {
-                    // The transaction holds the gate: nothing but its own
-                    // calls (and a rollback, should it be dropped) is queued.
-                    return self.shared.worker.run_here(f).await;
-                }
-                self.shared.worker.submit(f)?
+                })?
             }
         };
         outcome(receiver).await
@@ -293,6 +360,10 @@ impl fmt::Debug for SqliteDatabase {
 /// closure given to [`SqliteDatabase::call`] that began one and did not end
 /// it). Only run by calls queued while holding the gate, when no
 /// [`SqliteTransaction`] is live, so an open transaction here is a leak.
+fn transaction_ended() -> Error {
+    Error::InvalidArgument("the SQLite transaction this repository was bound to has ended".into())
+}
+
 pub(super) fn discard_leaked_transaction(conn: &Connection) {
     if !conn.is_autocommit() {
         tracing::warn!("rolling back a SQLite transaction left open by a cancelled call");

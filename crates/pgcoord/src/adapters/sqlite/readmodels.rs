@@ -251,28 +251,49 @@ fn params(stmt: &Statement) -> impl Iterator<Item = LiteParam<'_>> {
 
 /// Runs a row-returning statement and decodes every row.
 fn query_records(conn: &Connection, table: &SqlTable, stmt: &Statement) -> Result<Vec<Record>> {
-    let columns = table.columns();
     let mut prepared = conn.prepare_cached(&stmt.sql).map_err(sqlite_error)?;
     let mut rows = prepared
         .query(rusqlite::params_from_iter(params(stmt)))
         .map_err(sqlite_error)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(sqlite_error)? {
-        let mut values = Vec::with_capacity(columns.len());
-        for (i, field) in columns.iter().enumerate() {
-            let raw = row.get_ref(i).map_err(sqlite_error)?;
-            values.push(from_sql(raw, field).map_err(|e| with_table(e, table.table()))?);
-        }
-        let record = table.record_from_row(values).ok_or_else(|| {
-            Error::from(ReadModelError::schema_mismatch(
-                table.table(),
-                "id",
-                "a base column holds an unexpected value",
-            ))
-        })?;
-        out.push(record);
+        out.push(decode_row(row, table)?);
     }
     Ok(out)
+}
+
+/// Runs a statement that returns at most one row (by primary key) and
+/// decodes that row straight into `M`: one step, no vector of records.
+fn query_first<M: ReadModel>(
+    conn: &Connection,
+    table: &SqlTable,
+    stmt: &Statement,
+) -> Result<Option<M>> {
+    let mut prepared = conn.prepare_cached(&stmt.sql).map_err(sqlite_error)?;
+    let mut rows = prepared
+        .query(rusqlite::params_from_iter(params(stmt)))
+        .map_err(sqlite_error)?;
+    match rows.next().map_err(sqlite_error)? {
+        Some(row) => Ok(Some(decode_row(row, table)?.into_model(table.fields())?)),
+        None => Ok(None),
+    }
+}
+
+/// One row, in [`SqlTable::columns`] order, as a record.
+fn decode_row(row: &rusqlite::Row<'_>, table: &SqlTable) -> Result<Record> {
+    let columns = table.columns();
+    let mut values = Vec::with_capacity(columns.len());
+    for (i, field) in columns.iter().enumerate() {
+        let raw = row.get_ref(i).map_err(sqlite_error)?;
+        values.push(from_sql(raw, field).map_err(|e| with_table(e, table.table()))?);
+    }
+    table.record_from_row(values).ok_or_else(|| {
+        Error::from(ReadModelError::schema_mismatch(
+            table.table(),
+            "id",
+            "a base column holds an unexpected value",
+        ))
+    })
 }
 
 fn with_table(e: Error, table: &str) -> Error {

@@ -18,26 +18,29 @@ const WIDTH: usize = 27;
 
 /// `t` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (microseconds truncated).
 pub(super) fn format(t: &DateTime<Utc>) -> String {
-    let (year, nanos) = (t.year(), t.nanosecond());
+    // The naive form once: each accessor of `DateTime` converts again.
+    let n = t.naive_utc();
+    let (year, nanos) = (n.year(), n.nanosecond());
     if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
         return t.format(TIMESTAMP_FORMAT).to_string();
     }
     let mut b = [0u8; WIDTH];
     digits(&mut b[0..4], year as u32);
     b[4] = b'-';
-    digits(&mut b[5..7], t.month());
+    digits(&mut b[5..7], n.month());
     b[7] = b'-';
-    digits(&mut b[8..10], t.day());
+    digits(&mut b[8..10], n.day());
     b[10] = b'T';
-    digits(&mut b[11..13], t.hour());
+    digits(&mut b[11..13], n.hour());
     b[13] = b':';
-    digits(&mut b[14..16], t.minute());
+    digits(&mut b[14..16], n.minute());
     b[16] = b':';
-    digits(&mut b[17..19], t.second());
+    digits(&mut b[17..19], n.second());
     b[19] = b'.';
     digits(&mut b[20..26], nanos / 1_000);
     b[26] = b'Z';
-    b.iter().copied().map(char::from).collect()
+    // Only ASCII digits and separators were written.
+    String::from_utf8(b.to_vec()).expect("ASCII")
 }
 
 /// Writes `n` as decimal digits filling `out` (leading zeros).

@@ -154,6 +154,17 @@ impl Worker {
             // First in, first out: what was queued before runs before.
             self.call(|_| Ok(())).await?;
         }
+        self.run_inline(f)
+    }
+
+    /// Runs `f` on the caller's thread inside
+    /// [`tokio::task::block_in_place`] now; the caller has checked that
+    /// nothing is queued ([`Worker::pending`] is 0) and keeps new calls
+    /// from being queued meanwhile, as for [`Worker::run_here`].
+    pub(super) fn run_inline<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(&mut Connection) -> Result<T>,
+    {
         tokio::task::block_in_place(|| guarded(f, &mut lock(&self.conn)))
     }
 }

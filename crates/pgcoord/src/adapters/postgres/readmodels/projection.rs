@@ -297,7 +297,7 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         };
         let tx = client.transaction().await.map_err(query_error)?;
         let n = tx
-            .execute(self.table.truncate().sql.as_str(), &[])
+            .execute(&*self.table.truncate().sql, &[])
             .await
             .map_err(query_error)?;
         tx.execute(SQL.delete, &[&projection])

@@ -248,7 +248,7 @@ impl<M: ReadModel, S: PgClientSource> ReadModelRepository<M> for PostgresReadMod
         traced(span, async move {
             let client = self.source.client().await?;
             client
-                .execute(self.table.truncate().sql.as_str(), &[])
+                .execute(&*self.table.truncate().sql, &[])
                 .await
                 .map_err(query_error)
         })

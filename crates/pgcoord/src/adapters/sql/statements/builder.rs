@@ -2,6 +2,8 @@
 //! the placeholder-numbering `Builder`, and the per-dialect casts and
 //! comparisons every repository statement uses.
 
+use std::sync::Arc;
+
 use crate::adapters::sql::Dialect;
 use crate::ports::readmodels::{FieldType, Value};
 
@@ -17,8 +19,10 @@ pub struct Param {
 /// One SQL statement with its parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Statement {
-    /// The SQL text, with `$n` (PostgreSQL) or `?n` (SQLite) placeholders.
-    pub sql: String,
+    /// The SQL text, with `$n` (PostgreSQL) or `?n` (SQLite) placeholders;
+    /// shared, so the hot statements' texts are built once per table and
+    /// not copied per call.
+    pub sql: Arc<str>,
     /// The parameters, in placeholder order.
     pub params: Vec<Param>,
 }
@@ -64,7 +68,7 @@ impl Builder {
 
     pub(super) fn finish(self) -> Statement {
         Statement {
-            sql: self.sql,
+            sql: self.sql.into(),
             params: self.params,
         }
     }

@@ -11,26 +11,28 @@ use crate::ports::readmodels::{Direction, FieldType, Operand, Operator, Value};
 impl SqlTable {
     /// `SELECT` of one row by id, with a soft-delete policy.
     pub fn get(&self, id: Uuid, deleted: DeletedRows) -> Statement {
-        let sql = self.text(("get", deleted as usize), || {
-            let mut sql = format!(
-                "SELECT {} FROM {} WHERE \"id\" = {}",
-                self.select_list,
-                self.quoted_table(),
-                placeholder(self.dialect, 1, &FieldType::Uuid)
-            );
-            if let Some(cond) = Self::deleted_condition(deleted) {
-                sql.push_str(" AND ");
-                sql.push_str(cond);
-            }
-            sql
-        });
         Statement {
-            sql,
+            sql: self.hot.get[deleted as usize].clone(),
             params: vec![Param {
                 value: Value::Uuid(id),
                 field_type: FieldType::Uuid,
             }],
         }
+    }
+
+    /// The text of [`SqlTable::get`], built once per table.
+    pub(super) fn get_text(&self, deleted: DeletedRows) -> String {
+        let mut sql = format!(
+            "SELECT {} FROM {} WHERE \"id\" = {}",
+            self.select_list,
+            self.quoted_table(),
+            placeholder(self.dialect, 1, &FieldType::Uuid)
+        );
+        if let Some(cond) = Self::deleted_condition(deleted) {
+            sql.push_str(" AND ");
+            sql.push_str(cond);
+        }
+        sql
     }
 
     /// `SELECT` of the live rows among `ids` (in no particular order).

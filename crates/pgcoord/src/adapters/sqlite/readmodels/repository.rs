@@ -9,10 +9,8 @@ impl<M: ReadModel> ReadModelRepository<M> for SqliteReadModelRepository<M> {
     async fn get(&self, id: Uuid) -> Result<Option<M>> {
         let span = repo_span!("sqlite", self.table.table(), None, "get");
         traced(span, async move {
-            let records = self
-                .with(move |c, t| query_records(c, t, &t.get(id, DeletedRows::Exclude)))
-                .await?;
-            Ok(self.decode_all(records)?.into_iter().next())
+            self.with(move |c, t| query_first(c, t, &t.get(id, DeletedRows::Exclude)))
+                .await
         })
         .await
     }
@@ -45,12 +43,8 @@ impl<M: ReadModel> ReadModelRepository<M> for SqliteReadModelRepository<M> {
         let span = repo_span!("sqlite", self.table.table(), None, "save");
         traced(span, async move {
             let record = Record::from_model(model, self.table.fields())?;
-            let records = self
-                .with(move |c, t| query_records(c, t, &t.upsert(&record, now_micros())))
-                .await?;
-            self.decode_all(records)?
-                .into_iter()
-                .next()
+            self.with(move |c, t| query_first(c, t, &t.upsert(&record, now_micros())))
+                .await?
                 .ok_or_else(|| backend("upsert returned no row"))
         })
         .await
@@ -123,10 +117,8 @@ impl<M: ReadModel> ReadModelRepository<M> for SqliteReadModelRepository<M> {
     async fn get_deleted(&self, id: Uuid) -> Result<Option<M>> {
         let span = repo_span!("sqlite", self.table.table(), None, "get_deleted");
         traced(span, async move {
-            let records = self
-                .with(move |c, t| query_records(c, t, &t.get(id, DeletedRows::Only)))
-                .await?;
-            Ok(self.decode_all(records)?.into_iter().next())
+            self.with(move |c, t| query_first(c, t, &t.get(id, DeletedRows::Only)))
+                .await
         })
         .await
     }
