@@ -204,6 +204,10 @@ impl LockGuard {
 
     /// Turns the guard into a manual lock, released later by the manager's
     /// `release(key)` (or `release_all`). Returns the lock's info.
+    ///
+    /// A [`LossSignal`] taken from the guard before keeps watching the
+    /// lock: it fires if the lock is lost (its session ends), not when the
+    /// lock is released by key or by `release_all`.
     pub fn into_manual(mut self) -> LockInfo {
         if let Some(backend) = self.backend.take() {
             backend.into_manual();

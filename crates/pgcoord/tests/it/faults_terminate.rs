@@ -260,3 +260,37 @@ async fn a_terminated_session_drops_its_manual_locks_from_the_book() {
     assert!(err.is_not_held() || err.is_lock_lost(), "{err:?}");
     assert_no_leak(&m, &client, "manual-victim").await;
 }
+
+/// A loss signal taken from a guard before it became a manual lock keeps
+/// telling the truth: a `release_all` is the owner's own release, not a
+/// loss, while the end of the session is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_locks_loss_signal_fires_on_session_end_not_on_release_all() {
+    let (_cluster, db) = private_db(&[]).await;
+    let client = db.connect().await.unwrap();
+    let m = PostgresLockManager::builder(db.config().into())
+        .holder_id("manual-signal")
+        .batched_sessions(1)
+        .build()
+        .unwrap();
+    let released = key("manual-released");
+    let guard = m.try_lock(&released).await.unwrap().expect("free key");
+    let signal = guard.loss_signal();
+    guard.into_manual();
+    m.release_all().await.unwrap();
+    assert!(!m.is_held(&released));
+    assert!(!signal.is_lost(), "release_all is a release, not a loss");
+
+    let ended = key("manual-ended");
+    let guard = m.try_lock(&ended).await.unwrap().expect("free key");
+    let signal = guard.loss_signal();
+    guard.into_manual();
+    let pids = m.batched_session_pids();
+    assert_eq!(pids.len(), 1);
+    terminate(&client, pids[0]).await;
+    tokio::time::timeout(SECS, signal.lost())
+        .await
+        .expect("the manual lock's loss signal fires when its session ends");
+    assert!(!m.is_held(&ended));
+    assert_no_leak(&m, &client, "manual-signal").await;
+}
