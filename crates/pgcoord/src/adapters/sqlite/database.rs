@@ -149,6 +149,29 @@ impl SqliteDatabase {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
+        let in_transaction = match access {
+            Access::Gated => None,
+            Access::InTransaction(active) => {
+                if !active.load(Ordering::Acquire) {
+                    return Err(transaction_ended());
+                }
+                Some(active.clone())
+            }
+        };
+        // What every path checks with the connection before `f`: a gated
+        // call rolls back a transaction a cancelled call left open; a call
+        // of a transaction that was dropped meanwhile (its rollback queued
+        // ahead of this call, maybe run already) must not run.
+        let f = move |conn: &mut Connection| {
+            match &in_transaction {
+                None => discard_leaked_transaction(conn),
+                Some(active) if !active.load(Ordering::Acquire) => {
+                    return Err(transaction_ended());
+                }
+                Some(_) => {}
+            }
+            f(conn)
+        };
         if !inline_allowed() {
             return Box::pin(self.run_queued(access, f)).await;
         }
@@ -157,110 +180,55 @@ impl SqliteDatabase {
         // the first waiter) or held by this call's transaction, and nothing
         // queued, checked while the gate is held. Anything else takes the
         // boxed path, which keeps this future small.
-        match access {
-            Access::Gated => {
-                if let Ok(_gate) = self.shared.gate.try_lock() {
-                    if self.shared.worker.pending() == 0 {
-                        return self.shared.worker.run_inline(|conn| {
-                            discard_leaked_transaction(conn);
-                            f(conn)
-                        });
-                    }
-                }
+        {
+            let gate = match access {
+                Access::Gated => match self.shared.gate.try_lock() {
+                    Ok(gate) => Some(gate),
+                    Err(_) => return Box::pin(self.run_here_in_turn(access, f)).await,
+                },
+                Access::InTransaction(_) => None,
+            };
+            if self.shared.worker.pending() == 0 {
+                return self.shared.worker.run_inline(f);
             }
-            Access::InTransaction(active) => {
-                if !active.load(Ordering::Acquire) {
-                    return Err(transaction_ended());
-                }
-                if self.shared.worker.pending() == 0 {
-                    return self.shared.worker.run_inline(|conn| {
-                        // Checked with the connection: a transaction dropped
-                        // meanwhile has queued its rollback, which may have
-                        // run first.
-                        if !active.load(Ordering::Acquire) {
-                            return Err(transaction_ended());
-                        }
-                        f(conn)
-                    });
-                }
-            }
+            drop(gate);
         }
-        Box::pin(self.run_inline_after_queue(access, f)).await
+        Box::pin(self.run_here_in_turn(access, f)).await
     }
 
-    /// [`SqliteDatabase::run`] on the caller's thread once the gate is
-    /// taken and what was queued before has run.
-    async fn run_inline_after_queue<T, F>(&self, access: &Access, f: F) -> Result<T>
+    /// The gate for a gated call (a transaction's calls run under its
+    /// transaction's hold). Taken before a statement runs or is queued, so
+    /// it comes after every statement of a transaction that ended before
+    /// and before the `BEGIN` of any that starts after.
+    async fn gate_for(&self, access: &Access) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match access {
+            Access::Gated => Some(self.shared.gate.lock().await),
+            Access::InTransaction(_) => None,
+        }
+    }
+
+    /// [`SqliteDatabase::run`] on the caller's thread, after the gate and
+    /// after what was queued before.
+    async fn run_here_in_turn<T, F>(&self, access: &Access, f: F) -> Result<T>
     where
         F: FnOnce(&mut Connection) -> Result<T>,
     {
-        match access {
-            Access::Gated => {
-                // Taken while holding the gate, so after every statement of
-                // a transaction that ended before and before the `BEGIN` of
-                // any that starts after.
-                let _gate = self.shared.gate.lock().await;
-                self.shared
-                    .worker
-                    .run_here(|conn| {
-                        discard_leaked_transaction(conn);
-                        f(conn)
-                    })
-                    .await
-            }
-            Access::InTransaction(active) => {
-                // The transaction holds the gate: nothing but its own calls
-                // (and a rollback, should it be dropped) is queued.
-                let active = active.clone();
-                self.shared
-                    .worker
-                    .run_here(move |conn| {
-                        // Checked with the connection: a transaction dropped
-                        // meanwhile has queued its rollback ahead of this.
-                        if !active.load(Ordering::Acquire) {
-                            return Err(transaction_ended());
-                        }
-                        f(conn)
-                    })
-                    .await
-            }
-        }
+        let _gate = self.gate_for(access).await;
+        self.shared.worker.run_here(f).await
     }
 
     /// [`SqliteDatabase::run`] queued to the database's thread (a
     /// current-thread runtime, where the caller's thread cannot block).
+    /// The queue keeps the gate's order, so the gate is released once the
+    /// call is queued, not held while it runs.
     async fn run_queued<T, F>(&self, access: &Access, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
-        let receiver = match access {
-            Access::Gated => {
-                // Queued while holding the gate: the queue keeps the order
-                // described in `run_inline_after_queue`, and the gate need
-                // not be held while a queued call runs.
-                let _gate = self.shared.gate.lock().await;
-                self.shared.worker.submit(move |conn| {
-                    discard_leaked_transaction(conn);
-                    f(conn)
-                })?
-            }
-            Access::InTransaction(active) => {
-                if !active.load(Ordering::Acquire) {
-                    return Err(transaction_ended());
-                }
-                let active = active.clone();
-                self.shared.worker.submit(move |conn| {
-                    // Checked again with the connection: a transaction
-                    // dropped after this call was queued has queued its
-                    // rollback behind it, and the statement must not run in
-                    // a transaction that is over.
-                    if !active.load(Ordering::Acquire) {
-                        return Err(transaction_ended());
-                    }
-                    f(conn)
-                })?
-            }
+        let receiver = {
+            let _gate = self.gate_for(access).await;
+            self.shared.worker.submit(f)?
         };
         outcome(receiver).await
     }
@@ -356,14 +324,15 @@ impl fmt::Debug for SqliteDatabase {
     }
 }
 
-/// Rolls back a transaction left open outside a [`SqliteTransaction`] (a
-/// closure given to [`SqliteDatabase::call`] that began one and did not end
-/// it). Only run by calls queued while holding the gate, when no
-/// [`SqliteTransaction`] is live, so an open transaction here is a leak.
+/// The error of a call on a repository whose transaction has ended.
 fn transaction_ended() -> Error {
     Error::InvalidArgument("the SQLite transaction this repository was bound to has ended".into())
 }
 
+/// Rolls back a transaction left open outside a [`SqliteTransaction`] (a
+/// closure given to [`SqliteDatabase::call`] that began one and did not end
+/// it). Only run by calls queued while holding the gate, when no
+/// [`SqliteTransaction`] is live, so an open transaction here is a leak.
 pub(super) fn discard_leaked_transaction(conn: &Connection) {
     if !conn.is_autocommit() {
         tracing::warn!("rolling back a SQLite transaction left open by a cancelled call");
