@@ -60,7 +60,14 @@ where
 impl Capture {
     pub fn install(&self) -> tracing::subscriber::DefaultGuard {
         let subscriber = tracing_subscriber::registry().with(self.clone());
-        tracing::subscriber::set_default(subscriber)
+        let guard = tracing::subscriber::set_default(subscriber);
+        // Tests of this binary run on many threads, most with no
+        // subscriber. A callsite first reached by one of them while this
+        // subscriber was being registered can keep the interest it computed
+        // without it ("never"), and its spans would then be missed here;
+        // recomputing every callsite's interest now includes this one.
+        tracing::callsite::rebuild_interest_cache();
+        guard
     }
 
     pub fn spans(&self, name: &str) -> Vec<Captured> {
