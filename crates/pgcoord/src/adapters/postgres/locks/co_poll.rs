@@ -307,6 +307,19 @@ impl<R: Future + Unpin> Future for Helping<R> {
         match (help, this.co.clone()) {
             (Some(false), _) => this.co = None,
             (Some(true), Some(co)) if co.enter(&mut this.id, cx.waker()) => {
+                // Polling the work may answer this very caller. Its reply
+                // would then wake this task while it runs, and tokio treats
+                // a task woken during its own poll as one that yielded: it
+                // goes to the back of the queue and another worker is woken
+                // to take it. So the reply waits on a no-op waker while the
+                // work is polled; the poll below, with the real waker, sees
+                // any answer given meanwhile.
+                let mut quiet = Context::from_waker(Waker::noop());
+                if let Poll::Ready(out) = Pin::new(&mut this.reply).poll(&mut quiet) {
+                    this.co = None;
+                    co.leave(this.id);
+                    return Poll::Ready(out);
+                }
                 co.poll_work();
             }
             _ => {}

@@ -3,8 +3,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::Id;
@@ -63,6 +64,37 @@ async fn a_waiting_caller_runs_the_work_in_its_own_task() {
     let (answered_in, caller_id) = caller.await.expect("caller ran");
     assert_eq!(answered_in, Some(caller_id));
     assert_ne!(answered_in, Some(own_id));
+}
+
+/// A waker that counts its wake-ups.
+struct Counting(AtomicUsize);
+
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// tokio reschedules a task woken during its own poll as one that yielded
+/// (and wakes another worker to take it): an answer the helper produced
+/// itself must not wake it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_helper_answered_by_its_own_polling_is_not_woken_by_the_answer() {
+    let (co, tx, _) = started().await;
+    let gate = Arc::new(Notify::new());
+    let mut rx = ask(&tx, Some(gate.clone()));
+    let wakes = Arc::new(Counting(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut helping = co.help(&mut rx);
+    // The work takes the ask and waits at the gate; the reply waits too.
+    assert!(Pin::new(&mut helping).poll(&mut cx).is_pending());
+    // Opening the gate wakes the work, that is its helper: once.
+    gate.notify_one();
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    // The helper polls the work, which answers it.
+    assert!(Pin::new(&mut helping).poll(&mut cx).is_ready());
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "its own answer woke it");
 }
 
 #[tokio::test(flavor = "current_thread")]
