@@ -12,7 +12,7 @@ use common::lock_rows;
 use fault_support::{key, private_db};
 use pgcoord::{
     error::{AcquireFailure, BackendErrorKind},
-    lock_id_for_key, DistributedLock, Error,
+    lock_id_for_key, DistributedLock, Error, LockRegistry,
 };
 use pgcoord::{postgres::fencing, PostgresLockManager};
 use pgcoord_testkit::locks::eventually_async;
@@ -195,6 +195,12 @@ async fn the_next_holder_waits_for_an_in_flight_protected_write() {
         .unwrap()
         .is_none());
     assert_eq!(lock_rows(&observer, lock_id_for_key(&k)).await, (0, 0));
+    // The busy row failed the try's statement; the manager's book and its
+    // batched session are none the worse for it.
+    assert!(!b.is_held(&k));
+    assert_eq!(b.held_lock_count(), 0);
+    let other = b.try_lock(&key("in-flight-other")).await.unwrap();
+    assert!(other.expect("a free key").fence().is_some());
     // A waiting acquire gets the advisory lock, then waits for the row.
     let waiter = {
         let (b, k) = (b.clone(), k.clone());

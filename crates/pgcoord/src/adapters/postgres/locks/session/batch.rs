@@ -3,6 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use tokio_postgres::error::SqlState;
+
 use super::super::fencing::fence_query_error;
 use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
@@ -130,17 +132,36 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         Ok(Ok(_)) => None,
         Ok(Err(e)) if ends_session(&e) => None,
         Ok(Err(e)) => {
+            // A lone fenced try whose increment met a fence row still locked
+            // by an older holder's protected write (see `TRY_ONE_FENCED`):
+            // the key is busy, not broken. What the statement took is given
+            // back below like any failed try's.
+            let busy_row = s.statements.fenced.is_some()
+                && locks.len() == 1
+                && unlocks.is_empty()
+                && e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE);
             let err = match s.statements.fenced {
                 Some(_) => fence_query_error(e),
                 None => pg_error(e, BackendErrorKind::Query),
             };
-            tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling");
+            match busy_row {
+                true => {
+                    tracing::debug!("fence row busy with a protected write; giving the try back")
+                }
+                false => {
+                    tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling")
+                }
+            }
             if let Some(done) = reconcile(s, ids, is_lock).await {
                 // Failed try-locks report the error; unlocks what the server says.
                 let n = locks.len();
                 for l in locks.drain(..) {
                     drop(l.res);
-                    let _ = l.reply.send(Err(err.clone_shallow()));
+                    let answer = match busy_row {
+                        true => Ok(None),
+                        false => Err(err.clone_shallow()),
+                    };
+                    let _ = l.reply.send(answer);
                 }
                 for (u, ok) in unlocks.drain(..).zip(done.into_iter().skip(n)) {
                     s.settle_unlock(u.lock_id, u.token, ok, u.reply);
