@@ -30,6 +30,10 @@ use reply::{alive, wait_reply};
 /// How long past its deadline a caller waits for its line to answer (the
 /// line ends waits at their deadlines itself; this is a backstop).
 const LINE_BACKSTOP: Duration = Duration::from_secs(1);
+
+/// The shortest timeout for which a recently held key skips its try (a
+/// line may need to connect a session before its wait reaches the server).
+const QUEUE_AT_ONCE_WITHIN: Duration = Duration::from_secs(1);
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) struct Acquirer {
@@ -263,8 +267,15 @@ impl Acquirer {
                 .await?
                 .ok_or(AcquireFailure::Timeout);
         }
-        // Tasks of this manager already queued for the key go first.
-        if !self.lines.has_line(lock_id) {
+        // Tasks of this manager already queued for the key go first. A key
+        // whose try failed a moment ago is queued for at once (see
+        // `wait_line/recent.rs`), unless the deadline is near: then the try
+        // is what tells held from free in time.
+        let queue_at_once = self.lines.has_line(lock_id)
+            || (!self.ctx.settings.single_session
+                && deadline.is_none_or(|d| d >= started + QUEUE_AT_ONCE_WITHIN)
+                && self.lines.recently_held(lock_id));
+        if !queue_at_once {
             let attempt = self.try_batched(lock_id, key);
             let first = match deadline {
                 Some(d) => {
@@ -278,6 +289,7 @@ impl Acquirer {
             if let Some(granted) = first? {
                 return Ok(granted);
             }
+            self.lines.found_held(lock_id);
             // Held elsewhere, and the answer came at or after the deadline:
             // that is the timeout. Queuing now would only leave a wait
             // behind in the server that nobody wants.

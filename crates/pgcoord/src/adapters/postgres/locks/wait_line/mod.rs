@@ -17,6 +17,7 @@
 //! This file keeps the lines; `driver.rs` serves each one.
 
 mod driver;
+mod recent;
 mod seats;
 
 use super::metrics::WaitingTask;
@@ -50,6 +51,8 @@ pub(crate) struct WaitLines {
     lines: Mutex<HashMap<i64, Line>>,
     /// At most two dedicated sessions per key ([`seats`]).
     seats: seats::Seats,
+    /// Keys whose try-lock failed a moment ago ([`recent`]).
+    recent: recent::Recent,
     /// Told when a line ends or a task joins one (see [`Self::settled`]).
     activity: Notify,
 }
@@ -78,6 +81,7 @@ impl WaitLines {
             pool,
             lines: Mutex::new(HashMap::new()),
             seats: seats::Seats::default(),
+            recent: recent::Recent::new(),
             activity: Notify::new(),
         })
     }
@@ -90,6 +94,18 @@ impl WaitLines {
     /// then queues behind them instead of trying first).
     pub(crate) fn has_line(&self, lock_id: i64) -> bool {
         self.lock().contains_key(&lock_id)
+    }
+
+    /// A try-lock of `lock_id` found it held (by anyone).
+    pub(crate) fn found_held(&self, lock_id: i64) {
+        self.recent.held(lock_id);
+    }
+
+    /// Whether a try-lock of `lock_id` found it held within the last few
+    /// milliseconds: the next acquisition then queues at once (see
+    /// [`recent`]).
+    pub(crate) fn recently_held(&self, lock_id: i64) -> bool {
+        self.recent.contended(lock_id)
     }
 
     /// Joins the line for `lock_id`, starting it if there is none.
