@@ -21,6 +21,7 @@ use super::session::{
 };
 use super::settings::LOCKS_PER_BATCHED_SESSION;
 use super::wait_line::WaitLines;
+use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 mod reply;
 mod shared;
@@ -34,7 +35,6 @@ const LINE_BACKSTOP: Duration = Duration::from_secs(1);
 /// The shortest timeout for which a recently held key skips its try (a
 /// line may need to connect a session before its wait reaches the server).
 const QUEUE_AT_ONCE_WITHIN: Duration = Duration::from_secs(1);
-use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 pub(crate) struct Acquirer {
     pub(crate) ctx: Arc<SessionContext>,

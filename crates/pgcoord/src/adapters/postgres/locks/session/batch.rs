@@ -144,22 +144,20 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                 Some(_) => fence_query_error(e),
                 None => pg_error(e, BackendErrorKind::Query),
             };
-            match busy_row {
-                true => {
-                    tracing::debug!("fence row busy with a protected write; giving the try back")
-                }
-                false => {
-                    tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling")
-                }
+            if busy_row {
+                tracing::debug!("fence row busy with a protected write; giving the try back");
+            } else {
+                tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling");
             }
             if let Some(done) = reconcile(s, ids, is_lock).await {
                 // Failed try-locks report the error; unlocks what the server says.
                 let n = locks.len();
                 for l in locks.drain(..) {
                     drop(l.res);
-                    let answer = match busy_row {
-                        true => Ok(None),
-                        false => Err(err.clone_shallow()),
+                    let answer = if busy_row {
+                        Ok(None)
+                    } else {
+                        Err(err.clone_shallow())
                     };
                     let _ = l.reply.send(answer);
                 }
