@@ -255,12 +255,23 @@ async fn query(
         return Ok(vec![(row.get(0), None)]);
     }
     let row = client.query_one(&st.batch, &[&ids, &is_lock]).await?;
-    let results: Option<Vec<bool>> = row.get(0);
-    Ok(results
-        .unwrap_or_default()
-        .into_iter()
-        .map(|ok| (ok, None))
-        .collect())
+    let failed: Option<Vec<i64>> = row.get(0);
+    Ok(outcomes(ids.len(), &failed.unwrap_or_default()))
+}
+
+/// Per item of a batch of `n`, whether it succeeded, from the 1-based
+/// positions of those that failed. A position out of range is an answer
+/// this session cannot trust: none is returned (the caller's length check
+/// then ends the session).
+fn outcomes(n: usize, failed: &[i64]) -> Vec<(bool, Option<u64>)> {
+    let mut out = vec![(true, None); n];
+    for &pos in failed {
+        match usize::try_from(pos).ok().and_then(|p| p.checked_sub(1)) {
+            Some(i) if i < n => out[i].0 = false,
+            _ => return Vec::new(),
+        }
+    }
+    out
 }
 
 /// After a failed batch: session locks survive a statement error, so ask
@@ -303,5 +314,26 @@ async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
             }
         };
         s.settle_unlock(u.lock_id, u.token, ok, u.reply);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outcomes;
+
+    #[test]
+    fn the_positions_that_failed_mark_their_items_and_no_other() {
+        let got: Vec<bool> = outcomes(4, &[3, 1]).into_iter().map(|(ok, _)| ok).collect();
+        assert_eq!(got, [false, true, false, true]);
+        assert!(outcomes(2, &[])
+            .iter()
+            .all(|(ok, fence)| *ok && fence.is_none()));
+    }
+
+    #[test]
+    fn a_position_outside_the_batch_is_no_answer_at_all() {
+        assert!(outcomes(2, &[3]).is_empty());
+        assert!(outcomes(2, &[0]).is_empty());
+        assert!(outcomes(2, &[-1]).is_empty());
     }
 }

@@ -15,12 +15,16 @@ use crate::ports::error::{BackendError, BackendErrorKind};
 const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";
 const UNLOCK_ONE: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
 /// Locks and unlocks of one batch, in order; `true` in `$2` means lock.
-/// One row comes back, the results as one `bool[]` in the order of `$1`:
-/// a row per id cost the client a message to parse and a row to allocate
-/// per id, and the server a row to send.
-const BATCH: &str = "SELECT pg_catalog.array_agg(CASE WHEN t.op \
+/// One row comes back: the 1-based positions in `$1` of the items that
+/// failed (a try that found the id held, an unlock of an id not held), as
+/// one `int8[]`, NULL when all succeeded. A set of positions needs no
+/// order, so the server does not sort: `array_agg(... ORDER BY n)` over
+/// the results cost it about 0.3 µs an id (pgbench, one backend's CPU).
+/// And a row per id cost the client a message to parse and a row to
+/// allocate per id, and the server a row to send.
+const BATCH: &str = "SELECT pg_catalog.array_agg(t.n) FILTER (WHERE NOT CASE WHEN t.op \
      THEN pg_catalog.pg_try_advisory_lock(t.id) \
-     ELSE pg_catalog.pg_advisory_unlock(t.id) END ORDER BY t.n) \
+     ELSE pg_catalog.pg_advisory_unlock(t.id) END) \
      FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[])) \
      WITH ORDINALITY AS t(id, op, n)";
 const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
