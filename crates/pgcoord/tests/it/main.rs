@@ -29,6 +29,8 @@ mod tls_support;
 #[cfg(feature = "postgres")]
 mod bad_input_postgres;
 #[cfg(feature = "postgres")]
+mod batched_routing;
+#[cfg(feature = "postgres")]
 mod chaos_checker;
 #[cfg(feature = "postgres")]
 mod coordination_checker;

@@ -17,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::holdings::ReserveError;
 use super::session::{
-    self, session_ended, Granted, Kind, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
+    self, session_ended, Granted, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
-use super::settings::LOCKS_PER_BATCHED_SESSION;
 use super::wait_line::WaitLines;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 mod reply;
+mod routing;
 mod shared;
 
 use reply::{alive, wait_reply};
@@ -79,54 +79,6 @@ impl Acquirer {
             })
             .filter(|pid| *pid != 0)
             .collect()
-    }
-
-    /// The batched session new work goes to: a base one not open yet, else
-    /// the open one holding fewest locks; when even that one holds
-    /// [`LOCKS_PER_BATCHED_SESSION`] or more, one more is opened (up to
-    /// `max_batched_sessions`). Any session will do: no session of this
-    /// manager holds a lock id the book has no entry for.
-    pub(super) fn batched_session(&self) -> SessionHandle {
-        let base = self.ctx.settings.batched_sessions.min(self.batched.len());
-        let mut fewest: Option<(usize, SessionHandle)> = None;
-        let mut first_free = None;
-        for (i, slot) in self.batched.iter().enumerate() {
-            // The slot's guard must be gone before `open_batched` locks it.
-            let live = {
-                let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-                slot.as_ref().filter(|h| !h.is_dead()).cloned()
-            };
-            match live {
-                Some(h) => {
-                    let held = h.held();
-                    if fewest.as_ref().is_none_or(|(n, _)| held < *n) {
-                        fewest = Some((held, h));
-                    }
-                }
-                None if i < base => return self.open_batched(i),
-                None => {
-                    first_free.get_or_insert(i);
-                }
-            }
-        }
-        match (fewest, first_free) {
-            (Some((held, _)), Some(i)) if held >= LOCKS_PER_BATCHED_SESSION => self.open_batched(i),
-            (Some((_, h)), _) => h,
-            (None, _) => self.open_batched(0),
-        }
-    }
-
-    /// The batched session of slot `i`, opened if it is not open.
-    pub(super) fn open_batched(&self, i: usize) -> SessionHandle {
-        let mut slot = self.batched[i].lock().unwrap_or_else(|p| p.into_inner());
-        match slot.as_ref() {
-            Some(h) if !h.is_dead() => h.clone(),
-            _ => {
-                let h = session::spawn(self.ctx.clone(), Kind::Batched, std::sync::Weak::new());
-                *slot = Some(h.clone());
-                h
-            }
-        }
     }
 
     /// One try-lock on a batched session. `Ok(None)`: held

@@ -104,8 +104,10 @@ impl PostgresLockManagerBuilder {
     }
 
     /// How many long-lived sessions carry uncontended locks, their requests
-    /// batched. A new lock goes to the open one holding fewest locks.
-    /// At least 1. Default: 2.
+    /// batched. While only the first of them holds locks, and at most
+    /// 2,048, new locks go to it, so a light load runs as few, large
+    /// statements; otherwise to the one holding fewest locks. At least 1.
+    /// Default: 2.
     pub fn batched_sessions(mut self, n: usize) -> Self {
         self.settings.batched_sessions = n;
         self
@@ -113,9 +115,9 @@ impl PostgresLockManagerBuilder {
 
     /// The most batched sessions. PostgreSQL walks a session's whole local
     /// lock table at the end of every statement, so a session holding
-    /// thousands of locks makes every statement on it slower: when every
-    /// open batched session holds 5,000 locks or more, the manager opens
-    /// one more for new work, up to this many (at least
+    /// thousands of locks makes every statement on it slower: while the
+    /// open batched sessions hold 5,000 locks or more each on average, the
+    /// manager opens one more for new work, up to this many (at least
     /// [`batched_sessions`](Self::batched_sessions): [`build`](Self::build)
     /// refuses fewer). Default: 8, or `batched_sessions` if that is more.
     pub fn max_batched_sessions(mut self, n: usize) -> Self {

@@ -1,0 +1,67 @@
+//! Which batched session new work goes to (see [`Acquirer::batched_session`]).
+
+use super::super::session::{self, Kind, SessionHandle};
+use super::super::settings::{LIGHT_SESSION_LOCKS, LOCKS_PER_BATCHED_SESSION};
+use super::Acquirer;
+
+impl Acquirer {
+    /// The batched session new work goes to. The base sessions are opened
+    /// first. Then, while this manager's batched sessions hold
+    /// [`LOCKS_PER_BATCHED_SESSION`] locks or more each on average, one more
+    /// is opened for it (up to `max_batched_sessions`). Else it goes to the
+    /// first open one, while that one holds at most [`LIGHT_SESSION_LOCKS`]
+    /// locks and the others none; else to the one holding fewest. Any
+    /// session will do: no session of this manager holds a lock id the
+    /// book has no entry for.
+    pub(super) fn batched_session(&self) -> SessionHandle {
+        let base = self.ctx.settings.batched_sessions.min(self.batched.len());
+        let (mut first, mut fewest, mut first_free) = (None, None, None);
+        let (mut total, mut open, mut others_hold) = (0, 0, false);
+        for (i, slot) in self.batched.iter().enumerate() {
+            // The slot's guard must be gone before `open_batched` locks it.
+            let live = {
+                let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                slot.as_ref().filter(|h| !h.is_dead()).cloned()
+            };
+            let h = match live {
+                Some(h) => h,
+                None if i < base => self.open_batched(i),
+                None => {
+                    first_free.get_or_insert(i);
+                    continue;
+                }
+            };
+            let held = h.held();
+            total += held;
+            open += 1;
+            if fewest.as_ref().is_none_or(|(n, _)| held < *n) {
+                fewest = Some((held, h.clone()));
+            }
+            match first {
+                None => first = Some((held, h)),
+                Some(_) => others_hold |= held > 0,
+            }
+        }
+        if let Some(i) = first_free.filter(|_| total >= open * LOCKS_PER_BATCHED_SESSION) {
+            return self.open_batched(i);
+        }
+        match (first, fewest) {
+            (Some((held, f)), _) if !others_hold && held <= LIGHT_SESSION_LOCKS => f,
+            (_, Some((_, h))) => h,
+            _ => self.open_batched(0),
+        }
+    }
+
+    /// The batched session of slot `i`, opened if it is not open.
+    pub(super) fn open_batched(&self, i: usize) -> SessionHandle {
+        let mut slot = self.batched[i].lock().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            Some(h) if !h.is_dead() => h.clone(),
+            _ => {
+                let h = session::spawn(self.ctx.clone(), Kind::Batched, std::sync::Weak::new());
+                *slot = Some(h.clone());
+                h
+            }
+        }
+    }
+}
