@@ -10,7 +10,8 @@ impl Acquirer {
     /// [`LOCKS_PER_BATCHED_SESSION`] locks or more each on average, one more
     /// is opened for it (up to `max_batched_sessions`). Else it goes to the
     /// first open one, while that one holds at most [`LIGHT_SESSION_LOCKS`]
-    /// locks and the others none; else to the one holding fewest. Any
+    /// locks and the others none (unless the manager fences); else to the
+    /// one holding fewest. Any
     /// session will do: no session of this manager holds a lock id the
     /// book has no entry for.
     pub(super) fn batched_session(&self) -> SessionHandle {
@@ -46,7 +47,13 @@ impl Acquirer {
             return self.open_batched(i);
         }
         match (first, fewest) {
-            (Some((held, f)), _) if !others_hold && held <= LIGHT_SESSION_LOCKS => f,
+            // A fenced grant commits a write: there two sessions overlap
+            // their commits' flushes, which costs more than the statements.
+            (Some((held, f)), _)
+                if !others_hold && held <= LIGHT_SESSION_LOCKS && !self.ctx.settings.fencing =>
+            {
+                f
+            }
             (_, Some((_, h))) => h,
             _ => self.open_batched(0),
         }
