@@ -11,9 +11,8 @@ impl Acquirer {
     /// is opened for it (up to `max_batched_sessions`). Else it goes to the
     /// first open one, while that one holds at most [`LIGHT_SESSION_LOCKS`]
     /// locks and the others none (unless the manager fences); else to the
-    /// one holding fewest. Any
-    /// session will do: no session of this manager holds a lock id the
-    /// book has no entry for.
+    /// one holding fewest. Any session will do: no session of this manager
+    /// holds a lock id the book has no entry for.
     pub(super) fn batched_session(&self) -> SessionHandle {
         let base = self.ctx.settings.batched_sessions.min(self.batched.len());
         let (mut first, mut fewest, mut first_free) = (None, None, None);
@@ -46,14 +45,11 @@ impl Acquirer {
         if let Some(i) = first_free.filter(|_| total >= open * LOCKS_PER_BATCHED_SESSION) {
             return self.open_batched(i);
         }
+        // A fenced grant commits a write: there two sessions overlap their
+        // commits' flushes, which costs more than the extra statements.
+        let concentrate = !self.ctx.settings.fencing && !others_hold;
         match (first, fewest) {
-            // A fenced grant commits a write: there two sessions overlap
-            // their commits' flushes, which costs more than the statements.
-            (Some((held, f)), _)
-                if !others_hold && held <= LIGHT_SESSION_LOCKS && !self.ctx.settings.fencing =>
-            {
-                f
-            }
+            (Some((held, f)), _) if concentrate && held <= LIGHT_SESSION_LOCKS => f,
             (_, Some((_, h))) => h,
             _ => self.open_batched(0),
         }
