@@ -141,5 +141,6 @@ mod verify_postgres;
 mod verify_replication;
 #[cfg(feature = "postgres")]
 mod wait_lines;
+mod wait_turns;
 #[cfg(feature = "postgres")]
 mod xact_locks;

@@ -43,10 +43,10 @@ impl Drop for ManagerState {
 /// - A contended [`acquire`](crate::DistributedLock::acquire) joins the key's
 ///   **wait line**: local tasks queue in arrival order, and one wait at a
 ///   time runs inside PostgreSQL (`pg_advisory_lock`) on a **dedicated
-///   session** on behalf of the line, so one manager uses at most two
-///   dedicated sessions per contended key (one holding, one waiting).
-///   PostgreSQL serves processes in arrival order; a released lock passes
-///   to the next waiter at once.
+///   session** on behalf of the line, so one manager uses one dedicated
+///   session per contended key (it waits, holds the grant, then waits for
+///   the next task). PostgreSQL serves processes in arrival order; a
+///   released lock passes to the next waiter at once.
 /// - After a wait that did not end in a grant, the session's state is
 ///   established (`pg_advisory_unlock_all()`), never assumed: PostgreSQL
 ///   can grant a lock and still report the wait's timeout or cancel.

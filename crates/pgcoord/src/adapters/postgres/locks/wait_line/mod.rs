@@ -2,12 +2,13 @@
 //!
 //! Local tasks that wait for one key queue here in arrival order, and one
 //! wait at a time runs inside PostgreSQL on behalf of the whole line (on a
-//! dedicated session). A grant goes to the first task still waiting; the
-//! next wait then joins the end of PostgreSQL's queue, behind other
-//! processes that queued meanwhile. So:
+//! dedicated session). A grant goes to the first task still waiting; once
+//! it is unlocked, the next wait joins the end of PostgreSQL's queue,
+//! behind other processes that queued meanwhile. So:
 //!
-//! - a manager uses at most two dedicated sessions per contended key (one
-//!   holding, one waiting), however many tasks wait;
+//! - a manager uses one dedicated session per contended key (it waits,
+//!   holds the grant, then waits again: [`seats`]), however many tasks
+//!   wait;
 //! - across processes, PostgreSQL serves waits in arrival order; within a
 //!   process, tasks are served in arrival order; no waiter starves;
 //! - a task that gives up (timeout, dropped future) just leaves the line.
@@ -49,7 +50,7 @@ pub(crate) struct WaitLines {
     pub(super) ctx: Arc<SessionContext>,
     pub(super) pool: Arc<WaitPool>,
     lines: Mutex<HashMap<i64, Line>>,
-    /// At most two dedicated sessions per key ([`seats`]).
+    /// One dedicated session per key ([`seats`]).
     seats: seats::Seats,
     /// Keys whose try-lock failed a moment ago ([`recent`]).
     recent: recent::Recent,

@@ -1,17 +1,22 @@
-//! [`Seats`]: at most two dedicated sessions per contended key.
+//! [`Seats`]: one dedicated session per contended key.
 //!
-//! A key's wait line needs one session for its wait in PostgreSQL and,
-//! while the previous grant is still held (or being released), the one
-//! holding it: two. A wait that finds no idle session connects a new one,
-//! so a line that started its next wait a moment before the previous
-//! session was back in the pool used to open a third (and, as those came
-//! back, keep them idle). Each session a line sends a wait to takes one of
-//! the key's two seats, and gives it back only once it is parked (or
-//! closed); a line whose key has no seat free waits for one instead of
-//! connecting, and then finds that session idle.
+//! A key's wait line sends its waits to a dedicated session, and the
+//! session that was granted the key keeps it until its holder lets go.
+//! The line's next wait goes out only once that session is parked again
+//! (its unlock answered), and then finds it idle: a manager spends one
+//! session per contended key, however many of its tasks wait.
 //!
-//! The seats outlive a line: a session can still hold a grant of a line
-//! that ended, and the key's next line must count it.
+//! Waiting for the unlock is also what makes processes take turns. A line
+//! that queued its next wait at the grant (with a second session) was
+//! ahead, in PostgreSQL's queue, of another process that was releasing the
+//! key at that moment and queued again right after: that process then got
+//! one grant in three instead of one in two. Now every other process that
+//! queued while this manager held the key is served before the line's next
+//! task. The price is one round trip on a hand-over between two tasks of
+//! the same manager (the unlock's answer, then the wait).
+//!
+//! The seat outlives a line: a session can still hold a grant of a line
+//! that ended, and the key's next line must wait for it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -19,7 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Semaphore;
 
 /// Dedicated sessions a key's wait lines may use at once.
-pub(super) const SEATS_PER_KEY: usize = 2;
+pub(super) const SEATS_PER_KEY: usize = 1;
 
 /// The seats of every key with a line, or with a session still in one.
 #[derive(Default)]
@@ -74,7 +79,7 @@ mod tests {
         seats.line_ended(7);
         // The next line of the key counts the seat still held.
         let second = seats.of(7);
-        assert_eq!(second.available_permits(), SEATS_PER_KEY - 1);
+        assert_eq!(second.available_permits(), 0);
         drop(held);
         drop(second);
         seats.line_ended(7);
