@@ -141,6 +141,7 @@ mod verify_postgres;
 mod verify_replication;
 #[cfg(feature = "postgres")]
 mod wait_lines;
+#[cfg(feature = "postgres")]
 mod wait_turns;
 #[cfg(feature = "postgres")]
 mod xact_locks;

@@ -59,6 +59,21 @@ async fn warm_two_wait_sessions(
     }
 }
 
+/// A task that takes `k` once, notes `label` in `order` and lets go.
+fn take_once(
+    m: &pgcoord::PostgresLockManager,
+    k: &str,
+    label: &'static str,
+    order: &Arc<Mutex<Vec<&'static str>>>,
+) -> tokio::task::JoinHandle<()> {
+    let (m, k, order) = (m.clone(), k.to_owned(), order.clone());
+    tokio::spawn(async move {
+        let g = m.acquire(&k, Some(SECS)).await.unwrap();
+        order.lock().unwrap().push(label);
+        g.release().await.unwrap();
+    })
+}
+
 /// B holds the key while two tasks of A wait; B hands it over and, while
 /// A's first task holds it, queues again. B must come before A's second
 /// task: a line that queued its next wait at the grant was ahead of B, and
@@ -88,27 +103,13 @@ async fn a_manager_that_queued_during_a_hold_goes_before_the_holders_next_task()
         })
     };
     eventually("A's first task waits", SECS, || a.waiting_tasks() == 1).await;
-    let a2 = {
-        let (a, k, order) = (a.clone(), k.clone(), order.clone());
-        tokio::spawn(async move {
-            let g = a.acquire(&k, Some(SECS)).await.unwrap();
-            order.lock().unwrap().push("a2");
-            g.release().await.unwrap();
-        })
-    };
+    let a2 = take_once(&a, &k, "a2", &order);
     eventually("A's second task waits", SECS, || a.waiting_tasks() == 2).await;
     common::wait_for_waiters(&client, id, 1).await;
 
     b_first.release().await.unwrap();
     holding_rx.await.unwrap();
-    let b_again = {
-        let (b, k, order) = (b.clone(), k.clone(), order.clone());
-        tokio::spawn(async move {
-            let g = b.acquire(&k, Some(SECS)).await.unwrap();
-            order.lock().unwrap().push("b");
-            g.release().await.unwrap();
-        })
-    };
+    let b_again = take_once(&b, &k, "b", &order);
     eventually_async("B waits in the server's queue", || {
         waits_in_server(&client, "turns-b", id)
     })
