@@ -361,8 +361,14 @@ async fn not_acquired(
 /// Closes the manager and gives its sessions a bounded moment to finish
 /// (a cancelled wait is taken out of the server's queue by a cancel request).
 async fn shut_down(manager: &PostgresLockManager) {
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, manager.close()).await;
-    let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+    close_within(manager, CLOSE_TIMEOUT, SHUTDOWN_TIMEOUT).await;
+}
+
+/// Closes the manager (for up to `close`), then waits up to `sessions`
+/// more for every session to finish its step and end.
+pub async fn close_within(manager: &PostgresLockManager, close: Duration, sessions: Duration) {
+    let _ = tokio::time::timeout(close, manager.close()).await;
+    let deadline = Instant::now() + sessions;
     // No event tells when the last session has ended: poll, bounded.
     while manager.session_count() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -12,7 +12,7 @@
 use std::io;
 use std::time::Duration;
 
-use crate::acquire::{acquire, Acquired};
+use crate::acquire::{acquire, close_within, Acquired};
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
@@ -28,6 +28,9 @@ use crate::{exit, report};
 /// How long the release after the job's end may take before the tool
 /// exits anyway (its session then ends, which frees the lock too).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long closing the manager at exit, and then its sessions' ending, may
+/// each take (they only finish steps already sent).
+const EXIT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Runs `lock run`; returns the exit code.
 pub async fn run(args: RunArgs, db: Database) -> i32 {
     let mut signals = match Signals::catch() {
@@ -39,11 +42,22 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     };
     // Before any child exists: orphans of the job come back to this process.
     job::become_subreaper();
-    let what = crate::multi::describe(&crate::multi::keys(&args));
-    let (_manager, held) = match acquire(&args, &db, &mut signals).await {
+    let (manager, held) = match acquire(&args, &db, &mut signals).await {
         Acquired::Held(manager, held) => (manager, held),
         Acquired::Exit(code) => return code,
     };
+    let code = run_holding(&args, &db, held, &mut signals).await;
+    // Whatever the manager still has going (a wait it left, such as a
+    // semaphore's look at a slot granted after the permit came another
+    // way, whose grant is given back at once) finishes before the exit, so
+    // that nothing of this process is left in the server once it has ended.
+    close_within(&manager, EXIT_CLOSE_TIMEOUT, EXIT_CLOSE_TIMEOUT).await;
+    code
+}
+
+/// Runs the command holding `held`, releases it; returns the exit code.
+async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Signals) -> i32 {
+    let what = crate::multi::describe(&crate::multi::keys(args));
     let guard = held.key_guard(&args.key);
     tracing::info!(key = %args.key, lock_id = guard.lock_id(), locks = %what, "acquired");
     if held.is_lost() {
@@ -56,7 +70,7 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
 
     // Under the lock, before COMMAND starts: a crash from here on counts.
     let started = match args.min_interval {
-        Some(interval) => match crate::min_interval::claim(&args, interval, &db, &what).await {
+        Some(interval) => match crate::min_interval::claim(args, interval, db, &what).await {
             Claimed::Run(at) => Some(at),
             Claimed::Exit(code) => {
                 release(held, &what).await;
@@ -138,7 +152,7 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         &mut job,
         &held,
         &what,
-        &mut signals,
+        signals,
         args.kill_grace,
         &mut watchdog,
     )
@@ -185,7 +199,7 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         return args.lost_exit_code;
     }
     let code = exit_code(status);
-    let one_of = if crate::multi::is_set(&args) {
+    let one_of = if crate::multi::is_set(args) {
         format!("one of {what}")
     } else {
         what.clone()
