@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::alarm::Alarm;
+
 /// The instant all lease clocks count from (process-wide).
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -70,19 +72,33 @@ impl LeaseClock {
 /// lost when any member is).
 #[derive(Clone, Default)]
 pub struct LossSignal {
-    token: CancellationToken,
+    source: Source,
     lease: Option<Arc<LeaseClock>>,
+}
+
+/// What a [`LossSignal`] fires on, besides its lease.
+#[derive(Clone, Default)]
+enum Source {
+    #[default]
+    Never,
+    /// A third-party adapter's token.
+    Token(CancellationToken),
+    /// A lock of this crate's PostgreSQL manager: lost when its session
+    /// ends or the lock alone is taken away.
+    Alarms {
+        session: Arc<Alarm>,
+        lock: Arc<Alarm>,
+    },
     /// Set by [`LossSignal::any`]: lost when any of these is.
-    any: Option<Arc<[LossSignal]>>,
+    Any(Arc<[LossSignal]>),
 }
 
 impl LossSignal {
     /// A signal that fires when `token` is cancelled. For adapters.
     pub fn from_token(token: CancellationToken) -> Self {
         Self {
-            token,
+            source: Source::Token(token),
             lease: None,
-            any: None,
         }
     }
 
@@ -90,9 +106,21 @@ impl LossSignal {
     /// For adapters.
     pub fn with_lease(token: CancellationToken, lease: Arc<LeaseClock>) -> Self {
         Self {
-            token,
+            source: Source::Token(token),
             lease: Some(lease),
-            any: None,
+        }
+    }
+
+    /// A signal that fires when either alarm is raised (the lock's session
+    /// ended, or the lock alone was taken away) or `lease` expires.
+    pub(crate) fn from_alarms(
+        session: Arc<Alarm>,
+        lock: Arc<Alarm>,
+        lease: Option<Arc<LeaseClock>>,
+    ) -> Self {
+        Self {
+            source: Source::Alarms { session, lock },
+            lease,
         }
     }
 
@@ -101,17 +129,17 @@ impl LossSignal {
     pub fn any(signals: impl IntoIterator<Item = LossSignal>) -> Self {
         let mut members: Vec<LossSignal> = Vec::new();
         for s in signals {
-            match &s.any {
-                Some(inner) => members.extend(inner.iter().cloned()),
-                None => members.push(s),
+            match &s.source {
+                Source::Any(inner) => members.extend(inner.iter().cloned()),
+                _ => members.push(s),
             }
         }
         match members.len() {
             0 => Self::never(),
             1 => members.remove(0),
             _ => Self {
-                any: Some(members.into()),
-                ..Self::default()
+                source: Source::Any(members.into()),
+                lease: None,
             },
         }
     }
@@ -123,10 +151,13 @@ impl LossSignal {
 
     /// True once the lock has been lost.
     pub fn is_lost(&self) -> bool {
-        if let Some(members) = &self.any {
-            return members.iter().any(LossSignal::is_lost);
-        }
-        self.token.is_cancelled() || self.lease.as_ref().is_some_and(|l| l.expired())
+        let fired = match &self.source {
+            Source::Never => false,
+            Source::Token(token) => token.is_cancelled(),
+            Source::Alarms { session, lock } => session.is_raised() || lock.is_raised(),
+            Source::Any(members) => return members.iter().any(LossSignal::is_lost),
+        };
+        fired || self.lease.as_ref().is_some_and(|l| l.expired())
     }
 
     /// Resolves when the lock is lost; pending forever otherwise.
@@ -135,13 +166,13 @@ impl LossSignal {
     ///
     /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
     pub async fn lost(&self) {
-        if let Some(members) = &self.any {
+        if let Source::Any(members) = &self.source {
             let waits = members.iter().map(|m| Box::pin(m.lost()));
             futures_util::future::select_all(waits).await;
             return;
         }
         let Some(lease) = &self.lease else {
-            return self.token.cancelled().await;
+            return self.source_fired().await;
         };
         loop {
             let deadline = lease.deadline();
@@ -149,9 +180,24 @@ impl LossSignal {
                 return;
             }
             tokio::select! {
-                _ = self.token.cancelled() => return,
+                _ = self.source_fired() => return,
                 _ = tokio::time::sleep_until(deadline.into()) => {}
             }
+        }
+    }
+
+    /// Resolves when the source fires (never for `Any`, which
+    /// [`lost`](Self::lost) waits on itself).
+    async fn source_fired(&self) {
+        match &self.source {
+            Source::Token(token) => token.cancelled().await,
+            Source::Alarms { session, lock } => {
+                tokio::select! {
+                    _ = session.raised() => {}
+                    _ = lock.raised() => {}
+                }
+            }
+            Source::Never | Source::Any(_) => std::future::pending().await,
         }
     }
 }
@@ -185,5 +231,32 @@ mod tests {
         clock.extend_to(Instant::now());
         assert!(clock.deadline() >= later - Duration::from_micros(1));
         assert!(!clock.expired());
+    }
+
+    #[tokio::test]
+    async fn a_lock_is_lost_when_its_session_or_the_lock_alone_is() {
+        for session_ends in [true, false] {
+            let (session, lock) = (Alarm::new(), Alarm::new());
+            let signal = LossSignal::from_alarms(session.clone(), lock.clone(), None);
+            let clone = signal.clone();
+            let waiter = tokio::spawn(async move { clone.lost().await });
+            tokio::task::yield_now().await;
+            assert!(!signal.is_lost());
+            assert!(!waiter.is_finished());
+            if session_ends {
+                session.raise();
+            } else {
+                lock.raise();
+            }
+            waiter.await.unwrap();
+            assert!(signal.is_lost());
+        }
+    }
+
+    #[test]
+    fn a_lease_ends_an_alarmed_signal_too() {
+        let past = LeaseClock::new(Instant::now());
+        let signal = LossSignal::from_alarms(Alarm::new(), Alarm::new(), Some(past));
+        assert!(signal.is_lost());
     }
 }

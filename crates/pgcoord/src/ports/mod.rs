@@ -4,6 +4,7 @@
 //! "a read-model store" depends on these traits and types, and is tested
 //! against the in-memory adapters.
 
+pub(crate) mod alarm;
 pub mod backend_error;
 pub mod dyn_lock;
 pub mod error;

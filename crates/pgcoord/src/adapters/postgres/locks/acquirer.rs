@@ -39,6 +39,8 @@ const QUEUE_AT_ONCE_WITHIN: Duration = Duration::from_secs(1);
 pub(crate) struct Acquirer {
     pub(crate) ctx: Arc<SessionContext>,
     batched: Vec<Mutex<Option<SessionHandle>>>,
+    /// One past the highest slot of `batched` ever opened.
+    opened: std::sync::atomic::AtomicUsize,
     pub(crate) pool: Arc<WaitPool>,
     lines: Arc<WaitLines>,
     /// Tasks waiting for a shared hold (outside the wait lines).
@@ -63,6 +65,7 @@ impl Acquirer {
         Self {
             ctx,
             batched,
+            opened: Default::default(),
             pool,
             lines,
             shared_waiting: Default::default(),
@@ -112,7 +115,7 @@ impl Acquirer {
         lock_id: i64,
         key: &Arc<str>,
     ) -> Result<Option<Granted>, AcquireFailure> {
-        if self.ctx.closed.is_cancelled() {
+        if self.ctx.closed.is_raised() {
             return Err(AcquireFailure::ManagerClosed);
         }
         // A single session holding a shared hold would also be granted the
@@ -151,7 +154,7 @@ impl Acquirer {
         &self,
         keys: &[(i64, Arc<str>)],
     ) -> Result<Option<(usize, Granted)>, AcquireFailure> {
-        if self.ctx.closed.is_cancelled() {
+        if self.ctx.closed.is_raised() {
             return Err(AcquireFailure::ManagerClosed);
         }
         let mut candidates = Vec::with_capacity(keys.len());
@@ -190,16 +193,18 @@ impl Acquirer {
         }
     }
 
-    /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt). A
-    /// grant whose session is already known to have ended by the time it
-    /// reaches the caller is not returned (see [`alive`]).
+    /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt) from
+    /// `started`, when the caller's call began. A grant whose session is
+    /// already known to have ended by the time it reaches the caller is
+    /// not returned (see [`alive`]).
     pub(crate) async fn acquire(
         &self,
         lock_id: i64,
         key: &Arc<str>,
         timeout: Option<Duration>,
+        started: Instant,
     ) -> Result<Granted, AcquireFailure> {
-        alive(self.acquire_granted(lock_id, key, timeout).await?)
+        alive(self.acquire_granted(lock_id, key, timeout, started).await?)
     }
 
     async fn acquire_granted(
@@ -207,11 +212,11 @@ impl Acquirer {
         lock_id: i64,
         key: &Arc<str>,
         timeout: Option<Duration>,
+        started: Instant,
     ) -> Result<Granted, AcquireFailure> {
-        if self.ctx.closed.is_cancelled() {
+        if self.ctx.closed.is_raised() {
             return Err(AcquireFailure::ManagerClosed);
         }
-        let started = Instant::now();
         let deadline = timeout.and_then(|t| started.checked_add(t));
         if timeout == Some(Duration::ZERO) {
             return self
@@ -338,7 +343,7 @@ impl Acquirer {
 
     /// Closes the manager's sessions once their locks are released.
     pub(crate) fn close(&self) {
-        self.ctx.closed.cancel();
+        self.ctx.closed.raise();
         self.pool.clear();
     }
 }

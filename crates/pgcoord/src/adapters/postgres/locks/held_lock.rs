@@ -68,6 +68,7 @@ impl HeldLock {
         key: Arc<str>,
         session: SessionRef,
         book: Arc<dyn ReleaseBook>,
+        granted_at: std::time::Instant,
     ) -> Self {
         Self {
             lock_id,
@@ -76,7 +77,7 @@ impl HeldLock {
             session,
             book,
             armed: true,
-            granted_at: std::time::Instant::now(),
+            granted_at,
         }
     }
 
@@ -86,13 +87,6 @@ impl HeldLock {
 
     pub(crate) fn token(&self) -> HoldToken {
         self.token
-    }
-
-    /// When the lock was granted, if earlier than this owner was built
-    /// (a manual lock rebuilt by the book for its release).
-    pub(crate) fn granted_at(mut self, at: std::time::Instant) -> Self {
-        self.granted_at = at;
-        self
     }
 
     /// Gives up ownership without unlocking: the book keeps the lock now

@@ -34,14 +34,7 @@ impl PostgresLockManager {
     /// the session's lease in lease mode.
     pub(super) fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
         let info = self.info(key, lock_id, &g);
-        let token = self
-            .ctx()
-            .holdings
-            .loss_token(lock_id, g.lock.token(), &g.dead);
-        let loss = match g.lease {
-            Some(lease) => LossSignal::with_lease(token, lease),
-            None => LossSignal::from_token(token),
-        };
+        let loss = LossSignal::from_alarms(g.dead.clone(), g.loss.clone(), g.lease.clone());
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
         let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(g.lock));
         LockGuard::new(info, loss, backend)
@@ -63,7 +56,7 @@ impl PostgresLockManager {
         let (operation, granted) = match mode {
             LockMode::Exclusive => (
                 "acquire",
-                acquirer.acquire(lock_id, &key_arc, timeout).await,
+                acquirer.acquire(lock_id, &key_arc, timeout, started).await,
             ),
             LockMode::Shared => (
                 "acquire_shared",

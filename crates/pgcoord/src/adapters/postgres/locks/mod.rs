@@ -15,6 +15,7 @@ mod held_lock;
 mod hold_token;
 pub(crate) mod holders;
 mod holdings;
+mod id_map;
 mod inspection;
 mod leader_observer;
 mod lock_ports;

@@ -47,7 +47,7 @@ pub(super) async fn wait_reply(
 /// window that only fencing closes; see docs/reliability.md).
 pub(super) fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
     let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
-    if granted.dead.is_cancelled() || lease_over {
+    if granted.dead.is_raised() || lease_over {
         drop(granted);
         return Err(AcquireFailure::Backend(BackendError::new(
             BackendErrorKind::Closed,

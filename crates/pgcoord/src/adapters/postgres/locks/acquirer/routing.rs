@@ -1,5 +1,7 @@
 //! Which batched session new work goes to (see [`Acquirer::batched_session`]).
 
+use std::sync::atomic::Ordering;
+
 use super::super::session::{self, Kind, SessionHandle};
 use super::super::settings::{LIGHT_SESSION_LOCKS, LOCKS_PER_BATCHED_SESSION};
 use super::Acquirer;
@@ -15,30 +17,40 @@ impl Acquirer {
     /// holds a lock id the book has no entry for.
     pub(super) fn batched_session(&self) -> SessionHandle {
         let base = self.ctx.settings.batched_sessions.min(self.batched.len());
+        // Slots past the highest ever opened are all free: the first of
+        // them is the only one worth a look.
+        let upto = (self.opened.load(Ordering::Relaxed) + 1)
+            .max(base)
+            .min(self.batched.len());
         let (mut first, mut fewest, mut first_free) = (None, None, None);
         let (mut total, mut open, mut others_hold) = (0, 0, false);
-        for (i, slot) in self.batched.iter().enumerate() {
-            // The slot's guard must be gone before `open_batched` locks it.
-            let live = {
+        for (i, slot) in self.batched[..upto].iter().enumerate() {
+            // Only a look under the slot's mutex: the handle chosen is
+            // cloned once, at the end.
+            let held = {
                 let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-                slot.as_ref().filter(|h| !h.is_dead()).cloned()
+                slot.as_ref()
+                    .filter(|h| !h.is_dead())
+                    .map(SessionHandle::held)
             };
-            let h = match live {
-                Some(h) => h,
-                None if i < base => self.open_batched(i),
+            let held = match held {
+                Some(n) => n,
+                None if i < base => {
+                    self.open_batched(i);
+                    0
+                }
                 None => {
                     first_free.get_or_insert(i);
                     continue;
                 }
             };
-            let held = h.held();
             total += held;
             open += 1;
-            if fewest.as_ref().is_none_or(|(n, _)| held < *n) {
-                fewest = Some((held, h.clone()));
+            if fewest.is_none_or(|(n, _)| held < n) {
+                fewest = Some((held, i));
             }
             match first {
-                None => first = Some((held, h)),
+                None => first = Some((held, i)),
                 Some(_) => others_hold |= held > 0,
             }
         }
@@ -48,11 +60,12 @@ impl Acquirer {
         // A fenced grant commits a write: there two sessions overlap their
         // commits' flushes, which costs more than the extra statements.
         let concentrate = !self.ctx.settings.fencing && !others_hold;
-        match (first, fewest) {
+        let chosen = match (first, fewest) {
             (Some((held, f)), _) if concentrate && held <= LIGHT_SESSION_LOCKS => f,
-            (_, Some((_, h))) => h,
-            _ => self.open_batched(0),
-        }
+            (_, Some((_, i))) => i,
+            _ => 0,
+        };
+        self.open_batched(chosen)
     }
 
     /// The batched session of slot `i`, opened if it is not open.
@@ -63,6 +76,7 @@ impl Acquirer {
             _ => {
                 let h = session::spawn(self.ctx.clone(), Kind::Batched, std::sync::Weak::new());
                 *slot = Some(h.clone());
+                self.opened.fetch_max(i + 1, Ordering::Relaxed);
                 h
             }
         }

@@ -31,7 +31,7 @@ impl Acquirer {
         key: &Arc<str>,
         timeout: Option<Duration>,
     ) -> Result<Granted, AcquireFailure> {
-        if self.ctx.closed.is_cancelled() {
+        if self.ctx.closed.is_raised() {
             return Err(AcquireFailure::ManagerClosed);
         }
         let single = self.ctx.settings.single_session;

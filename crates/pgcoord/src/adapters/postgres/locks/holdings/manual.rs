@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use super::{Hold, Holdings};
 use crate::adapters::postgres::locks::held_lock::{HeldLock, SessionRef};
 use crate::adapters::postgres::locks::hold_token::HoldToken;
@@ -28,16 +26,22 @@ impl Holdings {
         hold: &Hold,
     ) -> HeldLock {
         let book = self.clone();
-        HeldLock::new(lock_id, token, key.clone(), hold.session.clone(), book)
-            .granted_at(self.granted_at(hold))
+        let granted_at = self.granted_at(hold);
+        HeldLock::new(
+            lock_id,
+            token,
+            key.clone(),
+            hold.session.clone(),
+            book,
+            granted_at,
+        )
     }
 
     /// Takes a granted lock over as a manual lock (no guard: released by
     /// key). Gives it back if its owner no longer holds it.
     ///
-    /// The guard's loss signal is let go: a manual lock has nobody to tell,
-    /// and the signal's node in its session's token tree (about 125 bytes a
-    /// lock) would otherwise live as long as the lock.
+    /// The lock's own loss alarm is let go: a manual lock has nobody to
+    /// tell, and the alarm would otherwise live as long as the lock.
     pub(crate) fn keep_manual(&self, lock: HeldLock) -> Result<(), HeldLock> {
         let mut state = self.lock();
         match state.hold_mut(lock.lock_id(), lock.token()) {
@@ -74,23 +78,6 @@ impl Holdings {
         Some(self.rebuild(lock_id, HoldToken::Reader(*serial), &r.key, &r.hold))
     }
 
-    /// The loss signal of the guard about to own `token`: a child of its
-    /// session's `dead` token, which `release_all` also fires. Already
-    /// fired when the hold is gone or being released.
-    pub(crate) fn loss_token(
-        &self,
-        lock_id: i64,
-        token: HoldToken,
-        dead: &CancellationToken,
-    ) -> CancellationToken {
-        let loss = dead.child_token();
-        match self.lock().hold_mut(lock_id, token) {
-            Some(hold) if !hold.releasing => hold.loss = Some(loss.clone()),
-            _ => loss.cancel(),
-        }
-        loss
-    }
-
     /// Everything held in either mode, marked releasing; guards' loss
     /// signals fire (their owner did not ask for the release).
     pub(crate) fn take_all_held(self: &Arc<Self>) -> Vec<ReleaseAllItem> {
@@ -125,7 +112,7 @@ impl Holdings {
         let manual = manual.then(|| self.rebuild(lock_id, token, key, hold));
         hold.releasing = true;
         if let Some(loss) = &hold.loss {
-            loss.cancel();
+            loss.raise();
         }
         ReleaseAllItem {
             lock_id,

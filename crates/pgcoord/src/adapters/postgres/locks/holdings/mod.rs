@@ -18,18 +18,17 @@
 //!
 //! What a held lock costs here is kept small: a lock with no guard (a
 //! manual lock, released by key) is a flag, its [`HeldLock`] rebuilt when
-//! it is released, and a loss signal is made only for a guard
-//! ([`Holdings::loss_token`]).
+//! it is released, and the lock's loss alarm (made with its grant, for the
+//! guard) is let go once it becomes manual.
 
-use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
-
 use super::held_lock::{HeldLock, ReleaseBook, SessionRef};
 use super::hold_token::HoldToken;
+use super::id_map::IdMap;
+use crate::ports::alarm::Alarm;
 
 mod manual;
 mod readers;
@@ -42,7 +41,7 @@ struct Hold {
     session: SessionRef,
     /// The guard's loss signal, once a guard is built; a manual lock has
     /// nobody to tell.
-    loss: Option<CancellationToken>,
+    loss: Option<Arc<Alarm>>,
     /// When it was granted, in nanoseconds after the book's `epoch`.
     granted: u64,
     /// An unlock is on its way; still held on the server until it completes.
@@ -77,8 +76,8 @@ struct Reader {
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<i64, Entry>,
-    readers: HashMap<NonZeroU64, Reader>,
+    entries: IdMap<i64, Entry>,
+    readers: IdMap<NonZeroU64, Reader>,
     /// Exclusive owners counted as held (claimed).
     held: usize,
     next_serial: u64,
@@ -157,11 +156,12 @@ impl Holdings {
         self.budget
     }
 
-    fn hold(&self, session: &SessionRef) -> Hold {
+    /// A new hold of `session`, granted `at`, whose guard will watch `loss`.
+    fn hold(&self, session: &SessionRef, at: Instant, loss: Arc<Alarm>) -> Hold {
         Hold {
             session: session.clone(),
-            loss: None,
-            granted: self.epoch.elapsed().as_nanos() as u64,
+            loss: Some(loss),
+            granted: at.saturating_duration_since(self.epoch).as_nanos() as u64,
             releasing: false,
             manual: false,
             unclaimed: false,
@@ -172,10 +172,18 @@ impl Holdings {
         self.epoch + Duration::from_nanos(hold.granted)
     }
 
-    /// Records the grant of a reserved try-lock; returns its token.
-    pub(crate) fn grant_reserved(&self, mut res: Reservation, session: &SessionRef) -> HoldToken {
+    /// Records the grant of a reserved try-lock, made `at`, whose guard
+    /// will watch `loss` (raised if `release_all` takes it); returns its
+    /// token.
+    pub(crate) fn grant_reserved(
+        &self,
+        mut res: Reservation,
+        session: &SessionRef,
+        at: Instant,
+        loss: Arc<Alarm>,
+    ) -> HoldToken {
         res.armed = false;
-        let hold = self.hold(session);
+        let hold = self.hold(session, at, loss);
         let previous = {
             let mut state = self.lock();
             let e = state.entries.entry(res.lock_id).or_insert_with(|| Entry {
@@ -201,8 +209,10 @@ impl Holdings {
         lock_id: i64,
         key: &Arc<str>,
         session: &SessionRef,
+        at: Instant,
+        loss: Arc<Alarm>,
     ) -> HoldToken {
-        let hold = self.hold(session);
+        let hold = self.hold(session, at, loss);
         let (serial, previous) = {
             let mut state = self.lock();
             let serial = state.serial();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::{Holdings, Reader};
 use crate::adapters::postgres::locks::held_lock::SessionRef;
 use crate::adapters::postgres::locks::hold_token::HoldToken;
+use crate::ports::alarm::Alarm;
 
 impl Holdings {
     /// Records a shared (reader) grant on `session`; returns its token.
@@ -13,8 +14,10 @@ impl Holdings {
         lock_id: i64,
         key: &Arc<str>,
         session: &SessionRef,
+        at: std::time::Instant,
+        loss: Arc<Alarm>,
     ) -> HoldToken {
-        let hold = self.hold(session);
+        let hold = self.hold(session, at, loss);
         let mut state = self.lock();
         let serial = state.serial();
         let key = key.clone();

@@ -2,11 +2,10 @@
 //! checks liveness while idle, and reports the session's end.
 //!
 //! When the connection ends (backend terminated, server restart) or a
-//! liveness check fails, the actor cancels the session's `dead` token —
-//! every guard's loss signal is a child of it — forgets its locks in the
-//! book of holdings, and exits.
+//! liveness check fails, the actor raises the session's `dead` alarm —
+//! every guard's loss signal watches it — forgets its locks in the book of
+//! holdings, and exits.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
@@ -93,7 +92,7 @@ async fn open(
         mailbox: mailbox.clone(),
         client,
         statements,
-        held: HashMap::new(),
+        held: Default::default(),
         shared_mode: Default::default(),
         lease: ctx
             .settings
@@ -121,7 +120,7 @@ impl Actor {
     fn open_failed(mut self, ctx: &SessionContext, mailbox: &Mailbox, e: BackendError) {
         tracing::debug!(error = %e, "lock session could not be opened");
         mailbox.set_open_error(&e);
-        mailbox.dead.cancel();
+        mailbox.dead.raise();
         self.fail_queued(ctx, e);
     }
 
@@ -140,16 +139,19 @@ impl Actor {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick.reset();
         let (dead, closed) = (mailbox.dead.clone(), ctx.closed.clone());
+        // Made once: each wait registers with its alarm on its first poll.
+        let (ended, closing) = (dead.raised(), closed.raised());
+        tokio::pin!(ended, closing);
         loop {
             let idle = state.held.is_empty();
             tokio::select! {
                 biased;
-                _ = dead.cancelled() => break,
-                _ = closed.cancelled(), if idle => break,
+                _ = &mut ended => break,
+                _ = &mut closing, if idle => break,
                 op = self.rx.recv() => {
                     let Some(op) = op else { break };
                     if !self.handle(&mut state, op).await {
-                        dead.cancel();
+                        dead.raise();
                         break;
                     }
                     tick.reset();
@@ -199,7 +201,7 @@ impl Actor {
                 }
                 Op::TryAny { candidates, reply } => {
                     run_try_any(state, candidates, reply).await;
-                    ok = !state.dead().is_cancelled();
+                    ok = !state.dead().is_raised();
                 }
                 Op::Holders { keys, reply } => {
                     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -211,7 +213,7 @@ impl Actor {
                     reply,
                 } => {
                     run_downgrade(state, lock_id, token, reply).await;
-                    ok = !state.dead().is_cancelled();
+                    ok = !state.dead().is_raised();
                 }
                 op => {
                     buffers.ops.push(op);
@@ -234,7 +236,7 @@ impl Actor {
                     }
                     run_batch(state, &mut buffers).await;
                     buffers.reset();
-                    ok = !state.dead().is_cancelled();
+                    ok = !state.dead().is_raised();
                 }
             }
             if !ok {
@@ -247,7 +249,7 @@ impl Actor {
 
     /// Returns an idle dedicated session to the pool; false when it should close.
     fn park(&mut self, state: &SessionState) -> bool {
-        if state.dead().is_cancelled() || state.ctx.closed.is_cancelled() {
+        if state.dead().is_raised() || state.ctx.closed.is_raised() {
             return false;
         }
         self.parked = match self.pool.upgrade() {
@@ -293,7 +295,7 @@ impl Actor {
     }
 
     fn shutdown(mut self, mut state: SessionState) {
-        state.dead().cancel();
+        state.dead().raise();
         let lost = state.held.len();
         state.shared_mode.clear();
         for (lock_id, token) in state.held.drain() {

@@ -10,7 +10,7 @@ use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
 use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Op, Reply};
-use super::state::SessionState;
+use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
 
@@ -124,7 +124,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
     let results = match outcome {
         // A session already known to be over grants nothing: its locks are
         // going with it.
-        Ok(Ok(_)) if s.dead().is_cancelled() => None,
+        Ok(Ok(_)) if s.dead().is_raised() => None,
         Ok(Ok(results)) if results.len() == ids.len() => {
             s.confirmed(sent);
             Some(results)
@@ -178,7 +178,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
     };
     let Some(results) = results else {
         // The session is gone, and its locks with it.
-        s.dead().cancel();
+        s.dead().raise();
         for l in locks.drain(..) {
             drop(l.res);
             let _ = l.reply.send(Err(session_ended()));
@@ -189,9 +189,10 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         return;
     };
     let mut results = results.into_iter();
+    let time = GrantTime::now();
     for l in locks.drain(..) {
         if let Some((true, fence)) = results.next() {
-            let g = s.grant(l.res.lock_id(), l.key, Some(l.res), fence);
+            let g = s.grant(l.res.lock_id(), l.key, Some(l.res), fence, time);
             if let Err(Ok(Some(g))) = l.reply.send(Ok(Some(g))) {
                 drop(g); // the caller left while we worked: dropping releases it
             }
@@ -304,12 +305,12 @@ async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&u.lock_id];
         let query = s.client.query_one(&s.statements.unlock_shared, &params);
         let ok = match tokio::time::timeout(limit, query).await {
-            Ok(Ok(row)) if !s.dead().is_cancelled() => {
+            Ok(Ok(row)) if !s.dead().is_raised() => {
                 s.confirmed(sent);
                 row.get::<_, bool>(0)
             }
             _ => {
-                s.dead().cancel();
+                s.dead().raise();
                 false
             }
         };

@@ -3,13 +3,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use super::super::hold_token::HoldToken;
 use super::super::holdings::Holdings;
 use super::super::settings::Settings;
 use super::mailbox::Kind;
 use crate::adapters::postgres::connection::connect::Connector;
+use crate::ports::alarm::Alarm;
 
 /// Shared by a manager and all of its session actors (and nothing else).
 pub(crate) struct SessionContext {
@@ -18,7 +17,7 @@ pub(crate) struct SessionContext {
     pub(crate) holdings: Arc<Holdings>,
     pub(crate) settings: Settings,
     /// Cancelled when the manager is closed or dropped.
-    pub(crate) closed: CancellationToken,
+    pub(crate) closed: Arc<Alarm>,
     /// `server.address` and `server.port` of the spans.
     pub(crate) server: (String, u16),
     /// Settings every session applies when it opens, for fencing and
@@ -36,7 +35,7 @@ impl SessionContext {
             connector,
             holdings: Holdings::new(settings.max_held_locks),
             settings,
-            closed: CancellationToken::new(),
+            closed: Alarm::new(),
             open_sessions: AtomicUsize::new(0),
         })
     }

@@ -38,7 +38,7 @@ pub(super) async fn run_try_shared(
                 let _ = reply.send(WaitOutcome::TimedOut);
                 return true;
             }
-            if s.dead().is_cancelled() {
+            if s.dead().is_raised() {
                 let _ = reply.send(WaitOutcome::Failed(session_ended()));
                 return false;
             }
@@ -55,7 +55,7 @@ pub(super) async fn run_try_shared(
             true
         }
         Ok(Err(e)) if ends_session(&e) => {
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)));
             false
         }
@@ -65,7 +65,7 @@ pub(super) async fn run_try_shared(
             ok
         }
         Err(_) => {
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(WaitOutcome::Failed(no_answer()));
             false
         }
@@ -101,7 +101,7 @@ pub(super) async fn run_downgrade(
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&lock_id];
     let query = s.client.query_one(&s.statements.downgrade, &params);
     match tokio::time::timeout(answer_limit(s), query).await {
-        Ok(Ok(row)) if row.get::<_, bool>(0) && !s.dead().is_cancelled() => {
+        Ok(Ok(row)) if row.get::<_, bool>(0) && !s.dead().is_raised() => {
             s.confirmed(sent);
             s.shared_mode.insert(lock_id);
             let _ = reply.send(Ok(true));
@@ -109,15 +109,15 @@ pub(super) async fn run_downgrade(
         Ok(Ok(_)) => {
             // The exclusive hold was not there to give up: the session's
             // state is not what the bookkeeping says. Close it.
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(Ok(false));
         }
         Ok(Err(e)) => {
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(Err(pg_error(e, BackendErrorKind::Closed)));
         }
         Err(_) => {
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(Ok(false));
         }
     }

@@ -11,11 +11,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio_util::sync::CancellationToken;
-
 use crate::adapters::postgres::connection::connect::ConnectionFuture;
+use crate::ports::alarm::Alarm;
 
 /// The actor's work and its session's connection, polled as one future.
 ///
@@ -27,11 +27,11 @@ use crate::adapters::postgres::connection::connect::ConnectionFuture;
 pub(super) struct Driven<W> {
     connection: Option<ConnectionFuture>,
     work: Option<Pin<Box<W>>>,
-    dead: CancellationToken,
+    dead: Arc<Alarm>,
 }
 
 impl<W: Future<Output = ()>> Driven<W> {
-    pub(super) fn new(connection: ConnectionFuture, work: W, dead: CancellationToken) -> Self {
+    pub(super) fn new(connection: ConnectionFuture, work: W, dead: Arc<Alarm>) -> Self {
         Self {
             connection: Some(connection),
             work: Some(Box::pin(work)),
@@ -51,7 +51,7 @@ impl<W: Future<Output = ()>> Driven<W> {
             }
             // Dropping it fails the client's statements in flight.
             self.connection = None;
-            self.dead.cancel();
+            self.dead.raise();
         }
     }
 }

@@ -15,6 +15,7 @@ use super::super::hold_token::HoldToken;
 use super::super::holders::AdvisoryLock as HoldersRow;
 use super::super::holdings::Reservation;
 use super::super::metrics::LossCause;
+use crate::ports::alarm::Alarm;
 use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::shared_locks::LockMode;
 
@@ -123,9 +124,12 @@ pub(crate) enum WaitOutcome {
 /// A lock just granted.
 pub(crate) struct Granted {
     pub(crate) lock: HeldLock,
-    /// The session's death token: the guard's loss signal is made from
-    /// it, by the book ([`Holdings::loss_token`](super::super::holdings::Holdings::loss_token)).
-    pub(crate) dead: CancellationToken,
+    /// Raised when the session ends: the guard's loss signal watches it
+    /// and `loss`.
+    pub(crate) dead: Arc<Alarm>,
+    /// The lock's own alarm, kept by the book too: raised when
+    /// `release_all` takes the lock away.
+    pub(crate) loss: Arc<Alarm>,
     /// Granted after a wait in the server's queue (not by a try).
     pub(crate) waited: bool,
     /// Lease mode: the session's lease, which the loss signal also watches.
@@ -139,7 +143,7 @@ pub(crate) struct Granted {
 /// The sending side of a session, shared by its handles and its locks.
 pub(crate) struct Mailbox {
     tx: mpsc::UnboundedSender<Op>,
-    pub(super) dead: CancellationToken,
+    pub(super) dead: Arc<Alarm>,
     pid: AtomicI32,
     /// Why the session ended, for the loss metric (a `LossCause`).
     loss_cause: std::sync::atomic::AtomicU8,
@@ -158,7 +162,7 @@ impl Mailbox {
         let (tx, rx) = mpsc::unbounded_channel();
         let mailbox = Arc::new(Self {
             tx,
-            dead: CancellationToken::new(),
+            dead: Alarm::new(),
             pid: AtomicI32::new(0),
             loss_cause: std::sync::atomic::AtomicU8::new(0),
             open_error: Mutex::new(None),
@@ -180,7 +184,7 @@ impl Mailbox {
     /// Ends the session for `cause` (its locks are lost).
     pub(super) fn end(&self, cause: LossCause) {
         self.loss_cause.store(cause as u8, Ordering::Relaxed);
-        self.dead.cancel();
+        self.dead.raise();
     }
 
     pub(super) fn loss_cause(&self) -> LossCause {
@@ -278,7 +282,7 @@ impl SessionHandle {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
-        self.0.dead.is_cancelled() || self.0.tx.is_closed()
+        self.0.dead.is_raised() || self.0.tx.is_closed()
     }
 
     /// Why the session could not be opened, if that is how it ended.

@@ -1,23 +1,40 @@
 //! [`SessionState`]: what one open session knows, shared by the code that
 //! runs its batches and its waits.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
-use tokio_util::sync::CancellationToken;
 
 use super::super::held_lock::{HeldLock, SessionRef, UnlockReply};
 use super::super::hold_token::{HoldToken, PackedToken};
 use super::super::holdings::Reservation;
+use super::super::id_map::{IdMap, IdSet};
 use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
 use super::statements::Statements;
+use crate::ports::alarm::Alarm;
 use crate::ports::loss::LeaseClock;
 use crate::ports::shared_locks::LockMode;
+
+/// When grants were made: both clocks read once for every grant of one
+/// answer (a batch's answer grants up to hundreds of locks).
+#[derive(Clone, Copy)]
+pub(super) struct GrantTime {
+    pub(super) at: Instant,
+    pub(super) utc: DateTime<Utc>,
+}
+
+impl GrantTime {
+    pub(super) fn now() -> Self {
+        Self {
+            at: Instant::now(),
+            utc: Utc::now(),
+        }
+    }
+}
 
 pub(super) struct SessionState {
     pub(super) ctx: Arc<SessionContext>,
@@ -25,17 +42,17 @@ pub(super) struct SessionState {
     pub(super) client: Client,
     pub(super) statements: Statements,
     /// lock id -> token of the owner, for every lock this session holds.
-    pub(super) held: HashMap<i64, PackedToken>,
+    pub(super) held: IdMap<i64, PackedToken>,
     /// The lock ids of `held` held in shared mode (a shared hold, or a
     /// downgraded lock): their unlock is `pg_advisory_unlock_shared`.
-    pub(super) shared_mode: HashSet<i64>,
+    pub(super) shared_mode: IdSet<i64>,
     /// Lease mode: until when the server is known to keep this session.
     pub(super) lease: Option<Arc<LeaseClock>>,
 }
 
 impl SessionState {
-    /// The session's own death token (every loss signal is a child of it).
-    pub(super) fn dead(&self) -> &CancellationToken {
+    /// The session's end alarm (every guard's loss signal watches it).
+    pub(super) fn dead(&self) -> &Alarm {
         &self.mailbox.dead
     }
 
@@ -62,54 +79,61 @@ impl SessionState {
         ok
     }
 
-    /// Records an exclusive grant in the book and builds its owner.
+    /// Records an exclusive grant made at `time` in the book and builds
+    /// its owner.
     pub(super) fn grant(
         &mut self,
         lock_id: i64,
         key: Arc<str>,
         reservation: Option<Reservation>,
         fence: Option<u64>,
+        time: GrantTime,
     ) -> Granted {
         let reservation_was_none = reservation.is_none();
         let session: SessionRef = self.mailbox.clone();
         let book = &self.ctx.holdings;
+        let loss = Alarm::new();
         let token = match reservation {
-            Some(res) => book.grant_reserved(res, &session),
-            None => book.grant_direct(lock_id, &key, &session),
+            Some(res) => book.grant_reserved(res, &session, time.at, loss.clone()),
+            None => book.grant_direct(lock_id, &key, &session, time.at, loss.clone()),
         };
         self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
         super::super::metrics::held(1.0);
         let waited = reservation_was_none;
         Granted {
-            lock: HeldLock::new(lock_id, token, key, session, book.clone()),
+            lock: HeldLock::new(lock_id, token, key, session, book.clone(), time.at),
             dead: self.mailbox.dead.clone(),
+            loss,
             waited,
             lease: self.lease.clone(),
             fence,
             mode: LockMode::Exclusive,
-            acquired_at: Utc::now(),
+            acquired_at: time.utc,
         }
     }
 
     /// Records a reader (shared) hold granted on this dedicated session in
     /// the book, and builds its owner.
     pub(super) fn grant_reader(&mut self, lock_id: i64, key: Arc<str>, waited: bool) -> Granted {
+        let time = GrantTime::now();
         let session: SessionRef = self.mailbox.clone();
         let book = &self.ctx.holdings;
-        let token = book.grant_reader(lock_id, &key, &session);
+        let loss = Alarm::new();
+        let token = book.grant_reader(lock_id, &key, &session, time.at, loss.clone());
         self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
         self.shared_mode.insert(lock_id);
         super::super::metrics::held(1.0);
         Granted {
-            lock: HeldLock::new(lock_id, token, key, session, book.clone()),
+            lock: HeldLock::new(lock_id, token, key, session, book.clone(), time.at),
             dead: self.mailbox.dead.clone(),
+            loss,
             waited,
             lease: self.lease.clone(),
             fence: None,
             mode: LockMode::Shared,
-            acquired_at: Utc::now(),
+            acquired_at: time.utc,
         }
     }
 
@@ -154,7 +178,7 @@ impl SessionState {
                 _ => break,
             }
         }
-        self.dead().cancel();
+        self.dead().raise();
         false
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Reply};
-use super::state::SessionState;
+use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
 
@@ -32,7 +32,7 @@ pub(super) async fn run_try_any(
     let query = s.client.query_opt(&s.statements.try_first, &params);
     let outcome = tokio::time::timeout(limit, query).await;
     let taken = match outcome {
-        Ok(Ok(row)) if !s.dead().is_cancelled() => {
+        Ok(Ok(row)) if !s.dead().is_raised() => {
             s.confirmed(sent);
             row.map(|r| (r.get::<_, i64>(0) - 1) as usize)
         }
@@ -40,14 +40,14 @@ pub(super) async fn run_try_any(
             // Session locks survive a statement error: give back whatever
             // this statement took, then report the error.
             if !give_back(s, &ids).await {
-                s.dead().cancel();
+                s.dead().raise();
             }
             let _ = reply.send(Err(pg_error(e, BackendErrorKind::Query)));
             return;
         }
         _ => {
             // No answer, or the session is over: its locks go with it.
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(Err(session_ended()));
             return;
         }
@@ -57,7 +57,7 @@ pub(super) async fn run_try_any(
         return;
     };
     let (res, key) = candidates.into_iter().nth(index).expect("index checked");
-    let granted = s.grant(res.lock_id(), key, Some(res), None);
+    let granted = s.grant(res.lock_id(), key, Some(res), None, GrantTime::now());
     if let Err(Ok(Some((_, g)))) = reply.send(Ok(Some((index, granted)))) {
         drop(g); // the caller left while we worked: dropping releases it
     }

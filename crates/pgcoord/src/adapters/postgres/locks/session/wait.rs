@@ -20,7 +20,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
-use super::state::SessionState;
+use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
 
@@ -101,14 +101,14 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         }
     };
     let Some((abandoned, (set_failed, lock, tail))) = outcome else {
-        s.dead().cancel(); // no answer to the cancel: state unknown
+        s.dead().raise(); // no answer to the cancel: state unknown
         let _ = reply.send(WaitOutcome::Abandoned);
         return false;
     };
     if tail.is_err() {
         // The session did not outlive the wait (or lock_timeout may be left
         // set): whatever it was granted is gone with it, or goes now.
-        s.dead().cancel();
+        s.dead().raise();
         let _ = reply.send(match lock {
             _ if abandoned => WaitOutcome::Abandoned,
             Err(e) => WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)),
@@ -119,14 +119,14 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
     let config_failed = set_failed;
     if config_failed {
         // lock_timeout may be left set: never reuse.
-        s.dead().cancel();
+        s.dead().raise();
     }
     if abandoned && !matches!(&lock, Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED)) {
         // The wait ended some other way than by our cancel request, which
         // may still be on its way (the server signals the backend
         // asynchronously) and would cancel whatever runs next. Closing the
         // session settles it, and frees a grant that raced the cancel.
-        s.dead().cancel();
+        s.dead().raise();
         let _ = reply.send(WaitOutcome::Abandoned);
         return false;
     }
@@ -137,7 +137,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             let _ = reply.send(WaitOutcome::Abandoned);
             ok && !config_failed
         }
-        Ok(_) if s.dead().is_cancelled() => {
+        Ok(_) if s.dead().is_raised() => {
             // Granted on a session already known to be over: never reported.
             let _ = reply.send(WaitOutcome::Failed(session_ended()));
             false
@@ -145,14 +145,14 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         Ok(_) if s.lease.is_some() && !s.ping().await => {
             // Lease mode: the wait may have begun long ago; a grant counts
             // only with a confirmation sent after it.
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(WaitOutcome::Failed(session_ended()));
             false
         }
         Ok(fence) => {
             let g = match shared {
                 true => s.grant_reader(lock_id, key, true),
-                false => s.grant(lock_id, key, None, fence),
+                false => s.grant(lock_id, key, None, fence, GrantTime::now()),
             };
             if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
                 drop(g); // the line left after all: the unlock is queued to us
@@ -160,7 +160,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             !config_failed
         }
         Err(e) if ends_session(&e) => {
-            s.dead().cancel();
+            s.dead().raise();
             let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)));
             false
         }

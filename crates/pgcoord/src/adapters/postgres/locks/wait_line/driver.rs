@@ -160,12 +160,12 @@ impl WaitLines {
     /// Resolves once no task waits in the line any more (or the manager closes).
     async fn until_nobody_waits(&self, lock_id: i64, changed: &Notify) {
         loop {
-            if !self.anyone_waiting(lock_id) || self.ctx.closed.is_cancelled() {
+            if !self.anyone_waiting(lock_id) || self.ctx.closed.is_raised() {
                 return;
             }
             tokio::select! {
                 _ = changed.notified() => {}
-                _ = self.ctx.closed.cancelled() => {}
+                _ = self.ctx.closed.raised() => {}
             }
         }
     }

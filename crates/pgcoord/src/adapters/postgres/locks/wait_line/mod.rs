@@ -21,8 +21,9 @@ mod driver;
 mod recent;
 mod seats;
 
+use super::id_map::IdMap;
 use super::metrics::WaitingTask;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ pub(super) struct Line {
 pub(crate) struct WaitLines {
     pub(super) ctx: Arc<SessionContext>,
     pub(super) pool: Arc<WaitPool>,
-    lines: Mutex<HashMap<i64, Line>>,
+    lines: Mutex<IdMap<i64, Line>>,
     /// One dedicated session per key ([`seats`]).
     seats: seats::Seats,
     /// Keys whose try-lock failed a moment ago ([`recent`]).
@@ -80,14 +81,14 @@ impl WaitLines {
         Arc::new(Self {
             ctx,
             pool,
-            lines: Mutex::new(HashMap::new()),
+            lines: Mutex::new(IdMap::default()),
             seats: seats::Seats::default(),
             recent: recent::Recent::new(),
             activity: Notify::new(),
         })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<i64, Line>> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, IdMap<i64, Line>> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -166,7 +167,7 @@ impl WaitLines {
         let mut lines = self.lock();
         let line = lines.get_mut(&lock_id)?;
         line.waiters.retain(|w| !w.tx.is_closed());
-        if line.waiters.is_empty() || self.ctx.closed.is_cancelled() {
+        if line.waiters.is_empty() || self.ctx.closed.is_raised() {
             let line = lines.remove(&lock_id)?;
             drop(lines);
             self.activity.notify_waiters();

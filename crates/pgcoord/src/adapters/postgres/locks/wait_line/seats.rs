@@ -18,7 +18,7 @@
 //! The seat outlives a line: a session can still hold a grant of a line
 //! that ended, and the key's next line must wait for it.
 
-use std::collections::HashMap;
+use super::super::id_map::IdMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Semaphore;
@@ -29,7 +29,7 @@ pub(super) const SEATS_PER_KEY: usize = 1;
 /// The seats of every key with a line, or with a session still in one.
 #[derive(Default)]
 pub(super) struct Seats {
-    keys: Mutex<HashMap<i64, Weak<Semaphore>>>,
+    keys: Mutex<IdMap<i64, Weak<Semaphore>>>,
 }
 
 impl Seats {
