@@ -25,8 +25,9 @@ impl Acquirer {
         let (mut first, mut fewest, mut first_free) = (None, None, None);
         let (mut total, mut open, mut others_hold) = (0, 0, false);
         for (i, slot) in self.batched[..upto].iter().enumerate() {
-            // Only a look under the slot's mutex: the handle chosen is
-            // cloned once, at the end.
+            // Only a look under the slot's mutex (gone again before
+            // `open_batched` locks it): the handle chosen is cloned once,
+            // at the end.
             let held = {
                 let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
                 slot.as_ref()
