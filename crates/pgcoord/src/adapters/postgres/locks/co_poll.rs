@@ -304,8 +304,13 @@ impl<R: Future + Unpin> Future for Helping<R> {
             Some(_) => Some(true),
             None => Some(false),
         };
-        match (help, this.co.clone()) {
-            (Some(false), _) => this.co = None,
+        if help == Some(false) {
+            this.co = None;
+        }
+        // Borrowed, not cloned: the work's `Arc` is shared by every caller
+        // of the session, and a clone per poll is a write to one counter
+        // that all worker threads touch.
+        match (help, this.co.as_ref()) {
             (Some(true), Some(co)) if co.enter(&mut this.id, cx.waker()) => {
                 // Polling the work may answer this very caller. Its reply
                 // would then wake this task while it runs, and tokio treats
@@ -316,8 +321,8 @@ impl<R: Future + Unpin> Future for Helping<R> {
                 // any answer given meanwhile.
                 let mut quiet = Context::from_waker(Waker::noop());
                 if let Poll::Ready(out) = Pin::new(&mut this.reply).poll(&mut quiet) {
-                    this.co = None;
                     co.leave(this.id);
+                    this.co = None;
                     return Poll::Ready(out);
                 }
                 co.poll_work();

@@ -34,9 +34,19 @@ impl PostgresLockManager {
     /// the session's lease in lease mode.
     pub(super) fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
         let info = self.info(key, lock_id, &g);
-        let loss = LossSignal::from_alarms(g.dead.clone(), g.loss.clone(), g.lease.clone());
+        // Moved, not cloned: the session's alarm is shared by all of its
+        // locks, and each clone and drop of it is a write to one counter
+        // that every worker thread touches.
+        let Granted {
+            lock,
+            dead,
+            loss,
+            lease,
+            ..
+        } = g;
+        let loss = LossSignal::from_alarms(dead, loss, lease);
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
-        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(g.lock));
+        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(lock));
         LockGuard::new(info, loss, backend)
     }
 
