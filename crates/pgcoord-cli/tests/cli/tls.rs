@@ -121,3 +121,56 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
     assert_eq!(out.code, 69, "{out:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The certificate PostgreSQL's documentation tells a user to make for a
+/// first TLS setup (`openssl req -new -x509 -subj "/CN=..."`: self-signed,
+/// marked a CA, a common name and no alternative name), copied to the
+/// client as its root: libpq accepts it, and so must we.
+#[tokio::test]
+async fn the_documentations_self_signed_certificate_is_accepted_as_libpq_does() {
+    let (server, key) = ca("localhost");
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(TestCluster::start)
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || c.enable_tls(&cert_pem, &key_pem))
+        .await
+        .unwrap()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("pgcoord-cli-tls-self-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = dir.join("root.crt");
+    std::fs::write(&root, server.pem()).unwrap();
+    let url = |host: &str, mode: &str| {
+        format!(
+            "postgres://postgres@{host}:{}/{}?sslmode={mode}&sslrootcert={}",
+            cluster.port(),
+            db.name(),
+            root.display()
+        )
+    };
+    for (host, mode, code) in [
+        ("localhost", "verify-full", 0),
+        ("localhost", "verify-ca", 0),
+        // The name is still checked: the certificate names localhost only.
+        ("127.0.0.1", "verify-full", 69),
+        ("127.0.0.1", "verify-ca", 0),
+    ] {
+        let out = output(
+            eventsource(None)
+                .args(["lock", "run", "tls-self-signed", "--", "true"])
+                .env("DATABASE_URL", url(host, mode)),
+        )
+        .await;
+        assert_eq!(out.code, code, "{host} {mode}: {out:?}");
+        if code != 0 {
+            assert!(out.stderr.contains("certificate"), "{host} {mode}: {out:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

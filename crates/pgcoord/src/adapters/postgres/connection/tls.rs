@@ -16,8 +16,10 @@
 //! `~/.postgresql/root.crt` as libpq does. No channel binding (no `-PLUS`).
 //!
 //! A small `MakeTlsConnect` of our own rather than `tokio-postgres-rustls`:
-//! `verify-ca` needs a verifier that checks the chain but not the name, and
-//! `prefer`/`require` one that checks nothing, which that crate lacks.
+//! `verify-ca` needs a verifier that checks the chain but not the name,
+//! `prefer`/`require` one that checks nothing, and `verify-full` libpq's
+//! rules where they differ from webpki's ([`tls_verifier`](super::tls_verifier)),
+//! which that crate lacks.
 
 use std::future::Future;
 use std::io;
@@ -26,17 +28,16 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
+use super::tls_verifier::Verifier;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// How a session uses TLS, as libpq's `sslmode`.
@@ -100,7 +101,11 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn load_roots(path: Option<&Path>) -> Result<RootCertStore, BackendError> {
+/// The trusted certificates of `sslrootcert` (or libpq's default file),
+/// as a store and as their own DER.
+fn load_roots(
+    path: Option<&Path>,
+) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), BackendError> {
     let default;
     let path = match path {
         Some(p) => p,
@@ -113,14 +118,16 @@ fn load_roots(path: Option<&Path>) -> Result<RootCertStore, BackendError> {
         }
     };
     let mut roots = RootCertStore::empty();
+    let mut ders = Vec::new();
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| tls_error(format!("cannot read sslrootcert {}: {e}", path.display())))?;
     for cert in certs {
         let cert =
             cert.map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
         roots
-            .add(cert)
+            .add(cert.clone())
             .map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
+        ders.push(cert);
     }
     if roots.is_empty() {
         return Err(tls_error(format!(
@@ -128,7 +135,7 @@ fn load_roots(path: Option<&Path>) -> Result<RootCertStore, BackendError> {
             path.display()
         )));
     }
-    Ok(roots)
+    Ok((roots, ders))
 }
 
 /// Builds the rustls configuration for `settings`.
@@ -138,93 +145,20 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
     let verifier: Arc<dyn ServerCertVerifier> = if settings.mode.verifies() {
-        let roots = load_roots(settings.root_cert.as_deref())?;
+        let (roots, ders) = load_roots(settings.root_cert.as_deref())?;
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
             .build()
             .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
-        Arc::new(Verifier {
-            webpki: Some(webpki),
-            check_name: settings.mode == SslMode::VerifyFull,
-            provider,
-        })
+        let check_name = settings.mode == SslMode::VerifyFull;
+        Arc::new(Verifier::verifying(webpki, ders, check_name, provider))
     } else {
-        Arc::new(Verifier {
-            webpki: None,
-            check_name: false,
-            provider,
-        })
+        Arc::new(Verifier::lax(provider))
     };
     let config = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     Ok(Arc::new(config))
-}
-
-/// Checks the server certificate as the mode asks: not at all, the chain
-/// only (`verify-ca`), or chain and name (`verify-full`). The handshake
-/// signature is always checked against the presented certificate.
-#[derive(Debug)]
-struct Verifier {
-    webpki: Option<Arc<WebPkiServerVerifier>>,
-    check_name: bool,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for Verifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let Some(webpki) = &self.webpki else {
-            return Ok(ServerCertVerified::assertion());
-        };
-        match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 /// The `MakeTlsConnect` of the lock sessions and their cancels. The rustls
