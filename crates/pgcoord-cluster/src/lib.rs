@@ -294,6 +294,22 @@ impl TestCluster {
     /// the data directory), then restarts the server (fast mode). Clients
     /// that do not ask for TLS still connect in clear text.
     pub fn enable_tls(&self, cert_pem: &str, key_pem: &str) -> Result<()> {
+        self.tls_on(cert_pem, key_pem, None)
+    }
+
+    /// [`enable_tls`](Self::enable_tls), and trusts client certificates
+    /// signed by `client_ca_pem` (`ssl_ca_file`), for `cert` lines of
+    /// `pg_hba.conf`.
+    pub fn enable_tls_with_client_ca(
+        &self,
+        cert_pem: &str,
+        key_pem: &str,
+        client_ca_pem: &str,
+    ) -> Result<()> {
+        self.tls_on(cert_pem, key_pem, Some(client_ca_pem))
+    }
+
+    fn tls_on(&self, cert_pem: &str, key_pem: &str, client_ca_pem: Option<&str>) -> Result<()> {
         let cert = self.write_data_file("server.crt", cert_pem)?;
         let key = self.write_data_file("server.key", key_pem)?;
         let conf = self.data_dir.join("data").join("postgresql.conf");
@@ -304,6 +320,10 @@ impl TestCluster {
             cert.display(),
             key.display()
         ));
+        if let Some(ca) = client_ca_pem {
+            let ca = self.write_data_file("client_ca.crt", ca)?;
+            text.push_str(&format!("ssl_ca_file = '{}'\n", ca.display()));
+        }
         std::fs::write(&conf, text)
             .map_err(|e| harness_error(format!("cannot write {}: {e}", conf.display())))?;
         self.restart(StopMode::Fast)

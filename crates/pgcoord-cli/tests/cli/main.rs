@@ -33,6 +33,7 @@ mod signals;
 mod standby;
 mod terminal;
 mod tls;
+mod tls_client_cert;
 mod top;
 mod unix_socket;
 mod watch;

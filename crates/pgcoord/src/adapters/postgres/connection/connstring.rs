@@ -20,9 +20,13 @@ pub struct SslParams {
     pub mode: Option<SslMode>,
     /// `sslrootcert`, if given.
     pub root_cert: Option<PathBuf>,
+    /// `sslcert` (the client certificate), if given.
+    pub client_cert: Option<PathBuf>,
+    /// `sslkey` (the client certificate's key), if given.
+    pub client_key: Option<PathBuf>,
 }
 
-/// Takes libpq's `sslmode` and `sslrootcert` out of a `postgres://` URL or a
+/// Takes libpq's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` out of a `postgres://` URL or a
 /// `key=value` connection string: tokio-postgres refuses `verify-ca` and
 /// `verify-full` and ignores `sslrootcert`. For tools that need the
 /// `tokio_postgres::Config` themselves; pass what is found to
@@ -36,6 +40,8 @@ pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
         rest,
         mode: saw_mode.then_some(tls.mode),
         root_cert: tls.root_cert,
+        client_cert: tls.client_cert,
+        client_key: tls.client_key,
     })
 }
 
@@ -78,6 +84,14 @@ fn take_tls(key: &str, value: &str, tls: &mut TlsSettings) -> Result<bool> {
         }
         "sslrootcert" => {
             tls.root_cert = Some(PathBuf::from(value));
+            Ok(true)
+        }
+        "sslcert" => {
+            tls.client_cert = Some(PathBuf::from(value));
+            Ok(true)
+        }
+        "sslkey" => {
+            tls.client_key = Some(PathBuf::from(value));
             Ok(true)
         }
         _ => Ok(false),

@@ -24,6 +24,8 @@ pub(super) const ENV_PARAMS: &[(&str, &str)] = &[
     ("PGAPPNAME", "application_name"),
     ("PGSSLMODE", "sslmode"),
     ("PGSSLROOTCERT", "sslrootcert"),
+    ("PGSSLCERT", "sslcert"),
+    ("PGSSLKEY", "sslkey"),
     ("PGCONNECT_TIMEOUT", "connect_timeout"),
     ("PGTARGETSESSIONATTRS", "target_session_attrs"),
     ("PGCHANNELBINDING", "channel_binding"),

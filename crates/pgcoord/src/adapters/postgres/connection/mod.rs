@@ -4,7 +4,7 @@
 //! session with its cancel token.
 
 // Layers, top to bottom (each imports only from those below it):
-//   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file, connstring -> tls -> tls_verifier
+//   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file, connstring -> tls -> tls_verifier, tls_client_cert
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
@@ -15,4 +15,5 @@ mod passfile;
 pub(crate) mod resolve;
 mod service_file;
 pub(crate) mod tls;
+mod tls_client_cert;
 mod tls_verifier;

@@ -139,7 +139,7 @@ impl ConnectOptions {
             config,
             TlsSettings {
                 mode,
-                root_cert: None,
+                ..TlsSettings::default()
             },
         )
     }
@@ -174,6 +174,27 @@ impl ConnectOptions {
     pub fn with_ssl_mode(mut self, mode: SslMode) -> Self {
         self.tls.mode = mode;
         self.config.ssl_mode(mode.driver_mode());
+        self
+    }
+
+    /// libpq's `sslcert` and `sslkey` (the client certificate and its
+    /// key), if given. Without them, `~/.postgresql/postgresql.crt` and
+    /// `postgresql.key` are used when the certificate exists.
+    pub fn ssl_client_cert(&self) -> (Option<&std::path::Path>, Option<&std::path::Path>) {
+        (
+            self.tls.client_cert.as_deref(),
+            self.tls.client_key.as_deref(),
+        )
+    }
+
+    /// Replaces the client certificate and its private key (PEM files).
+    pub fn with_ssl_client_cert(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some(cert.into());
+        self.tls.client_key = Some(key.into());
         self
     }
 

@@ -68,6 +68,8 @@ const KNOWN: &[&str] = &[
     "fallback_application_name",
     "sslmode",
     "sslrootcert",
+    "sslcert",
+    "sslkey",
     "sslnegotiation",
     "connect_timeout",
     "tcp_user_timeout",
@@ -264,6 +266,8 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
                 })?;
             }
             "sslrootcert" => tls.root_cert = Some(PathBuf::from(value)),
+            "sslcert" => tls.client_cert = Some(PathBuf::from(value)),
+            "sslkey" => tls.client_key = Some(PathBuf::from(value)),
             "fallback_application_name" if p.get("application_name").is_none() => {
                 conninfo.push(format!("application_name={}", quote(value)));
             }

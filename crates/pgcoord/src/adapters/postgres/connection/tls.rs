@@ -91,9 +91,15 @@ impl SslMode {
 pub(crate) struct TlsSettings {
     pub(crate) mode: SslMode,
     pub(crate) root_cert: Option<PathBuf>,
+    /// libpq's `sslcert`: the client certificate (default
+    /// `~/.postgresql/postgresql.crt`, used when it exists).
+    pub(crate) client_cert: Option<PathBuf>,
+    /// libpq's `sslkey`: its private key (default
+    /// `~/.postgresql/postgresql.key`).
+    pub(crate) client_key: Option<PathBuf>,
 }
 
-fn tls_error(msg: impl Into<String>) -> BackendError {
+pub(super) fn tls_error(msg: impl Into<String>) -> BackendError {
     BackendError::new(BackendErrorKind::Connect, msg)
 }
 
@@ -154,10 +160,15 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
     } else {
         Arc::new(Verifier::lax(provider))
     };
-    let config = builder
+    let builder = builder
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier);
+    let config = match super::tls_client_cert::client_identity(settings)? {
+        Some((certs, key)) => builder
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| tls_error(format!("client certificate not usable: {e}")))?,
+        None => builder.with_no_client_auth(),
+    };
     Ok(Arc::new(config))
 }
 
@@ -305,6 +316,7 @@ mod tests {
         let settings = TlsSettings {
             mode: SslMode::VerifyFull,
             root_cert: Some(PathBuf::from("/nonexistent/eventsource-ca.pem")),
+            ..TlsSettings::default()
         };
         let err = MakeRustls::new(settings).ready().unwrap_err();
         assert_eq!(err.kind(), BackendErrorKind::Connect);
@@ -316,6 +328,7 @@ mod tests {
         let lax = TlsSettings {
             mode: SslMode::Require,
             root_cert: Some(PathBuf::from("/nonexistent/eventsource-ca.pem")),
+            ..TlsSettings::default()
         };
         assert!(MakeRustls::new(lax).ready().is_ok());
     }

@@ -50,7 +50,7 @@ impl PostgresLockManagerBuilder {
             max_batched_set: false,
             tls: TlsSettings {
                 mode,
-                root_cert: None,
+                ..TlsSettings::default()
             },
         }
     }
@@ -81,6 +81,22 @@ impl PostgresLockManagerBuilder {
     /// `~/.postgresql/root.crt`. Read at the first connection.
     pub fn ssl_root_cert(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.tls.root_cert = Some(path.into());
+        self
+    }
+
+    /// A client certificate and its private key (PEM files; libpq's
+    /// `sslcert` and `sslkey`), for servers that authenticate clients by
+    /// certificate. Default: `~/.postgresql/postgresql.crt` and
+    /// `postgresql.key`, used when the certificate exists. The key file
+    /// must not be readable by others (0600, or 0640 owned by root), as
+    /// libpq requires. Read at the first connection.
+    pub fn ssl_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some(cert.into());
+        self.tls.client_key = Some(key.into());
         self
     }
 

@@ -1,0 +1,155 @@
+//! The client certificate of [`tls`](super::tls), found as libpq finds it:
+//! libpq's `sslcert` and `sslkey` (`PGSSLCERT`, `PGSSLKEY`), by default
+//! `~/.postgresql/postgresql.crt` and `postgresql.key`.
+//!
+//! As in libpq, a certificate file that does not exist means no client
+//! certificate (the server may not ask for one); a certificate without its
+//! key, an unreadable file, or a key file others may read is an error
+//! before any connection is made.
+
+use std::path::{Path, PathBuf};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::tls::{tls_error, TlsSettings};
+use crate::ports::error::BackendError;
+
+/// A client certificate chain and its private key.
+type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn default_file(name: &str) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    Some(PathBuf::from(home).join(".postgresql").join(name))
+}
+
+/// The client certificate and key `settings` name, or libpq's default
+/// files; `None` when the certificate file does not exist.
+pub(super) fn client_identity(settings: &TlsSettings) -> Result<Option<Identity>, BackendError> {
+    let Some(cert_path) = settings
+        .client_cert
+        .clone()
+        .or_else(|| default_file("postgresql.crt"))
+    else {
+        return Ok(None);
+    };
+    if !cert_path.exists() {
+        return Ok(None);
+    }
+    let certs = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| tls_error(format!("cannot read sslcert {}: {e}", cert_path.display())))?;
+    if certs.is_empty() {
+        return Err(tls_error(format!(
+            "no certificate in sslcert {}",
+            cert_path.display()
+        )));
+    }
+    let key_path = settings
+        .client_key
+        .clone()
+        .or_else(|| default_file("postgresql.key"))
+        .ok_or_else(|| {
+            tls_error(format!(
+                "certificate {} present, but no sslkey (and no HOME for ~/.postgresql/postgresql.key)",
+                cert_path.display()
+            ))
+        })?;
+    if !key_path.exists() {
+        return Err(tls_error(format!(
+            "certificate {} present, but not its private key file {}",
+            cert_path.display(),
+            key_path.display()
+        )));
+    }
+    check_key_permissions(&key_path)?;
+    let key = PrivateKeyDer::from_pem_file(&key_path)
+        .map_err(|e| tls_error(format!("cannot read sslkey {}: {e}", key_path.display())))?;
+    Ok(Some((certs, key)))
+}
+
+/// libpq's rule: a key file owned by this user may be read by nobody else
+/// (0600 or less), one owned by root by its group at most (0640 or less).
+#[cfg(unix)]
+fn check_key_permissions(path: &Path) -> Result<(), BackendError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| tls_error(format!("cannot read sslkey {}: {e}", path.display())))?;
+    let mode = meta.mode() & 0o777;
+    let allowed = if meta.uid() == 0 { 0o640 } else { 0o600 };
+    if mode & !allowed != 0 {
+        return Err(tls_error(format!(
+            "private key file {} has group or world access (mode {mode:o}); it must be \
+             u=rw (0600) or less if owned by the current user, or u=rw,g=r (0640) or less \
+             if owned by root",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_key_permissions(_path: &Path) -> Result<(), BackendError> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A fresh directory of this test's own.
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pgcoord-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn settings(cert: &Path, key: &Path) -> TlsSettings {
+        TlsSettings {
+            client_cert: Some(cert.to_owned()),
+            client_key: Some(key.to_owned()),
+            ..TlsSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_certificate_is_no_certificate_and_a_missing_key_an_error() {
+        let dir = dir("client-cert-missing");
+        let (cert, key) = (dir.join("c.crt"), dir.join("c.key"));
+        assert!(client_identity(&settings(&cert, &key)).unwrap().is_none());
+        let pair = rcgen::generate_simple_self_signed(vec!["app".to_owned()]).unwrap();
+        std::fs::write(&cert, pair.cert.pem()).unwrap();
+        let err = client_identity(&settings(&cert, &key)).unwrap_err();
+        assert!(err.message().contains("private key file"), "{err}");
+        std::fs::write(&key, pair.key_pair.serialize_pem()).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (certs, _) = client_identity(&settings(&cert, &key)).unwrap().unwrap();
+        assert_eq!(certs.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_key_others_may_read_is_refused_as_libpq_refuses_it() {
+        let dir = dir("client-key-mode");
+        let (cert, key) = (dir.join("c.crt"), dir.join("c.key"));
+        let pair = rcgen::generate_simple_self_signed(vec!["app".to_owned()]).unwrap();
+        std::fs::write(&cert, pair.cert.pem()).unwrap();
+        std::fs::write(&key, pair.key_pair.serialize_pem()).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let owner_is_root = std::fs::metadata(&key).map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let err = client_identity(&settings(&cert, &key)).unwrap_err();
+        assert!(err.message().contains("group or world access"), "{err}");
+        // Root's own key may be read by its group, not by others.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(
+            client_identity(&settings(&cert, &key)).is_ok(),
+            owner_is_root.unwrap()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
