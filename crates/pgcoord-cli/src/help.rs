@@ -22,9 +22,10 @@ Connection:
   form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...],
   or key=value form (host=... dbname=... service=...). What it leaves out
   comes from libpq's environment, as for psql: PGHOST, PGPORT, PGUSER,
-  PGDATABASE, PGPASSWORD, PGAPPNAME, PGSSLMODE, PGSSLROOTCERT,
-  PGCONNECT_TIMEOUT, PGOPTIONS, PGTARGETSESSIONATTRS, PGSERVICE (a section
-  of PGSERVICEFILE or ~/.pg_service.conf, then PGSYSCONFDIR/pg_service.conf),
+  PGDATABASE, PGPASSWORD, PGAPPNAME, PGSSLMODE, PGSSLROOTCERT, PGSSLCERT,
+  PGSSLKEY, PGCONNECT_TIMEOUT, PGOPTIONS, PGTARGETSESSIONATTRS, PGSERVICE
+  (a section of PGSERVICEFILE or ~/.pg_service.conf, then
+  PGSYSCONFDIR/pg_service.conf),
   then the defaults (a local server's socket, else localhost; port 5432;
   user = the OS user; database = the user name); a password still missing
   comes from PGPASSFILE or ~/.pgpass, which is ignored with a warning when
@@ -32,8 +33,11 @@ Connection:
   connects from that environment alone. Passwords are never printed: every
   message shows them as ***. Prefer the environment or a password file to
   --database-url, which other users can read in `ps`. TLS:
-  sslmode=disable|prefer|require|verify-ca|verify-full, and
-  sslrootcert=PATH for the CA, as parameters or PGSSLMODE / PGSSLROOTCERT.
+  sslmode=disable|prefer|require|verify-ca|verify-full, sslrootcert=PATH
+  for the CA (default ~/.postgresql/root.crt), and sslcert=PATH and
+  sslkey=PATH for a client certificate (default ~/.postgresql/postgresql.crt
+  and .key, when present; the key must be chmod 0600), as parameters or
+  PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY.
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
