@@ -37,7 +37,9 @@ Connection:
   for the CA (default ~/.postgresql/root.crt), and sslcert=PATH and
   sslkey=PATH for a client certificate (default ~/.postgresql/postgresql.crt
   and .key, when present; the key must be chmod 0600), as parameters or
-  PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY.
+  PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY; also
+  ssl_min_protocol_version / ssl_max_protocol_version (TLSv1.2, TLSv1.3),
+  sslsni, sslcompression and gssencmode=disable|prefer.
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,

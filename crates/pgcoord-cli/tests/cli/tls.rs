@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pgcoord_testkit::pg::{TestCluster, TestDatabase};
+use pgcoord_testkit::pg::{StopMode, TestCluster, TestDatabase};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 use crate::common::*;
@@ -156,6 +156,13 @@ async fn the_documentations_self_signed_certificate_is_accepted_as_libpq_does() 
     };
     for (host, mode, code) in [
         ("localhost", "verify-full", 0),
+        // libpq's other TLS options, as a libpq without GSSAPI takes them.
+        (
+            "localhost",
+            "verify-full&ssl_min_protocol_version=TLSv1.3&sslsni=0&gssencmode=prefer&sslcompression=0",
+            0,
+        ),
+        ("localhost", "verify-full&ssl_max_protocol_version=TLSv1.2", 0),
         ("localhost", "verify-ca", 0),
         // The name is still checked: the certificate names localhost only.
         ("127.0.0.1", "verify-full", 69),
@@ -171,6 +178,32 @@ async fn the_documentations_self_signed_certificate_is_accepted_as_libpq_does() 
         if code != 0 {
             assert!(out.stderr.contains("certificate"), "{host} {mode}: {out:?}");
         }
+    }
+    // The version range is really applied: a server capped at TLS 1.2
+    // refuses a client that asks for 1.3 at least, and takes one capped
+    // at 1.2 itself.
+    db.connect()
+        .await
+        .unwrap()
+        .batch_execute("ALTER SYSTEM SET ssl_max_protocol_version = 'TLSv1.2'")
+        .await
+        .unwrap();
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || c.restart(StopMode::Fast))
+        .await
+        .unwrap()
+        .unwrap();
+    for (options, code) in [
+        ("&ssl_min_protocol_version=TLSv1.3", 69),
+        ("&ssl_max_protocol_version=TLSv1.2", 0),
+    ] {
+        let out = output(
+            eventsource(None)
+                .args(["lock", "run", "tls-self-signed", "--", "true"])
+                .env("DATABASE_URL", url("localhost", "verify-full") + options),
+        )
+        .await;
+        assert_eq!(out.code, code, "{options}: {out:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

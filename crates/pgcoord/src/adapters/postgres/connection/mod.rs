@@ -4,7 +4,8 @@
 //! session with its cancel token.
 
 // Layers, top to bottom (each imports only from those below it):
-//   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file, connstring -> tls -> tls_verifier, tls_client_cert
+//   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file,
+//   connstring, tls_options -> tls -> tls_verifier, tls_client_cert
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
@@ -16,4 +17,5 @@ pub(crate) mod resolve;
 mod service_file;
 pub(crate) mod tls;
 mod tls_client_cert;
+mod tls_options;
 mod tls_verifier;

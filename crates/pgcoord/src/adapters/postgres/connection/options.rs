@@ -75,7 +75,9 @@ impl ConnectOptions {
     ///    `/etc/postgresql-common/pg_service.conf`);
     /// 2. `PGHOST`, `PGHOSTADDR`, `PGPORT`, `PGDATABASE`, `PGUSER`,
     ///    `PGPASSWORD`, `PGPASSFILE`, `PGOPTIONS`, `PGAPPNAME`,
-    ///    `PGSSLMODE`, `PGSSLROOTCERT`, `PGCONNECT_TIMEOUT`,
+    ///    `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`,
+    ///    `PGSSLSNI`, `PGSSLCOMPRESSION`, `PGSSLMINPROTOCOLVERSION`,
+    ///    `PGSSLMAXPROTOCOLVERSION`, `PGGSSENCMODE`, `PGCONNECT_TIMEOUT`,
     ///    `PGTARGETSESSIONATTRS`, `PGCHANNELBINDING`, `PGLOADBALANCEHOSTS`,
     ///    `PGSSLNEGOTIATION`;
     /// 3. the defaults: host = `/var/run/postgresql` or `/tmp` when a

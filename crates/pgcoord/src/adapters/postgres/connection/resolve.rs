@@ -71,6 +71,11 @@ const KNOWN: &[&str] = &[
     "sslcert",
     "sslkey",
     "sslnegotiation",
+    "sslsni",
+    "sslcompression",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "gssencmode",
     "connect_timeout",
     "tcp_user_timeout",
     "keepalives",
@@ -268,6 +273,12 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
             "sslrootcert" => tls.root_cert = Some(PathBuf::from(value)),
             "sslcert" => tls.client_cert = Some(PathBuf::from(value)),
             "sslkey" => tls.client_key = Some(PathBuf::from(value)),
+            "sslsni"
+            | "sslcompression"
+            | "ssl_min_protocol_version"
+            | "ssl_max_protocol_version"
+            | "gssencmode" => super::tls_options::apply(&mut tls, key, value)
+                .map_err(|why| bad(key, origin, &why))?,
             "fallback_application_name" if p.get("application_name").is_none() => {
                 conninfo.push(format!("application_name={}", quote(value)));
             }

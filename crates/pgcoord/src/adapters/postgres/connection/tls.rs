@@ -97,6 +97,23 @@ pub(crate) struct TlsSettings {
     /// libpq's `sslkey`: its private key (default
     /// `~/.postgresql/postgresql.key`).
     pub(crate) client_key: Option<PathBuf>,
+    /// libpq's `ssl_min_protocol_version` / `ssl_max_protocol_version`,
+    /// within what rustls speaks (TLS 1.2 and 1.3).
+    pub(crate) versions: TlsVersions,
+    /// libpq's `sslsni=0`: no server name in the handshake.
+    pub(crate) no_sni: bool,
+}
+
+/// The TLS versions a session may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum TlsVersions {
+    /// TLS 1.2 or 1.3 (libpq's default minimum is TLS 1.2).
+    #[default]
+    Any,
+    /// `ssl_max_protocol_version=TLSv1.2`.
+    Tls12,
+    /// `ssl_min_protocol_version=TLSv1.3`.
+    Tls13,
 }
 
 pub(super) fn tls_error(msg: impl Into<String>) -> BackendError {
@@ -147,8 +164,13 @@ fn load_roots(
 /// Builds the rustls configuration for `settings`.
 fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendError> {
     let provider = provider();
+    let versions: &[&rustls::SupportedProtocolVersion] = match settings.versions {
+        TlsVersions::Any => rustls::DEFAULT_VERSIONS,
+        TlsVersions::Tls12 => &[&rustls::version::TLS12],
+        TlsVersions::Tls13 => &[&rustls::version::TLS13],
+    };
     let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
     let verifier: Arc<dyn ServerCertVerifier> = if settings.mode.verifies() {
         let (roots, ders) = load_roots(settings.root_cert.as_deref())?;
@@ -163,12 +185,13 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let config = match super::tls_client_cert::client_identity(settings)? {
+    let mut config = match super::tls_client_cert::client_identity(settings)? {
         Some((certs, key)) => builder
             .with_client_auth_cert(certs, key)
             .map_err(|e| tls_error(format!("client certificate not usable: {e}")))?,
         None => builder.with_no_client_auth(),
     };
+    config.enable_sni = !settings.no_sni;
     Ok(Arc::new(config))
 }
 
@@ -331,6 +354,20 @@ mod tests {
             ..TlsSettings::default()
         };
         assert!(MakeRustls::new(lax).ready().is_ok());
+    }
+
+    #[test]
+    fn sslsni_reaches_the_rustls_configuration() {
+        let config = |no_sni| {
+            client_config(&TlsSettings {
+                no_sni,
+                versions: TlsVersions::Tls13,
+                ..TlsSettings::default()
+            })
+            .unwrap()
+        };
+        assert!(config(false).enable_sni);
+        assert!(!config(true).enable_sni);
     }
 
     #[cfg(unix)]
