@@ -24,12 +24,14 @@ pub(crate) struct Alarm {
 
 impl Alarm {
     /// A lowered alarm, to be shared.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))] // raised by the PostgreSQL manager
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
     /// Raises the alarm and wakes every task waiting for it. Raising it
     /// again does nothing.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn raise(&self) {
         if !self.raised.swap(true, Ordering::AcqRel) {
             self.notify.notify_waiters();

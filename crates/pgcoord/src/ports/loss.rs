@@ -85,6 +85,7 @@ enum Source {
     Token(CancellationToken),
     /// A lock of this crate's PostgreSQL manager: lost when its session
     /// ends or the lock alone is taken away.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Alarms {
         session: Arc<Alarm>,
         lock: Arc<Alarm>,
@@ -113,6 +114,7 @@ impl LossSignal {
 
     /// A signal that fires when either alarm is raised (the lock's session
     /// ended, or the lock alone was taken away) or `lease` expires.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn from_alarms(
         session: Arc<Alarm>,
         lock: Arc<Alarm>,
