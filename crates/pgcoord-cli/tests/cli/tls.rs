@@ -8,12 +8,34 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 use crate::common::*;
 
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+/// A CA certificate named `name`, and its key.
+pub(crate) fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, name);
     (params.self_signed(&key).unwrap(), key)
+}
+
+/// A private cluster and a database on it; with `app_role`, also a login
+/// role `app` (for `pg_hba.conf` lines that treat it apart).
+pub(crate) async fn cluster_and_db(app_role: bool) -> (Arc<TestCluster>, TestDatabase) {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(TestCluster::start)
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    if app_role {
+        db.connect()
+            .await
+            .unwrap()
+            .batch_execute("CREATE ROLE app LOGIN")
+            .await
+            .unwrap();
+    }
+    (cluster, db)
 }
 
 #[tokio::test]
@@ -25,19 +47,7 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
         .unwrap()
         .signed_by(&key, &root, &root_key)
         .unwrap();
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(TestCluster::start)
-            .await
-            .unwrap()
-            .unwrap(),
-    );
-    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
-    db.connect()
-        .await
-        .unwrap()
-        .batch_execute("CREATE ROLE app LOGIN")
-        .await
-        .unwrap();
+    let (cluster, db) = cluster_and_db(true).await;
     let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
     let c = cluster.clone();
     tokio::task::spawn_blocking(move || {
@@ -129,13 +139,7 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
 #[tokio::test]
 async fn the_documentations_self_signed_certificate_is_accepted_as_libpq_does() {
     let (server, key) = ca("localhost");
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(TestCluster::start)
-            .await
-            .unwrap()
-            .unwrap(),
-    );
-    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    let (cluster, db) = cluster_and_db(false).await;
     let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
     let c = cluster.clone();
     tokio::task::spawn_blocking(move || c.enable_tls(&cert_pem, &key_pem))

@@ -5,10 +5,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::Arc;
 
-use pgcoord_testkit::pg::{TestCluster, TestDatabase};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{CertificateParams, DnType, KeyPair};
 
 use crate::common::*;
 
@@ -32,29 +30,11 @@ fn write(path: &Path, contents: &str, mode: u32) {
 
 #[tokio::test]
 async fn a_role_that_logs_in_by_certificate_is_reached_the_three_ways_libpq_offers() {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "client cert test CA");
-    let ca = params.self_signed(&ca_key).unwrap();
+    let (ca, ca_key) = crate::tls::ca("client cert test CA");
     let (server_pem, server_key) = signed("localhost", vec!["localhost".into()], &ca, &ca_key);
     let (app_pem, app_key) = signed("app", vec![], &ca, &ca_key);
 
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(TestCluster::start)
-            .await
-            .unwrap()
-            .unwrap(),
-    );
-    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
-    db.connect()
-        .await
-        .unwrap()
-        .batch_execute("CREATE ROLE app LOGIN")
-        .await
-        .unwrap();
+    let (cluster, db) = crate::tls::cluster_and_db(true).await;
     let (c, ca_pem) = (cluster.clone(), ca.pem());
     tokio::task::spawn_blocking(move || {
         c.enable_tls_with_client_ca(&server_pem, &server_key, &ca_pem)?;
