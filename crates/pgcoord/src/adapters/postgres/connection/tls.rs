@@ -116,7 +116,7 @@ pub(crate) enum TlsVersions {
     Tls13,
 }
 
-pub(super) fn tls_error(msg: impl Into<String>) -> BackendError {
+fn tls_error(msg: impl Into<String>) -> BackendError {
     BackendError::new(BackendErrorKind::Connect, msg)
 }
 
@@ -185,7 +185,10 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let mut config = match super::tls_client_cert::client_identity(settings)? {
+    let mut config = match super::tls_client_cert::client_identity(
+        settings.client_cert.as_deref(),
+        settings.client_key.as_deref(),
+    )? {
         Some((certs, key)) => builder
             .with_client_auth_cert(certs, key)
             .map_err(|e| tls_error(format!("client certificate not usable: {e}")))?,

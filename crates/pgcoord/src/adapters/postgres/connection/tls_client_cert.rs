@@ -12,8 +12,11 @@ use std::path::{Path, PathBuf};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::tls::{tls_error, TlsSettings};
-use crate::ports::error::BackendError;
+use crate::ports::error::{BackendError, BackendErrorKind};
+
+fn tls_error(msg: impl Into<String>) -> BackendError {
+    BackendError::new(BackendErrorKind::Connect, msg)
+}
 
 /// A client certificate chain and its private key.
 type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
@@ -23,12 +26,15 @@ fn default_file(name: &str) -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".postgresql").join(name))
 }
 
-/// The client certificate and key `settings` name, or libpq's default
-/// files; `None` when the certificate file does not exist.
-pub(super) fn client_identity(settings: &TlsSettings) -> Result<Option<Identity>, BackendError> {
-    let Some(cert_path) = settings
-        .client_cert
-        .clone()
+/// The client certificate `cert` and key `key` (libpq's `sslcert` and
+/// `sslkey`), or libpq's default files; `None` when the certificate file
+/// does not exist.
+pub(super) fn client_identity(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<Option<Identity>, BackendError> {
+    let Some(cert_path) = cert
+        .map(Path::to_owned)
         .or_else(|| default_file("postgresql.crt"))
     else {
         return Ok(None);
@@ -45,9 +51,8 @@ pub(super) fn client_identity(settings: &TlsSettings) -> Result<Option<Identity>
             cert_path.display()
         )));
     }
-    let key_path = settings
-        .client_key
-        .clone()
+    let key_path = key
+        .map(Path::to_owned)
         .or_else(|| default_file("postgresql.key"))
         .ok_or_else(|| {
             tls_error(format!(
@@ -106,26 +111,18 @@ mod tests {
         d
     }
 
-    fn settings(cert: &Path, key: &Path) -> TlsSettings {
-        TlsSettings {
-            client_cert: Some(cert.to_owned()),
-            client_key: Some(key.to_owned()),
-            ..TlsSettings::default()
-        }
-    }
-
     #[test]
     fn a_missing_certificate_is_no_certificate_and_a_missing_key_an_error() {
         let dir = dir("client-cert-missing");
         let (cert, key) = (dir.join("c.crt"), dir.join("c.key"));
-        assert!(client_identity(&settings(&cert, &key)).unwrap().is_none());
+        assert!(client_identity(Some(&cert), Some(&key)).unwrap().is_none());
         let pair = rcgen::generate_simple_self_signed(vec!["app".to_owned()]).unwrap();
         std::fs::write(&cert, pair.cert.pem()).unwrap();
-        let err = client_identity(&settings(&cert, &key)).unwrap_err();
+        let err = client_identity(Some(&cert), Some(&key)).unwrap_err();
         assert!(err.message().contains("private key file"), "{err}");
         std::fs::write(&key, pair.key_pair.serialize_pem()).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (certs, _) = client_identity(&settings(&cert, &key)).unwrap().unwrap();
+        let (certs, _) = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
         assert_eq!(certs.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -142,12 +139,12 @@ mod tests {
             use std::os::unix::fs::MetadataExt;
             m.uid() == 0
         });
-        let err = client_identity(&settings(&cert, &key)).unwrap_err();
+        let err = client_identity(Some(&cert), Some(&key)).unwrap_err();
         assert!(err.message().contains("group or world access"), "{err}");
         // Root's own key may be read by its group, not by others.
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
         assert_eq!(
-            client_identity(&settings(&cert, &key)).is_ok(),
+            client_identity(Some(&cert), Some(&key)).is_ok(),
             owner_is_root.unwrap()
         );
         let _ = std::fs::remove_dir_all(&dir);
