@@ -1,4 +1,4 @@
-//! The client certificate of [`tls`](super::tls), found as libpq finds it:
+//! The client certificate of the TLS sessions (`tls.rs`), found as libpq finds it:
 //! libpq's `sslcert` and `sslkey` (`PGSSLCERT`, `PGSSLKEY`), by default
 //! `~/.postgresql/postgresql.crt` and `postgresql.key`.
 //!

@@ -1,4 +1,4 @@
-//! The server-certificate check of [`tls`](super::tls), as libpq makes it.
+//! The server-certificate check of the TLS sessions (`tls.rs`), as libpq makes it.
 //!
 //! webpki checks the chain and the subject alternative names. libpq
 //! (through OpenSSL) accepts two certificates webpki refuses, and both are
@@ -108,9 +108,9 @@ fn ip_of(bytes: &[u8]) -> Option<IpAddr> {
 /// Whether `cert` names `server` by libpq's rules: an alternative name of
 /// the host's kind, or, when it has none of that kind, its common name.
 fn names_host(cert: &X509Certificate<'_>, server: &ServerName<'_>) -> bool {
-    let alt_names: Vec<&GeneralName<'_>> = match cert.subject_alternative_name() {
-        Ok(Some(ext)) => ext.value.general_names.iter().collect(),
-        Ok(None) => Vec::new(),
+    let alt_names: &[GeneralName<'_>] = match cert.subject_alternative_name() {
+        Ok(Some(ext)) => &ext.value.general_names,
+        Ok(None) => &[],
         Err(_) => return false,
     };
     let (host, ip) = match server {
