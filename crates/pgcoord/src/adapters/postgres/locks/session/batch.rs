@@ -37,9 +37,12 @@ pub(super) struct BatchBuffers {
 }
 
 impl BatchBuffers {
-    /// Empties the buffers, and gives back memory after an unusually large batch.
+    /// Empties the buffers, and gives back memory after an unusually large
+    /// batch. 1,024 tasks on one manager make batches of about 400 items:
+    /// a smaller bound gave their memory back and took it again on every
+    /// batch. Kept, it is at most about 220 KB a session (1,024 requests).
     pub(super) fn reset(&mut self) {
-        const KEEP: usize = 256;
+        const KEEP: usize = 1024;
         self.ops.clear();
         self.locks.clear();
         self.unlocks.clear();
