@@ -110,9 +110,9 @@ pub enum VerifyProblem {
          directly or through a session-mode pool"
     )]
     SessionNotKept {
-        /// The backend pid of the first statement.
+        /// The backend pid of the earlier statement.
         first: i32,
-        /// The backend pid of the second statement.
+        /// The backend pid of the later statement.
         second: i32,
     },
     /// A statement prepared on the connection was gone at its next use

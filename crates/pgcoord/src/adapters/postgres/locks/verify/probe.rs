@@ -108,15 +108,23 @@ pub(super) async fn observe(a: &Client, b: &Client, id: i64) -> Result<Observati
     let (a_took, a_pid_first): (bool, i32) = (row.get(0), row.get(1));
     let row = a.query_one(HOLDS, &[&id]).await.map_err(query_failed)?;
     let (a_pid_second, a_lock_visible): (i32, bool) = (row.get(0), row.get(1));
-    let b_took_while_held = flag(b, TRY_LOCK, id).await?;
-    let b_pid: i32 = b.query_one(PID, &[]).await.map_err(query_failed)?.get(0);
+    // Each statement reports the backend that ran it: behind a pooler in
+    // transaction mode, B's try can run on A's backend (and be granted by
+    // re-entrancy), or A's unlock on another backend than its lock.
+    let with_pid = format!("{TRY_LOCK}, pg_catalog.pg_backend_pid()");
+    let row = b.query_one(&with_pid, &[&id]).await.map_err(query_failed)?;
+    let (b_took_while_held, b_pid): (bool, i32) = (row.get(0), row.get(1));
     if b_took_while_held {
         let _ = b.query_one(UNLOCK, &[&id]).await;
     }
+    let mut a_pid_unlock = a_pid_first;
     if a_took {
-        a.query_one(UNLOCK, &[&id]).await.map_err(query_failed)?;
+        let unlock = format!("{UNLOCK}, pg_catalog.pg_backend_pid()");
+        let row = a.query_one(&unlock, &[&id]).await.map_err(query_failed)?;
+        a_pid_unlock = row.get(1);
     }
-    let b_took_after_release = flag(b, TRY_LOCK, id).await?;
+    let row = b.query_one(&with_pid, &[&id]).await.map_err(query_failed)?;
+    let (b_took_after_release, b_pid_after): (bool, i32) = (row.get(0), row.get(1));
     if b_took_after_release {
         let _ = b.query_one(UNLOCK, &[&id]).await;
     }
@@ -125,8 +133,10 @@ pub(super) async fn observe(a: &Client, b: &Client, id: i64) -> Result<Observati
         a_pid_first,
         a_pid_second,
         a_lock_visible,
+        a_pid_unlock,
         b_pid,
         b_took_while_held,
+        b_pid_after,
         b_took_after_release,
     })
 }

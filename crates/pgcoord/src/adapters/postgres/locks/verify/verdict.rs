@@ -14,10 +14,15 @@ pub(crate) struct Observations {
     pub(crate) a_pid_second: i32,
     /// A: whether that next statement found A's lock in `pg_locks`.
     pub(crate) a_lock_visible: bool,
-    /// B: backend pid.
+    /// A: backend pid of its unlock (of its first statement if it took
+    /// nothing).
+    pub(crate) a_pid_unlock: i32,
+    /// B: backend pid of its try while A holds the key.
     pub(crate) b_pid: i32,
     /// B: `pg_try_advisory_lock(k)` while A holds it.
     pub(crate) b_took_while_held: bool,
+    /// B: backend pid of its try after A's unlock.
+    pub(crate) b_pid_after: i32,
     /// B: `pg_try_advisory_lock(k)` after A's unlock.
     pub(crate) b_took_after_release: bool,
 }
@@ -33,8 +38,20 @@ pub(crate) fn judge(o: &Observations) -> std::result::Result<(), VerifyProblem> 
             second: o.a_pid_second,
         });
     }
+    if o.a_pid_unlock != o.a_pid_first {
+        return Err(VerifyProblem::SessionNotKept {
+            first: o.a_pid_first,
+            second: o.a_pid_unlock,
+        });
+    }
     if o.b_pid == o.a_pid_first {
         return Err(VerifyProblem::SharedBackend { pid: o.b_pid });
+    }
+    if o.b_pid_after != o.b_pid {
+        return Err(VerifyProblem::SessionNotKept {
+            first: o.b_pid,
+            second: o.b_pid_after,
+        });
     }
     if !o.a_lock_visible {
         return Err(VerifyProblem::LockNotRecorded);
@@ -58,8 +75,10 @@ mod tests {
             a_pid_first: 10,
             a_pid_second: 10,
             a_lock_visible: true,
+            a_pid_unlock: 10,
             b_pid: 11,
             b_took_while_held: false,
+            b_pid_after: 11,
             b_took_after_release: true,
         }
     }
@@ -91,15 +110,41 @@ mod tests {
 
     #[test]
     fn pooler_that_shares_one_backend_is_caught() {
-        // Re-entrancy makes B "get" the lock too.
+        // Re-entrancy makes B "get" the lock too: its try ran on A's backend.
         let o = Observations {
             b_pid: 10,
             b_took_while_held: true,
+            b_pid_after: 10,
             ..healthy()
         };
         let err = judge(&o).unwrap_err();
         assert_eq!(err, VerifyProblem::SharedBackend { pid: 10 });
         assert!(err.to_string().contains("same server session"), "{err}");
+    }
+
+    #[test]
+    fn an_unlock_or_a_later_try_on_another_backend_is_a_moved_session() {
+        // A's unlock ran elsewhere, so its lock stayed where it was taken.
+        let o = Observations {
+            a_pid_unlock: 12,
+            b_took_after_release: false,
+            ..healthy()
+        };
+        let err = VerifyProblem::SessionNotKept {
+            first: 10,
+            second: 12,
+        };
+        assert_eq!(judge(&o), Err(err));
+        // B's second try ran on another backend than its first.
+        let o = Observations {
+            b_pid_after: 10,
+            ..healthy()
+        };
+        let err = VerifyProblem::SessionNotKept {
+            first: 11,
+            second: 10,
+        };
+        assert_eq!(judge(&o), Err(err));
     }
 
     #[test]
