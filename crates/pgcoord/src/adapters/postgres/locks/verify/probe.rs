@@ -33,6 +33,8 @@ const UNLOCK: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
 const UNLOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_unlock_shared($1)";
 const UNLOCK_ALL: &str = "SELECT pg_catalog.pg_advisory_unlock_all()::text";
 const PID: &str = "SELECT pg_catalog.pg_backend_pid()";
+const TRY_LOCK_ON: &str = "SELECT pg_catalog.pg_try_advisory_lock($1), pg_catalog.pg_backend_pid()";
+const UNLOCK_ON: &str = "SELECT pg_catalog.pg_advisory_unlock($1), pg_catalog.pg_backend_pid()";
 const HOLDS: &str =
     "SELECT pg_catalog.pg_backend_pid(), EXISTS (SELECT 1 FROM pg_catalog.pg_locks \
      WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
@@ -40,6 +42,13 @@ const HOLDS: &str =
 
 async fn flag(c: &Client, sql: &str, id: i64) -> Result<bool> {
     Ok(c.query_one(sql, &[&id]).await.map_err(query_failed)?.get(0))
+}
+
+/// A flag statement that also names its backend ([`TRY_LOCK_ON`],
+/// [`UNLOCK_ON`]): the flag, and the pid of the backend that ran it.
+async fn flag_on(c: &Client, sql: &str, id: i64) -> Result<(bool, i32)> {
+    let row = c.query_one(sql, &[&id]).await.map_err(query_failed)?;
+    Ok((row.get(0), row.get(1)))
 }
 
 /// Whether this session holds `id` in `pg_locks` (any mode).
@@ -99,32 +108,23 @@ pub(super) async fn backend_pid(c: &Client) -> Result<i32> {
 }
 
 /// The original observations: try-lock, session kept, lock recorded,
-/// conflict, release. A is left holding the key when it took it.
+/// conflict, release. The key is free again when it returns.
 pub(super) async fn observe(a: &Client, b: &Client, id: i64) -> Result<Observations> {
-    let row = a
-        .query_one(&format!("{TRY_LOCK}, pg_catalog.pg_backend_pid()"), &[&id])
-        .await
-        .map_err(query_failed)?;
-    let (a_took, a_pid_first): (bool, i32) = (row.get(0), row.get(1));
+    let (a_took, a_pid_first) = flag_on(a, TRY_LOCK_ON, id).await?;
     let row = a.query_one(HOLDS, &[&id]).await.map_err(query_failed)?;
     let (a_pid_second, a_lock_visible): (i32, bool) = (row.get(0), row.get(1));
     // Each statement reports the backend that ran it: behind a pooler in
     // transaction mode, B's try can run on A's backend (and be granted by
     // re-entrancy), or A's unlock on another backend than its lock.
-    let with_pid = format!("{TRY_LOCK}, pg_catalog.pg_backend_pid()");
-    let row = b.query_one(&with_pid, &[&id]).await.map_err(query_failed)?;
-    let (b_took_while_held, b_pid): (bool, i32) = (row.get(0), row.get(1));
+    let (b_took_while_held, b_pid) = flag_on(b, TRY_LOCK_ON, id).await?;
     if b_took_while_held {
         let _ = b.query_one(UNLOCK, &[&id]).await;
     }
-    let mut a_pid_unlock = a_pid_first;
-    if a_took {
-        let unlock = format!("{UNLOCK}, pg_catalog.pg_backend_pid()");
-        let row = a.query_one(&unlock, &[&id]).await.map_err(query_failed)?;
-        a_pid_unlock = row.get(1);
-    }
-    let row = b.query_one(&with_pid, &[&id]).await.map_err(query_failed)?;
-    let (b_took_after_release, b_pid_after): (bool, i32) = (row.get(0), row.get(1));
+    let a_pid_unlock = match a_took {
+        true => flag_on(a, UNLOCK_ON, id).await?.1,
+        false => a_pid_first,
+    };
+    let (b_took_after_release, b_pid_after) = flag_on(b, TRY_LOCK_ON, id).await?;
     if b_took_after_release {
         let _ = b.query_one(UNLOCK, &[&id]).await;
     }
