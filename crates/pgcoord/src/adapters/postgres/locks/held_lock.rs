@@ -34,6 +34,9 @@ pub(crate) trait UnlockSink: Send + Sync + 'static {
     /// a shared one on the same session; the reply says whether it was
     /// still held. False if the session is gone.
     fn send_downgrade(&self, lock_id: i64, token: HoldToken, reply: UnlockReply) -> bool;
+    /// Whether the session is known to have ended (its locks are lost,
+    /// even before the book has forgotten them).
+    fn has_ended(&self) -> bool;
 }
 
 /// The session a lock lives on, as the bookkeeping sees it.

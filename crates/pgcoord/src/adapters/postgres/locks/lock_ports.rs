@@ -316,7 +316,9 @@ impl DistributedLock for PostgresLockManager {
         }
     }
 
-    /// Whether this manager holds `key` now, in either mode.
+    /// Whether this manager holds `key` now, in either mode. A lock whose
+    /// session has ended is not held from the moment its loss signal
+    /// fires.
     fn is_held(&self, key: &str) -> bool {
         let lock_id = crate::lock_id_for_key(key);
         self.ctx().holdings.is_held(lock_id)

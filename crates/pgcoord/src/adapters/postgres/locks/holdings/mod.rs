@@ -343,15 +343,21 @@ impl Holdings {
     }
 
     /// Whether `lock_id` is held (granted and not yet fully released) by
-    /// a local owner, in either mode.
+    /// a local owner, in either mode. A hold whose session has ended is
+    /// not, even in the moment before the session's actor forgets it: its
+    /// loss signal has fired already.
     pub(crate) fn is_held(&self, lock_id: i64) -> bool {
         let state = self.lock();
         let exclusive = state
             .entries
             .get(&lock_id)
             .and_then(|e| e.owner.as_ref())
-            .is_some_and(|o| !o.hold.unclaimed);
-        exclusive || state.readers.values().any(|r| r.lock_id == lock_id)
+            .is_some_and(|o| !o.hold.unclaimed && !o.hold.session.has_ended());
+        exclusive
+            || state
+                .readers
+                .values()
+                .any(|r| r.lock_id == lock_id && !r.hold.session.has_ended())
     }
 
     /// How many locks are held, in either mode (each reader hold counts).

@@ -224,6 +224,10 @@ impl UnlockSink for Mailbox {
             })
             .is_ok()
     }
+
+    fn has_ended(&self) -> bool {
+        self.dead.is_raised()
+    }
 }
 
 /// The error of a request whose session ended before it was answered (or
