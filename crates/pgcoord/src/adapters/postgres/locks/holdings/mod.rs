@@ -30,6 +30,8 @@ use super::hold_token::HoldToken;
 use super::id_map::IdMap;
 use crate::ports::alarm::Alarm;
 
+mod batch;
+mod claims;
 mod manual;
 mod readers;
 mod reservation;
@@ -118,6 +120,66 @@ impl State {
             HoldToken::Reader(serial) => self.readers.get_mut(&serial).map(|r| &mut r.hold),
         }
     }
+
+    /// Makes the reserved try-lock `res` the owner of its id; returns the
+    /// owner it replaced, to be dropped outside the mutex.
+    fn grant_reserved(&mut self, res: &mut Reservation, hold: Hold) -> Option<Owner> {
+        res.armed = false;
+        let e = self.entries.entry(res.lock_id).or_insert_with(|| Entry {
+            key: res.key.clone(),
+            owner: None,
+            pending: None,
+        });
+        if e.pending == Some(res.serial) {
+            e.pending = None;
+        }
+        Holdings::install(self, res.lock_id, res.serial, hold, true)
+    }
+
+    /// Gives back the place of a pending try-lock that was not granted.
+    fn unreserve(&mut self, lock_id: i64, serial: NonZeroU64) {
+        if let Some(e) = self.entries.get_mut(&lock_id) {
+            if e.pending == Some(serial) {
+                e.pending = None;
+            }
+        }
+        self.tidy(lock_id);
+    }
+
+    /// Removes the hold `token` names, if it is still in the book.
+    fn finish(&mut self, lock_id: i64, token: HoldToken) -> Finished {
+        let serial = match token {
+            HoldToken::Exclusive(serial) => serial,
+            HoldToken::Reader(serial) => {
+                let hold = self.readers.remove(&serial).map(|r| r.hold);
+                return Finished {
+                    hold,
+                    settles: false,
+                };
+            }
+        };
+        let removed = match self.entries.get_mut(&lock_id) {
+            Some(e) if e.owner.as_ref().is_some_and(|o| o.serial == serial) => e.owner.take(),
+            _ => None,
+        };
+        let unclaimed = removed.as_ref().is_some_and(|o| o.hold.unclaimed);
+        if removed.is_some() && !unclaimed {
+            self.held -= 1;
+        }
+        self.tidy(lock_id);
+        Finished {
+            hold: removed.map(|o| o.hold),
+            settles: unclaimed,
+        }
+    }
+}
+
+/// What [`State::finish`] removed: the hold, to be dropped outside the
+/// mutex, and whether it was an unclaimed grant (tasks waiting for the id
+/// to settle are then told).
+struct Finished {
+    hold: Option<Hold>,
+    settles: bool,
 }
 
 pub(crate) struct Holdings {
@@ -174,7 +236,7 @@ impl Holdings {
 
     /// Records the grant of a reserved try-lock, made `at`, whose guard
     /// will watch `loss` (raised if `release_all` takes it); returns its
-    /// token.
+    /// token. (The grants of one batch answer go through [`Holdings::batch`].)
     pub(crate) fn grant_reserved(
         &self,
         mut res: Reservation,
@@ -182,117 +244,10 @@ impl Holdings {
         at: Instant,
         loss: Arc<Alarm>,
     ) -> HoldToken {
-        res.armed = false;
         let hold = self.hold(session, at, loss);
-        let previous = {
-            let mut state = self.lock();
-            let e = state.entries.entry(res.lock_id).or_insert_with(|| Entry {
-                key: res.key.clone(),
-                owner: None,
-                pending: None,
-            });
-            if e.pending == Some(res.serial) {
-                e.pending = None;
-            }
-            Self::install(&mut state, res.lock_id, res.serial, hold, true)
-        };
+        let previous = self.lock().grant_reserved(&mut res, hold);
         drop(previous);
         HoldToken::Exclusive(res.serial)
-    }
-
-    /// Records a grant obtained on a dedicated session (after a wait),
-    /// not yet claimed: it counts as held once a task takes it
-    /// ([`claim`](Self::claim)). A wait every task gave up on can still
-    /// be granted, and such a grant is never this manager's to report.
-    pub(crate) fn grant_direct(
-        &self,
-        lock_id: i64,
-        key: &Arc<str>,
-        session: &SessionRef,
-        at: Instant,
-        loss: Arc<Alarm>,
-    ) -> HoldToken {
-        let hold = self.hold(session, at, loss);
-        let (serial, previous) = {
-            let mut state = self.lock();
-            let serial = state.serial();
-            state.entries.entry(lock_id).or_insert_with(|| Entry {
-                key: key.clone(),
-                owner: None,
-                pending: None,
-            });
-            let previous = Self::install(&mut state, lock_id, serial, hold, false);
-            (serial, previous)
-        };
-        drop(previous);
-        HoldToken::Exclusive(serial)
-    }
-
-    /// A task took the waited-for grant `token` of `lock_id`: from now on it
-    /// counts as held. No-op if it is gone already (its session ended).
-    pub(crate) fn claim(&self, lock_id: i64, token: HoldToken) {
-        let HoldToken::Exclusive(serial) = token else {
-            return;
-        };
-        {
-            let mut state = self.lock();
-            let Some(o) = state
-                .entries
-                .get_mut(&lock_id)
-                .and_then(|e| e.owner.as_mut())
-            else {
-                return;
-            };
-            if o.serial != serial || !o.hold.unclaimed {
-                return;
-            }
-            o.hold.unclaimed = false;
-            state.held += 1;
-        }
-        self.settles.notify_waiters();
-    }
-
-    /// Takes back a [`claim`](Self::claim) whose task was gone: the grant
-    /// is nobody's again (and on its way back).
-    pub(crate) fn unclaim(&self, lock_id: i64, token: HoldToken) {
-        let HoldToken::Exclusive(serial) = token else {
-            return;
-        };
-        let mut state = self.lock();
-        let Some(o) = state
-            .entries
-            .get_mut(&lock_id)
-            .and_then(|e| e.owner.as_mut())
-        else {
-            return;
-        };
-        if o.serial != serial || o.hold.unclaimed {
-            return;
-        }
-        o.hold.unclaimed = true;
-        state.held -= 1;
-    }
-
-    /// Resolves once `lock_id` has no grant that no task has claimed: one
-    /// is either taken by a waiting task in a moment, or (its tasks gone)
-    /// already on its way back, about a round trip. A try-lock waits for
-    /// that instead of losing to a grant nobody owns.
-    pub(crate) async fn settled(&self, lock_id: i64) {
-        loop {
-            let settles = self.settles.notified();
-            tokio::pin!(settles);
-            settles.as_mut().enable();
-            let unclaimed = self
-                .lock()
-                .entries
-                .get(&lock_id)
-                .and_then(|e| e.owner.as_ref())
-                .is_some_and(|o| o.hold.unclaimed);
-            if !unclaimed {
-                return;
-            }
-            settles.await;
-        }
     }
 
     /// Makes `serial` the exclusive owner, counted as held when `claimed`.
@@ -317,29 +272,11 @@ impl Holdings {
 
     /// Forgets a hold (released or lost). No-op for a stale token.
     pub(crate) fn finish(&self, lock_id: i64, token: HoldToken) {
-        let serial = match token {
-            HoldToken::Exclusive(serial) => serial,
-            HoldToken::Reader(serial) => {
-                let removed = self.lock().readers.remove(&serial);
-                drop(removed);
-                return;
-            }
-        };
-        let unclaimed = {
-            let mut state = self.lock();
-            let removed = match state.entries.get_mut(&lock_id) {
-                Some(e) if e.owner.as_ref().is_some_and(|o| o.serial == serial) => e.owner.take(),
-                _ => None,
-            };
-            if removed.as_ref().is_some_and(|o| !o.hold.unclaimed) {
-                state.held -= 1;
-            }
-            state.tidy(lock_id);
-            removed.is_some_and(|o| o.hold.unclaimed)
-        };
-        if unclaimed {
+        let finished = self.lock().finish(lock_id, token);
+        if finished.settles {
             self.settles.notify_waiters();
         }
+        drop(finished);
     }
 
     /// Whether `lock_id` is held (granted and not yet fully released) by

@@ -26,13 +26,7 @@ impl Drop for Reservation {
         if !self.armed {
             return;
         }
-        let mut state = self.book.lock();
-        if let Some(e) = state.entries.get_mut(&self.lock_id) {
-            if e.pending == Some(self.serial) {
-                e.pending = None;
-            }
-        }
-        state.tidy(self.lock_id);
+        self.book.lock().unreserve(self.lock_id, self.serial);
     }
 }
 

@@ -1,23 +1,28 @@
 //! Shared sessions: try-locks and unlocks of many owners in one statement.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 
 use super::super::fencing::fence_query_error;
-use super::super::held_lock::UnlockReply;
+use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::Reservation;
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
+use crate::ports::alarm::Alarm;
 use crate::ports::error::BackendErrorKind;
 
 struct PendingLock {
     res: Reservation,
     key: std::sync::Arc<str>,
     reply: Reply<Option<Granted>>,
+    /// Filled in when the answer is recorded (see [`record`]).
+    loss: Option<Arc<Alarm>>,
+    token: Option<HoldToken>,
 }
 
 struct PendingUnlock {
@@ -76,7 +81,13 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                 if reply.is_closed() {
                     continue; // the caller left before we started: nothing to undo
                 }
-                locks.push(PendingLock { res, key, reply });
+                locks.push(PendingLock {
+                    res,
+                    key,
+                    reply,
+                    loss: None,
+                    token: None,
+                });
             }
             Op::Unlock {
                 lock_id,
@@ -191,22 +202,53 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         }
         return;
     };
-    let mut results = results.into_iter();
+    record(s, locks, unlocks, &results);
+}
+
+/// Records a batch's answer: the grants, the failed tries and the unlocks
+/// go into the book under one take of its mutex, then the callers are
+/// answered (outside it: a grant whose caller left is dropped, and that
+/// releases it through the book).
+fn record(
+    s: &mut SessionState,
+    locks: &mut Vec<PendingLock>,
+    unlocks: &mut Vec<PendingUnlock>,
+    results: &[(bool, Option<u64>)],
+) {
+    let (lock_results, unlock_results) = results.split_at(locks.len());
+    // Made before the mutex is taken, so that no allocation runs under it.
+    for (l, (ok, _)) in locks.iter_mut().zip(lock_results) {
+        l.loss = ok.then(Alarm::new);
+    }
     let time = GrantTime::now();
-    for l in locks.drain(..) {
-        if let Some((true, fence)) = results.next() {
-            let g = s.grant(l.res.lock_id(), l.key, Some(l.res), fence, time);
-            if let Err(Ok(Some(g))) = l.reply.send(Ok(Some(g))) {
-                drop(g); // the caller left while we worked: dropping releases it
+    let session: SessionRef = s.mailbox.clone();
+    {
+        let mut book = s.ctx.holdings.batch();
+        for l in locks.iter_mut() {
+            match &l.loss {
+                Some(loss) => {
+                    l.token = Some(book.grant_reserved(&mut l.res, &session, time.at, loss.clone()))
+                }
+                None => book.unreserve(&mut l.res),
             }
-        } else {
-            drop(l.res);
-            let _ = l.reply.send(Ok(None));
+        }
+        for u in unlocks.iter() {
+            book.finish(u.lock_id, u.token);
         }
     }
-    for u in unlocks.drain(..) {
-        let ok = results.next().is_some_and(|(ok, _)| ok);
-        s.settle_unlock(u.lock_id, u.token, ok, u.reply);
+    for (l, (_, fence)) in locks.drain(..).zip(lock_results) {
+        let (Some(token), Some(loss)) = (l.token, l.loss) else {
+            let _ = l.reply.send(Ok(None));
+            continue;
+        };
+        let lock_id = l.res.lock_id();
+        let g = s.granted(lock_id, token, l.key, loss, *fence, time, false);
+        if let Err(Ok(Some(g))) = l.reply.send(Ok(Some(g))) {
+            drop(g); // the caller left while we worked: dropping releases it
+        }
+    }
+    for (u, (ok, _)) in unlocks.drain(..).zip(unlock_results) {
+        s.unlocked(u.lock_id, *ok, u.reply);
     }
 }
 

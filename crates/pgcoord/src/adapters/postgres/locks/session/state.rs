@@ -89,7 +89,7 @@ impl SessionState {
         fence: Option<u64>,
         time: GrantTime,
     ) -> Granted {
-        let reservation_was_none = reservation.is_none();
+        let waited = reservation.is_none();
         let session: SessionRef = self.mailbox.clone();
         let book = &self.ctx.holdings;
         let loss = Alarm::new();
@@ -97,12 +97,29 @@ impl SessionState {
             Some(res) => book.grant_reserved(res, &session, time.at, loss.clone()),
             None => book.grant_direct(lock_id, &key, &session, time.at, loss.clone()),
         };
+        self.granted(lock_id, token, key, loss, fence, time, waited)
+    }
+
+    /// The owner of an exclusive grant already recorded in the book as
+    /// `token`, whose guard watches `loss`; the session now holds it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn granted(
+        &mut self,
+        lock_id: i64,
+        token: HoldToken,
+        key: Arc<str>,
+        loss: Arc<Alarm>,
+        fence: Option<u64>,
+        time: GrantTime,
+        waited: bool,
+    ) -> Granted {
+        let session: SessionRef = self.mailbox.clone();
         self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
         super::super::metrics::held(1.0);
-        let waited = reservation_was_none;
+        let book = self.ctx.holdings.clone();
         Granted {
-            lock: HeldLock::new(lock_id, token, key, session, book.clone(), time.at),
+            lock: HeldLock::new(lock_id, token, key, session, book, time.at),
             dead: self.mailbox.dead.clone(),
             loss,
             waited,
@@ -146,6 +163,13 @@ impl SessionState {
         ok: bool,
         reply: Option<UnlockReply>,
     ) {
+        self.ctx.finish(lock_id, token);
+        self.unlocked(lock_id, ok, reply);
+    }
+
+    /// [`settle_unlock`](Self::settle_unlock) of a lock the book has
+    /// already forgotten (a batch answer records its unlocks at once).
+    pub(super) fn unlocked(&mut self, lock_id: i64, ok: bool, reply: Option<UnlockReply>) {
         if !ok {
             tracing::warn!(lock_id, "unlock found the lock not held by its session");
         }
@@ -154,7 +178,6 @@ impl SessionState {
             self.mailbox.set_held(self.held.len());
             super::super::metrics::held(-1.0);
         }
-        self.ctx.finish(lock_id, token);
         if let Some(r) = reply {
             let _ = r.send(Ok(ok));
         }
