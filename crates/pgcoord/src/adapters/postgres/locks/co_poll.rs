@@ -63,6 +63,9 @@ struct Wakes {
     /// The work's own task.
     task: AtomicWaker,
     helper: Mutex<Helper>,
+    /// The id of `helper`, readable without its mutex (0: none): a caller
+    /// that finds another helper there does not queue for the mutex.
+    helper_id: AtomicU64,
     next_id: AtomicU64,
 }
 
@@ -110,6 +113,7 @@ impl CoPolled {
             woken: AtomicBool::new(false),
             task: AtomicWaker::new(),
             helper: Mutex::new(Helper::default()),
+            helper_id: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
         });
         Arc::new(Self {
@@ -134,11 +138,12 @@ impl CoPolled {
     }
 
     /// Waits for `reply`, polling the work meanwhile whenever nobody else
-    /// does (see the module docs).
-    pub(crate) fn help<R: Future + Unpin>(self: &Arc<Self>, reply: R) -> Helping<R> {
+    /// does (see the module docs). Takes the `Arc` it keeps: a caller that
+    /// already owns one passes it on instead of cloning it again.
+    pub(crate) fn help<R: Future + Unpin>(self: Arc<Self>, reply: R) -> Helping<R> {
         Helping {
             reply,
-            co: Some(self.clone()),
+            co: Some(self),
             id: 0,
         }
     }
@@ -205,6 +210,7 @@ impl CoPolled {
                 *id = self.wakes.next_id.fetch_add(1, Ordering::Relaxed);
             }
             h.id = *id;
+            self.wakes.helper_id.store(*id, Ordering::Relaxed);
         }
         if h.id != *id {
             return false;
@@ -231,11 +237,20 @@ impl CoPolled {
             }
             let owes = h.owes;
             *h = Helper::default();
+            self.wakes.helper_id.store(0, Ordering::Relaxed);
             owes
         };
         if owes {
             self.wakes.task.wake();
         }
+    }
+
+    /// Whether another task is the helper now. Only a hint (it may leave
+    /// a moment later), which is enough: whoever is the helper, or else
+    /// the work's own task, keeps the work going.
+    fn helped_by_other(&self, id: u64) -> bool {
+        let helper = self.wakes.helper_id.load(Ordering::Relaxed);
+        helper != 0 && helper != id
     }
 
     /// Whether the current task may poll the work: it runs on the runtime
@@ -300,6 +315,10 @@ impl<R: Future + Unpin> Future for Helping<R> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R::Output> {
         let this = &mut *self;
         let help = match &this.co {
+            // Someone else helps: this poll only looks at the reply. It
+            // skips the helper's mutex and the runtime check (a clone of
+            // the runtime's handle), both shared by every caller.
+            Some(co) if co.helped_by_other(this.id) => None,
             Some(co) if this.id == 0 => co.may_help(),
             Some(_) => Some(true),
             None => Some(false),

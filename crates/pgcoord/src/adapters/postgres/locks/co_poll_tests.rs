@@ -58,7 +58,7 @@ async fn a_waiting_caller_runs_the_work_in_its_own_task() {
     let (co, tx, own_id) = started().await;
     let caller = tokio::spawn(async move {
         let rx = ask(&tx, None);
-        let answered_in = co.help(rx).await.expect("answered");
+        let answered_in = co.clone().help(rx).await.expect("answered");
         (answered_in, tokio::task::id())
     });
     let (answered_in, caller_id) = caller.await.expect("caller ran");
@@ -86,7 +86,7 @@ async fn a_helper_answered_by_its_own_polling_is_not_woken_by_the_answer() {
     let wakes = Arc::new(Counting(AtomicUsize::new(0)));
     let waker = Waker::from(wakes.clone());
     let mut cx = Context::from_waker(&waker);
-    let mut helping = co.help(&mut rx);
+    let mut helping = co.clone().help(&mut rx);
     // The work takes the ask and waits at the gate; the reply waits too.
     assert!(Pin::new(&mut helping).poll(&mut cx).is_pending());
     // Opening the gate wakes the work, that is its helper: once.
@@ -104,7 +104,7 @@ async fn a_helper_dropped_mid_request_leaves_it_to_the_works_task() {
     let mut rx = ask(&tx, Some(gate.clone()));
     {
         // One poll: the work takes the request and waits at the gate.
-        let mut helping = co.help(&mut rx);
+        let mut helping = co.clone().help(&mut rx);
         assert!(poll_once(&mut helping).await.is_pending());
     }
     gate.notify_one();
@@ -117,7 +117,7 @@ async fn a_helper_woken_and_dropped_before_polling_hands_the_wake_up_on() {
     let (co, tx, own_id) = started().await;
     let gate = Arc::new(Notify::new());
     let mut rx = ask(&tx, Some(gate.clone()));
-    let mut helping = co.help(&mut rx);
+    let mut helping = co.clone().help(&mut rx);
     assert!(poll_once(&mut helping).await.is_pending());
     // The wake-up goes to the helper, which then leaves without polling.
     gate.notify_one();
@@ -138,7 +138,7 @@ fn a_caller_on_another_runtime_does_not_poll_the_work() {
         .expect("runtime");
     let answered_in = elsewhere.block_on(async {
         let rx = ask(&tx, None);
-        co.help(rx).await.expect("answered")
+        co.clone().help(rx).await.expect("answered")
     });
     assert_eq!(answered_in, Some(own_id));
 }

@@ -101,7 +101,7 @@ impl HeldLock {
     /// Sends the unlock; false if the session is gone (and with it the lock).
     fn send_unlock(&mut self, reply: Option<UnlockReply>) -> bool {
         self.armed = false;
-        super::metrics::held_for(self.granted_at.elapsed());
+        super::metrics::held_for(self.granted_at);
         self.book.begin_release(self.lock_id, self.token);
         let sent = self.session.send_unlock(self.lock_id, self.token, reply);
         if !sent {

@@ -262,11 +262,13 @@ pub(crate) fn acquisition(
     }
 }
 
-/// A held lock ended (released, or its guard dropped after a loss).
+/// A held lock granted at `granted_at` ended (released, or its guard
+/// dropped after a loss). Takes the grant's time rather than the duration:
+/// without the feature, no clock is read.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn held_for(d: Duration) {
+pub(crate) fn held_for(granted_at: std::time::Instant) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!(names::HOLD_DURATION).record(d);
+    metrics::histogram!(names::HOLD_DURATION).record(granted_at.elapsed());
 }
 
 /// `n` held locks were lost with their session.

@@ -276,7 +276,7 @@ impl SessionHandle {
     /// Dropping it loses nothing but the answer: the request stays with the
     /// session, whose own task goes on with it.
     pub(crate) fn help<R: std::future::Future + Unpin>(&self, reply: R) -> Helping<R> {
-        self.0.work.help(reply)
+        self.0.work.clone().help(reply)
     }
 
     /// Why a request could not be sent to this session: why it could not
