@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::super::co_poll::{CoPolled, Helping};
@@ -15,6 +15,7 @@ use super::super::hold_token::HoldToken;
 use super::super::holders::AdvisoryLock as HoldersRow;
 use super::super::holdings::Reservation;
 use super::super::metrics::LossCause;
+use super::queue::{queue, Queue, Receiver};
 use crate::ports::alarm::Alarm;
 use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::shared_locks::LockMode;
@@ -142,7 +143,7 @@ pub(crate) struct Granted {
 
 /// The sending side of a session, shared by its handles and its locks.
 pub(crate) struct Mailbox {
-    tx: mpsc::UnboundedSender<Op>,
+    queue: Arc<Queue<Op>>,
     pub(super) dead: Arc<Alarm>,
     pid: AtomicI32,
     /// Why the session ended, for the loss metric (a `LossCause`).
@@ -158,10 +159,10 @@ pub(crate) struct Mailbox {
 }
 
 impl Mailbox {
-    pub(super) fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Op>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub(super) fn new() -> (Arc<Self>, Receiver<Op>) {
+        let (queue, rx) = queue();
         let mailbox = Arc::new(Self {
-            tx,
+            queue,
             dead: Alarm::new(),
             pid: AtomicI32::new(0),
             loss_cause: std::sync::atomic::AtomicU8::new(0),
@@ -202,7 +203,7 @@ impl Mailbox {
 
 impl UnlockSink for Mailbox {
     fn send_unlock(&self, lock_id: i64, token: HoldToken, reply: Option<UnlockReply>) -> bool {
-        self.tx
+        self.queue
             .send(Op::Unlock {
                 lock_id,
                 token,
@@ -216,7 +217,7 @@ impl UnlockSink for Mailbox {
     }
 
     fn send_downgrade(&self, lock_id: i64, token: HoldToken, reply: UnlockReply) -> bool {
-        self.tx
+        self.queue
             .send(Op::Downgrade {
                 lock_id,
                 token,
@@ -265,7 +266,7 @@ pub(crate) struct SessionHandle(pub(super) Arc<Mailbox>);
 impl SessionHandle {
     /// Sends `op`, giving it back if the actor is gone.
     pub(crate) fn send(&self, op: Op) -> Result<(), Op> {
-        self.0.tx.send(op).map_err(|e| e.0)
+        self.0.queue.send(op)
     }
 
     /// Waits for the answer to a request sent to this session, running the
@@ -286,7 +287,7 @@ impl SessionHandle {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
-        self.0.dead.is_raised() || self.0.tx.is_closed()
+        self.0.dead.is_raised() || self.0.queue.is_closed()
     }
 
     /// Why the session could not be opened, if that is how it ended.

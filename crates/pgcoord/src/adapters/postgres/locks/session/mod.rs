@@ -15,7 +15,7 @@
 //! actor ──> batch ──────┐
 //!   │  ├──> wait ───────┼──> state ──> statements
 //!   │  └──> downgrade ──┤
-//!   └──> pool ──────┴──> mailbox
+//!   └──> pool ──────┴──> mailbox ──> queue
 //! ```
 //!
 //! A session is either *shared* (uncontended locks of many owners,
@@ -29,6 +29,7 @@ mod downgrade;
 mod drive;
 mod mailbox;
 mod pool;
+mod queue;
 mod state;
 mod statements;
 mod try_any;
