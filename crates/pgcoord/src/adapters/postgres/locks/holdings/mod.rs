@@ -36,6 +36,7 @@ mod manual;
 mod readers;
 mod reservation;
 
+pub(crate) use batch::Removed;
 pub(crate) use reservation::Reservation;
 
 /// What the book keeps of one hold, in either mode.

@@ -9,7 +9,7 @@ use tokio_postgres::error::SqlState;
 use super::super::fencing::fence_query_error;
 use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
-use super::super::holdings::Reservation;
+use super::super::holdings::{Removed, Reservation};
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
@@ -39,6 +39,7 @@ pub(super) struct BatchBuffers {
     unlocks: Vec<PendingUnlock>,
     ids: Vec<i64>,
     is_lock: Vec<bool>,
+    removed: Removed,
 }
 
 impl BatchBuffers {
@@ -71,6 +72,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         unlocks,
         ids,
         is_lock,
+        removed,
     } = buf;
     // Unlocks of shared-mode holds run on their own (rare: a dedicated
     // session's one hold, or a downgraded lock).
@@ -202,7 +204,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         }
         return;
     };
-    record(s, locks, unlocks, &results);
+    record(s, locks, unlocks, removed, &results);
 }
 
 /// Records a batch's answer: the grants, the failed tries and the unlocks
@@ -213,6 +215,7 @@ fn record(
     s: &mut SessionState,
     locks: &mut Vec<PendingLock>,
     unlocks: &mut Vec<PendingUnlock>,
+    removed: &mut Removed,
     results: &[(bool, Option<u64>)],
 ) {
     let (lock_results, unlock_results) = results.split_at(locks.len());
@@ -223,7 +226,7 @@ fn record(
     let time = GrantTime::now();
     let session: SessionRef = s.mailbox.clone();
     {
-        let mut book = s.ctx.holdings.batch();
+        let mut book = s.ctx.holdings.batch(removed);
         for l in locks.iter_mut() {
             match &l.loss {
                 Some(loss) => {
