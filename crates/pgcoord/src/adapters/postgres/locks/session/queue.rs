@@ -155,6 +155,23 @@ mod tests {
         sender.await.unwrap();
     }
 
+    #[tokio::test]
+    async fn a_take_dropped_while_waiting_loses_nothing_sent_after_it() {
+        let (q, rx) = queue::<u32>();
+        let mut got = Vec::new();
+        {
+            let take = rx.take_all(&mut got);
+            tokio::pin!(take);
+            // Waits (nothing queued), then is dropped, as in a `select!`
+            // whose other branch won.
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(std::future::Future::poll(take.as_mut(), &mut cx).is_pending());
+        }
+        q.send(7).unwrap();
+        rx.take_all(&mut got).await;
+        assert_eq!(got, [7]);
+    }
+
     #[test]
     fn a_closed_or_dropped_receiver_refuses_sends_and_drops_what_was_queued() {
         let (q, rx) = queue::<Arc<()>>();
