@@ -1,6 +1,5 @@
 //! Shared sessions: try-locks and unlocks of many owners in one statement.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::{Removed, Reservation};
 use super::mailbox::{session_ended, Granted, Op, Reply};
+use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::alarm::Alarm;
@@ -39,6 +39,10 @@ pub(super) struct BatchBuffers {
     unlocks: Vec<PendingUnlock>,
     ids: Vec<i64>,
     is_lock: Vec<bool>,
+    /// Per item, the answer (see [`query`]): a batch of 1,024 tasks has
+    /// about 400, 10 KB, and a new block that large made glibc consolidate
+    /// every small chunk freed since, once per batch.
+    results: Vec<(bool, Option<u64>)>,
     removed: Removed,
 }
 
@@ -54,12 +58,14 @@ impl BatchBuffers {
         self.unlocks.clear();
         self.ids.clear();
         self.is_lock.clear();
+        self.results.clear();
         if self.ids.capacity() > KEEP {
             self.ops.shrink_to(KEEP);
             self.locks.shrink_to(KEEP);
             self.unlocks.shrink_to(KEEP);
             self.ids.shrink_to(KEEP);
             self.is_lock.shrink_to(KEEP);
+            self.results.shrink_to(KEEP);
         }
     }
 }
@@ -72,6 +78,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         unlocks,
         ids,
         is_lock,
+        results,
         removed,
     } = buf;
     // Unlocks of shared-mode holds run on their own (rare: a dedicated
@@ -135,18 +142,18 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
     let sent = std::time::Instant::now();
     let outcome = {
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
-        tokio::time::timeout(limit, query(s, locks, ids, is_lock)).await
+        tokio::time::timeout(limit, query(s, locks, ids, is_lock, results)).await
     };
-    let results = match outcome {
+    let answered = match outcome {
         // A session already known to be over grants nothing: its locks are
         // going with it.
-        Ok(Ok(_)) if s.dead().is_raised() => None,
-        Ok(Ok(results)) if results.len() == ids.len() => {
+        Ok(Ok(())) if s.dead().is_raised() => false,
+        Ok(Ok(())) if results.len() == ids.len() => {
             s.confirmed(sent);
-            Some(results)
+            true
         }
-        Ok(Ok(_)) => None,
-        Ok(Err(e)) if ends_session(&e) => None,
+        Ok(Ok(())) => false,
+        Ok(Err(e)) if ends_session(&e) => false,
         Ok(Err(e)) => {
             // A lone fenced try whose increment met a fence row still locked
             // by an older holder's protected write (see `TRY_ONE_FENCED`):
@@ -182,17 +189,17 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                 }
                 return;
             }
-            None
+            false
         }
         Err(_) => {
             tracing::warn!(
                 size = ids.len(),
                 "lock batch got no answer in time; closing the session"
             );
-            None
+            false
         }
     };
-    let Some(results) = results else {
+    if !answered {
         // The session is gone, and its locks with it.
         s.dead().raise();
         for l in locks.drain(..) {
@@ -203,8 +210,8 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
             s.settle_unlock(u.lock_id, u.token, false, u.reply);
         }
         return;
-    };
-    record(s, locks, unlocks, removed, &results);
+    }
+    record(s, locks, unlocks, removed, results);
 }
 
 /// Records a batch's answer: the grants, the failed tries and the unlocks
@@ -256,19 +263,21 @@ fn record(
 }
 
 /// The batch's one statement: per item, whether it succeeded and (fenced
-/// grants) the new fencing token.
+/// grants) the new fencing token, into `out` (empty when called).
 async fn query(
     s: &SessionState,
     locks: &[PendingLock],
     ids: &[i64],
     is_lock: &[bool],
-) -> Result<Vec<(bool, Option<u64>)>, tokio_postgres::Error> {
+    out: &mut Vec<(bool, Option<u64>)>,
+) -> Result<(), tokio_postgres::Error> {
     let (client, st) = (&s.client, &s.statements);
     match (&st.fenced, ids.len()) {
         // An unlock is the same fenced or not.
         (Some(_), 1) if !is_lock[0] => {
             let row = client.query_one(&st.unlock_one, &[&ids[0]]).await?;
-            return Ok(vec![(row.get(0), None)]);
+            out.push((row.get(0), None));
+            return Ok(());
         }
         (Some(fenced), 1) => {
             let key: &str = &locks[0].key;
@@ -276,7 +285,8 @@ async fn query(
                 [&ids[0], &key, &fenced.first_token];
             let row = client.query_one(&fenced.try_one, &params).await?;
             let fence = row.get::<_, Option<i64>>(1).map(|f| f as u64);
-            return Ok(vec![(row.get(0), fence)]);
+            out.push((row.get(0), fence));
+            return Ok(());
         }
         _ => {}
     }
@@ -289,10 +299,11 @@ async fn query(
         let rows = client
             .query(&fenced.batch, &[&ids, &is_lock, &keys, &fenced.first_token])
             .await?;
-        return Ok(rows
-            .iter()
-            .map(|r| (r.get(0), r.get::<_, Option<i64>>(1).map(|f| f as u64)))
-            .collect());
+        out.extend(
+            rows.iter()
+                .map(|r| (r.get(0), r.get::<_, Option<i64>>(1).map(|f| f as u64))),
+        );
+        return Ok(());
     }
     if ids.len() == 1 {
         let stmt = if is_lock[0] {
@@ -301,47 +312,27 @@ async fn query(
             &st.unlock_one
         };
         let row = client.query_one(stmt, &[&ids[0]]).await?;
-        return Ok(vec![(row.get(0), None)]);
+        out.push((row.get(0), None));
+        return Ok(());
     }
     let row = client.query_one(&st.batch, &[&ids, &is_lock]).await?;
     let failed: Option<Vec<i64>> = row.get(0);
-    Ok(outcomes(ids.len(), &failed.unwrap_or_default()))
+    outcomes(ids.len(), &failed.unwrap_or_default(), out);
+    Ok(())
 }
 
 /// Per item of a batch of `n`, whether it succeeded, from the 1-based
-/// positions of those that failed. A position out of range is an answer
-/// this session cannot trust: none is returned (the caller's length check
-/// then ends the session).
-fn outcomes(n: usize, failed: &[i64]) -> Vec<(bool, Option<u64>)> {
-    let mut out = vec![(true, None); n];
+/// positions of those that failed, into `out` (empty when called). A
+/// position out of range is an answer this session cannot trust: `out` is
+/// left empty (the caller's length check then ends the session).
+fn outcomes(n: usize, failed: &[i64], out: &mut Vec<(bool, Option<u64>)>) {
+    out.resize(n, (true, None));
     for &pos in failed {
         match usize::try_from(pos).ok().and_then(|p| p.checked_sub(1)) {
             Some(i) if i < n => out[i].0 = false,
-            _ => return Vec::new(),
+            _ => return out.clear(),
         }
     }
-    out
-}
-
-/// After a failed batch: session locks survive a statement error, so ask
-/// the server what this session holds, give back locks taken for requests
-/// reported as failed, and return per-item "done" flags (for unlocks: true
-/// when the lock is gone). `None` if that failed too.
-async fn reconcile(s: &SessionState, ids: &[i64], is_lock: &[bool]) -> Option<Vec<bool>> {
-    let (client, st) = (&s.client, &s.statements);
-    let rows = client.query(&st.held_ids, &[]).await.ok()?;
-    let on_server: HashSet<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
-    // Locks taken for failed requests, and unlocks still held: unlock both.
-    let unlock: Vec<i64> = ids
-        .iter()
-        .filter(|id| on_server.contains(id))
-        .copied()
-        .collect();
-    if !unlock.is_empty() {
-        let ops = vec![false; unlock.len()];
-        client.query_one(&st.batch, &[&unlock, &ops]).await.ok()?;
-    }
-    Some(is_lock.iter().map(|lock| !*lock).collect())
 }
 
 /// `pg_advisory_unlock_shared` for each shared-mode hold, one at a time. A
@@ -370,19 +361,25 @@ async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
 mod tests {
     use super::outcomes;
 
+    fn answers(n: usize, failed: &[i64]) -> Vec<(bool, Option<u64>)> {
+        let mut out = Vec::new();
+        outcomes(n, failed, &mut out);
+        out
+    }
+
     #[test]
     fn the_positions_that_failed_mark_their_items_and_no_other() {
-        let got: Vec<bool> = outcomes(4, &[3, 1]).into_iter().map(|(ok, _)| ok).collect();
+        let got: Vec<bool> = answers(4, &[3, 1]).into_iter().map(|(ok, _)| ok).collect();
         assert_eq!(got, [false, true, false, true]);
-        assert!(outcomes(2, &[])
+        assert!(answers(2, &[])
             .iter()
             .all(|(ok, fence)| *ok && fence.is_none()));
     }
 
     #[test]
     fn a_position_outside_the_batch_is_no_answer_at_all() {
-        assert!(outcomes(2, &[3]).is_empty());
-        assert!(outcomes(2, &[0]).is_empty());
-        assert!(outcomes(2, &[-1]).is_empty());
+        assert!(answers(2, &[3]).is_empty());
+        assert!(answers(2, &[0]).is_empty());
+        assert!(answers(2, &[-1]).is_empty());
     }
 }

@@ -12,8 +12,8 @@
 //!
 //! ```text
 //! actor ──> drive
-//! actor ──> batch ──────┐
-//!   │  ├──> wait ───────┼──> state ──> statements
+//! actor ──> batch ──────┬──> reconcile ──┐
+//!   │  ├──> wait ───────┼─────────────────┴──> state ──> statements
 //!   │  └──> downgrade ──┤
 //!   └──> pool ──────┴──> mailbox ──> queue
 //! ```
@@ -30,6 +30,7 @@ mod drive;
 mod mailbox;
 mod pool;
 mod queue;
+mod reconcile;
 mod state;
 mod statements;
 mod try_any;
