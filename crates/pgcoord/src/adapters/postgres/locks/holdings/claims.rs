@@ -42,32 +42,23 @@ impl Holdings {
     /// A task took the waited-for grant `token` of `lock_id`: from now on it
     /// counts as held. No-op if it is gone already (its session ended).
     pub(crate) fn claim(&self, lock_id: i64, token: HoldToken) {
-        let HoldToken::Exclusive(serial) = token else {
-            return;
-        };
-        {
-            let mut state = self.lock();
-            let Some(o) = state
-                .entries
-                .get_mut(&lock_id)
-                .and_then(|e| e.owner.as_mut())
-            else {
-                return;
-            };
-            if o.serial != serial || !o.hold.unclaimed {
-                return;
-            }
-            o.hold.unclaimed = false;
-            state.held += 1;
+        if self.set_claimed(lock_id, token, true) {
+            self.settles.notify_waiters();
         }
-        self.settles.notify_waiters();
     }
 
     /// Takes back a [`claim`](Self::claim) whose task was gone: the grant
     /// is nobody's again (and on its way back).
     pub(crate) fn unclaim(&self, lock_id: i64, token: HoldToken) {
+        self.set_claimed(lock_id, token, false);
+    }
+
+    /// Marks the waited-for grant `token` of `lock_id` claimed or not, and
+    /// counts it as held or not, if it is still in the book and was the
+    /// other way; whether it changed.
+    fn set_claimed(&self, lock_id: i64, token: HoldToken, claimed: bool) -> bool {
         let HoldToken::Exclusive(serial) = token else {
-            return;
+            return false;
         };
         let mut state = self.lock();
         let Some(o) = state
@@ -75,13 +66,17 @@ impl Holdings {
             .get_mut(&lock_id)
             .and_then(|e| e.owner.as_mut())
         else {
-            return;
+            return false;
         };
-        if o.serial != serial || o.hold.unclaimed {
-            return;
+        if o.serial != serial || o.hold.unclaimed != claimed {
+            return false;
         }
-        o.hold.unclaimed = true;
-        state.held -= 1;
+        o.hold.unclaimed = !claimed;
+        match claimed {
+            true => state.held += 1,
+            false => state.held -= 1,
+        }
+        true
     }
 
     /// Resolves once `lock_id` has no grant that no task has claimed: one
