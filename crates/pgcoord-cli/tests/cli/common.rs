@@ -144,13 +144,28 @@ impl Running {
             .expect("stdout still open")
     }
 
-    /// Waits for the next stdout line and checks it.
+    /// Waits for the next stdout line and checks it. On a mismatch the
+    /// panic says what the tool wrote to stderr and how it ended, if it has
+    /// (a command whose stdout closed unannounced was killed: by whom is
+    /// on the tool's stderr).
     pub async fn expect_line(&mut self, want: &str) {
         let line = tokio::time::timeout(BOUND, self.lines.next_line())
             .await
             .unwrap_or_else(|_| panic!("no line {want:?} in time"))
             .expect("read stdout");
-        assert_eq!(line.as_deref(), Some(want));
+        if line.as_deref() != Some(want) {
+            let mut stderr = String::new();
+            let settle = Duration::from_secs(5);
+            while let Ok(Some(l)) = tokio::time::timeout(settle, self.stderr_lines.recv()).await {
+                stderr.push_str(&l);
+                stderr.push('\n');
+            }
+            let status = self.child.try_wait().ok().flatten();
+            panic!(
+                "expected the line {want:?}, got {line:?}; the tool's exit status so far: \
+                 {status:?}; its stderr so far:\n{stderr}"
+            );
+        }
     }
 
     /// Writes a line to the command's stdin.
