@@ -75,26 +75,22 @@ impl Database {
         PostgresLockManager::builder(self.options.clone())
     }
 
-    /// Opens a plain session on the library's TLS (the settings' sslmode
-    /// and sslrootcert), application_name `pgcoord-cli` unless the
+    /// Opens a plain session on the library's TLS (the settings' own),
+    /// application_name `pgcoord-cli` unless the
     /// settings name one.
     pub async fn connect_tls(&self) -> Result<Client, Error> {
         connect_for_inspection(self.inspection_options(), CONNECT_TIMEOUT).await
     }
 
     /// The options of the tool's own plain sessions: application_name
-    /// `pgcoord-cli` unless the settings name one (`PGAPPNAME`).
+    /// `pgcoord-cli` unless the settings name one (`PGAPPNAME`); every
+    /// other setting as the locks' sessions have it (TLS: mode, CA,
+    /// client certificate, revocation lists, versions).
     pub fn inspection_options(&self) -> ConnectOptions {
-        let mut config = self.options.config().clone();
-        if config.get_application_name().is_none() {
-            config.application_name("pgcoord-cli");
+        match self.options.config().get_application_name() {
+            Some(_) => self.options.clone(),
+            None => self.options.clone().with_application_name("pgcoord-cli"),
         }
-        let mut options =
-            ConnectOptions::from_config(config).with_ssl_mode(self.options.ssl_mode());
-        if let Some(root) = self.options.ssl_root_cert() {
-            options = options.with_ssl_root_cert(root);
-        }
-        options
     }
 
     /// Where the tool connects, for messages: `postgres://USER[:***]@HOST:PORT/DATABASE`

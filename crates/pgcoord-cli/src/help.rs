@@ -23,7 +23,8 @@ Connection:
   or key=value form (host=... dbname=... service=...). What it leaves out
   comes from libpq's environment, as for psql: PGHOST, PGPORT, PGUSER,
   PGDATABASE, PGPASSWORD, PGAPPNAME, PGSSLMODE, PGSSLROOTCERT, PGSSLCERT,
-  PGSSLKEY, PGCONNECT_TIMEOUT, PGOPTIONS, PGTARGETSESSIONATTRS, PGSERVICE
+  PGSSLKEY, PGSSLCRL, PGSSLCRLDIR, PGCONNECT_TIMEOUT, PGOPTIONS,
+  PGTARGETSESSIONATTRS, PGSERVICE
   (a section of PGSERVICEFILE or ~/.pg_service.conf, then
   PGSYSCONFDIR/pg_service.conf),
   then the defaults (a local server's socket, else localhost; port 5432;
@@ -36,8 +37,11 @@ Connection:
   sslmode=disable|prefer|require|verify-ca|verify-full, sslrootcert=PATH
   for the CA (default ~/.postgresql/root.crt), and sslcert=PATH and
   sslkey=PATH for a client certificate (default ~/.postgresql/postgresql.crt
-  and .key, when present; the key must be chmod 0600), as parameters or
-  PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY; also
+  and .key, when present; PEM or DER, not encrypted; the key must be chmod
+  0600), sslcrl=PATH / sslcrldir=DIR for revocation lists checked by
+  verify-ca and verify-full (default ~/.postgresql/root.crl, when present),
+  as parameters or PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY /
+  PGSSLCRL / PGSSLCRLDIR; also
   ssl_min_protocol_version / ssl_max_protocol_version (TLSv1.2, TLSv1.3),
   sslsni, sslcompression and gssencmode=disable|prefer.
 

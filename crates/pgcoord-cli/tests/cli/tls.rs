@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use pgcoord_testkit::pg::{StopMode, TestCluster, TestDatabase};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{
+    date_time_ymd, BasicConstraints, CertificateParams, CertificateRevocationListParams, DnType,
+    IsCa, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
+};
 
 use crate::common::*;
 
@@ -43,10 +46,9 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
     let (root, root_key) = ca("cli test CA");
     let (wrong, _) = ca("other CA");
     let key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &root, &root_key)
-        .unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.serial_number = Some(SerialNumber::from(77u64));
+    let server = params.signed_by(&key, &root, &root_key).unwrap();
     let (cluster, db) = cluster_and_db(true).await;
     let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
     let c = cluster.clone();
@@ -113,6 +115,33 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
         .await;
         assert_eq!(out.code, code, "PGSSLROOTCERT={}: {out:?}", ca.display());
     }
+    // PGSSLCRL: a revocation list of the CA naming the server's certificate.
+    let crl = dir.join("root.crl");
+    let list = CertificateRevocationListParams {
+        this_update: date_time_ymd(2024, 1, 1),
+        next_update: date_time_ymd(2124, 1, 1),
+        crl_number: SerialNumber::from(1u64),
+        issuing_distribution_point: None,
+        revoked_certs: vec![RevokedCertParams {
+            serial_number: SerialNumber::from(77u64),
+            revocation_time: date_time_ymd(2024, 1, 1),
+            reason_code: None,
+            invalidity_date: None,
+        }],
+        key_identifier_method: KeyIdMethod::Sha256,
+    }
+    .signed_by(&root, &root_key)
+    .unwrap();
+    std::fs::write(&crl, list.pem().unwrap()).unwrap();
+    let out = output(
+        eventsource(None)
+            .args(["lock", "holders"])
+            .env("DATABASE_URL", url(&good))
+            .env("PGSSLCRL", &crl),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.to_lowercase().contains("revoked"), "{out:?}");
     // Without TLS the role is refused: the URL's sslmode is really applied,
     // over PGSSLMODE.
     let plain = format!(

@@ -81,6 +81,22 @@ async fn a_role_that_logs_in_by_certificate_is_reached_the_three_ways_libpq_offe
     let url = format!("{base}&sslcert={}&sslkey={}", cert.display(), key.display());
     let out = output(&mut run(url.clone(), &empty_home)).await;
     assert_eq!(out.code, 0, "sslcert in the URL: {out:?}");
+    // The tool's own inspection sessions present it too.
+    let out = output(
+        eventsource(None)
+            .args(["lock", "holders"])
+            .env("DATABASE_URL", &url)
+            .env("HOME", &empty_home),
+    )
+    .await;
+    assert_eq!(out.code, 0, "lock holders, sslcert in the URL: {out:?}");
+    // The key in DER, which libpq also reads.
+    let der = files.join("app.key.der");
+    std::fs::write(&der, KeyPair::from_pem(&app_key).unwrap().serialize_der()).unwrap();
+    std::fs::set_permissions(&der, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let der_url = format!("{base}&sslcert={}&sslkey={}", cert.display(), der.display());
+    let out = output(&mut run(der_url, &empty_home)).await;
+    assert_eq!(out.code, 0, "a DER key: {out:?}");
     // Without a certificate the server refuses the role.
     let out = output(&mut run(base.clone(), &empty_home)).await;
     assert_eq!(out.code, 69, "no certificate: {out:?}");

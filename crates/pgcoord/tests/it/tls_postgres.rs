@@ -217,3 +217,77 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
         .unwrap();
     assert!(m.acquire("k", Some(SECS)).await.is_err());
 }
+
+/// libpq's revocation lists: a server certificate that `sslcrl` (or
+/// `sslcrldir`, or `PGSSLCRL`) revokes is refused by the verifying modes; a
+/// list of its CA that does not name it lets the session through; a list
+/// that is asked for and cannot be read is an error naming it, not a
+/// check silently dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_server_certificates_are_refused() {
+    let s = setup().await;
+    let port = s.cluster.port();
+    let revoking = s.dir.join("revoking.crl");
+    let other = s.dir.join("other.crl");
+    std::fs::write(&revoking, s.root.crl(&[tls_support::SERVER_SERIAL, 9])).unwrap();
+    std::fs::write(&other, s.root.crl(&[9])).unwrap();
+    let crl_dir = s.dir.join("crls");
+    std::fs::create_dir_all(&crl_dir).unwrap();
+    std::fs::copy(&revoking, crl_dir.join("0a1b2c3d.r0")).unwrap();
+    let verify = |mode: &str, extra: &str| {
+        s.url(
+            "localhost",
+            port,
+            &format!("sslmode={mode}&sslrootcert={}{extra}", s.ca_file.display()),
+        )
+    };
+
+    for mode in ["verify-full", "verify-ca"] {
+        let msg = connect_fails(
+            &verify(mode, &format!("&sslcrl={}", revoking.display())),
+            &format!("{mode}, revoked by sslcrl"),
+        )
+        .await;
+        assert!(msg.to_lowercase().contains("revoked"), "{msg}");
+        connects(
+            &verify(mode, &format!("&sslcrl={}", other.display())),
+            &format!("{mode}, a list that does not name it"),
+        )
+        .await;
+    }
+    let msg = connect_fails(
+        &verify("verify-full", &format!("&sslcrldir={}", crl_dir.display())),
+        "revoked by sslcrldir",
+    )
+    .await;
+    assert!(msg.to_lowercase().contains("revoked"), "{msg}");
+
+    // From the environment, as libpq reads PGSSLCRL.
+    let env = pgcoord::postgres::LibpqEnv::from_vars([
+        ("PGSSLCRL", revoking.to_str().unwrap()),
+        ("HOME", s.dir.to_str().unwrap()),
+    ]);
+    let options = pgcoord::ConnectOptions::resolve(Some(&verify("verify-full", "")), &env).unwrap();
+    let m = PostgresLockManager::builder(options).build().unwrap();
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("revoked"), "{err}");
+
+    // Asked for and missing: an error naming it, in every verifying mode.
+    let missing = s.dir.join("missing.crl");
+    let msg = connect_fails(
+        &verify("verify-full", &format!("&sslcrl={}", missing.display())),
+        "a missing sslcrl",
+    )
+    .await;
+    assert!(msg.contains("missing.crl"), "{msg}");
+    // The lax modes check no certificate, so no list either.
+    connects(
+        &s.url(
+            "localhost",
+            port,
+            &format!("sslmode=require&sslcrl={}", revoking.display()),
+        ),
+        "require with a revoking list",
+    )
+    .await;
+}

@@ -7,13 +7,45 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pgcoord_testkit::pg::{TestCluster, TestDatabase};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{
+    date_time_ymd, BasicConstraints, CertificateParams, CertificateRevocationListParams, DnType,
+    IsCa, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
+};
 
 use crate::fault_support::private_cluster;
 
-struct Ca {
+pub struct Ca {
     cert: rcgen::Certificate,
     key: KeyPair,
+}
+
+/// The serial number of the server's certificate.
+pub const SERVER_SERIAL: u64 = 4242;
+
+impl Ca {
+    /// A certificate revocation list of this CA (PEM) revoking `serials`.
+    pub fn crl(&self, serials: &[u64]) -> String {
+        CertificateRevocationListParams {
+            this_update: date_time_ymd(2024, 1, 1),
+            next_update: date_time_ymd(2124, 1, 1),
+            crl_number: SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|&s| RevokedCertParams {
+                    serial_number: SerialNumber::from(s),
+                    revocation_time: date_time_ymd(2024, 1, 1),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        }
+        .signed_by(&self.cert, &self.key)
+        .unwrap()
+        .pem()
+        .unwrap()
+    }
 }
 
 fn ca(name: &str) -> Ca {
@@ -33,6 +65,8 @@ pub struct Setup {
     pub dir: PathBuf,
     pub ca_file: PathBuf,
     pub wrong_ca_file: PathBuf,
+    /// The CA that signed the server's certificate (serial [`SERVER_SERIAL`]).
+    pub root: Ca,
 }
 
 impl Setup {
@@ -58,6 +92,7 @@ pub async fn setup() -> Setup {
     params
         .distinguished_name
         .push(DnType::CommonName, "localhost");
+    params.serial_number = Some(SerialNumber::from(SERVER_SERIAL));
     let server = params.signed_by(&key, &root.cert, &root.key).unwrap();
 
     let cluster = private_cluster(&[]).await;
@@ -95,5 +130,6 @@ pub async fn setup() -> Setup {
         dir,
         ca_file,
         wrong_ca_file,
+        root,
     }
 }

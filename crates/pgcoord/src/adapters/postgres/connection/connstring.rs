@@ -24,10 +24,15 @@ pub struct SslParams {
     pub client_cert: Option<PathBuf>,
     /// `sslkey` (the client certificate's key), if given.
     pub client_key: Option<PathBuf>,
+    /// `sslcrl` (a file of certificate revocation lists), if given.
+    pub crl: Option<PathBuf>,
+    /// `sslcrldir` (a directory of them), if given.
+    pub crl_dir: Option<PathBuf>,
 }
 
-/// Takes libpq's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` out of a `postgres://` URL or a
-/// `key=value` connection string: tokio-postgres refuses `verify-ca` and
+/// Takes libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`, `sslcrl`
+/// and `sslcrldir` out of a `postgres://` URL or a `key=value` connection
+/// string: tokio-postgres refuses `verify-ca` and
 /// `verify-full` and ignores `sslrootcert`. For tools that need the
 /// `tokio_postgres::Config` themselves; pass what is found to
 /// [`ssl_mode`](crate::adapters::postgres::PostgresLockManagerBuilder::ssl_mode) and
@@ -42,6 +47,8 @@ pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
         root_cert: tls.root_cert,
         client_cert: tls.client_cert,
         client_key: tls.client_key,
+        crl: tls.crl,
+        crl_dir: tls.crl_dir,
     })
 }
 
@@ -92,6 +99,14 @@ fn take_tls(key: &str, value: &str, tls: &mut TlsSettings) -> Result<bool> {
         }
         "sslkey" => {
             tls.client_key = Some(PathBuf::from(value));
+            Ok(true)
+        }
+        "sslcrl" => {
+            tls.crl = (!value.is_empty()).then(|| PathBuf::from(value));
+            Ok(true)
+        }
+        "sslcrldir" => {
+            tls.crl_dir = (!value.is_empty()).then(|| PathBuf::from(value));
             Ok(true)
         }
         _ => Ok(false),

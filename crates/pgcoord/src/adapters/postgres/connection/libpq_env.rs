@@ -26,6 +26,8 @@ pub(super) const ENV_PARAMS: &[(&str, &str)] = &[
     ("PGSSLROOTCERT", "sslrootcert"),
     ("PGSSLCERT", "sslcert"),
     ("PGSSLKEY", "sslkey"),
+    ("PGSSLCRL", "sslcrl"),
+    ("PGSSLCRLDIR", "sslcrldir"),
     ("PGSSLSNI", "sslsni"),
     ("PGSSLCOMPRESSION", "sslcompression"),
     ("PGSSLMINPROTOCOLVERSION", "ssl_min_protocol_version"),

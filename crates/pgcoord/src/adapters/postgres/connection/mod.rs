@@ -18,4 +18,5 @@ mod service_file;
 pub(crate) mod tls;
 mod tls_client_cert;
 mod tls_options;
+mod tls_trust;
 mod tls_verifier;

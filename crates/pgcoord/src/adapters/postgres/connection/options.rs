@@ -76,6 +76,7 @@ impl ConnectOptions {
     /// 2. `PGHOST`, `PGHOSTADDR`, `PGPORT`, `PGDATABASE`, `PGUSER`,
     ///    `PGPASSWORD`, `PGPASSFILE`, `PGOPTIONS`, `PGAPPNAME`,
     ///    `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`,
+    ///    `PGSSLCRL`, `PGSSLCRLDIR`,
     ///    `PGSSLSNI`, `PGSSLCOMPRESSION`, `PGSSLMINPROTOCOLVERSION`,
     ///    `PGSSLMAXPROTOCOLVERSION`, `PGGSSENCMODE`, `PGCONNECT_TIMEOUT`,
     ///    `PGTARGETSESSIONATTRS`, `PGCHANNELBINDING`, `PGLOADBALANCEHOSTS`,
@@ -172,6 +173,13 @@ impl ConnectOptions {
         self.tls.root_cert.as_deref()
     }
 
+    /// Sets `application_name` (what `pg_stat_activity` shows for the
+    /// sessions), keeping every other setting, TLS included.
+    pub fn with_application_name(mut self, name: &str) -> Self {
+        self.config.application_name(name);
+        self
+    }
+
     /// Replaces the TLS mode.
     pub fn with_ssl_mode(mut self, mode: SslMode) -> Self {
         self.tls.mode = mode;
@@ -189,7 +197,8 @@ impl ConnectOptions {
         )
     }
 
-    /// Replaces the client certificate and its private key (PEM files).
+    /// Replaces the client certificate and its private key (PEM files; the
+    /// key may also be DER).
     pub fn with_ssl_client_cert(
         mut self,
         cert: impl Into<PathBuf>,

@@ -70,6 +70,8 @@ const KNOWN: &[&str] = &[
     "sslrootcert",
     "sslcert",
     "sslkey",
+    "sslcrl",
+    "sslcrldir",
     "sslnegotiation",
     "sslsni",
     "sslcompression",
@@ -85,6 +87,30 @@ const KNOWN: &[&str] = &[
     "target_session_attrs",
     "channel_binding",
     "load_balance_hosts",
+];
+
+/// libpq parameters this client does not take, and why; named in the
+/// error rather than called unknown, since each would change what the
+/// connection accepts.
+fn unsupported(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "sslpassword" => {
+            "this client cannot decrypt an encrypted sslkey; store the key decrypted, \
+             readable by its owner only (chmod 0600)"
+        }
+        "require_auth" => "this client cannot restrict the server's authentication methods",
+        "sslcertmode" => {
+            "this client sends the client certificate whenever sslcert (or \
+             ~/.postgresql/postgresql.crt) exists and the server asks for one"
+        }
+        _ => return None,
+    })
+}
+
+/// The environment variables of [`unsupported`] parameters.
+const UNSUPPORTED_ENV: &[(&str, &str)] = &[
+    ("PGREQUIREAUTH", "require_auth"),
+    ("PGSSLCERTMODE", "sslcertmode"),
 ];
 
 /// What resolving gave: the driver's settings, TLS, the password's
@@ -129,7 +155,20 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         p.0.push((k, v, Origin::String));
     }
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
-        return Err(invalid(format!("unknown connection parameter `{key}`")));
+        return Err(invalid(match unsupported(key) {
+            Some(why) => format!("connection parameter `{key}` is not supported: {why}"),
+            None => format!("unknown connection parameter `{key}`"),
+        }));
+    }
+    // What libpq would enforce from the environment is never dropped silently.
+    if let Some(env) = env {
+        for (var, key) in UNSUPPORTED_ENV {
+            if let (Some(_), Some(why)) = (env.var(var), unsupported(key)) {
+                return Err(invalid(format!(
+                    "{var} is set (libpq's `{key}`), which is not supported: {why}; unset it"
+                )));
+            }
+        }
     }
     if env.is_none() {
         // Both name files that only libpq's rules read: never drop them silently.
@@ -273,6 +312,9 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
             "sslrootcert" => tls.root_cert = Some(PathBuf::from(value)),
             "sslcert" => tls.client_cert = Some(PathBuf::from(value)),
             "sslkey" => tls.client_key = Some(PathBuf::from(value)),
+            // Empty is unset, as in libpq.
+            "sslcrl" => tls.crl = (!value.is_empty()).then(|| PathBuf::from(value)),
+            "sslcrldir" => tls.crl_dir = (!value.is_empty()).then(|| PathBuf::from(value)),
             "sslsni"
             | "sslcompression"
             | "ssl_min_protocol_version"

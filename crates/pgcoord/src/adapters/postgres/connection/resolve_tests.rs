@@ -316,3 +316,48 @@ fn several_hosts_and_ipv6_from_a_url() {
     assert_eq!(tcp_hosts(&o), ["h1", "::1", "h3"]);
     assert_eq!(o.config().get_ports(), [5432, 5433, 5432]);
 }
+
+#[test]
+fn revocation_lists_come_from_the_string_or_the_environment() {
+    let env = LibpqEnv::from_vars([("PGSSLCRL", "/env.crl"), ("PGSSLCRLDIR", "/env-crls")]);
+    let (_, tls) = resolve(Some("host=h sslmode=verify-full"), &env).into_parts();
+    assert_eq!(tls.crl.as_deref(), Some(Path::new("/env.crl")));
+    assert_eq!(tls.crl_dir.as_deref(), Some(Path::new("/env-crls")));
+    let (_, tls) = resolve(Some("host=h sslcrl=/mine.crl sslcrldir=''"), &env).into_parts();
+    assert_eq!(tls.crl.as_deref(), Some(Path::new("/mine.crl")));
+    // Empty is unset, as in libpq (and it still wins over the variable).
+    assert_eq!(tls.crl_dir, None);
+    let (_, tls) = ConnectOptions::parse("postgres://h/db?sslcrl=%2Fa%20b.crl")
+        .unwrap()
+        .into_parts();
+    assert_eq!(tls.crl.as_deref(), Some(Path::new("/a b.crl")));
+}
+
+#[test]
+fn libpq_settings_this_client_cannot_honour_are_refused_by_name() {
+    for (s, want) in [
+        (
+            "host=h sslpassword=hunter2",
+            "`sslpassword` is not supported",
+        ),
+        (
+            "postgres://h/db?require_auth=scram-sha-256",
+            "`require_auth` is not supported",
+        ),
+        (
+            "host=h sslcertmode=disable",
+            "`sslcertmode` is not supported",
+        ),
+    ] {
+        let msg = ConnectOptions::parse(s).unwrap_err().to_string();
+        assert!(msg.contains(want), "{s}: {msg}");
+        assert!(!msg.contains("hunter2"), "{s}: {msg}");
+    }
+    // From the environment too: a restriction libpq would enforce is
+    // never dropped silently.
+    let env = LibpqEnv::from_vars([("PGHOST", "h"), ("PGREQUIREAUTH", "scram-sha-256")]);
+    let msg = err(None, &env);
+    assert!(msg.contains("PGREQUIREAUTH is set"), "{msg}");
+    let env = LibpqEnv::from_vars([("PGHOST", "h"), ("PGREQUIREAUTH", "")]);
+    resolve(None, &env);
+}

@@ -13,7 +13,10 @@
 //! | `verify-full` | always                      | chain and host name       |
 //!
 //! `sslrootcert` names a PEM file of trusted CA certificates; without it,
-//! `~/.postgresql/root.crt` as libpq does. No channel binding (no `-PLUS`).
+//! `~/.postgresql/root.crt` as libpq does. The verifying modes also check
+//! the chain against `sslcrl` / `sslcrldir` (or `~/.postgresql/root.crl`)
+//! when there are revocation lists ([`tls_trust`](super::tls_trust)).
+//! No channel binding (no `-PLUS`).
 //!
 //! A small `MakeTlsConnect` of our own rather than `tokio-postgres-rustls`:
 //! `verify-ca` needs a verifier that checks the chain but not the name,
@@ -23,7 +26,7 @@
 
 use std::future::Future;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -31,12 +34,12 @@ use std::task::{Context, Poll};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
+use super::tls_trust::{load_crls, load_roots};
 use super::tls_verifier::Verifier;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
@@ -97,6 +100,11 @@ pub(crate) struct TlsSettings {
     /// libpq's `sslkey`: its private key (default
     /// `~/.postgresql/postgresql.key`).
     pub(crate) client_key: Option<PathBuf>,
+    /// libpq's `sslcrl`: a file of certificate revocation lists (PEM or
+    /// DER); see [`tls_trust`](super::tls_trust).
+    pub(crate) crl: Option<PathBuf>,
+    /// libpq's `sslcrldir`: a directory of them (PEM files).
+    pub(crate) crl_dir: Option<PathBuf>,
     /// libpq's `ssl_min_protocol_version` / `ssl_max_protocol_version`,
     /// within what rustls speaks (TLS 1.2 and 1.3).
     pub(crate) versions: TlsVersions,
@@ -124,43 +132,6 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The trusted certificates of `sslrootcert` (or libpq's default file),
-/// as a store and as their own DER.
-fn load_roots(
-    path: Option<&Path>,
-) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), BackendError> {
-    let default;
-    let path = match path {
-        Some(p) => p,
-        None => {
-            let home = std::env::var_os("HOME").ok_or_else(|| {
-                tls_error("sslmode verify-ca/verify-full needs sslrootcert (no HOME for ~/.postgresql/root.crt)")
-            })?;
-            default = PathBuf::from(home).join(".postgresql").join("root.crt");
-            &default
-        }
-    };
-    let mut roots = RootCertStore::empty();
-    let mut ders = Vec::new();
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| tls_error(format!("cannot read sslrootcert {}: {e}", path.display())))?;
-    for cert in certs {
-        let cert =
-            cert.map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
-        roots
-            .add(cert.clone())
-            .map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
-        ders.push(cert);
-    }
-    if roots.is_empty() {
-        return Err(tls_error(format!(
-            "no certificate in sslrootcert {}",
-            path.display()
-        )));
-    }
-    Ok((roots, ders))
-}
-
 /// Builds the rustls configuration for `settings`.
 fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendError> {
     let provider = provider();
@@ -174,7 +145,15 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
         .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
     let verifier: Arc<dyn ServerCertVerifier> = if settings.mode.verifies() {
         let (roots, ders) = load_roots(settings.root_cert.as_deref())?;
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        let crls = load_crls(settings.crl.as_deref(), settings.crl_dir.as_deref())?;
+        let mut webpki =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+        if !crls.is_empty() {
+            // As libpq (OpenSSL's CRL_CHECK_ALL): the whole chain, an
+            // unknown status refused (the default), an expired list too.
+            webpki = webpki.with_crls(crls).enforce_revocation_expiration();
+        }
+        let webpki = webpki
             .build()
             .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
         let check_name = settings.mode == SslMode::VerifyFull;
@@ -203,14 +182,16 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
 /// connection, and again after a failure (a missing file may appear).
 #[derive(Clone)]
 pub(crate) struct MakeRustls {
-    settings: TlsSettings,
+    /// Shared by every clone (one per pool and manager): the settings are
+    /// read only when the configuration is (re)loaded.
+    settings: Arc<TlsSettings>,
     config: Arc<Mutex<Option<Arc<ClientConfig>>>>,
 }
 
 impl MakeRustls {
     pub(crate) fn new(settings: TlsSettings) -> Self {
         Self {
-            settings,
+            settings: Arc::new(settings),
             config: Arc::new(Mutex::new(None)),
         }
     }

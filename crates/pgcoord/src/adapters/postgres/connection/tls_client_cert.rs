@@ -2,6 +2,9 @@
 //! libpq's `sslcert` and `sslkey` (`PGSSLCERT`, `PGSSLKEY`), by default
 //! `~/.postgresql/postgresql.crt` and `postgresql.key`.
 //!
+//! The key may be PEM or DER, as libpq takes it, but not encrypted (libpq's
+//! `sslpassword`): that is an error saying so.
+//!
 //! As in libpq, a certificate file that does not exist means no client
 //! certificate (the server may not ask for one); a certificate without its
 //! key, an unreadable file, or a key file others may read is an error
@@ -68,9 +71,29 @@ pub(super) fn client_identity(
         )));
     }
     check_key_permissions(&key_path)?;
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .map_err(|e| tls_error(format!("cannot read sslkey {}: {e}", key_path.display())))?;
-    Ok(Some((certs, key)))
+    Ok(Some((certs, read_key(&key_path)?)))
+}
+
+/// The private key of `sslkey`: PEM (PKCS#8, PKCS#1 or SEC1) or, as libpq
+/// also takes it, DER. A key encrypted with a passphrase (libpq's
+/// `sslpassword`) is refused by name: this client cannot decrypt it.
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, BackendError> {
+    let cannot = |why: String| tls_error(format!("cannot read sslkey {}: {why}", path.display()));
+    let bytes = std::fs::read(path).map_err(|e| cannot(e.to_string()))?;
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED") {
+        return Err(cannot(
+            "it is encrypted with a passphrase, which this client cannot use (libpq's \
+             sslpassword); store it decrypted, readable by its owner only: \
+             openssl pkey -in KEY -out KEY.plain && chmod 0600 KEY.plain"
+                .to_owned(),
+        ));
+    }
+    if has(b"-----BEGIN") {
+        return PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| cannot(e.to_string()));
+    }
+    PrivateKeyDer::try_from(bytes)
+        .map_err(|e| cannot(format!("neither a PEM nor a DER private key ({e})")))
 }
 
 /// libpq's rule: a key file owned by this user may be read by nobody else
@@ -124,6 +147,32 @@ mod tests {
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         let (certs, _) = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
         assert_eq!(certs.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_der_key_is_read_and_an_encrypted_one_refused_by_name() {
+        let dir = dir("client-key-forms");
+        let (cert, key) = (dir.join("c.crt"), dir.join("c.key"));
+        let pair = rcgen::generate_simple_self_signed(vec!["app".to_owned()]).unwrap();
+        std::fs::write(&cert, pair.cert.pem()).unwrap();
+        std::fs::write(&key, pair.key_pair.serialize_der()).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (_, got) = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
+        assert_eq!(got.secret_der(), pair.key_pair.serialized_der());
+        std::fs::write(
+            &key,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let err = client_identity(Some(&cert), Some(&key)).unwrap_err();
+        assert!(
+            err.message().contains("encrypted with a passphrase"),
+            "{err}"
+        );
+        std::fs::write(&key, b"\x01\x02 neither").unwrap();
+        let err = client_identity(Some(&cert), Some(&key)).unwrap_err();
+        assert!(err.message().contains("neither a PEM nor a DER"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

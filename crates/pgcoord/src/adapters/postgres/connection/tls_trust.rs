@@ -1,0 +1,170 @@
+//! What a verifying TLS session (`verify-ca`, `verify-full`) trusts and
+//! distrusts: libpq's `sslrootcert` (the CA certificates) and `sslcrl` /
+//! `sslcrldir` (certificate revocation lists).
+//!
+//! libpq checks the server's chain against revocation lists when it has
+//! any: `sslcrl` (a file), `sslcrldir` (a directory), or, when neither is
+//! set, `~/.postgresql/root.crl` if that file exists. Every certificate of
+//! the chain below the trusted one must then be covered by a list of its
+//! issuer (OpenSSL's `CRL_CHECK_ALL`), and an expired list is refused.
+//!
+//! One difference, on purpose: libpq silently checks nothing when a named
+//! `sslcrl` or `sslcrldir` is missing or holds no list. Here that is a
+//! connect error naming the path: a revocation check the operator asked
+//! for is never dropped without a word.
+
+use std::path::{Path, PathBuf};
+
+use rustls::pki_types::pem::{PemObject, SectionKind};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer};
+use rustls::RootCertStore;
+use x509_parser::prelude::FromDer;
+use x509_parser::revocation_list::CertificateRevocationList;
+
+use crate::ports::error::{BackendError, BackendErrorKind};
+
+fn tls_error(msg: impl Into<String>) -> BackendError {
+    BackendError::new(BackendErrorKind::Connect, msg)
+}
+
+/// `~/.postgresql/NAME`, when the home directory is known.
+fn default_file(name: &str) -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".postgresql").join(name))
+}
+
+/// The trusted certificates of `sslrootcert` (or libpq's default file),
+/// as a store and as their own DER.
+pub(super) fn load_roots(
+    path: Option<&Path>,
+) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), BackendError> {
+    let default;
+    let path = match path {
+        Some(p) => p,
+        None => {
+            default = default_file("root.crt").ok_or_else(|| {
+                tls_error("sslmode verify-ca/verify-full needs sslrootcert (no HOME for ~/.postgresql/root.crt)")
+            })?;
+            &default
+        }
+    };
+    let mut roots = RootCertStore::empty();
+    let mut ders = Vec::new();
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| tls_error(format!("cannot read sslrootcert {}: {e}", path.display())))?;
+    for cert in certs {
+        let cert =
+            cert.map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
+        roots
+            .add(cert.clone())
+            .map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
+        ders.push(cert);
+    }
+    if roots.is_empty() {
+        return Err(tls_error(format!(
+            "no certificate in sslrootcert {}",
+            path.display()
+        )));
+    }
+    Ok((roots, ders))
+}
+
+/// The revocation lists of `sslcrl` and `sslcrldir`, or of
+/// `~/.postgresql/root.crl` when neither is set and it exists; empty when
+/// there are none to check against.
+pub(super) fn load_crls(
+    file: Option<&Path>,
+    dir: Option<&Path>,
+) -> Result<Vec<CertificateRevocationListDer<'static>>, BackendError> {
+    let mut crls = Vec::new();
+    if let Some(file) = file {
+        let found = crls_in_file(file, "sslcrl")?;
+        if found.is_empty() {
+            return Err(tls_error(format!(
+                "no certificate revocation list in sslcrl {}",
+                file.display()
+            )));
+        }
+        crls.extend(found);
+    }
+    if let Some(dir) = dir {
+        let found = crls_in_dir(dir)?;
+        if found.is_empty() {
+            return Err(tls_error(format!(
+                "no certificate revocation list in sslcrldir {}",
+                dir.display()
+            )));
+        }
+        crls.extend(found);
+    }
+    if file.is_none() && dir.is_none() {
+        if let Some(default) = default_file("root.crl").filter(|f| f.is_file()) {
+            let found = crls_in_file(&default, "the default revocation list")?;
+            if found.is_empty() {
+                return Err(tls_error(format!(
+                    "no certificate revocation list in {} (libpq's default sslcrl)",
+                    default.display()
+                )));
+            }
+            crls.extend(found);
+        }
+    }
+    Ok(crls)
+}
+
+/// The lists of one file: its `X509 CRL` PEM sections, or, when it has no
+/// PEM section at all, the whole file as one DER list.
+fn crls_in_file(
+    path: &Path,
+    what: &str,
+) -> Result<Vec<CertificateRevocationListDer<'static>>, BackendError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| tls_error(format!("cannot read {what} {}: {e}", path.display())))?;
+    let bad = |why: String| tls_error(format!("bad revocation list in {}: {why}", path.display()));
+    let mut crls = Vec::new();
+    let mut any_pem = false;
+    for section in <(SectionKind, Vec<u8>)>::pem_slice_iter(&bytes) {
+        let (kind, der) = section.map_err(|e| bad(e.to_string()))?;
+        any_pem = true;
+        if kind == SectionKind::Crl {
+            crls.push(CertificateRevocationListDer::from(der));
+        }
+    }
+    if !any_pem && !bytes.is_empty() {
+        crls.push(CertificateRevocationListDer::from(bytes));
+    }
+    for crl in &crls {
+        CertificateRevocationList::from_der(crl.as_ref())
+            .map_err(|e| bad(format!("not a certificate revocation list ({e})")))?;
+    }
+    Ok(crls)
+}
+
+/// The lists of every file of `dir` (an OpenSSL hashed directory keeps
+/// them as `HASH.rN`, possibly beside CA certificates, which are skipped).
+fn crls_in_dir(dir: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, BackendError> {
+    let cannot =
+        |e: std::io::Error| tls_error(format!("cannot read sslcrldir {}: {e}", dir.display()));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(cannot)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(cannot)?;
+    files.retain(|f| f.is_file());
+    files.sort();
+    let mut crls = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(&file)
+            .map_err(|e| tls_error(format!("cannot read {} in sslcrldir: {e}", file.display())))?;
+        // Only PEM lists: a DER file here could as well be a certificate.
+        let has_crl = <(SectionKind, Vec<u8>)>::pem_slice_iter(&bytes)
+            .any(|s| matches!(s, Ok((SectionKind::Crl, _))));
+        if has_crl {
+            crls.extend(crls_in_file(&file, "a revocation list")?);
+        }
+    }
+    Ok(crls)
+}
+
+#[cfg(test)]
+#[path = "tls_trust_tests.rs"]
+mod tests;
