@@ -35,7 +35,8 @@ Connection:
   message shows them as ***. Prefer the environment or a password file to
   --database-url, which other users can read in `ps`. TLS:
   sslmode=disable|prefer|require|verify-ca|verify-full, sslrootcert=PATH
-  for the CA (default ~/.postgresql/root.crt), and sslcert=PATH and
+  for the CA (default ~/.postgresql/root.crt; when it exists, require also
+  checks the chain, as in libpq), and sslcert=PATH and
   sslkey=PATH for a client certificate (default ~/.postgresql/postgresql.crt
   and .key, when present; PEM or DER, not encrypted; the key must be chmod
   0600), sslcrl=PATH / sslcrldir=DIR for revocation lists checked by

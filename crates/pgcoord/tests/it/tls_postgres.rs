@@ -179,6 +179,26 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
 
     // Modes that check no certificate still encrypt (the role needs TLS).
     connects(&s.url("127.0.0.1", port, "sslmode=require"), "require").await;
+    // As libpq: `require` with a root file checks the chain (not the name).
+    let msg = connect_fails(
+        &s.url(
+            "localhost",
+            port,
+            &format!("sslmode=require&sslrootcert={wrong}"),
+        ),
+        "require with the wrong CA's file",
+    )
+    .await;
+    assert!(msg.contains("certificate"), "{msg}");
+    connects(
+        &s.url(
+            "127.0.0.1",
+            port,
+            &format!("sslmode=require&sslrootcert={ca}"),
+        ),
+        "require with the CA's file, by address",
+    )
+    .await;
     connects(&s.url("127.0.0.1", port, "sslmode=prefer"), "prefer").await;
     let msg = connect_fails(&s.url("127.0.0.1", port, "sslmode=disable"), "disable").await;
     assert!(msg.contains("28000"), "{msg}");

@@ -8,7 +8,7 @@
 //! |---------------|-----------------------------|---------------------------|
 //! | `disable`     | never                       | —                         |
 //! | `prefer`      | if the server offers it     | no                        |
-//! | `require`     | always                      | no                        |
+//! | `require`     | always                      | chain, if a root file is there |
 //! | `verify-ca`   | always                      | chain to `sslrootcert`    |
 //! | `verify-full` | always                      | chain and host name       |
 //!
@@ -39,7 +39,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
-use super::tls_trust::{load_crls, load_roots};
+use super::tls_trust::{load_crls, load_roots, root_file_present};
 use super::tls_verifier::Verifier;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
@@ -53,7 +53,9 @@ pub enum SslMode {
     /// (libpq's default).
     #[default]
     Prefer,
-    /// Always, without checking the certificate.
+    /// Always; the certificate is not checked, unless there is a root file
+    /// (`sslrootcert` exists, or `~/.postgresql/root.crt`): then its chain
+    /// is, as libpq does (`VerifyCa` without the name).
     Require,
     /// Always; the certificate must chain to a trusted CA.
     VerifyCa,
@@ -143,7 +145,11 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
         .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
-    let verifier: Arc<dyn ServerCertVerifier> = if settings.mode.verifies() {
+    // As libpq: `require` checks the chain too when there is a root file
+    // (libpq keeps this for compatibility with its older releases).
+    let check_chain = settings.mode.verifies()
+        || (settings.mode == SslMode::Require && root_file_present(settings.root_cert.as_deref()));
+    let verifier: Arc<dyn ServerCertVerifier> = if check_chain {
         let (roots, ders) = load_roots(settings.root_cert.as_deref())?;
         let crls = load_crls(settings.crl.as_deref(), settings.crl_dir.as_deref())?;
         let mut webpki =

@@ -1,5 +1,5 @@
-//! What a verifying TLS session (`verify-ca`, `verify-full`) trusts and
-//! distrusts: libpq's `sslrootcert` (the CA certificates) and `sslcrl` /
+//! What a verifying TLS session (`verify-ca`, `verify-full`, and
+//! `require` when a root file is there) trusts and distrusts: libpq's `sslrootcert` (the CA certificates) and `sslcrl` /
 //! `sslcrldir` (certificate revocation lists).
 //!
 //! libpq checks the server's chain against revocation lists when it has
@@ -32,6 +32,19 @@ fn default_file(name: &str) -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".postgresql").join(name))
 }
 
+/// Whether there is a root file to check the server against: `sslrootcert`
+/// (or `~/.postgresql/root.crt`) exists. libpq's `sslrootcert=system` counts
+/// (it is refused by name when loaded).
+pub(super) fn root_file_present(path: Option<&Path>) -> bool {
+    match path {
+        Some(p) => p == Path::new(SYSTEM) || p.exists(),
+        None => default_file("root.crt").is_some_and(|f| f.exists()),
+    }
+}
+
+/// libpq's (PostgreSQL 16) name for the operating system's CA store.
+const SYSTEM: &str = "system";
+
 /// The trusted certificates of `sslrootcert` (or libpq's default file),
 /// as a store and as their own DER.
 pub(super) fn load_roots(
@@ -47,6 +60,12 @@ pub(super) fn load_roots(
             &default
         }
     };
+    if path == Path::new(SYSTEM) {
+        return Err(tls_error(
+            "sslrootcert=system (the operating system's CA store) is not supported: name a \
+             file of the CA certificates to trust",
+        ));
+    }
     let mut roots = RootCertStore::empty();
     let mut ders = Vec::new();
     let certs = CertificateDer::pem_file_iter(path)

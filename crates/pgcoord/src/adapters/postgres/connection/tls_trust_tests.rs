@@ -101,3 +101,11 @@ fn a_directory_gives_the_lists_of_its_files_and_skips_certificates() {
     assert_eq!(got[0].as_ref(), crl.der().as_ref());
     std::fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn the_system_store_is_refused_by_name_and_counts_as_a_root_file() {
+    let e = load_roots(Some(Path::new("system"))).unwrap_err();
+    assert!(e.message().contains("sslrootcert=system"), "{e}");
+    assert!(root_file_present(Some(Path::new("system"))));
+    assert!(!root_file_present(Some(Path::new("/nonexistent/ca.pem"))));
+}
