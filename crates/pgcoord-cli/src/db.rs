@@ -39,7 +39,9 @@ impl Database {
         crate::redact::register_url(url);
         Self::resolve(Some(url)).map_err(|e| {
             format!(
-                "invalid database URL {}: {}",
+                // The environment fills what the URL leaves out, and its
+                // errors name their variable: not every error is the URL's.
+                "invalid connection settings (database URL {}): {}",
                 redact_url(url),
                 crate::redact::scrub_secrets(&e.to_string())
             )

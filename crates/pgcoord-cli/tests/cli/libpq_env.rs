@@ -83,6 +83,31 @@ async fn pg_variables_alone_reach_the_server() {
     assert_eq!(out.code, 0, "{out:?}");
 }
 
+/// A restriction libpq would enforce from the environment, and this client
+/// cannot, stops the tool with a usage error naming the variable, before
+/// any connection: it is never dropped silently.
+#[tokio::test]
+async fn a_libpq_restriction_the_tool_cannot_honour_is_a_usage_error() {
+    let db = database().await;
+    for (var, value) in [
+        ("PGREQUIREAUTH", "scram-sha-256"),
+        ("PGSSLCERTMODE", "disable"),
+    ] {
+        let out = output(
+            eventsource(Some(&db))
+                .env(var, value)
+                .args(no_wait("restricted")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{var}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("{var} is set")),
+            "{var}: {out:?}"
+        );
+        assert!(out.stderr.contains("not supported"), "{var}: {out:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_url_wins_over_pg_variables_and_they_fill_its_gaps() {
     let db = database().await;
