@@ -39,9 +39,9 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
-use super::tls_trust::{load_crls, load_roots, root_file_present};
+use super::tls_trust::{load_crls, load_roots, root_file_present, tls_error};
 use super::tls_verifier::Verifier;
-use crate::ports::error::{BackendError, BackendErrorKind};
+use crate::ports::error::BackendError;
 
 /// How a session uses TLS, as libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,10 +124,6 @@ pub(crate) enum TlsVersions {
     Tls12,
     /// `ssl_min_protocol_version=TLSv1.3`.
     Tls13,
-}
-
-fn tls_error(msg: impl Into<String>) -> BackendError {
-    BackendError::new(BackendErrorKind::Connect, msg)
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -314,6 +310,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::error::BackendErrorKind;
 
     #[test]
     fn modes_parse_as_libpq_names_them() {

@@ -10,24 +10,16 @@
 //! key, an unreadable file, or a key file others may read is an error
 //! before any connection is made.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::ports::error::{BackendError, BackendErrorKind};
-
-fn tls_error(msg: impl Into<String>) -> BackendError {
-    BackendError::new(BackendErrorKind::Connect, msg)
-}
+use super::tls_trust::{default_file, tls_error};
+use crate::ports::error::BackendError;
 
 /// A client certificate chain and its private key.
 type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
-
-fn default_file(name: &str) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    Some(PathBuf::from(home).join(".postgresql").join(name))
-}
 
 /// The client certificate `cert` and key `key` (libpq's `sslcert` and
 /// `sslkey`), or libpq's default files; `None` when the certificate file
@@ -125,6 +117,7 @@ fn check_key_permissions(_path: &Path) -> Result<(), BackendError> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
 
     /// A fresh directory of this test's own.
     fn dir(name: &str) -> PathBuf {

@@ -23,12 +23,13 @@ use x509_parser::revocation_list::CertificateRevocationList;
 
 use crate::ports::error::{BackendError, BackendErrorKind};
 
-fn tls_error(msg: impl Into<String>) -> BackendError {
+/// A TLS setting that cannot be used: a connect error (no socket opened).
+pub(super) fn tls_error(msg: impl Into<String>) -> BackendError {
     BackendError::new(BackendErrorKind::Connect, msg)
 }
 
-/// `~/.postgresql/NAME`, when the home directory is known.
-fn default_file(name: &str) -> Option<PathBuf> {
+/// `~/.postgresql/NAME` (libpq's default files), when the home directory is known.
+pub(super) fn default_file(name: &str) -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".postgresql").join(name))
 }
 
