@@ -5,12 +5,12 @@
 //! (it parses `sslmode` only up to `require` and ignores `sslrootcert`):
 //!
 //! | `sslmode`     | TLS                         | certificate checked       |
-//! |---------------|-----------------------------|---------------------------|
-//! | `disable`     | never                       | —                         |
-//! | `prefer`      | if the server offers it     | no                        |
+//! |---------------|-----------------------------|--------------------------------|
+//! | `disable`     | never                       | —                              |
+//! | `prefer`      | if the server offers it     | no                             |
 //! | `require`     | always                      | chain, if a root file is there |
-//! | `verify-ca`   | always                      | chain to `sslrootcert`    |
-//! | `verify-full` | always                      | chain and host name       |
+//! | `verify-ca`   | always                      | chain to `sslrootcert`         |
+//! | `verify-full` | always                      | chain and host name            |
 //!
 //! `sslrootcert` names a PEM file of trusted CA certificates; without it,
 //! `~/.postgresql/root.crt` as libpq does. The verifying modes also check
@@ -55,7 +55,7 @@ pub enum SslMode {
     Prefer,
     /// Always; the certificate is not checked, unless there is a root file
     /// (`sslrootcert` exists, or `~/.postgresql/root.crt`): then its chain
-    /// is, as libpq does (`VerifyCa` without the name).
+    /// is checked as `VerifyCa` checks it, as libpq does.
     Require,
     /// Always; the certificate must chain to a trusted CA.
     VerifyCa,

@@ -1,6 +1,7 @@
-//! What a verifying TLS session (`verify-ca`, `verify-full`, and
-//! `require` when a root file is there) trusts and distrusts: libpq's `sslrootcert` (the CA certificates) and `sslcrl` /
-//! `sslcrldir` (certificate revocation lists).
+//! What a verifying TLS session (`verify-ca`, `verify-full`, and `require`
+//! when a root file is there) trusts and distrusts: libpq's `sslrootcert`
+//! (the CA certificates) and `sslcrl` / `sslcrldir` (certificate
+//! revocation lists).
 //!
 //! libpq checks the server's chain against revocation lists when it has
 //! any: `sslcrl` (a file), `sslcrldir` (a directory), or, when neither is
@@ -97,38 +98,36 @@ pub(super) fn load_crls(
 ) -> Result<Vec<CertificateRevocationListDer<'static>>, BackendError> {
     let mut crls = Vec::new();
     if let Some(file) = file {
-        let found = crls_in_file(file, "sslcrl")?;
-        if found.is_empty() {
-            return Err(tls_error(format!(
-                "no certificate revocation list in sslcrl {}",
-                file.display()
-            )));
-        }
-        crls.extend(found);
+        crls.extend(named(crls_in_file(file, "sslcrl")?, || {
+            format!("sslcrl {}", file.display())
+        })?);
     }
     if let Some(dir) = dir {
-        let found = crls_in_dir(dir)?;
-        if found.is_empty() {
-            return Err(tls_error(format!(
-                "no certificate revocation list in sslcrldir {}",
-                dir.display()
-            )));
-        }
-        crls.extend(found);
+        crls.extend(named(crls_in_dir(dir)?, || {
+            format!("sslcrldir {}", dir.display())
+        })?);
     }
     if file.is_none() && dir.is_none() {
         if let Some(default) = default_file("root.crl").filter(|f| f.is_file()) {
             let found = crls_in_file(&default, "the default revocation list")?;
-            if found.is_empty() {
-                return Err(tls_error(format!(
-                    "no certificate revocation list in {} (libpq's default sslcrl)",
-                    default.display()
-                )));
-            }
-            crls.extend(found);
+            crls.extend(named(found, || {
+                format!("{} (libpq's default sslcrl)", default.display())
+            })?);
         }
     }
     Ok(crls)
+}
+
+/// `found`, unless it is empty: a place named for lists that holds none
+/// is an error naming it (`what`).
+fn named<T>(found: Vec<T>, what: impl FnOnce() -> String) -> Result<Vec<T>, BackendError> {
+    match found.is_empty() {
+        true => Err(tls_error(format!(
+            "no certificate revocation list in {}",
+            what()
+        ))),
+        false => Ok(found),
+    }
 }
 
 /// The lists of one file: its `X509 CRL` PEM sections, or, when it has no
