@@ -4,7 +4,7 @@
 //! libpq's `sslmode` and `sslrootcert`, which tokio-postgres does not know
 //! (it parses `sslmode` only up to `require` and ignores `sslrootcert`):
 //!
-//! | `sslmode`     | TLS                         | certificate checked       |
+//! | `sslmode`     | TLS                         | certificate checked            |
 //! |---------------|-----------------------------|--------------------------------|
 //! | `disable`     | never                       | —                              |
 //! | `prefer`      | if the server offers it     | no                             |
