@@ -77,13 +77,6 @@ impl Database {
         PostgresLockManager::builder(self.options.clone())
     }
 
-    /// Opens a plain session on the library's TLS (the settings' own),
-    /// application_name `pgcoord-cli` unless the
-    /// settings name one.
-    pub async fn connect_tls(&self) -> Result<Client, Error> {
-        connect_for_inspection(self.inspection_options(), CONNECT_TIMEOUT).await
-    }
-
     /// The options of the tool's own plain sessions: application_name
     /// `pgcoord-cli` unless the settings name one (`PGAPPNAME`); every
     /// other setting as the locks' sessions have it (TLS: mode, CA,

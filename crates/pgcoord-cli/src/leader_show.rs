@@ -155,7 +155,7 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
         Ok(e) => e,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };
-    let client = match db.connect_tls().await {
+    let client = match db.connect().await {
         Ok(c) => c,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };

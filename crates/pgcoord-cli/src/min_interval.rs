@@ -28,7 +28,7 @@ pub enum Claimed {
 /// Records this run's start for the run's keys (KEY, every `--also`, or
 /// the semaphore KEY), or reports why COMMAND must not run.
 pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str) -> Claimed {
-    let client = match db.connect_tls().await {
+    let client = match db.connect().await {
         Ok(c) => c,
         Err(e) => {
             let line = db::describe_failure("cannot record the run's start", Some(db), &e);

@@ -383,16 +383,35 @@ async fn pgconnect_timeout_bounds_the_connection() {
             held.push(socket);
         }
     });
-    let out = output(
-        eventsource(None)
-            .env("PGHOST", "127.0.0.1")
-            .env("PGPORT", port.to_string())
-            .env("PGUSER", "app")
-            .env("PGCONNECT_TIMEOUT", "1")
-            .args(["lock", "holders"]),
-    )
-    .await;
-    assert_eq!(out.code, 69, "{out:?}");
-    assert!(out.stderr.contains("no answer within 1s"), "{}", out.stderr);
+    // Every command's own session keeps to it, not to the tool's default.
+    for args in [
+        vec!["lock", "holders"],
+        vec!["leader", "show", "nightly"],
+        vec![
+            "lock",
+            "run",
+            "--min-interval",
+            "1h",
+            "nightly",
+            "--",
+            "true",
+        ],
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("PGHOST", "127.0.0.1")
+                .env("PGPORT", port.to_string())
+                .env("PGUSER", "app")
+                .env("PGCONNECT_TIMEOUT", "1")
+                .args(&args),
+        )
+        .await;
+        assert_eq!(out.code, 69, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("no answer within 1s"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
     silent.abort();
 }
