@@ -125,7 +125,15 @@ pub struct LockAcquisitionError {
 fn timeout_suffix(timeout: &Option<Duration>) -> String {
     match timeout {
         Some(t) if t.is_zero() => " (no wait)".to_owned(),
-        Some(t) => format!(" (timeout {t:?})"),
+        // To the millisecond: a retry's remaining budget would otherwise
+        // print as "4.999959635s".
+        Some(t) => {
+            let shown = match t.as_millis() {
+                0 => *t,
+                ms => Duration::from_millis(ms.min(u64::MAX as u128) as u64),
+            };
+            format!(" (timeout {shown:?})")
+        }
         None => String::new(),
     }
 }
@@ -242,6 +250,13 @@ mod tests {
             err.as_lock_acquisition().unwrap().timeout,
             Some(Duration::from_millis(250))
         );
+        // A remaining budget reads to the millisecond.
+        let rest = LockAcquisitionError::new(
+            "k",
+            AcquireFailure::Timeout,
+            Some(Duration::from_nanos(4_999_959_635)),
+        );
+        assert!(rest.to_string().ends_with("(timeout 4.999s)"), "{rest}");
         // A try (timeout zero) says so, not "timeout 0ns".
         let tried = LockAcquisitionError::new("k", AcquireFailure::Timeout, Some(Duration::ZERO));
         assert!(tried.to_string().ends_with("(no wait)"), "{tried}");
