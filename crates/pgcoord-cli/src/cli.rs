@@ -72,7 +72,7 @@ pub enum Command {
     #[command(subcommand)]
     Leader(crate::leader_args::LeaderCommand),
 
-    /// Read-model projections: how far behind one is (status).
+    /// Read-model projections: how far behind one is (status), its parked events (dlq).
     #[command(subcommand)]
     Projection(crate::projection_args::ProjectionCommand),
 }

@@ -21,6 +21,31 @@ use crate::{exit, report};
 /// How long opening a plain session may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a query of the tool's own sessions (`leader show`,
+/// `projection status` and `dlq`) may go unanswered: a server that
+/// accepts a connection and then stays silent, or a query queued behind
+/// another session's lock, ends the command (or, watching, that look)
+/// instead of hanging it.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+
+/// `work`, or a [`BackendErrorKind::NoAnswer`] error once [`ANSWER_WITHIN`]
+/// has passed.
+pub async fn answered<T>(
+    work: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(ANSWER_WITHIN, work).await {
+        Ok(done) => done,
+        Err(_) => Err(pgcoord::error::BackendError::new(
+            BackendErrorKind::NoAnswer,
+            format!(
+                "the server did not answer within {ANSWER_WITHIN:?} (silent, or the query waits \
+                 for another session's lock)"
+            ),
+        )
+        .into()),
+    }
+}
+
 /// The connection settings of a command.
 #[derive(Debug, Clone)]
 pub struct Database {

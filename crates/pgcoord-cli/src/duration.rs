@@ -145,6 +145,25 @@ pub fn parse_watchdog(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The shortest refresh of a view that looks again and again (`lock
+/// top`, `lock holders --watch`, `leader show --watch`, `projection status
+/// --watch`): each look runs queries on the server, and a typo such as
+/// `0s` must not turn a monitor into load.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Parses a refresh interval (`--interval`, `--every`): a DURATION of at
+/// least [`MIN_INTERVAL`].
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "{text:?} is too short a refresh interval: at least {}",
+            format_duration(MIN_INTERVAL)
+        ));
+    }
+    Ok(d)
+}
+
 /// The shortest `--lease` (the server's TCP keepalive settings count in
 /// whole seconds).
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
@@ -206,6 +225,15 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_below_the_minimum_or_malformed_are_refused() {
+        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["0s", "50ms", "-1s", "1", "soon", ""] {
+            assert!(parse_interval(bad).is_err(), "{bad}");
+        }
+    }
 
     fn ok(text: &str) -> Duration {
         parse_duration(text).unwrap_or_else(|e| panic!("{text}: {e}"))

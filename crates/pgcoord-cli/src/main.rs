@@ -46,6 +46,7 @@ mod permits;
 mod projection;
 mod projection_args;
 mod projection_dlq;
+mod projection_reads;
 mod redact;
 mod run;
 mod run_args;

@@ -9,8 +9,15 @@ use pgcoord::Error;
 
 use crate::db::{self, Database};
 use crate::projection_args::{ProjectionCommand, ProjectionStatusArgs};
+use crate::projection_reads::{answered, missing_table_note};
 use crate::signals::Signals;
 use crate::{exit, report};
+
+/// The table of the projections' checkpoints (the library's).
+const CHECKPOINT_TABLE: &str = "eventsource_projection_checkpoints";
+
+/// How the library's error for an `--events-table` the database lacks begins.
+const NO_EVENT_TABLE: &str = "there is no event table";
 
 /// Runs `eventsource projection ...`; returns the exit code.
 pub async fn projection(command: ProjectionCommand, db: Database) -> i32 {
@@ -33,16 +40,31 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
             return exit::SOFTWARE;
         }
     };
+    let mut noted = false;
     loop {
-        let looked = look(&client, &args).await;
+        let looked = answered(look(&client, &args)).await;
         let (status, rebuild) = match looked {
             Ok(s) => s,
+            // The name was fine (it is checked before any query), but the
+            // database has no such table: it lacks what the option needs.
+            Err(Error::InvalidArgument(msg)) if msg.starts_with(NO_EVENT_TABLE) => {
+                report!("{msg} (database {})", db.shown());
+                return exit::CONFIG;
+            }
             Err(Error::InvalidArgument(msg)) => {
                 report!("{msg}");
                 return exit::USAGE;
             }
             Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),
         };
+        if status.checkpoint.is_none() && !noted {
+            noted = true;
+            match missing_table_note(&client, CHECKPOINT_TABLE).await {
+                Ok(Some(note)) => report!("{note}"),
+                Ok(None) => {}
+                Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),
+            }
+        }
         let text = match (args.json, args.watch) {
             (true, _) => format!("{}\n", json(&status, rebuild.as_ref())),
             (false, true) => line(&status, rebuild.as_ref()),
@@ -153,7 +175,7 @@ fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> St
     out += &format!(
         "  rate        {}\n",
         s.events_per_second
-            .map_or("unknown (no recent sample)".into(), |r| format!(
+            .map_or("unknown (no samples yet)".into(), |r| format!(
                 "{r:.1} events/s over the last minute"
             ))
     );

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::duration::parse_duration;
+use crate::duration::parse_interval;
 
 /// `eventsource projection ...`
 #[derive(Debug, Subcommand)]
@@ -25,9 +25,14 @@ them after the retry policy's attempts, or an earlier parked event of their part
 held behind. `list` and `show` read them (--json for JSON); `drop` removes them without applying \
 them; `replay` marks them for replay by the projection's runner, which applies them through its \
 handler (the tool does not know the handler) before its next batch, or when it starts, and \
-removes them. `replay` and `drop` take POSITIONs or --all. Without --yes, `drop` asks first on a \
-terminal, and never otherwise. Exit codes: 0 done, 1 not done: a POSITION given is not parked \
-(the others were acted on) or `drop` was declined, 2 bad arguments, 69 database unreachable.";
+removes them. `replay` and `drop` take POSITIONs or --all. Without --yes, `drop` asks first when \
+standard input is a terminal (the question goes to the terminal), and never otherwise; it drops \
+exactly the events it counted in its question. A database where no dead-letter table is visible \
+(none parked yet, another database, or a role that cannot see the table) has no parked events, \
+and a line on standard error says which database and role were read. Each query is given 30 s \
+to be answered. Exit codes: 0 done, 1 not done: a POSITION given is not parked (the others were \
+acted on) or `drop` was declined, 2 bad arguments, 69 the database could not be reached, failed \
+the query (the server's message says why, e.g. permission denied) or did not answer.";
 
 /// `eventsource projection dlq ...`
 #[derive(Debug, Subcommand)]
@@ -50,7 +55,7 @@ pub struct DlqListArgs {
     pub json: bool,
 
     /// The projection's name.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = parse_name)]
     pub name: String,
 }
 
@@ -62,7 +67,7 @@ pub struct DlqShowArgs {
     pub json: bool,
 
     /// The projection's name.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = parse_name)]
     pub name: String,
 
     /// The parked event's position.
@@ -70,8 +75,11 @@ pub struct DlqShowArgs {
     pub position: i64,
 }
 
-/// `eventsource projection dlq replay`
+/// `eventsource projection dlq replay` (and `drop`'s selection)
 #[derive(Debug, Args)]
+#[command(
+    override_usage = "eventsource projection dlq replay [OPTIONS] <NAME> <POSITION>...|--all"
+)]
 #[command(group = clap::ArgGroup::new("which").required(true).args(["positions", "all"]))]
 pub struct DlqChangeArgs {
     /// Every parked event of the projection.
@@ -83,7 +91,7 @@ pub struct DlqChangeArgs {
     pub json: bool,
 
     /// The projection's name.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = parse_name)]
     pub name: String,
 
     /// The parked events' positions (or --all).
@@ -93,6 +101,7 @@ pub struct DlqChangeArgs {
 
 /// `eventsource projection dlq drop`
 #[derive(Debug, Args)]
+#[command(override_usage = "eventsource projection dlq drop [OPTIONS] <NAME> <POSITION>...|--all")]
 pub struct DlqDropArgs {
     /// Do not ask on a terminal (nothing is asked otherwise).
     #[arg(long, short = 'y')]
@@ -110,7 +119,12 @@ second over about the last minute (from the runner's checkpoint samples); the ru
 the projection's lock (`projection:NAME`: its holder label, host and pid, server pid, address \
 and since when); and the number of parked events (`projection dlq`; 0 before the dead-letter \
 table exists). On a terminal, a progress bar with the ETA is drawn on standard error while the projection is \
-behind. Exit codes: 0 shown, 2 bad arguments, 69 database unreachable.";
+behind. A database where no checkpoint table is visible (no projection ran there, another \
+database, or a role that cannot see the table) shows no checkpoint, and a line on standard error \
+says which database and role were read. Each look is given 30 s to be answered. Exit codes: 0 \
+shown, 2 bad arguments, 69 the database could not be reached, failed the query (the server's \
+message says why, e.g. permission denied) or did not answer, 78 the --events-table is not in the \
+database.";
 
 /// `eventsource projection status`
 #[derive(Debug, Args)]
@@ -127,11 +141,23 @@ pub struct ProjectionStatusArgs {
     #[arg(long)]
     pub watch: bool,
 
-    /// How often --watch looks.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    /// How often --watch looks (at least 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_interval, requires = "watch")]
     pub every: Duration,
 
     /// The projection's name (its checkpoint's and runner lock's).
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = parse_name)]
     pub name: String,
+}
+
+/// A projection's name: not empty, no control characters (it is printed
+/// on one line and names the lock `projection:NAME`).
+fn parse_name(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("empty projection name".into());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("a projection name has no control characters (newline, tab, ...)".into());
+    }
+    Ok(text.to_owned())
 }

@@ -13,6 +13,7 @@ use tokio_postgres::Client;
 
 use crate::db::{self, Database};
 use crate::projection_args::{DlqChangeArgs, DlqCommand, DlqDropArgs, DlqListArgs, DlqShowArgs};
+use crate::projection_reads::{answered, missing_table_note};
 use crate::report;
 
 /// Not done: a POSITION given is not parked (the others were acted on),
@@ -25,16 +26,43 @@ pub async fn dlq(command: DlqCommand, db: Database) -> i32 {
         Ok(c) => c,
         Err(e) => return db::fail("cannot read the parked events", Some(&db), &e),
     };
-    let done = match command {
-        DlqCommand::List(args) => list(&client, args).await,
-        DlqCommand::Show(args) => show(&client, args).await,
-        DlqCommand::Replay(args) => replay(&client, args).await,
-        DlqCommand::Drop(args) => drop_letters(&client, args).await,
+    let (context, done) = match command {
+        DlqCommand::List(args) => ("cannot list the parked events", list(&client, args).await),
+        DlqCommand::Show(args) => ("cannot show the parked event", show(&client, args).await),
+        DlqCommand::Replay(args) => (
+            "cannot mark the parked events for replay",
+            replay(&client, args).await,
+        ),
+        DlqCommand::Drop(args) => (
+            "cannot drop the parked events",
+            drop_letters(&client, args).await,
+        ),
     };
     match done {
         Ok(code) => code,
-        Err(e) => db::fail("cannot change the parked events", Some(&db), &e),
+        Err(e) => db::fail(context, Some(&db), &e),
     }
+}
+
+/// The dead-letter table (the library's).
+const DEAD_LETTER_TABLE: &str = "eventsource_projection_dead_letters";
+
+/// Nothing parked was found: says so on standard error when the reason may
+/// be that the table is not visible here (see [`missing_table_note`]).
+async fn note_if_no_table(client: &Client) -> Result<(), pgcoord::Error> {
+    if let Some(note) = missing_table_note(client, DEAD_LETTER_TABLE).await? {
+        report!("{note}");
+    }
+    Ok(())
+}
+
+/// The parked events of `name` that `which` selects (bounded, see [`answered`]).
+async fn parked(
+    client: &Client,
+    name: &str,
+    which: &DeadLetterSelection,
+) -> Result<Vec<DeadLetter>, pgcoord::Error> {
+    answered(list_dead_letters(client, name, which)).await
 }
 
 type Outcome = Result<i32, pgcoord::Error>;
@@ -55,7 +83,10 @@ fn time(t: chrono::DateTime<chrono::Utc>) -> String {
 }
 
 async fn list(client: &Client, args: DlqListArgs) -> Outcome {
-    let letters = list_dead_letters(client, &args.name, &DeadLetterSelection::All).await?;
+    let letters = parked(client, &args.name, &DeadLetterSelection::All).await?;
+    if letters.is_empty() {
+        note_if_no_table(client).await?;
+    }
     if args.json {
         return Ok(print(&json(&letters)));
     }
@@ -96,7 +127,8 @@ async fn list(client: &Client, args: DlqListArgs) -> Outcome {
 
 async fn show(client: &Client, args: DlqShowArgs) -> Outcome {
     let which = DeadLetterSelection::Positions(vec![args.position]);
-    let Some(l) = list_dead_letters(client, &args.name, &which).await?.pop() else {
+    let Some(l) = parked(client, &args.name, &which).await?.pop() else {
+        note_if_no_table(client).await?;
         report!(
             "projection {} has no parked event at position {}",
             args.name,
@@ -140,7 +172,7 @@ async fn select(
         return Ok((DeadLetterSelection::All, false));
     }
     let which = DeadLetterSelection::Positions(args.positions.clone());
-    let parked: Vec<i64> = list_dead_letters(client, &args.name, &which)
+    let found: Vec<i64> = parked(client, &args.name, &which)
         .await?
         .iter()
         .map(|l| l.position)
@@ -148,9 +180,12 @@ async fn select(
     let missing: Vec<String> = args
         .positions
         .iter()
-        .filter(|p| !parked.contains(p))
+        .filter(|p| !found.contains(p))
         .map(|p| p.to_string())
         .collect();
+    if found.is_empty() {
+        note_if_no_table(client).await?;
+    }
     if !missing.is_empty() {
         report!(
             "projection {} has no parked event at position {}",
@@ -163,8 +198,10 @@ async fn select(
 
 async fn replay(client: &Client, args: DlqChangeArgs) -> Outcome {
     let (which, missing) = select(client, &args).await?;
-    let marked = request_replay(client, &args.name, &which).await?;
-    let runner = projection_status(client, &args.name, None).await?.runner;
+    let marked = answered(request_replay(client, &args.name, &which)).await?;
+    let runner = answered(projection_status(client, &args.name, None))
+        .await?
+        .runner;
     let code = if args.json {
         print(&json(&serde_json::json!({
             "projection": args.name,
@@ -172,7 +209,9 @@ async fn replay(client: &Client, args: DlqChangeArgs) -> Outcome {
             "runner": runner.is_some(),
         })))
     } else {
-        let when = if runner.is_some() {
+        let when = if marked == 0 {
+            "nothing to replay".to_owned()
+        } else if runner.is_some() {
             "its runner applies them through its handler before its next batch".to_owned()
         } else {
             format!(
@@ -190,26 +229,32 @@ async fn replay(client: &Client, args: DlqChangeArgs) -> Outcome {
 
 async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
     let which_args = &args.which;
-    let (which, missing) = select(client, which_args).await?;
-    if !args.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        let n = list_dead_letters(client, &which_args.name, &which)
+    let (mut which, missing) = select(client, which_args).await?;
+    if !args.yes && std::io::stdin().is_terminal() {
+        // What the question counts is what is dropped: not an event
+        // parked while the question waited for its answer.
+        let counted: Vec<i64> = parked(client, &which_args.name, &which)
             .await?
-            .len();
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "drop {n} parked event(s) of projection {} without applying them? [y/N] ",
-            which_args.name
-        );
-        let _ = err.flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            report!("nothing dropped");
-            return Ok(NOT_DONE);
+            .iter()
+            .map(|l| l.position)
+            .collect();
+        if !counted.is_empty() {
+            let question = format!(
+                "drop {} parked event(s) of projection {} without applying them? [y/N] ",
+                counted.len(),
+                which_args.name
+            );
+            if !confirm(&question) {
+                report!("nothing dropped");
+                return Ok(NOT_DONE);
+            }
         }
+        which = DeadLetterSelection::Positions(counted);
     }
-    let dropped = drop_dead_letters(client, &which_args.name, &which).await?;
+    let dropped = match &which {
+        DeadLetterSelection::Positions(p) if p.is_empty() => 0,
+        _ => answered(drop_dead_letters(client, &which_args.name, &which)).await?,
+    };
     let code = if which_args.json {
         print(&json(&serde_json::json!({
             "projection": which_args.name,
@@ -222,4 +267,23 @@ async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
         ))
     };
     Ok(if code == 0 && missing { NOT_DONE } else { code })
+}
+
+/// Asks `question` on the terminal (standard input is one): the question
+/// goes to the controlling terminal, so it is seen even when standard
+/// error is redirected; true for `y` or `yes`.
+fn confirm(question: &str) -> bool {
+    let tty = std::fs::OpenOptions::new().write(true).open("/dev/tty");
+    let shown = match tty {
+        Ok(mut tty) => write!(tty, "{question}").and_then(|()| tty.flush()).is_ok(),
+        Err(_) => false,
+    };
+    if !shown {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{question}");
+        let _ = err.flush();
+    }
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    matches!(answer.trim(), "y" | "Y" | "yes")
 }

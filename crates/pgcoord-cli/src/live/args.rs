@@ -6,21 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-/// The shortest `--interval`: the views run one query per refresh, which
-/// reads the server's whole lock table.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Parses `--interval`: a DURATION of at least [`MIN_INTERVAL`].
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
-    let d = crate::duration::parse_duration(text)?;
-    if d < MIN_INTERVAL {
-        return Err(format!(
-            "{text:?} is too short a refresh interval: at least {}",
-            crate::duration::format_duration(MIN_INTERVAL)
-        ));
-    }
-    Ok(d)
-}
+use crate::duration::parse_interval;
 
 /// `lock holders --watch [--interval DURATION]`
 #[derive(Debug, Args)]
@@ -136,17 +122,3 @@ With --json each line is one JSON object: time, event, lock_id, key,
 fence, the session's fields as in `lock holders --json` (shared included),
 shared_holders as in the text, and waited_seconds or held_seconds. The locks are listed every --interval: a lock taken and
 released in between is not seen.";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals_below_the_minimum_or_malformed_are_refused() {
-        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
-        for bad in ["0s", "50ms", "-1s", "1", "soon", ""] {
-            assert!(parse_interval(bad).is_err(), "{bad}");
-        }
-    }
-}

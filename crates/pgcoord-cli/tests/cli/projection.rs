@@ -94,7 +94,7 @@ async fn status_shows_checkpoint_head_lag_and_the_runner() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_refuses_a_bad_or_missing_event_table_with_a_usage_error() {
+async fn status_refuses_a_bad_event_table_name_and_a_missing_event_table() {
     let db = behind().await;
     let out = output(eventsource(Some(&db)).args([
         "projection",
@@ -114,12 +114,85 @@ async fn status_refuses_a_bad_or_missing_event_table_with_a_usage_error() {
         "shop",
     ]))
     .await;
-    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.code, 78,
+        "the database lacks the table the option names: {out:?}"
+    );
     assert!(
         out.stderr.contains("no event table \"nope\""),
         "{}",
         out.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_the_database_and_role_when_the_checkpoints_are_not_visible() {
+    let db = behind().await;
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "ghost"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stderr.contains("note:"),
+        "the table is there: {}",
+        out.stderr
+    );
+
+    // The checkpoints in a schema of their own, which a second role
+    // reaches through its search_path but may not use.
+    let admin = db.connect().await.unwrap();
+    let role = format!("blind_{}", db.name());
+    admin
+        .batch_execute(&format!(
+            "CREATE SCHEMA app; ALTER TABLE eventsource_projection_checkpoints SET SCHEMA app;
+             CREATE ROLE {role} LOGIN; GRANT SELECT ON app.eventsource_projection_checkpoints TO {role};
+             ALTER ROLE {role} SET search_path = app, public"
+        ))
+        .await
+        .unwrap();
+    let url = format!("postgres://{role}@{}", db.url().split_once('@').unwrap().1);
+    let out = output(
+        eventsource(None)
+            .args(["projection", "status", "shop"])
+            .env("DATABASE_URL", &url),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("checkpoint  none yet"),
+        "{}",
+        out.stdout
+    );
+    let note = format!(
+        "note: database \"{}\" has no table eventsource_projection_checkpoints that role \"{role}\" can see",
+        db.name()
+    );
+    assert!(out.stderr.contains(&note), "{}", out.stderr);
+
+    admin
+        .batch_execute(&format!("GRANT USAGE ON SCHEMA app TO {role}"))
+        .await
+        .unwrap();
+    let out = output(
+        eventsource(None)
+            .args(["projection", "status", "shop"])
+            .env("DATABASE_URL", &url),
+    )
+    .await;
+    assert!(out.stdout.contains("checkpoint  3"), "{out:?}");
+    assert!(!out.stderr.contains("note:"), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_refuses_an_empty_name_and_every_without_watch_or_too_short() {
+    let db = database().await;
+    for args in [
+        &["projection", "status", ""][..],
+        &["projection", "status", "a\nb"],
+        &["projection", "status", "--every", "1s", "shop"],
+        &["projection", "status", "--watch", "--every", "0s", "shop"],
+    ] {
+        let out = output(eventsource(Some(&db)).args(args)).await;
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +221,7 @@ async fn status_watch_prints_a_json_line_per_look_until_interrupted() {
         "status",
         "--watch",
         "--every",
-        "50ms",
+        "100ms",
         "--json",
         "--events-table",
         "events",

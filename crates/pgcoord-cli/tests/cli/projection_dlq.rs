@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use tokio::process::Command;
+
 use crate::common::*;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -308,4 +310,90 @@ async fn drop_needs_positions_or_all_and_asks_nothing_without_a_terminal() {
 
     let out = dlq(&shop.db, &["show", "shop", "not-a-number"]).await;
     assert_eq!(out.code, 2, "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_asks_on_a_terminal_even_with_standard_error_redirected() {
+    let shop = parked().await;
+    shop.stop.cancel();
+    shop.task.await.unwrap().unwrap();
+    // On a pty whose input ends at once: the question is asked (on the
+    // terminal, standard error going to a file) and EOF declines it.
+    let err = std::env::temp_dir().join(format!("dlq-drop-{}.err", shop.db.name()));
+    let command = format!("{BIN} projection dlq drop shop --all 2>{}", err.display());
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(&command)
+        .arg("/dev/null")
+        .env("DATABASE_URL", shop.db.url())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(BOUND, out).await.unwrap().unwrap();
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        terminal.contains("drop 2 parked event(s) of projection shop without applying them? [y/N]"),
+        "the question on the terminal: {terminal:?}"
+    );
+    assert_eq!(out.status.code(), Some(1), "declined: {out:?}");
+    let said = std::fs::read_to_string(&err).unwrap();
+    let _ = std::fs::remove_file(&err);
+    assert!(said.contains("nothing dropped"), "{said}");
+    let listed = dlq(&shop.db, &["list", "--json", "shop"]).await;
+    assert_eq!(
+        listed.stdout.matches("position").count(),
+        2,
+        "nothing dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_names_the_projection_first_and_errors_say_what_failed() {
+    for sub in ["replay", "drop"] {
+        let out = output(eventsource(None).args(["projection", "dlq", sub, "--help"])).await;
+        let usage =
+            format!("eventsource projection dlq {sub} [OPTIONS] <NAME> <POSITION>...|--all");
+        assert!(out.stdout.contains(&usage), "{}", out.stdout);
+    }
+    let shop = parked().await;
+    shop.stop.cancel();
+    shop.task.await.unwrap().unwrap();
+    let admin = shop.db.connect().await.unwrap();
+    let role = format!("nosy_{}", shop.db.name());
+    admin
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+        .await
+        .unwrap();
+    let url = format!(
+        "postgres://{role}@{}",
+        shop.db.url().split_once('@').unwrap().1
+    );
+    let out = output(
+        eventsource(None)
+            .args(["projection", "dlq", "list", "shop"])
+            .env("DATABASE_URL", &url),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("cannot list the parked events: database error: permission denied"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("db error"),
+        "said once: {}",
+        out.stderr
+    );
+
+    // Another database: nothing parked there, and the line says where it looked.
+    let other = database().await;
+    let out = dlq(&other, &["list", "shop"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let note = format!(
+        "note: database \"{}\" has no table eventsource_projection_dead_letters",
+        other.name()
+    );
+    assert!(out.stderr.contains(&note), "{}", out.stderr);
 }

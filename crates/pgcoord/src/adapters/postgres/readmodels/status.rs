@@ -30,7 +30,10 @@ pub struct ProjectionStatus {
     /// (0 when caught up; with an event table).
     pub lag_seconds: Option<f64>,
     /// Events applied per second over about the last minute (from the
-    /// runner's checkpoint samples; `None` before the first sample).
+    /// runner's checkpoint samples, taken as it applies batches). `None`
+    /// while unknown: no checkpoint, no samples table yet, or its only
+    /// sample under a second old; `0.0` when no sample is younger than a
+    /// minute (nothing was applied in it).
     pub events_per_second: Option<f64>,
     /// The runner holding the projection's lock, if one does.
     pub runner: Option<RunnerInfo>,
