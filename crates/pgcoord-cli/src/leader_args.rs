@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::duration::{parse_duration, parse_lease, parse_timeout, parse_watchdog};
+use crate::duration::{parse_duration, parse_interval, parse_lease, parse_timeout, parse_watchdog};
 use crate::exit;
 
 /// `eventsource leader ...`
@@ -68,7 +68,9 @@ pub struct LeaderRunArgs {
     pub watchdog: Option<Duration>,
 
     /// As `lock run --lease`: a frozen or cut-off leader loses leadership
-    /// about DURATION after its last word with the server.
+    /// about DURATION after its last word with the server (a cut-off one
+    /// stops COMMAND with SIGTERM, SIGKILL after --kill-grace: pair it with
+    /// --kill-grace 0s for SIGKILL as soon as the loss is found).
     #[arg(long, value_name = "DURATION", value_parser = parse_lease)]
     pub lease: Option<Duration>,
 
@@ -96,8 +98,8 @@ pub struct LeaderShowArgs {
     #[arg(long)]
     pub watch: bool,
 
-    /// How often --watch looks.
-    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
+    /// How often --watch looks (at least 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_interval, requires = "watch")]
     pub every: Duration,
 
     /// Print JSON objects (one per line with --watch).

@@ -9,9 +9,9 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use pgcoord::coordination::{Election, Leader};
+use pgcoord::inspect::query_holders;
 use pgcoord::lock_id_for_key;
 use pgcoord::postgres::fencing;
-use pgcoord::PostgresLockManager;
 use tokio::time::MissedTickBehavior;
 use tokio_postgres::error::SqlState;
 
@@ -51,28 +51,47 @@ enum LookError {
     Term(TermError),
 }
 
+/// Who holds the election's lock, from the same session as the term (one
+/// session per `leader show`, named as the tool's others: `PGAPPNAME`,
+/// else `pgcoord-cli`).
+async fn leader_on(client: &tokio_postgres::Client, key: &str) -> pgcoord::Result<Option<Leader>> {
+    let locks = query_holders(client, &[key]).await?;
+    let Some(lock) = locks.into_iter().find(|l| l.key.as_deref() == Some(key)) else {
+        return Ok(None);
+    };
+    Ok(lock.holders.into_iter().next().map(|h| Leader {
+        holder_id: h.holder_id,
+        pid: Some(h.pid),
+        since: h.since.or(h.backend_start),
+        term: None,
+    }))
+}
+
 /// The leader and the term as one look. They are two reads, and a term that
 /// moved between them would pair a vacancy with the new leader's term, so
 /// the term is read before and after the leader, and the look is taken
-/// again (a few times) until both reads agree.
+/// again (a few times) until both reads agree. Each look is given
+/// [`db::ANSWER_WITHIN`].
 async fn look(
-    election: &Election<PostgresLockManager>,
     client: &tokio_postgres::Client,
+    key: &str,
 ) -> Result<(Option<Leader>, Option<u64>), LookError> {
-    let mut before = latest_term(client, election.key())
-        .await
-        .map_err(LookError::Term)?;
-    let mut tries = 0;
-    loop {
-        let leader = election.leader().await.map_err(LookError::Leader)?;
-        let after = latest_term(client, election.key())
-            .await
-            .map_err(LookError::Term)?;
-        tries += 1;
-        if after == before || tries == 4 {
-            return Ok((leader, after));
+    let looking = async {
+        let mut before = latest_term(client, key).await.map_err(LookError::Term)?;
+        let mut tries = 0;
+        loop {
+            let leader = leader_on(client, key).await.map_err(LookError::Leader)?;
+            let after = latest_term(client, key).await.map_err(LookError::Term)?;
+            tries += 1;
+            if after == before || tries == 4 {
+                return Ok((leader, after));
+            }
+            before = after;
         }
-        before = after;
+    };
+    match db::answered(async { Ok(looking.await) }).await {
+        Ok(seen) => seen,
+        Err(e) => Err(LookError::Leader(e)),
     }
 }
 
@@ -145,8 +164,8 @@ fn render_skipped(args: &LeaderShowArgs, first: u64, last: u64, at: DateTime<Utc
 
 /// Runs `leader show`; returns the exit code.
 pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
-    // Looking needs no lock and no fence table, but an election is only
-    // built on a manager that fences (building one does no I/O).
+    // The election gives the key of its lock (and checks the name); it is
+    // built on a manager that fences, which does no I/O and is never used.
     let locks = match db.manager_builder().fencing(true).build() {
         Ok(l) => l,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
@@ -160,9 +179,9 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };
     if args.watch {
-        return watch(&election, &client, &args, &db).await;
+        return watch(election.key(), client, &args, &db).await;
     }
-    let (leader, term) = match look(&election, &client).await {
+    let (leader, term) = match look(&client, election.key()).await {
         Ok(seen) => seen,
         Err(LookError::Term(TermError::NotInstalled)) => return not_installed(&db),
         Err(LookError::Term(TermError::Other(e))) => {
@@ -181,8 +200,8 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
 type Seen = (Option<(Option<String>, Option<i32>)>, Option<u64>);
 
 async fn watch(
-    election: &Election<PostgresLockManager>,
-    client: &tokio_postgres::Client,
+    key: &str,
+    client: tokio_postgres::Client,
     args: &LeaderShowArgs,
     db: &Database,
 ) -> i32 {
@@ -193,25 +212,44 @@ async fn watch(
             return exit::SOFTWARE;
         }
     };
-    let mut looks = tokio::time::interval(args.every.max(std::time::Duration::from_millis(1)));
+    let mut looks = tokio::time::interval(args.every);
     looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last: Option<Seen> = None;
+    // The session of the looks; `None` after it ended (a server restart, a
+    // terminated backend, no answer): the next look opens another.
+    let mut session = Some(client);
     loop {
         tokio::select! {
             sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
             _ = looks.tick() => {}
         }
-        let (leader, term) = match look(election, client).await {
+        let client = match session.take().filter(|c| !c.is_closed()) {
+            Some(c) => session.insert(c),
+            None => match db.connect().await {
+                Ok(c) => session.insert(c),
+                Err(e) => {
+                    report!(
+                        "cannot look at election {:?}: {}; trying again",
+                        args.name,
+                        db::describe_failure("", Some(db), &e)
+                    );
+                    continue;
+                }
+            },
+        };
+        let (leader, term) = match look(client, key).await {
             Ok(seen) => seen,
+            Err(LookError::Term(TermError::NotInstalled)) => return not_installed(db),
             Err(LookError::Leader(e)) => {
                 report!(
                     "cannot look at election {:?}: {}; trying again",
                     args.name,
                     db::error_chain(&e)
                 );
+                // A silent session is not used again.
+                session = None;
                 continue;
             }
-            Err(LookError::Term(TermError::NotInstalled)) => return not_installed(db),
             Err(LookError::Term(TermError::Other(e))) => {
                 report!(
                     "cannot read the term of election {:?}: {}; trying again",

@@ -144,7 +144,7 @@ async fn watched_line(watch: &mut Running) -> String {
 async fn show_watch_reports_the_leader_and_the_vacancy() {
     let db = installed().await;
     let mut watch = Running::start(
-        eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "20ms", "watched"]),
+        eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "100ms", "watched"]),
     );
     assert_eq!(
         watched_line(&mut watch).await,
@@ -172,7 +172,7 @@ async fn show_watch_reports_the_leader_and_the_vacancy() {
 async fn show_watch_reports_terms_that_came_and_went_between_looks() {
     let db = installed().await;
     let mut watch = Running::start(
-        eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "20ms", "brief"]),
+        eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "100ms", "brief"]),
     );
     assert_eq!(
         watched_line(&mut watch).await,
@@ -224,4 +224,71 @@ async fn before_lock_install_show_and_run_say_to_run_it() {
         "{}",
         out.stderr
     );
+}
+
+#[tokio::test]
+async fn show_watch_uses_one_named_session_and_opens_another_when_it_ends() {
+    let db = installed().await;
+    let app = format!("watch-{}", db.name());
+    let mut watch = Running::start(
+        eventsource(Some(&db))
+            .args(["leader", "show", "--watch", "--every", "100ms", "phoenix"])
+            .env("PGAPPNAME", &app),
+    );
+    assert_eq!(
+        watched_line(&mut watch).await,
+        "phoenix\tvacant\t-\t-\tlast_term=-"
+    );
+    let admin = db.connect().await.unwrap();
+    let sessions = |app: String| {
+        let (admin, name) = (&admin, db.name().to_owned());
+        async move {
+            let rows = admin
+                .query(
+                    "SELECT pid, application_name FROM pg_stat_activity \
+                     WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    &[&name],
+                )
+                .await
+                .unwrap();
+            let all: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            let named = all
+                .iter()
+                .filter(|(_, a)| *a == app)
+                .map(|(p, _)| *p)
+                .collect();
+            (all, named)
+        }
+    };
+    let (all, named): (_, Vec<i32>) = sessions(app.clone()).await;
+    assert_eq!(named.len(), 1, "one session, named by PGAPPNAME: {all:?}");
+    assert!(
+        !all.iter().any(|(_, a)| a.starts_with("eventsource")),
+        "none named otherwise: {all:?}"
+    );
+
+    // Its session ends under it: the watch opens another and sees the
+    // next leader.
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&named[0]])
+        .await
+        .unwrap();
+    let mut a = Running::start(&mut candidate(&db, "phoenix-a", "phoenix"));
+    let term = leading_term(&mut a, "phoenix").await;
+    loop {
+        let line = watched_line(&mut watch).await;
+        if line.starts_with("phoenix\tleader\tphoenix-a\t") {
+            assert!(line.ends_with(&format!("term={term}")), "{line}");
+            break;
+        }
+    }
+    let (all, again): (_, Vec<i32>) = sessions(app.clone()).await;
+    assert!(
+        again.len() == 1 && again[0] != named[0],
+        "a new session, named alike: {all:?}"
+    );
+    a.send_line("done").await;
+    a.finish().await;
+    watch.signal(Signal::SIGINT);
+    assert_eq!(watch.finish().await.code, 130);
 }
