@@ -69,8 +69,8 @@ pub struct LeaderRunArgs {
 
     /// As `lock run --lease`: a frozen or cut-off leader loses leadership
     /// about DURATION after its last word with the server (a cut-off one
-    /// stops COMMAND with SIGTERM, SIGKILL after --kill-grace: pair it with
-    /// --kill-grace 0s for SIGKILL as soon as the loss is found).
+    /// stops COMMAND with SIGTERM, SIGKILL after --kill-grace cut to what
+    /// remains of the lease, before the next leader can start).
     #[arg(long, value_name = "DURATION", value_parser = parse_lease)]
     pub lease: Option<Duration>,
 

@@ -99,9 +99,9 @@ pub struct RunArgs {
     /// cut off), the server frees the lock about DURATION after its last
     /// statement (at least 1s; PostgreSQL 14+), and the tool counts the
     /// lock lost before that. Also bounds --watchdog to half of DURATION.
-    /// A tool cut off but running stops COMMAND as on any loss (SIGTERM,
-    /// SIGKILL after --kill-grace): pair it with --kill-grace 0s for
-    /// SIGKILL as soon as the loss is found, within the lease.
+    /// A tool cut off but running stops COMMAND with SIGTERM and SIGKILL
+    /// after --kill-grace cut to what remains of the lease, so that COMMAND
+    /// has ended before the server can free the lock.
     #[arg(
         long,
         value_name = "DURATION",

@@ -27,6 +27,32 @@ pub struct Ended {
     pub lost: bool,
 }
 
+/// The time between SIGTERM and SIGKILL after a loss: `grace`, cut in
+/// lease mode to what remains of the lease the server last confirmed
+/// (`confirmed_until`), so that a holder cut off from the server has
+/// killed its command before the server can free the lock for silence;
+/// with the words that say it was cut.
+fn grace_after_loss(
+    grace: Duration,
+    confirmed_until: Option<std::time::Instant>,
+) -> (Duration, &'static str) {
+    let Some(until) = confirmed_until else {
+        return (grace, "");
+    };
+    let left = until.saturating_duration_since(std::time::Instant::now());
+    match left {
+        l if l >= grace => (grace, ""),
+        l if l.is_zero() => (
+            Duration::ZERO,
+            " at once: its lease has run out, and the server may give the lock to another holder now",
+        ),
+        l => (
+            l,
+            " (--kill-grace cut to what remains of the lease, so that the command ends before the server may give the lock to another holder)",
+        ),
+    }
+}
+
 /// Waits for COMMAND and then for every other process of its group,
 /// forwarding signals to the group and stopping the group if the lock (any
 /// lock of `held`) is lost (SIGTERM, SIGKILL after `grace`). `what` names
@@ -43,6 +69,7 @@ pub async fn supervise(
     let loss = held.loss_signal();
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
+    let mut kill_grace = grace;
     let mut status: Option<ExitStatus> = None;
     // Replaced by the wait for the rest of the group once COMMAND exited.
     let mut rest_of_group: Pin<Box<dyn Future<Output = ()> + Send>> =
@@ -75,20 +102,22 @@ pub async fn supervise(
             _ = loss.lost(), if !lost => {
                 lost = true;
                 let gone = held.lost_name(what);
+                let (grace, why) = grace_after_loss(grace, loss.confirmed_until());
                 if grace.is_zero() {
                     report!(
-                        "{gone} was lost (its database session ended); \
-                         sending SIGKILL to the command's process group (pgid {pgid})"
+                        "{gone} was lost (its database session ended or stopped answering); \
+                         sending SIGKILL to the command's process group (pgid {pgid}){why}"
                     );
                     job.signal(Signal::SIGKILL);
                 } else {
                     report!(
-                        "{gone} was lost (its database session ended); \
-                         sending SIGTERM to the command's process group (pgid {pgid}), SIGKILL in {}",
+                        "{gone} was lost (its database session ended or stopped answering); \
+                         sending SIGTERM to the command's process group (pgid {pgid}), SIGKILL in {}{why}",
                         format_duration(grace)
                     );
                     job.signal(Signal::SIGTERM);
                     kill_at = Some(Instant::now() + grace);
+                    kill_grace = grace;
                 }
             }
             _ = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
@@ -96,7 +125,7 @@ pub async fn supervise(
                 report!(
                     "the command's process group (pgid {pgid}) still runs {} after SIGTERM; \
                      sending SIGKILL",
-                    format_duration(grace)
+                    format_duration(kill_grace)
                 );
                 job.signal(Signal::SIGKILL);
             }
@@ -121,4 +150,28 @@ pub async fn supervise(
         status: status.expect("COMMAND was reaped"),
         lost,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_cuts_the_grace_to_what_remains_of_it() {
+        let secs = Duration::from_secs;
+        let now = std::time::Instant::now();
+        assert_eq!(grace_after_loss(secs(10), None), (secs(10), ""));
+        let (far, why) = grace_after_loss(secs(10), Some(now + secs(60)));
+        assert_eq!((far, why), (secs(10), ""));
+        let (cut, why) = grace_after_loss(secs(10), Some(now + secs(2)));
+        assert!(cut <= secs(2) && cut > secs(1), "{cut:?}");
+        assert!(why.contains("cut to what remains of the lease"), "{why}");
+        let (none, why) = grace_after_loss(secs(10), Some(now));
+        assert_eq!(none, Duration::ZERO);
+        assert!(why.contains("lease has run out"), "{why}");
+        assert_eq!(
+            grace_after_loss(Duration::ZERO, Some(now + secs(2))).0,
+            Duration::ZERO
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod holders_shared;
 mod job;
 mod key_and_help;
 mod leader;
+mod lease_cut;
 mod libpq_env;
 mod lock_loss;
 mod min_interval;

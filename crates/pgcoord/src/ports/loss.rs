@@ -162,6 +162,20 @@ impl LossSignal {
         fired || self.lease.as_ref().is_some_and(|l| l.expired())
     }
 
+    /// In lease mode, the end of the lease as the server last confirmed it:
+    /// until then the server cannot have freed the lock for silence (a
+    /// session that *ended* frees it at once, whatever this says). `None`
+    /// without a lease; for [`any`](Self::any), the earliest of its
+    /// members'. A holder that must stop touching the protected resource
+    /// before anyone else can take the lock stops by this instant (the
+    /// `eventsource` tool sends SIGKILL to its command by then).
+    pub fn confirmed_until(&self) -> Option<Instant> {
+        match &self.source {
+            Source::Any(members) => members.iter().filter_map(Self::confirmed_until).min(),
+            _ => self.lease.as_ref().map(|l| l.deadline()),
+        }
+    }
+
     /// Resolves when the lock is lost; pending forever otherwise.
     ///
     /// # Cancel safety
@@ -224,6 +238,23 @@ mod tests {
         let past = LeaseClock::new(Instant::now());
         let signal = LossSignal::with_lease(CancellationToken::new(), past);
         assert!(signal.is_lost());
+    }
+
+    #[test]
+    fn confirmed_until_is_the_lease_and_the_earliest_of_a_set() {
+        assert_eq!(LossSignal::never().confirmed_until(), None);
+        let (soon, later) = (
+            Instant::now() + Duration::from_secs(5),
+            Instant::now() + Duration::from_secs(60),
+        );
+        let a = LossSignal::with_lease(CancellationToken::new(), LeaseClock::new(later));
+        let b = LossSignal::with_lease(CancellationToken::new(), LeaseClock::new(soon));
+        let c = LossSignal::from_token(CancellationToken::new());
+        let until = |s: &LossSignal| s.confirmed_until().unwrap();
+        assert!(until(&a) >= later - Duration::from_micros(1));
+        let set = LossSignal::any([a, b.clone(), c]);
+        assert_eq!(set.confirmed_until(), b.confirmed_until());
+        assert!(until(&set) < later - Duration::from_secs(1));
     }
 
     #[test]
