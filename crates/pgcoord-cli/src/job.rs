@@ -170,13 +170,7 @@ impl Job {
     /// members that already ended and were re-parented here (zombies count
     /// as members until reaped). Call only after COMMAND itself was reaped.
     pub fn group_alive(&self) -> bool {
-        let group = Pid::from_raw(-self.pgid.as_raw());
-        let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
-        while let Ok(status) = waitpid(group, Some(flags)) {
-            if status == nix::sys::wait::WaitStatus::StillAlive {
-                break;
-            }
-        }
+        reap_members(self.pgid);
         group_alive(self.pgid)
     }
 
@@ -195,21 +189,48 @@ fn group_alive(pgid: Pid) -> bool {
     !matches!(killpg(pgid, None), Err(Errno::ESRCH))
 }
 
-/// Waits until every process of group `pgid` has ended: reaps, on a
-/// blocking thread, those that are this process's children (COMMAND's
-/// orphans, re-parented here). Start it only after COMMAND itself was
-/// reaped, so that its status is not taken from its `Child`.
-pub async fn wait_group(pgid: Pid) {
-    let reaped = tokio::task::spawn_blocking(move || loop {
-        match waitpid(Pid::from_raw(-pgid.as_raw()), Some(WaitPidFlag::__WALL)) {
-            Ok(_) | Err(Errno::EINTR) => continue,
-            Err(_) => return,
+/// Reaps, without blocking, the members of group `pgid` that ended and
+/// are this process's children (COMMAND's orphans, re-parented here).
+fn reap_members(pgid: Pid) {
+    let group = Pid::from_raw(-pgid.as_raw());
+    let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
+    while let Ok(status) = waitpid(group, Some(flags)) {
+        if status == nix::sys::wait::WaitStatus::StillAlive {
+            break;
         }
-    });
-    let _ = reaped.await;
-    // Members that are not our children (their parent left the group and
-    // still runs) cannot be waited for: no event tells when they end.
-    while group_alive(pgid) {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// How often [`wait_group`] looks again without a SIGCHLD: members that are
+/// not this process's children end without telling it.
+const GROUP_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Waits until every process of group `pgid` has ended, reaping those that
+/// are this process's children. Start it only after COMMAND itself was
+/// reaped, so that its status is not taken from its `Child`.
+///
+/// It never blocks in `waitpid(-pgid)`: Linux wakes such a wait only for a
+/// child that is still in the group when it ends, so a child that left
+/// the group (`setsid`) after the wait began would leave it asleep for
+/// ever, and the lock held. Each SIGCHLD, and every [`GROUP_POLL`], it
+/// reaps what ended and looks whether the group is empty.
+pub async fn wait_group(pgid: Pid) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut child_ended = signal(SignalKind::child()).ok();
+    loop {
+        reap_members(pgid);
+        if !group_alive(pgid) {
+            return;
+        }
+        let poll = tokio::time::sleep(GROUP_POLL);
+        match child_ended.as_mut() {
+            Some(ended) => {
+                tokio::select! {
+                    _ = ended.recv() => {}
+                    _ = poll => {}
+                }
+            }
+            None => poll.await,
+        }
     }
 }

@@ -113,6 +113,37 @@ async fn a_command_that_backgrounds_its_work_holds_the_lock_until_the_work_ends(
 }
 
 #[tokio::test]
+async fn a_process_that_leaves_the_group_while_the_tool_waits_does_not_hold_the_lock() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    // The leader exits at once; its background child waits for a line,
+    // then leaves the job's process group (setsid) and runs on a moment.
+    let script = "exec 3<&0; (read x <&3; exec setsid sleep 1) & echo started";
+    let mut a = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "escape-key",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]));
+    a.expect_line("started").await;
+    a.expect_stderr("still run in its process group").await;
+    assert!(
+        !is_free(&inspector, "escape-key").await,
+        "held while the child is in the group"
+    );
+    // The tool is waiting for the group now; the child leaves it. Linux
+    // wakes no blocking wait for the group when such a child ends, and the
+    // tool used to hang there, holding the lock, for ever.
+    a.send_line("go").await;
+    let out = a.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(is_free(&inspector, "escape-key").await);
+}
+
+#[tokio::test]
 async fn a_sigkilled_tool_takes_the_whole_job_with_it() {
     let (_cluster, db) = private_db(&[]).await;
     let scratch = scratch_dir();
