@@ -181,6 +181,14 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         tracing::info!(keys = ?keys, timeout = ?this_try, %holder_id, "acquiring");
         let e = match attempt(&manager, args, &keys, this_try, signals).await {
             Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
+            // Messages give the run's --timeout, not what was left of it
+            // for this try ("(timeout 999ms)" for `--timeout 1s`).
+            Attempt::Done(Err(Error::LockAcquisition(mut a))) => {
+                if a.timeout.is_some_and(|t| !t.is_zero()) && timeout.is_some() {
+                    a.timeout = timeout;
+                }
+                Error::LockAcquisition(a)
+            }
             Attempt::Done(Err(e)) => e,
             Attempt::Silent if retried.is_none() => {
                 let waited = match this_try {

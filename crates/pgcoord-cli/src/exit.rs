@@ -75,6 +75,14 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
              for the locks all sessions hold"
         }
         (BackendErrorKind::NotPostgres, _) => "the server does not behave as PostgreSQL (a pooler in transaction mode, or another database?)",
+        // A session that finds prepared statements it did not make, or
+        // misses its own: statements of several clients mixed on one
+        // server session, or one client's spread over several.
+        (_, Some("42P05" | "26000")) => {
+            "this session's prepared statements were mixed up with another's: a pooler in \
+             transaction or statement mode? Locks need session mode (`eventsource lock doctor` \
+             checks)"
+        }
         _ => return None,
     })
 }
@@ -100,6 +108,17 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 9);
+    }
+
+    #[test]
+    fn mixed_up_prepared_statements_point_at_a_pooler() {
+        for code in ["42P05", "26000"] {
+            let e: Error = BackendError::new(BackendErrorKind::Query, "prepared statement")
+                .with_code(code)
+                .into();
+            let hint = backend_hint(&e).expect("a hint");
+            assert!(hint.contains("transaction or statement mode"), "{hint}");
+        }
     }
 
     #[test]

@@ -59,10 +59,12 @@ impl Held {
             .filter(|g| g.is_lost())
             .map(LockGuard::key)
             .collect();
+        // Said with "was lost": "each of" keeps the verb singular.
         match lost.as_slice() {
             [] => what.to_owned(),
             [one] => format!("lock {one:?} (one of {what})"),
-            many => format!("{} (of {what})", crate::multi::describe(many)),
+            all if all.len() == set.guards().len() => format!("each of {what}"),
+            many => format!("each of {} (of {what})", crate::multi::describe(many)),
         }
     }
 

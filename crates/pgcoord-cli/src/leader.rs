@@ -13,18 +13,10 @@ use pgcoord::coordination::election_key;
 use crate::cli::{RunArgs, DEFAULT_WATCHDOG_MS};
 use crate::db::Database;
 pub use crate::leader_args::{LeaderCommand, LeaderRunArgs};
-use crate::{exit, report};
 
 /// Runs `leader run` or `leader show`; returns the exit code.
 pub async fn leader(command: LeaderCommand, db: Database) -> i32 {
-    let name = match &command {
-        LeaderCommand::Run(a) => &a.name,
-        LeaderCommand::Show(a) => &a.name,
-    };
-    if name.is_empty() {
-        report!("an election needs a name (NAME is empty)");
-        return exit::USAGE;
-    }
+    // NAME was checked by its parser (`names::parse_name`).
     match command {
         LeaderCommand::Run(args) => crate::run::run(run_args(args), db).await,
         LeaderCommand::Show(args) => crate::leader_show::show(args, db).await,

@@ -75,7 +75,7 @@ pub struct LeaderRunArgs {
     pub lease: Option<Duration>,
 
     /// The election's name.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
     pub name: String,
 
     /// The command to run while leading, and its arguments (after `--`).
@@ -107,6 +107,6 @@ pub struct LeaderShowArgs {
     pub json: bool,
 
     /// The election's name.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
     pub name: String,
 }

@@ -42,6 +42,7 @@ mod logging;
 mod messages;
 mod min_interval;
 mod multi;
+mod names;
 mod permits;
 mod projection;
 mod projection_args;

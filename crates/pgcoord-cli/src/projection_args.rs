@@ -55,7 +55,7 @@ pub struct DlqListArgs {
     pub json: bool,
 
     /// The projection's name.
-    #[arg(value_name = "NAME", value_parser = parse_name)]
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
     pub name: String,
 }
 
@@ -67,7 +67,7 @@ pub struct DlqShowArgs {
     pub json: bool,
 
     /// The projection's name.
-    #[arg(value_name = "NAME", value_parser = parse_name)]
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
     pub name: String,
 
     /// The parked event's position.
@@ -91,7 +91,7 @@ pub struct DlqChangeArgs {
     pub json: bool,
 
     /// The projection's name.
-    #[arg(value_name = "NAME", value_parser = parse_name)]
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
     pub name: String,
 
     /// The parked events' positions (or --all).
@@ -146,18 +146,6 @@ pub struct ProjectionStatusArgs {
     pub every: Duration,
 
     /// The projection's name (its checkpoint's and runner lock's).
-    #[arg(value_name = "NAME", value_parser = parse_name)]
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
     pub name: String,
-}
-
-/// A projection's name: not empty, no control characters (it is printed
-/// on one line and names the lock `projection:NAME`).
-fn parse_name(text: &str) -> Result<String, String> {
-    if text.is_empty() {
-        return Err("empty projection name".into());
-    }
-    if text.chars().any(char::is_control) {
-        return Err("a projection name has no control characters (newline, tab, ...)".into());
-    }
-    Ok(text.to_owned())
 }

@@ -20,7 +20,8 @@ pub const DEFAULT_WATCHDOG_MS: u64 = 2000;
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Give up after waiting DURATION for the lock (e.g. 30s, 500ms, 2m);
-    /// without it, wait as long as it takes.
+    /// without it, wait as long as it takes. A server that goes silent
+    /// during the wait gets one second more to answer (then exit 69).
     #[arg(
         long,
         value_name = "DURATION",
@@ -36,8 +37,9 @@ pub struct RunArgs {
     pub no_wait: bool,
 
     /// A label for this holder, shown by `lock holders` and in
-    /// pg_stat_activity as application_name `eventsource/ID`
-    /// [default: HOSTNAME:PID].
+    /// pg_stat_activity as application_name `eventsource/ID` (PostgreSQL
+    /// keeps 63 bytes of it, so ID is cut to 51; control characters show
+    /// as `?`) [default: HOSTNAME:PID].
     #[arg(long, value_name = "ID")]
     pub holder_id: Option<String>,
 

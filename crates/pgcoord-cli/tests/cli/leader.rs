@@ -130,6 +130,10 @@ async fn an_empty_name_is_a_usage_error() {
         assert_eq!(out.code, 2, "{out:?}");
         assert!(out.stderr.contains("needs a name"), "{}", out.stderr);
     }
+    // A name is one field of a TAB-separated line.
+    let out = output(eventsource(Some(&db)).args(["leader", "show", "a\tb"])).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("control characters"), "{}", out.stderr);
 }
 
 /// The next `--watch` line, its time column checked and cut off.
