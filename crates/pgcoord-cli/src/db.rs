@@ -21,8 +21,8 @@ use crate::{exit, report};
 /// How long opening a plain session may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a query of the tool's own sessions (`leader show`,
-/// `projection status` and `dlq`) may go unanswered: a server that
+/// How long a query of the tool's own sessions (`lock holders` and `top`,
+/// `leader show`, `projection status` and `dlq`) may go unanswered: a server that
 /// accepts a connection and then stays silent, or a query queued behind
 /// another session's lock, ends the command (or, watching, that look)
 /// instead of hanging it.

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use pgcoord::error::BackendErrorKind;
 use pgcoord::{
     inspect::{connect_for_inspection, AdvisoryLock, FenceTable, HoldersQuery},
     ConnectOptions,
@@ -88,26 +89,24 @@ impl Inspector {
         let client = connect_for_inspection(options.clone(), db.connect_timeout())
             .await
             .map_err(|e| fail(&e))?;
-        let query = query.with_fences(&client).await.map_err(|e| fail(&e))?;
+        let query = db::answered(query.with_fences(&client))
+            .await
+            .map_err(|e| fail(&e))?;
         if let FenceTable::Unreadable { table } = query.fences() {
             report!(
                 "warning: this role may not read the fencing table {table} \
                  (no SELECT privilege): fence tokens are not shown"
             );
         }
-        let in_recovery = client
-            .query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
-            .await
-            .map_err(|e| {
-                fail(
-                    &pgcoord::error::BackendError::new(
-                        pgcoord::error::BackendErrorKind::Query,
-                        db::error_chain(&e),
-                    )
-                    .into(),
-                )
-            })?
-            .get::<_, bool>(0);
+        let in_recovery = db::answered(async {
+            client
+                .query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
+                .await
+                .map_err(pgcoord::Error::from)
+        })
+        .await
+        .map_err(|e| fail(&e))?
+        .get::<_, bool>(0);
         if in_recovery {
             report!(
                 "warning: the server is a hot standby (in recovery): its advisory locks are \
@@ -153,7 +152,16 @@ impl Inspector {
                 slot.insert(connect_for_inspection(self.options.clone(), timeout).await?)
             }
         };
-        let mut locks = self.query.run(client).await?;
+        let mut locks = match db::answered(self.query.run(client)).await {
+            Ok(locks) => locks,
+            Err(e) => {
+                if e.as_backend().map(|b| b.kind()) == Some(BackendErrorKind::NoAnswer) {
+                    // Silent: the next look opens another session.
+                    *slot = None;
+                }
+                return Err(e);
+            }
+        };
         names.apply(&mut locks);
         Ok(locks)
     }
