@@ -5,65 +5,8 @@
 //! of life comes before the next holder's COMMAND starts, although
 //! `--kill-grace` (10 s by default) is longer than the lease.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
 use crate::common::*;
-
-/// A TCP relay to the database that can be cut: from then on it forwards
-/// nothing and closes nothing, as a network that drops every packet.
-struct CuttableRelay {
-    port: u16,
-    cut: Arc<AtomicBool>,
-}
-
-impl CuttableRelay {
-    async fn start(upstream: (String, u16)) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let flag = cut.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                tokio::spawn(pump(cr, sw, flag.clone()));
-                tokio::spawn(pump(sr, cw, flag.clone()));
-            }
-        });
-        Self { port, cut }
-    }
-
-    fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Copies `from` to `to` until cut; after the cut it holds both ends open
-/// and forwards nothing (not even a close).
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    cut: Arc<AtomicBool>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = from.read(&mut buf).await.unwrap_or(0);
-        if cut.load(Ordering::SeqCst) {
-            // Keep both halves alive for as long as the test runs.
-            std::future::pending::<()>().await;
-        }
-        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
+use crate::relay::CuttableRelay;
 
 /// Nanoseconds since the epoch, as `date +%s%N` wrote them.
 fn stamps(path: &std::path::Path) -> Vec<u128> {
@@ -77,18 +20,9 @@ fn stamps(path: &std::path::Path) -> Vec<u128> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_leased_holder_kills_its_command_before_the_server_frees_the_lock() {
     let db = database().await;
-    let config = db.config();
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => {
-            println!("SKIPPED: the test database is not reached over TCP");
-            return;
-        }
+    let Some((relay, url)) = CuttableRelay::for_database(&db).await else {
+        return;
     };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let relay = CuttableRelay::start((host, port)).await;
-    let user = config.get_user().unwrap_or("postgres");
-    let url = format!("postgres://{user}@127.0.0.1:{}/{}", relay.port, db.name());
     let dir = std::env::temp_dir().join(format!("lease-cut-{}", db.name()));
     std::fs::create_dir_all(&dir).unwrap();
     let (holder_log, waiter_log) = (dir.join("holder"), dir.join("waiter"));

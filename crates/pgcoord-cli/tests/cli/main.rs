@@ -27,6 +27,7 @@ mod projection;
 mod projection_dlq;
 mod projection_rebuild;
 mod readme_help;
+mod relay;
 mod server_faults;
 mod shared;
 mod short_deadlines;

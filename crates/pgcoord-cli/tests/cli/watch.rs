@@ -438,3 +438,47 @@ async fn check_views(db: &TestDatabase, key: &str, id: i64, token: &str) {
         out.stdout
     );
 }
+
+#[tokio::test]
+async fn a_silent_server_is_reported_and_the_watch_goes_on_on_a_new_session() {
+    let db = database().await;
+    let Some((relay, url)) = crate::relay::CuttableRelay::for_database(&db).await else {
+        return;
+    };
+    let holder = session(&db, "silent-holder").await;
+    holder
+        .execute("SELECT pg_advisory_lock(41)", &[])
+        .await
+        .unwrap();
+    let mut watch = Running::start(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "holders",
+        "--watch",
+        "--interval",
+        "100ms",
+    ]));
+    let (event, f) = parse(&watch.next_line().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("held", Some("silent-holder"))
+    );
+
+    // The watch's session stays open and silent: its look is given up
+    // after the bound, said once, and the next look opens a new session.
+    relay.cut();
+    let error = watch.expect_stderr("did not answer within 30s").await;
+    assert!(error.contains("cannot list lock holders"), "{error}");
+    relay.mend();
+    watch.expect_stderr("listing lock holders again").await;
+    holder
+        .execute("SELECT pg_advisory_unlock(41)", &[])
+        .await
+        .unwrap();
+    let (event, f) = parse(&watch.next_line().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("released", Some("silent-holder"))
+    );
+    watch.signal(Signal::SIGINT);
+    assert_eq!(watch.finish().await.code, 0);
+}
