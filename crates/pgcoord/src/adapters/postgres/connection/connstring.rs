@@ -272,6 +272,19 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
         };
         Ok((rest, tls, saw_mode))
     } else {
+        // `mysql://...`, `http://...`: a URL, but not PostgreSQL's (the
+        // conninfo parser would only say that a parameter has no `=`).
+        if let Some((scheme, _)) = s.trim_start().split_once("://") {
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            {
+                return Err(invalid(format!(
+                    "a URL of scheme {scheme:?}: use postgres:// or postgresql://"
+                )));
+            }
+        }
         let saw_mode = conninfo_pairs(s)?.iter().any(|(k, _, _)| k == "sslmode");
         let (rest, tls) = from_conninfo(s)?;
         Ok((rest, tls, saw_mode))
@@ -281,6 +294,16 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_of_another_scheme_says_so() {
+        for url in ["mysql://u@h/db", "http://h:5432/db", "POSTGRES://u@h/db"] {
+            let e = split_tls(url).unwrap_err().to_string();
+            assert!(e.contains("use postgres:// or postgresql://"), "{url}: {e}");
+        }
+        // Not a scheme: a conninfo value that happens to hold "://".
+        assert!(split_tls("host=h options='-c x=a://b'").is_ok());
+    }
 
     #[test]
     fn split_tls_keeps_the_rest_as_written() {
