@@ -37,7 +37,12 @@ lock install` once per database (the fence table). The election is the advisory 
 /// `eventsource leader run`
 #[derive(Debug, Args)]
 pub struct LeaderRunArgs {
-    /// Give up after waiting DURATION to lead; without it, wait as long as it takes.
+    /// Give up after waiting DURATION to lead; without it, wait as long as it
+    /// takes. With it, a wait whose session ends (a server restart, a
+    /// failover) connects again and waits on; without it, that ends the
+    /// wait (exit 69), as with `lock run`: a standby candidate that must
+    /// outlive restarts passes a long --timeout (e.g. 100d) or is restarted
+    /// by its supervisor.
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, conflicts_with = "no_wait")]
     pub timeout: Option<Duration>,
 
