@@ -135,11 +135,16 @@ pub const MIN_WATCHDOG: Duration = Duration::from_millis(100);
 
 /// Parses `--watchdog`: at least [`MIN_WATCHDOG`].
 pub fn parse_watchdog(text: &str) -> Result<Duration, String> {
+    parse_at_least(text, MIN_WATCHDOG, "for a watchdog")
+}
+
+/// A DURATION of at least `min`; `what` completes "is too short ...".
+fn parse_at_least(text: &str, min: Duration, what: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
-    if d < MIN_WATCHDOG {
+    if d < min {
         return Err(format!(
-            "{text:?} is too short for a watchdog: at least {}",
-            format_duration(MIN_WATCHDOG)
+            "{text:?} is too short {what}: at least {}",
+            format_duration(min)
         ));
     }
     Ok(d)
@@ -154,14 +159,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Parses a refresh interval (`--interval`, `--every`): a DURATION of at
 /// least [`MIN_INTERVAL`].
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
-    if d < MIN_INTERVAL {
-        return Err(format!(
-            "{text:?} is too short a refresh interval: at least {}",
-            format_duration(MIN_INTERVAL)
-        ));
-    }
-    Ok(d)
+    parse_at_least(text, MIN_INTERVAL, "a refresh interval")
 }
 
 /// The shortest `--lease` (the server's TCP keepalive settings count in
@@ -170,14 +168,7 @@ pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// Parses `--lease`: at least [`MIN_LEASE`].
 pub fn parse_lease(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
-    if d < MIN_LEASE {
-        return Err(format!(
-            "{text:?} is too short for a lease: at least {}",
-            format_duration(MIN_LEASE)
-        ));
-    }
-    Ok(d)
+    parse_at_least(text, MIN_LEASE, "for a lease")
 }
 
 /// Parses `--min-interval`: more than 0.
