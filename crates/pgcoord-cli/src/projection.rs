@@ -274,7 +274,7 @@ fn clear_bar() {
     let _ = err.flush();
 }
 
-/// One bar: `label [####------]  40% done/head events, eta ...`.
+/// One bar: `label [####------]  40% position 400 of 1000, 600 events behind, eta ...`.
 fn draw_bar(s: &ProjectionStatus, label: &str, watching: bool) {
     let (Some(head), Some(lag)) = (s.head, s.lag_events) else {
         return;
@@ -282,7 +282,9 @@ fn draw_bar(s: &ProjectionStatus, label: &str, watching: bool) {
     if lag == 0 && !watching {
         return;
     }
-    let done = (head - lag).max(0);
+    // Positions, not counts: an event table's positions can have gaps
+    // (a rolled-back append), and the bar says how far the checkpoint is.
+    let done = s.checkpoint.unwrap_or(0).clamp(0, head.max(0));
     let fraction = if head > 0 {
         done as f64 / head as f64
     } else {
@@ -296,7 +298,7 @@ fn draw_bar(s: &ProjectionStatus, label: &str, watching: bool) {
     let mut err = std::io::stderr().lock();
     let _ = write!(
         err,
-        "\r{label} [{}{}] {:>3.0}% {done}/{head} events, {eta}   ",
+        "\r{label} [{}{}] {:>3.0}% position {done} of {head}, {lag} events behind, {eta}   ",
         "#".repeat(filled),
         "-".repeat(width - filled.min(width)),
         fraction * 100.0

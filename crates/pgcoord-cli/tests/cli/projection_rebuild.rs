@@ -79,7 +79,7 @@ async fn status_on_a_terminal_draws_the_catch_up_bar() {
     let db = database_with(false).await;
     let seen = on_terminal(&db).await;
     assert!(
-        seen.contains("catch-up [##################------------]  60% 3/5 events, eta unknown"),
+        seen.contains("catch-up [##################------------]  60% position 3 of 5, 2 events behind, eta unknown"),
         "{seen:?}"
     );
     assert!(!seen.contains("rebuild v"), "{seen:?}");
@@ -140,11 +140,13 @@ async fn status_during_a_rebuild_shows_the_new_versions_lag_runner_and_bar() {
 
     let seen = on_terminal(&db).await;
     assert!(
-        seen.contains("catch-up [##################------------]  60% 3/5 events"),
+        seen.contains(
+            "catch-up [##################------------]  60% position 3 of 5, 2 events behind"
+        ),
         "{seen:?}"
     );
     assert!(
-        seen.contains("rebuild v2 [######------------------------]  20% 1/5 events, eta unknown"),
+        seen.contains("rebuild v2 [######------------------------]  20% position 1 of 5, 4 events behind, eta unknown"),
         "{seen:?}"
     );
     guard.release().await.unwrap();
@@ -169,7 +171,7 @@ async fn status_watch_on_a_terminal_erases_the_bar_before_each_line() {
         "a line glued to the bar: {seen:?}"
     );
     assert!(
-        seen.contains("catch-up [##################------------]  60% 3/5"),
+        seen.contains("catch-up [##################------------]  60% position 3 of 5"),
         "{seen:?}"
     );
 }
