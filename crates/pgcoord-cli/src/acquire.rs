@@ -71,6 +71,9 @@ fn worth_retrying(e: &Error) -> bool {
             .code()
             .is_none_or(|c| matches!(c.code(), "57P03" | "53300" | "57P01")),
         BackendErrorKind::Closed => true,
+        // Within --timeout a standby may be promoted (a failover under
+        // way, the URL naming the standby first or alone).
+        BackendErrorKind::Standby => true,
         _ => false,
     }
 }
@@ -263,9 +266,16 @@ fn gave_up(args: &RunArgs, what: &str, db: &Database, last: Option<&Error>) -> i
     let why = last
         .map(|e| db::describe_failure("", Some(db), e))
         .unwrap_or_else(|| "the database could not be reached".to_owned());
+    let standby = last
+        .and_then(Error::as_backend)
+        .is_some_and(|b| b.kind() == BackendErrorKind::Standby);
+    let during = match standby {
+        true => "only a hot standby answered (its advisory locks exclude nobody on the primary)",
+        false => "connecting kept failing",
+    };
     report!(
-        "{what} not acquired: --timeout {} ran out while connecting kept failing; the last \
-         failure: {why}; the command was not run",
+        "{what} not acquired: --timeout {} ran out while {during}; the last failure: {why}; \
+         the command was not run",
         format_duration(args.timeout.unwrap_or_default())
     );
     exit::UNAVAILABLE
@@ -322,7 +332,7 @@ async fn not_acquired(
     }
     let kind = e.as_backend().map(|b| b.kind());
     if kind == Some(BackendErrorKind::FencingNotInstalled) {
-        if let Some(subcommand) = args.fence_needed_by {
+        if let Some(subcommand) = args.built_for {
             report!(
                 "{subcommand} needs the fence table (its terms live there), which database {} \
                  does not have yet: run `eventsource lock install` once; the command was not run",
@@ -339,10 +349,14 @@ async fn not_acquired(
         return exit::CONFIG;
     }
     if kind == Some(BackendErrorKind::Standby) {
+        let or_allow = match args.built_for {
+            Some(_) => "",
+            None => ", or pass --allow-standby for a standby-only job",
+        };
         report!(
             "{what} not acquired: the server is a hot standby (in recovery), whose advisory \
              locks do not exclude holders on the primary (database {}); point the URL at the \
-             primary, or pass --allow-standby for a standby-only job; the command was not run",
+             primary{or_allow}; the command was not run",
             db.shown()
         );
         return exit::UNAVAILABLE;

@@ -46,6 +46,30 @@ pub async fn answered<T>(
     }
 }
 
+/// Warns on stderr when `client`'s server is a hot standby: its advisory
+/// locks are its own sessions' only and exclude nobody on the primary, so
+/// what the command shows there (`shown`: "\"not held\"", "\"vacant\"")
+/// says nothing about the primary. True for a standby.
+pub async fn warn_if_standby(client: &Client, shown: &str) -> Result<bool, Error> {
+    let row = answered(async {
+        client
+            .query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
+            .await
+            .map_err(Error::from)
+    })
+    .await?;
+    let in_recovery: bool = row.get(0);
+    if in_recovery {
+        report!(
+            "warning: the server is a hot standby (in recovery): its advisory locks are \
+             those of its own sessions only and exclude nobody on the primary, so {shown} \
+             here says nothing about the primary; point the URL at the primary to see the \
+             holders that count"
+        );
+    }
+    Ok(in_recovery)
+}
+
 /// The connection settings of a command.
 #[derive(Debug, Clone)]
 pub struct Database {

@@ -46,6 +46,6 @@ fn run_args(a: LeaderRunArgs) -> RunArgs {
         command: a.command,
         extra_env: vec![("EVENTSOURCE_LEADER_NAME", a.name)],
         fence_env: vec!["EVENTSOURCE_LEADER_TERM"],
-        fence_needed_by: Some("leader run"),
+        built_for: Some("leader run"),
     }
 }

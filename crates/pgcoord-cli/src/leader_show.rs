@@ -174,7 +174,7 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
         Ok(e) => e,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };
-    let client = match db.connect().await {
+    let client = match open(&db).await {
         Ok(c) => c,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };
@@ -194,6 +194,15 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
         Ok(()) => 0,
         Err(code) => code,
     }
+}
+
+/// The session of the looks, with a warning when its server is a hot
+/// standby (whose advisory locks are its own: "vacant" there says nothing
+/// about the primary).
+async fn open(db: &Database) -> pgcoord::Result<tokio_postgres::Client> {
+    let client = db.connect().await?;
+    db::warn_if_standby(&client, "\"vacant\"").await?;
+    Ok(client)
 }
 
 /// What one look saw, as compared between looks.
@@ -218,6 +227,17 @@ async fn watch(
     // The session of the looks; `None` after it ended (a server restart, a
     // terminated backend, no answer): the next look opens another.
     let mut session = Some(client);
+    // Looks fail in a row (an outage): said once, and once when it ends.
+    let mut failing = false;
+    let fail = |failing: &mut bool, why: String| {
+        if !std::mem::replace(failing, true) {
+            report!(
+                "cannot look at election {:?}: {why}; trying again every {}",
+                args.name,
+                format_duration(args.every)
+            );
+        }
+    };
     loop {
         tokio::select! {
             sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
@@ -225,14 +245,10 @@ async fn watch(
         }
         let client = match session.take().filter(|c| !c.is_closed()) {
             Some(c) => session.insert(c),
-            None => match db.connect().await {
+            None => match open(db).await {
                 Ok(c) => session.insert(c),
                 Err(e) => {
-                    report!(
-                        "cannot look at election {:?}: {}; trying again",
-                        args.name,
-                        db::describe_failure("", Some(db), &e)
-                    );
+                    fail(&mut failing, db::describe_failure("", Some(db), &e));
                     continue;
                 }
             },
@@ -241,24 +257,22 @@ async fn watch(
             Ok(seen) => seen,
             Err(LookError::Term(TermError::NotInstalled)) => return not_installed(db),
             Err(LookError::Leader(e)) => {
-                report!(
-                    "cannot look at election {:?}: {}; trying again",
-                    args.name,
-                    db::error_chain(&e)
-                );
+                fail(&mut failing, db::error_chain(&e));
                 // A silent session is not used again.
                 session = None;
                 continue;
             }
             Err(LookError::Term(TermError::Other(e))) => {
-                report!(
-                    "cannot read the term of election {:?}: {}; trying again",
-                    args.name,
-                    db::error_chain(&e)
+                fail(
+                    &mut failing,
+                    format!("cannot read its term: {}", db::error_chain(&e)),
                 );
                 continue;
             }
         };
+        if std::mem::take(&mut failing) {
+            report!("looking at election {:?} again", args.name);
+        }
         let at = Utc::now();
         let seen: Seen = (leader.as_ref().map(|l| (l.holder_id.clone(), l.pid)), term);
         if last.as_ref() == Some(&seen) {

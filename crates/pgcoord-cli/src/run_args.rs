@@ -175,8 +175,9 @@ pub struct RunArgs {
     pub extra_env: Vec<(&'static str, String)>,
     #[arg(skip)]
     pub fence_env: Vec<&'static str>,
-    /// The subcommand that turned --fence on for the user (`leader run`),
-    /// for the message when the fence table is missing.
+    /// The subcommand built on `lock run` (`leader run`), for its
+    /// messages: it turned --fence on for the user, and offers no
+    /// --allow-standby.
     #[arg(skip)]
-    pub fence_needed_by: Option<&'static str>,
+    pub built_for: Option<&'static str>,
 }

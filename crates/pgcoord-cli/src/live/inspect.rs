@@ -98,23 +98,9 @@ impl Inspector {
                  (no SELECT privilege): fence tokens are not shown"
             );
         }
-        let in_recovery = db::answered(async {
-            client
-                .query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
-                .await
-                .map_err(pgcoord::Error::from)
-        })
-        .await
-        .map_err(|e| fail(&e))?
-        .get::<_, bool>(0);
-        if in_recovery {
-            report!(
-                "warning: the server is a hot standby (in recovery): its advisory locks are \
-                 those of its own sessions only and exclude nobody on the primary, so \
-                 \"not held\" here says nothing about the primary; point the URL at the \
-                 primary to see the holders that count"
-            );
-        }
+        db::warn_if_standby(&client, "\"not held\"")
+            .await
+            .map_err(|e| fail(&e))?;
         Ok(Self {
             options,
             session: tokio::sync::Mutex::new(Some(client)),
@@ -149,7 +135,11 @@ impl Inspector {
             None => {
                 let timeout = (self.options.config().get_connect_timeout().copied())
                     .unwrap_or(db::CONNECT_TIMEOUT);
-                slot.insert(connect_for_inspection(self.options.clone(), timeout).await?)
+                let client = connect_for_inspection(self.options.clone(), timeout).await?;
+                // A multi-host URL may now reach another server: a
+                // standby that a failover left, say so again.
+                db::warn_if_standby(&client, "\"not held\"").await?;
+                slot.insert(client)
             }
         };
         let mut locks = match db::answered(self.query.run(client)).await {

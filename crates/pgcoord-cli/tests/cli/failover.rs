@@ -106,6 +106,45 @@ async fn a_run_waiting_for_a_primary_runs_once_the_standby_is_promoted() {
 }
 
 #[tokio::test]
+async fn a_run_with_the_standby_first_and_no_session_attrs_waits_for_its_promotion() {
+    let (primary, standby, db, _) = pair().await;
+    // No target_session_attrs: the first host that answers is used, and
+    // with the primary down that is the standby, which is refused.
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}",
+        standby.port(),
+        primary.port(),
+        db.name()
+    );
+    let stopping = primary.clone();
+    tokio::task::spawn_blocking(move || stopping.stop(StopMode::Immediate))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut run = Running::start(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--timeout",
+        "5m",
+        "cutover",
+        "--",
+        "echo",
+        "after failover",
+    ]));
+    // Within --timeout a standby is tried again: it may be promoted.
+    let line = run.expect_stderr("retrying until --timeout runs out").await;
+    assert!(line.contains("is a standby"), "{line}");
+    let s = standby.clone();
+    tokio::task::spawn_blocking(move || s.promote())
+        .await
+        .unwrap()
+        .expect("promoted");
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "after failover\n");
+}
+
+#[tokio::test]
 async fn leader_run_is_deposed_by_the_failover_and_the_next_candidate_leads_on_the_new_primary() {
     let (primary, standby, db, both) = pair().await;
     let out = output(

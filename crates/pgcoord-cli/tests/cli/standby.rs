@@ -8,6 +8,10 @@ use crate::common::*;
 #[tokio::test]
 async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     let (cluster, db) = private_db(&[]).await;
+    // The fence table first, so that the standby's copy has it
+    // (`leader run` needs it before anything else).
+    let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
     let primary = cluster.clone();
     let standby = tokio::task::spawn_blocking(move || primary.start_standby())
         .await
@@ -61,6 +65,56 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     .await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "ran\n");
+    // With --timeout a standby is tried again (it may be promoted), and
+    // the end says what answered.
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--timeout",
+        "1s",
+        "on-standby",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr.contains("retrying until --timeout runs out"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("ran out while only a hot standby answered"),
+        "{}",
+        out.stderr
+    );
+    // `leader run` has no --allow-standby to suggest.
+    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
+        "leader",
+        "run",
+        "on-standby",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("hot standby"), "{}", out.stderr);
+    assert!(!out.stderr.contains("--allow-standby"), "{}", out.stderr);
+    // `leader show` there would say "vacant" whoever leads: it warns.
+    let out =
+        output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .args(["leader", "show", "on-standby"]),
+        )
+        .await;
+    assert!(
+        out.stderr.contains("hot standby") && out.stderr.contains("\"vacant\" here says nothing"),
+        "{out:?}"
+    );
     // `lock holders` on the standby lists its own sessions only: it warns.
     let out =
         output(
