@@ -78,6 +78,12 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         // A session that finds prepared statements it did not make, or
         // misses its own: statements of several clients mixed on one
         // server session, or one client's spread over several.
+        // "cannot execute ... in a read-only transaction": fencing, the
+        // run log and `lock install` write.
+        (_, Some("25006")) => {
+            "the server is read-only (a hot standby?): fence tokens, --min-interval's run log \
+             and `lock install` are writes, which need the primary"
+        }
         (_, Some("42P05" | "26000")) => {
             "this session's prepared statements were mixed up with another's: a pooler in \
              transaction or statement mode? Locks need session mode (`eventsource lock doctor` \
@@ -108,6 +114,16 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 9);
+    }
+
+    #[test]
+    fn a_read_only_server_is_named_as_such() {
+        let e: Error = BackendError::new(BackendErrorKind::Query, "read-only transaction")
+            .with_code("25006")
+            .into();
+        assert!(backend_hint(&e)
+            .expect("a hint")
+            .contains("need the primary"));
     }
 
     #[test]

@@ -219,3 +219,31 @@ async fn a_server_down_for_the_whole_timeout_is_reported_with_its_last_failure()
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn an_inspection_that_reaches_no_host_names_every_host() {
+    // Two ports with nothing behind them: bind, note, close.
+    let bound: Vec<TcpListener> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let ports: Vec<u16> = bound
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    drop(bound);
+    let url = format!(
+        "postgres://u@127.0.0.1:{},127.0.0.1:{}/x",
+        ports[0], ports[1]
+    );
+    for args in [&["lock", "holders"][..], &["leader", "show", "e"]] {
+        let out = output(eventsource(None).env("DATABASE_URL", &url).args(args)).await;
+        assert_eq!(out.code, 69, "{args:?}: {out:?}");
+        for port in &ports {
+            assert!(
+                out.stderr.contains(&format!("127.0.0.1:{port}: ")),
+                "{args:?} names host {port}: {}",
+                out.stderr
+            );
+        }
+    }
+}

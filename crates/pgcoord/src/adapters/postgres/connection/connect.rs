@@ -116,30 +116,7 @@ impl Connector {
     /// it ends when the connection does. Hosts are tried as in
     /// [`connect`](Self::connect).
     pub(crate) async fn connect_driven(&self) -> Result<(Client, ConnectionFuture), BackendError> {
-        self.tls.ready()?;
-        let mut failures = Vec::new();
-        for config in &self.per_host {
-            match self.connect_one(config).await {
-                Ok(pair) => return Ok(pair),
-                Err(e) => failures.push((host_name(config), e)),
-            }
-        }
-        Err(every_host_failed(failures))
-    }
-
-    async fn connect_one(
-        &self,
-        config: &Config,
-    ) -> Result<(Client, ConnectionFuture), BackendError> {
-        let attempt = config.connect(self.tls.clone());
-        match tokio::time::timeout(self.connect_timeout, attempt).await {
-            Ok(Ok((client, connection))) => Ok((client, Box::pin(connection))),
-            Ok(Err(e)) => Err(connect_error(e)),
-            Err(_) => Err(BackendError::new(
-                BackendErrorKind::Connect,
-                format!("no answer within {:?}", self.connect_timeout),
-            )),
-        }
+        connect_each_host(&self.per_host, &self.tls, self.connect_timeout).await
     }
 
     /// Asks the server to cancel whatever `token`'s session is running.
@@ -150,6 +127,40 @@ impl Connector {
 }
 
 /// `host:port` of a one-host config, for an error message.
+/// Opens a session on the first of `per_host` (one config per host, see
+/// `hosts::one_per_host`) that takes it, each host within `timeout`, as
+/// libpq does; when none does, every host's failure, in order.
+pub(crate) async fn connect_each_host(
+    per_host: &[Config],
+    tls: &MakeRustls,
+    timeout: Duration,
+) -> Result<(Client, ConnectionFuture), BackendError> {
+    tls.ready()?;
+    let mut failures = Vec::new();
+    for config in per_host {
+        let attempt = config.connect(tls.clone());
+        let failure = match tokio::time::timeout(timeout, attempt).await {
+            Ok(Ok((client, connection))) => return Ok((client, Box::pin(connection))),
+            Ok(Err(e)) => connect_error(e),
+            Err(_) => BackendError::new(
+                BackendErrorKind::Connect,
+                format!("no answer within {timeout:?}"),
+            ),
+        };
+        failures.push((host_name(config), failure));
+    }
+    Err(every_host_failed(failures))
+}
+
+/// [`connect_each_host`] for one `config`, split into its hosts here.
+pub(crate) async fn connect_any_host(
+    config: &Config,
+    tls: &MakeRustls,
+    timeout: Duration,
+) -> Result<(Client, ConnectionFuture), BackendError> {
+    connect_each_host(&super::hosts::one_per_host(config), tls, timeout).await
+}
+
 fn host_name(config: &Config) -> String {
     use tokio_postgres::config::Host;
     let port = config.get_ports().first().copied().unwrap_or(5432);

@@ -16,10 +16,10 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 use super::fencing::FENCE_TABLE;
-use crate::adapters::postgres::connection::connect::{connect_error, pg_error};
+use crate::adapters::postgres::connection::connect::{connect_any_host, pg_error};
 use crate::adapters::postgres::connection::options::ConnectOptions;
 use crate::adapters::postgres::connection::tls::MakeRustls;
-use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::ports::error::{BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 
 /// The prefix the lock managers put before their holder id in
@@ -342,16 +342,11 @@ fn session_from(row: &tokio_postgres::Row) -> LockSession {
 pub async fn connect_for_inspection(options: ConnectOptions, timeout: Duration) -> Result<Client> {
     let (mut config, tls) = options.into_parts();
     config.connect_timeout(timeout);
-    let tls = MakeRustls::new(tls);
-    tls.ready().map_err(Error::Backend)?;
-    let (client, connection) = match tokio::time::timeout(timeout, config.connect(tls)).await {
-        Ok(Ok(pair)) => pair,
-        Ok(Err(e)) => return Err(Error::Backend(connect_error(e))),
-        Err(_) => {
-            let why = format!("no answer within {timeout:?}");
-            return Err(BackendError::new(BackendErrorKind::Connect, why).into());
-        }
-    };
+    // Host by host, as the lock sessions connect: a failure names every
+    // host of a multi-host URL, not only the last one tried.
+    let (client, connection) = connect_any_host(&config, &MakeRustls::new(tls), timeout)
+        .await
+        .map_err(Error::Backend)?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "inspection session ended with an error");
