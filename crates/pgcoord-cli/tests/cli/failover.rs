@@ -77,12 +77,25 @@ async fn a_run_waiting_for_a_primary_runs_once_the_standby_is_promoted() {
     .await;
     assert_eq!(out.code, 0, "{out:?}");
 
+    // Nothing accepts writes: the run says it retries.
+    let line = run_across_promotion(&primary, &standby, &both).await;
+    assert!(!line.contains("held elsewhere"), "{line}");
+}
+
+/// Stops `primary`, starts `lock run --timeout 5m cutover` on `url`,
+/// waits for its line saying it retries, promotes `standby` and checks
+/// that the command then ran. Returns the retry line.
+async fn run_across_promotion(
+    primary: &Arc<TestCluster>,
+    standby: &Arc<TestCluster>,
+    url: &str,
+) -> String {
     let stopping = primary.clone();
     tokio::task::spawn_blocking(move || stopping.stop(StopMode::Immediate))
         .await
         .unwrap()
         .unwrap();
-    let mut run = Running::start(eventsource(None).env("DATABASE_URL", &both).args([
+    let mut run = Running::start(eventsource(None).env("DATABASE_URL", url).args([
         "lock",
         "run",
         "--timeout",
@@ -92,9 +105,7 @@ async fn a_run_waiting_for_a_primary_runs_once_the_standby_is_promoted() {
         "echo",
         "after failover",
     ]));
-    // Nothing accepts writes: the run says it retries.
     let line = run.expect_stderr("retrying until --timeout runs out").await;
-    assert!(!line.contains("held elsewhere"), "{line}");
     let s = standby.clone();
     tokio::task::spawn_blocking(move || s.promote())
         .await
@@ -103,6 +114,7 @@ async fn a_run_waiting_for_a_primary_runs_once_the_standby_is_promoted() {
     let out = run.finish().await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "after failover\n");
+    line
 }
 
 #[tokio::test]
@@ -116,32 +128,9 @@ async fn a_run_with_the_standby_first_and_no_session_attrs_waits_for_its_promoti
         primary.port(),
         db.name()
     );
-    let stopping = primary.clone();
-    tokio::task::spawn_blocking(move || stopping.stop(StopMode::Immediate))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut run = Running::start(eventsource(None).env("DATABASE_URL", &url).args([
-        "lock",
-        "run",
-        "--timeout",
-        "5m",
-        "cutover",
-        "--",
-        "echo",
-        "after failover",
-    ]));
     // Within --timeout a standby is tried again: it may be promoted.
-    let line = run.expect_stderr("retrying until --timeout runs out").await;
+    let line = run_across_promotion(&primary, &standby, &url).await;
     assert!(line.contains("is a standby"), "{line}");
-    let s = standby.clone();
-    tokio::task::spawn_blocking(move || s.promote())
-        .await
-        .unwrap()
-        .expect("promoted");
-    let out = run.finish().await;
-    assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.stdout, "after failover\n");
 }
 
 #[tokio::test]
