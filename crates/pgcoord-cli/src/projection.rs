@@ -7,9 +7,10 @@ use pgcoord::readmodels::postgres::{projection_status, ProjectionStatus};
 use pgcoord::readmodels::version_name;
 use pgcoord::Error;
 
+use crate::db::answered;
 use crate::db::{self, Database};
 use crate::projection_args::{ProjectionCommand, ProjectionStatusArgs};
-use crate::projection_reads::{answered, missing_table_note};
+use crate::projection_reads::missing_table_note;
 use crate::signals::Signals;
 use crate::{exit, report};
 

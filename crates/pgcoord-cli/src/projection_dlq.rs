@@ -11,9 +11,10 @@ use pgcoord::readmodels::postgres::{
 use pgcoord::readmodels::{DeadLetter, DeadLetterSelection};
 use tokio_postgres::Client;
 
+use crate::db::answered;
 use crate::db::{self, Database};
 use crate::projection_args::{DlqChangeArgs, DlqCommand, DlqDropArgs, DlqListArgs, DlqShowArgs};
-use crate::projection_reads::{answered, missing_table_note};
+use crate::projection_reads::missing_table_note;
 use crate::report;
 
 /// Not done: a POSITION given is not parked (the others were acted on),
@@ -162,8 +163,9 @@ fn render(l: &DeadLetter) -> String {
     )
 }
 
-/// The selection of `args`, and the positions given that are not parked
-/// (reported on standard error).
+/// The selection of `args` (for POSITIONs: those of them that are parked),
+/// and whether some positions given are not parked (reported on standard
+/// error).
 async fn select(
     client: &Client,
     args: &DlqChangeArgs,
@@ -193,12 +195,20 @@ async fn select(
             missing.join(", ")
         );
     }
-    Ok((which, !missing.is_empty()))
+    Ok((DeadLetterSelection::Positions(found), !missing.is_empty()))
+}
+
+/// Nothing to act on: POSITIONs given, none of them parked.
+fn is_empty(which: &DeadLetterSelection) -> bool {
+    matches!(which, DeadLetterSelection::Positions(p) if p.is_empty())
 }
 
 async fn replay(client: &Client, args: DlqChangeArgs) -> Outcome {
     let (which, missing) = select(client, &args).await?;
-    let marked = answered(request_replay(client, &args.name, &which)).await?;
+    let marked = match is_empty(&which) {
+        true => 0,
+        false => answered(request_replay(client, &args.name, &which)).await?,
+    };
     let runner = answered(projection_status(client, &args.name, None))
         .await?
         .runner;
@@ -233,11 +243,14 @@ async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
     if !args.yes && std::io::stdin().is_terminal() {
         // What the question counts is what is dropped: not an event
         // parked while the question waited for its answer.
-        let counted: Vec<i64> = parked(client, &which_args.name, &which)
-            .await?
-            .iter()
-            .map(|l| l.position)
-            .collect();
+        let counted: Vec<i64> = match which {
+            DeadLetterSelection::Positions(found) => found,
+            all => parked(client, &which_args.name, &all)
+                .await?
+                .iter()
+                .map(|l| l.position)
+                .collect(),
+        };
         if !counted.is_empty() {
             let question = format!(
                 "drop {} parked event(s) of projection {} without applying them? [y/N] ",
@@ -251,9 +264,9 @@ async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
         }
         which = DeadLetterSelection::Positions(counted);
     }
-    let dropped = match &which {
-        DeadLetterSelection::Positions(p) if p.is_empty() => 0,
-        _ => answered(drop_dead_letters(client, &which_args.name, &which)).await?,
+    let dropped = match is_empty(&which) {
+        true => 0,
+        false => answered(drop_dead_letters(client, &which_args.name, &which)).await?,
     };
     let code = if which_args.json {
         print(&json(&serde_json::json!({

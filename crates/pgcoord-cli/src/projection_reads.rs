@@ -1,6 +1,6 @@
 //! What `projection status` and `projection dlq` share about their reads:
-//! the bound on each answer ([`answered`]), and the note that says a table
-//! was not there.
+//! the note that says a table was not there (each answer bounded by
+//! [`answered`]).
 //!
 //! The library reads a missing projection table as "nothing yet" (no
 //! checkpoint, no parked event), which is right for a projection that
@@ -10,7 +10,7 @@
 
 use tokio_postgres::Client;
 
-pub use crate::db::answered;
+use crate::db::answered;
 
 /// When `table` is not visible to this session: the line that says so,
 /// naming the database and the role. `None` when it is there.

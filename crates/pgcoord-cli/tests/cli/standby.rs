@@ -5,6 +5,11 @@
 
 use crate::common::*;
 
+/// The tool with `args`, on the server of `url` only.
+async fn on(url: &str, args: &[&str]) -> Output {
+    output(eventsource(None).env("DATABASE_URL", url).args(args)).await
+}
+
 #[tokio::test]
 async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     let (cluster, db) = private_db(&[]).await;
@@ -29,54 +34,47 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
         .get(0);
     assert!(in_recovery, "a standby");
 
-    let out = output(
-        eventsource(None)
-            .env("DATABASE_URL", &url)
-            .args(["lock", "doctor"]),
-    )
-    .await;
+    let out = on(&url, &["lock", "doctor"]).await;
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("FAILED"), "{}", out.stderr);
     assert!(out.stderr.contains("standby"), "{}", out.stderr);
     assert!(out.stderr.contains("pg_is_in_recovery"), "{}", out.stderr);
     // `lock run` refuses it (69, the reason on stderr), unless told.
-    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
-        "lock",
-        "run",
-        "on-standby",
-        "--",
-        "echo",
-        "ran",
-    ]))
-    .await;
+    let out = on(&url, &["lock", "run", "on-standby", "--", "echo", "ran"]).await;
     assert_eq!(out.code, 69, "{out:?}");
     assert_eq!(out.stdout, "");
     assert!(out.stderr.contains("hot standby"), "{}", out.stderr);
     assert!(out.stderr.contains("--allow-standby"), "{}", out.stderr);
-    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
-        "lock",
-        "run",
-        "--allow-standby",
-        "on-standby",
-        "--",
-        "echo",
-        "ran",
-    ]))
+    let out = on(
+        &url,
+        &[
+            "lock",
+            "run",
+            "--allow-standby",
+            "on-standby",
+            "--",
+            "echo",
+            "ran",
+        ],
+    )
     .await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "ran\n");
     // With --timeout a standby is tried again (it may be promoted), and
     // the end says what answered.
-    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
-        "lock",
-        "run",
-        "--timeout",
-        "1s",
-        "on-standby",
-        "--",
-        "echo",
-        "ran",
-    ]))
+    let out = on(
+        &url,
+        &[
+            "lock",
+            "run",
+            "--timeout",
+            "1s",
+            "on-standby",
+            "--",
+            "echo",
+            "ran",
+        ],
+    )
     .await;
     assert_eq!(out.code, 69, "{out:?}");
     assert!(
@@ -91,38 +89,18 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
         out.stderr
     );
     // `leader run` has no --allow-standby to suggest.
-    let out = output(eventsource(None).env("DATABASE_URL", &url).args([
-        "leader",
-        "run",
-        "on-standby",
-        "--",
-        "echo",
-        "ran",
-    ]))
-    .await;
+    let out = on(&url, &["leader", "run", "on-standby", "--", "echo", "ran"]).await;
     assert_eq!(out.code, 69, "{out:?}");
     assert!(out.stderr.contains("hot standby"), "{}", out.stderr);
     assert!(!out.stderr.contains("--allow-standby"), "{}", out.stderr);
     // `leader show` there would say "vacant" whoever leads: it warns.
-    let out =
-        output(
-            eventsource(None)
-                .env("DATABASE_URL", &url)
-                .args(["leader", "show", "on-standby"]),
-        )
-        .await;
+    let out = on(&url, &["leader", "show", "on-standby"]).await;
     assert!(
         out.stderr.contains("hot standby") && out.stderr.contains("\"vacant\" here says nothing"),
         "{out:?}"
     );
     // `lock holders` on the standby lists its own sessions only: it warns.
-    let out =
-        output(
-            eventsource(None)
-                .env("DATABASE_URL", &url)
-                .args(["lock", "holders", "on-standby"]),
-        )
-        .await;
+    let out = on(&url, &["lock", "holders", "on-standby"]).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stderr.contains("hot standby") && out.stderr.contains("exclude nobody on the primary"),
