@@ -12,6 +12,7 @@ use super::super::holdings::{Removed, Reservation};
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
+use super::statements::batch_item;
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::alarm::Alarm;
 use crate::ports::error::BackendErrorKind;
@@ -39,6 +40,8 @@ pub(super) struct BatchBuffers {
     unlocks: Vec<PendingUnlock>,
     ids: Vec<i64>,
     is_lock: Vec<bool>,
+    /// `ids` and `is_lock` as the one array the unfenced statement takes.
+    items: Vec<i64>,
     /// Per item, the answer (see [`query`]): a batch of 1,024 tasks has
     /// about 400, 10 KB, and a new block that large made glibc consolidate
     /// every small chunk freed since, once per batch.
@@ -58,6 +61,7 @@ impl BatchBuffers {
         self.unlocks.clear();
         self.ids.clear();
         self.is_lock.clear();
+        self.items.clear();
         self.results.clear();
         if self.ids.capacity() > KEEP {
             self.ops.shrink_to(KEEP);
@@ -65,6 +69,7 @@ impl BatchBuffers {
             self.unlocks.shrink_to(KEEP);
             self.ids.shrink_to(KEEP);
             self.is_lock.shrink_to(KEEP);
+            self.items.shrink_to(KEEP);
             self.results.shrink_to(KEEP);
         }
     }
@@ -78,6 +83,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         unlocks,
         ids,
         is_lock,
+        items,
         results,
         removed,
     } = buf;
@@ -138,11 +144,18 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         ids.push(u.lock_id);
         is_lock.push(false);
     }
+    if s.statements.fenced.is_none() && ids.len() > 1 {
+        items.extend(
+            ids.iter()
+                .zip(is_lock.iter())
+                .map(|(&id, &l)| batch_item(id, l)),
+        );
+    }
     super::super::metrics::batch(ids.len());
     let sent = std::time::Instant::now();
     let outcome = {
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
-        tokio::time::timeout(limit, query(s, locks, ids, is_lock, results)).await
+        tokio::time::timeout(limit, query(s, locks, ids, is_lock, items, results)).await
     };
     let answered = match outcome {
         // A session already known to be over grants nothing: its locks are
@@ -263,12 +276,15 @@ fn record(
 }
 
 /// The batch's one statement: per item, whether it succeeded and (fenced
-/// grants) the new fencing token, into `out` (empty when called).
+/// grants) the new fencing token, into `out` (empty when called). `items`
+/// is `ids` and `is_lock` as [`batch_item`]s, for an unfenced batch of
+/// more than one.
 async fn query(
     s: &SessionState,
     locks: &[PendingLock],
     ids: &[i64],
     is_lock: &[bool],
+    items: &[i64],
     out: &mut Vec<(bool, Option<u64>)>,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, st) = (&s.client, &s.statements);
@@ -315,7 +331,7 @@ async fn query(
         out.push((row.get(0), None));
         return Ok(());
     }
-    let row = client.query_one(&st.batch, &[&ids, &is_lock]).await?;
+    let row = client.query_one(&st.batch, &[&items]).await?;
     let failed: Option<Vec<i64>> = row.get(0);
     outcomes(ids.len(), &failed.unwrap_or_default(), out);
     Ok(())

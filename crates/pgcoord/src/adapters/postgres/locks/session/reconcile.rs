@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use super::state::SessionState;
+use super::statements::batch_item;
 
 /// After a failed batch: session locks survive a statement error, so ask
 /// the server what this session holds, give back locks taken for requests
@@ -22,11 +23,10 @@ pub(super) async fn reconcile(
     let unlock: Vec<i64> = ids
         .iter()
         .filter(|id| on_server.contains(id))
-        .copied()
+        .map(|&id| batch_item(id, false))
         .collect();
     if !unlock.is_empty() {
-        let ops = vec![false; unlock.len()];
-        client.query_one(&st.batch, &[&unlock, &ops]).await.ok()?;
+        client.query_one(&st.batch, &[&unlock]).await.ok()?;
     }
     Some(is_lock.iter().map(|lock| !*lock).collect())
 }
