@@ -51,7 +51,7 @@ pub struct LeaderRunArgs {
     pub no_wait: bool,
 
     /// A label for this candidate, shown by `leader show` [default: HOSTNAME:PID].
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::names::parse_holder_id)]
     pub holder_id: Option<String>,
 
     /// Exit code when leadership is not won.

@@ -1,5 +1,6 @@
-//! NAME arguments (of an election, a projection): printed on one line of
-//! TAB-separated output and in messages, so they must be one printable line.
+//! NAME arguments (of an election, a projection) and holder labels: NAMEs
+//! are printed on one line of TAB-separated output and in messages, so they
+//! must be one printable line.
 
 /// A NAME: not empty, no control characters (newline, tab, ...).
 pub fn parse_name(text: &str) -> Result<String, String> {
@@ -12,9 +13,25 @@ pub fn parse_name(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
+/// A `--holder-id` label: anything but empty (an empty label would show
+/// as no label at all in `lock holders` and `leader show`, so a script
+/// whose variable came out empty would lose its name silently).
+pub fn parse_holder_id(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("the label is empty: give one, or leave the option out for HOSTNAME:PID".into());
+    }
+    Ok(text.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_name;
+    use super::{parse_holder_id, parse_name};
+
+    #[test]
+    fn a_holder_label_is_never_empty() {
+        assert!(parse_holder_id("").is_err());
+        assert_eq!(parse_holder_id("web-1").as_deref(), Ok("web-1"));
+    }
 
     #[test]
     fn names_are_one_printable_line() {

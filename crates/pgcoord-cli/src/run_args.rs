@@ -40,7 +40,7 @@ pub struct RunArgs {
     /// pg_stat_activity as application_name `eventsource/ID` (PostgreSQL
     /// keeps 63 bytes of it, so ID is cut to 51; control characters show
     /// as `?`) [default: HOSTNAME:PID].
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::names::parse_holder_id)]
     pub holder_id: Option<String>,
 
     /// Exit code when the lock is not acquired.

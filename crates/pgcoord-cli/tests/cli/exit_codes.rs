@@ -165,6 +165,9 @@ async fn bad_usage_exits_2_before_any_connection() {
         ],
         vec!["lock", "run", "k"],
         vec!["lock", "frobnicate"],
+        // An empty label (a script's variable that came out empty).
+        vec!["lock", "run", "--holder-id", "", "k", "--", "true"],
+        vec!["leader", "run", "--holder-id", "", "n", "--", "true"],
     ];
     for args in &cases {
         let out = output(eventsource(None).arg("--database-url").arg(&url).args(args)).await;
