@@ -18,7 +18,9 @@ pub fn parse_name(text: &str) -> Result<String, String> {
 /// whose variable came out empty would lose its name silently).
 pub fn parse_holder_id(text: &str) -> Result<String, String> {
     if text.is_empty() {
-        return Err("the label is empty: give one, or leave the option out for HOSTNAME:PID".into());
+        return Err(
+            "the label is empty: give one, or leave the option out for HOSTNAME:PID".into(),
+        );
     }
     Ok(text.to_owned())
 }

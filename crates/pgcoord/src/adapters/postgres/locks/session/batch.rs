@@ -12,7 +12,7 @@ use super::super::holdings::{Removed, Reservation};
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
-use super::statements::batch_item;
+use super::statements::{batch_item, outcomes};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::alarm::Alarm;
 use crate::ports::error::BackendErrorKind;
@@ -337,20 +337,6 @@ async fn query(
     Ok(())
 }
 
-/// Per item of a batch of `n`, whether it succeeded, from the 1-based
-/// positions of those that failed, into `out` (empty when called). A
-/// position out of range is an answer this session cannot trust: `out` is
-/// left empty (the caller's length check then ends the session).
-fn outcomes(n: usize, failed: &[i64], out: &mut Vec<(bool, Option<u64>)>) {
-    out.resize(n, (true, None));
-    for &pos in failed {
-        match usize::try_from(pos).ok().and_then(|p| p.checked_sub(1)) {
-            Some(i) if i < n => out[i].0 = false,
-            _ => return out.clear(),
-        }
-    }
-}
-
 /// `pg_advisory_unlock_shared` for each shared-mode hold, one at a time. A
 /// failure closes the session (which frees what it held).
 async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
@@ -370,32 +356,5 @@ async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
             }
         };
         s.settle_unlock(u.lock_id, u.token, ok, u.reply);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::outcomes;
-
-    fn answers(n: usize, failed: &[i64]) -> Vec<(bool, Option<u64>)> {
-        let mut out = Vec::new();
-        outcomes(n, failed, &mut out);
-        out
-    }
-
-    #[test]
-    fn the_positions_that_failed_mark_their_items_and_no_other() {
-        let got: Vec<bool> = answers(4, &[3, 1]).into_iter().map(|(ok, _)| ok).collect();
-        assert_eq!(got, [false, true, false, true]);
-        assert!(answers(2, &[])
-            .iter()
-            .all(|(ok, fence)| *ok && fence.is_none()));
-    }
-
-    #[test]
-    fn a_position_outside_the_batch_is_no_answer_at_all() {
-        assert!(answers(2, &[3]).is_empty());
-        assert!(answers(2, &[0]).is_empty());
-        assert!(answers(2, &[-1]).is_empty());
     }
 }

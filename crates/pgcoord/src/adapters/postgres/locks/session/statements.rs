@@ -296,9 +296,45 @@ mod epoch_tests {
     }
 }
 
+/// Per item of a batch of `n`, whether it succeeded, from the 1-based
+/// positions of those that failed, into `out` (empty when called). A
+/// position out of range is an answer this session cannot trust: `out` is
+/// left empty (the caller's length check then ends the session).
+pub(super) fn outcomes(n: usize, failed: &[i64], out: &mut Vec<(bool, Option<u64>)>) {
+    out.resize(n, (true, None));
+    for &pos in failed {
+        match usize::try_from(pos).ok().and_then(|p| p.checked_sub(1)) {
+            Some(i) if i < n => out[i].0 = false,
+            _ => return out.clear(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::batch_item;
+    use super::{batch_item, outcomes};
+
+    fn answers(n: usize, failed: &[i64]) -> Vec<(bool, Option<u64>)> {
+        let mut out = Vec::new();
+        outcomes(n, failed, &mut out);
+        out
+    }
+
+    #[test]
+    fn the_positions_that_failed_mark_their_items_and_no_other() {
+        let got: Vec<bool> = answers(4, &[3, 1]).into_iter().map(|(ok, _)| ok).collect();
+        assert_eq!(got, [false, true, false, true]);
+        assert!(answers(2, &[])
+            .iter()
+            .all(|(ok, fence)| *ok && fence.is_none()));
+    }
+
+    #[test]
+    fn a_position_outside_the_batch_is_no_answer_at_all() {
+        assert!(answers(2, &[3]).is_empty());
+        assert!(answers(2, &[0]).is_empty());
+        assert!(answers(2, &[-1]).is_empty());
+    }
 
     #[test]
     fn a_batch_item_says_lock_or_unlock_by_its_sign_and_keeps_the_id() {
