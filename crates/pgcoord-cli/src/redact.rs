@@ -66,9 +66,17 @@ pub fn scrub_secrets(text: &str) -> String {
     out
 }
 
-/// The URL with its password (userinfo or parameter) replaced by `***`.
+/// A connection string given whole (`--database-url`, `DATABASE_URL`) with
+/// its password (userinfo or parameter) replaced by `***`. Its password may
+/// hold any character, `/ ? # ' "` and spaces included, even where the
+/// string does not parse: the userinfo runs to the string's last `@`, so
+/// an `@` elsewhere may mask more than the password, never less.
 pub fn redact_url(url: &str) -> String {
-    scrub(url)
+    let masked = match userinfo_password_span(url) {
+        Some((start, end)) => format!("{}{MASK}{}", &url[..start], &url[end..]),
+        None => url.to_owned(),
+    };
+    mask_password_params(&masked)
 }
 
 /// Whether `c` may stand next to a password that is a word of its own.
@@ -99,7 +107,10 @@ fn mask_standalone(text: &str, secret: &str) -> String {
     out
 }
 
-/// Masks the userinfo password of every `scheme://user:password@host` in `text`.
+/// Masks the userinfo password of every `scheme://user:password@host` in
+/// `text`. The authority normally ends at the first `/ ? #`, quote or
+/// space; when no `@` comes before that, the password itself may hold one
+/// of them, so the last `@` before the next space ends the userinfo.
 fn mask_url_passwords(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -107,22 +118,23 @@ fn mask_url_passwords(text: &str) -> String {
         let start = pos + 3;
         out.push_str(&rest[..start]);
         let after = &rest[start..];
+        let word_len = after.find(char::is_whitespace).unwrap_or(after.len());
         let authority_len = after
             .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`') || c.is_whitespace())
             .unwrap_or(after.len());
-        let authority = &after[..authority_len];
-        match authority.rfind('@').and_then(|at| {
-            let colon = authority[..at].find(':')?;
-            Some((colon, at))
-        }) {
+        let at = after[..authority_len]
+            .rfind('@')
+            .or_else(|| after[..word_len].rfind('@'));
+        let span = at.and_then(|at| Some((after[..at].find(':')?, at)));
+        let consumed = match span {
             Some((colon, at)) => {
-                out.push_str(&authority[..=colon]);
+                out.push_str(&after[..=colon]);
                 out.push_str(MASK);
-                out.push_str(&authority[at..]);
+                at
             }
-            None => out.push_str(authority),
-        }
-        rest = &after[authority_len..];
+            None => 0,
+        };
+        rest = &after[consumed..];
     }
     out.push_str(rest);
     out
@@ -199,24 +211,33 @@ fn find_password_value(text: &str) -> Option<usize> {
 }
 
 /// The end of a parameter value starting at `start`: a quoted value runs to
-/// its closing quote, a plain one to `&` or whitespace.
+/// its closing quote (`'`, as libpq; `"` too, which libpq does not quote
+/// with, so a mistaken one hides the whole value), a plain one to `&` or
+/// whitespace, a backslash escaping the character after it (libpq's
+/// `password=a\ b`).
 fn value_end(text: &str, start: usize) -> usize {
     let bytes = text.as_bytes();
-    if bytes.get(start) == Some(&b'\'') {
+    if let Some(&quote @ (b'\'' | b'"')) = bytes.get(start) {
         let mut i = start + 1;
         while i < bytes.len() {
             match bytes[i] {
                 b'\\' => i += 2,
-                b'\'' => return i + 1,
+                b if b == quote => return i + 1,
                 _ => i += 1,
             }
         }
         return bytes.len();
     }
-    text[start..]
-        .find(|c: char| c == '&' || c.is_whitespace())
-        .map(|e| start + e)
-        .unwrap_or(text.len())
+    let mut i = start;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'&' => return i,
+            b if b.is_ascii_whitespace() => return i,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
 }
 
 fn percent_decode(s: &str) -> String {
@@ -338,6 +359,60 @@ mod tests {
         assert_eq!(
             scrub("host=h user=u password=e dbname=evident"),
             "host=h user=u password=*** dbname=evident"
+        );
+    }
+
+    #[test]
+    fn a_password_of_any_character_is_masked_in_a_url_given_whole() {
+        for pw in [
+            "Sec'retXYZ",
+            "Sec\"retXYZ",
+            "Sec`retXYZ",
+            "Sec retXYZ",
+            "Sec/retXYZ",
+            "Sec?retXYZ",
+            "Sec#retXYZ",
+            "P@ss:w/o%rd#x'y z",
+        ] {
+            let url = format!("postgres://app:{pw}@127.0.0.1:56101/app?sslmode=x");
+            let shown = redact_url(&url);
+            assert!(
+                !shown.contains("retXYZ") && !shown.contains("rd#x"),
+                "{shown}"
+            );
+            assert!(shown.starts_with("postgres://app:***@"), "{shown}");
+            // And as free text, as a message that quotes the URL would
+            // (a space ends a URL there: the message built from a given
+            // URL uses `redact_url`, above).
+            if pw.contains(' ') {
+                continue;
+            }
+            let line = scrub(&format!(
+                "invalid connection settings (database URL {url}): bad"
+            ));
+            assert!(!line.contains("retXYZ") && !line.contains("rd#x"), "{line}");
+        }
+        // key=value: a backslash escapes a space, quotes of either kind.
+        for kv in [
+            "password=Sec\\ retXYZ sslmode=x",
+            "password='Sec retXYZ' sslmode=x",
+            "password=\"Sec retXYZ\" sslmode=x",
+            "password='it\\'s retXYZ' sslmode=x",
+        ] {
+            let line = format!("host=h user=app {kv}");
+            for shown in [redact_url(&line), scrub(&line)] {
+                assert!(!shown.contains("retXYZ"), "{shown}");
+                assert!(shown.ends_with(" sslmode=x"), "{shown}");
+            }
+        }
+        // An ordinary URL keeps its host and database.
+        assert_eq!(
+            scrub("cannot reach postgres://u:p@db.internal:5432/app?x=1 (timeout)"),
+            "cannot reach postgres://u:***@db.internal:5432/app?x=1 (timeout)"
+        );
+        assert_eq!(
+            scrub("see postgres://db/app and a@b"),
+            "see postgres://db/app and a@b"
         );
     }
 

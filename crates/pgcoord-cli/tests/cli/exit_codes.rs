@@ -220,6 +220,23 @@ async fn missing_or_invalid_url_is_a_usage_error_without_password() {
     assert!(!out.stderr.contains("hunter2secret"), "{}", out.stderr);
     assert!(out.stderr.contains("app:***@db"), "{}", out.stderr);
 
+    // Passwords holding a URL's delimiters, quotes or spaces (which need
+    // no second mistake to fail the parse, or ride along one): every
+    // character of them masked.
+    for url in [
+        "postgres://app:hunter'2secret@127.0.0.1:1/app?sslmode=x",
+        "postgres://app:hunter/2secret@127.0.0.1:1/app",
+        "postgres://app:hunter?2secret@127.0.0.1:1/app",
+        "postgres://app:hunter#2secret@127.0.0.1:1/app",
+        "postgres://app:hunter 2secret@127.0.0.1:1/app?sslmode=x",
+        "host=127.0.0.1 port=1 user=app password=hunter\\ 2secret sslmode=x",
+    ] {
+        let out = output(eventsource(None).args(["lock", "holders", "--database-url", url])).await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(!out.stderr.contains("2secret"), "{}", out.stderr);
+        assert!(out.stderr.contains("***"), "{}", out.stderr);
+    }
+
     // A URL where clap does not expect one is echoed by clap's error: masked too.
     let out = output(eventsource(None).args(["postgres://app:hunter2secret@db/app", "lock"])).await;
     assert_eq!(out.code, 2, "{out:?}");

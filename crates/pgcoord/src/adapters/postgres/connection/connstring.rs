@@ -60,7 +60,27 @@ pub(super) fn is_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
 }
 
+/// Percent-decodes a URL part as strictly as libpq: a `%` not followed by
+/// two hex digits, and `%00`, are errors (the `percent-encoding` crate
+/// would pass the first through as written).
 fn decode(raw: &str, what: &str) -> Result<String> {
+    let bytes = raw.as_bytes();
+    for (i, _) in raw.match_indices('%') {
+        match bytes.get(i + 1..i + 3) {
+            Some(b"00") => {
+                return Err(invalid(format!(
+                    "the {what} holds %00 (a zero byte), which PostgreSQL does not allow"
+                )))
+            }
+            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {}
+            _ => {
+                return Err(invalid(format!(
+                    "the {what} has a `%` not followed by two hex digits \
+                     (a `%` of its own is written %25)"
+                )))
+            }
+        }
+    }
     percent_decode_str(raw)
         .decode_utf8()
         .map(|c| c.into_owned())
@@ -140,7 +160,12 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
         None => ("", authority),
     };
     let single = format!("postgres://{userinfo}h{}", &rest[authority_end..]);
-    let url = url::Url::parse(&single).map_err(|e| invalid(format!("not a valid URL ({e})")))?;
+    let url = url::Url::parse(&single).map_err(|e| {
+        invalid(format!(
+            "not a valid URL ({e}; a `/`, `?`, `#` or `@` in the user name or password \
+             is written %2F, %3F, %23 or %40)"
+        ))
+    })?;
     let mut out = Vec::new();
     if !url.username().is_empty() {
         out.push(("user".to_owned(), decode(url.username(), "user name")?));

@@ -157,6 +157,14 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
         return Err(invalid(match unsupported(key) {
             Some(why) => format!("connection parameter `{key}` is not supported: {why}"),
+            // Not a name at all: most likely a password's `?` or `#` that
+            // began a query early, so never repeated (it may be the
+            // password's tail).
+            None if !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                "a parameter whose name is not a parameter name (a `?` or `#` in the \
+                 password or user name is written %3F or %23)"
+                    .to_owned()
+            }
             None => format!("unknown connection parameter `{key}`"),
         }));
     }

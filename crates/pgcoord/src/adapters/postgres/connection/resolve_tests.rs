@@ -311,6 +311,34 @@ fn errors_name_the_parameter_and_its_source_never_a_value() {
 }
 
 #[test]
+fn bad_percent_encoding_and_a_password_that_ends_a_url_early_are_refused_unrepeated() {
+    for (s, want) in [
+        (
+            "postgres://u:a%zzhunter2@h/db",
+            "not followed by two hex digits",
+        ),
+        (
+            "postgres://u:hunter2%@h/db",
+            "not followed by two hex digits",
+        ),
+        ("postgres://u:hunter2%00@h/db", "%00"),
+        (
+            "postgres://h/db?application_name=a%4",
+            "not followed by two hex digits",
+        ),
+        ("postgres://u:x?hunter2@h/db", "%3F or %23"),
+        ("postgres://u:x#hunter2@h/db", "%23"),
+    ] {
+        let msg = ConnectOptions::parse(s).unwrap_err().to_string();
+        assert!(msg.contains(want), "{s}: {msg}");
+        assert!(!msg.contains("hunter2"), "{s}: {msg}");
+    }
+    // Well-formed escapes still decode.
+    let o = ConnectOptions::parse("postgres://u:a%3Fb%25@h/db").unwrap();
+    assert_eq!(o.config().get_password(), Some(&b"a?b%"[..]));
+}
+
+#[test]
 fn several_hosts_and_ipv6_from_a_url() {
     let o = ConnectOptions::parse("postgres://u@h1:5432,[::1]:5433,h3/db").unwrap();
     assert_eq!(tcp_hosts(&o), ["h1", "::1", "h3"]);
