@@ -118,6 +118,36 @@ async fn verify_full_locks_and_cancels_over_tls() {
     m.close().await.unwrap();
 }
 
+/// SCRAM binds to the TLS session: `channel_binding=require` (which
+/// tokio-postgres enforces: no `-PLUS`, no connection) logs in, as it does
+/// with libpq; so does the default (`prefer`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_over_tls_binds_to_the_channel() {
+    let s = setup().await;
+    let port = s.cluster.port();
+    let ca = s.ca_file.display().to_string();
+    for (binding, what) in [("&channel_binding=require", "required"), ("", "default")] {
+        let url = format!(
+            "postgres://scram_app:scram-secret@localhost:{port}/{}?sslmode=verify-full\
+             &sslrootcert={ca}{binding}",
+            s.db.name()
+        );
+        connects(&url, what).await;
+    }
+    // Without TLS there is nothing to bind to: refused before any login.
+    let plain = format!(
+        "postgres://scram_app:scram-secret@localhost:{port}/{}?sslmode=disable\
+         &channel_binding=require",
+        s.db.name()
+    );
+    let m = plain
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
+    let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+    assert!(err.as_backend().is_some(), "{err:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
     let s = setup().await;

@@ -83,7 +83,8 @@ impl Drop for Setup {
 }
 
 /// A cluster serving a certificate for `localhost` only (not for
-/// 127.0.0.1), signed by a test CA; role `app` must use TLS.
+/// 127.0.0.1), signed by a test CA; role `app` must use TLS, and so must
+/// `scram_app`, which logs in with password `scram-secret` (SCRAM).
 pub async fn setup() -> Setup {
     let root = ca("eventsource test CA");
     let wrong = ca("some other CA");
@@ -100,7 +101,10 @@ pub async fn setup() -> Setup {
     db.connect()
         .await
         .unwrap()
-        .batch_execute("CREATE ROLE app LOGIN")
+        .batch_execute(
+            "CREATE ROLE app LOGIN; \
+             CREATE ROLE scram_app LOGIN PASSWORD 'scram-secret'",
+        )
         .await
         .unwrap();
     let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
@@ -110,6 +114,7 @@ pub async fn setup() -> Setup {
         c.set_hba(
             "local all all trust\n\
              hostssl all app 127.0.0.1/32 trust\n\
+             hostssl all scram_app 127.0.0.1/32 scram-sha-256\n\
              hostnossl all app 127.0.0.1/32 reject\n\
              host all all 127.0.0.1/32 trust\n",
         )

@@ -5,7 +5,8 @@
 
 // Layers, top to bottom (each imports only from those below it):
 //   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file,
-//   connstring, tls_options -> tls -> tls_verifier, tls_client_cert
+//   connstring, tls_options -> tls -> tls_verifier, tls_client_cert,
+//   tls_channel_binding
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
@@ -16,6 +17,7 @@ mod passfile;
 pub(crate) mod resolve;
 mod service_file;
 pub(crate) mod tls;
+mod tls_channel_binding;
 mod tls_client_cert;
 mod tls_options;
 mod tls_trust;

@@ -16,7 +16,8 @@
 //! `~/.postgresql/root.crt` as libpq does. The verifying modes also check
 //! the chain against `sslcrl` / `sslcrldir` (or `~/.postgresql/root.crl`)
 //! when there are revocation lists ([`tls_trust`](super::tls_trust)).
-//! No channel binding (no `-PLUS`).
+//! SCRAM binds to the TLS session (`-PLUS`) where the server offers it
+//! ([`tls_channel_binding`](super::tls_channel_binding)).
 //!
 //! A small `MakeTlsConnect` of our own rather than `tokio-postgres-rustls`:
 //! `verify-ca` needs a verifier that checks the chain but not the name,
@@ -302,8 +303,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
+    /// `tls-server-end-point` from the server's certificate, so that SCRAM
+    /// can bind to this TLS session (`SCRAM-SHA-256-PLUS`).
     fn channel_binding(&self) -> ChannelBinding {
-        ChannelBinding::none()
+        match self.0.get_ref().1.peer_certificates() {
+            Some([server, ..]) => super::tls_channel_binding::server_end_point(server),
+            _ => ChannelBinding::none(),
+        }
     }
 }
 
