@@ -150,3 +150,74 @@ async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
     assert!(err.to_string().contains("pool"), "{err}");
     assert_eq!(m.held_lock_count(), 0);
 }
+
+/// Behind a pooler in transaction mode, a lock session's statements land
+/// on any server connection, so two managers could each be granted one
+/// key by the same server process. Each session claims its connection
+/// when it opens, and its lock statements run only there: a second
+/// manager is refused (the pooler named) or excluded by the server, never
+/// granted the key while the first holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stock_pgbouncer_in_transaction_mode_never_grants_one_key_twice() {
+    let Some((bouncer, url, db)) = behind_pgbouncer("transaction").await else {
+        return;
+    };
+    let direct = db.connect().await.unwrap();
+    let manager = |holder: String| {
+        url.parse()
+            .map(PostgresLockManager::builder)
+            .unwrap()
+            .holder_id(holder)
+            .build()
+            .unwrap()
+    };
+    let key = format!("bouncer-tx:{}", uuid::Uuid::new_v4());
+    let first = manager("tx-first".into());
+    let held = match first.acquire(&key, Some(SECS)).await {
+        Ok(g) => Some(g),
+        Err(e) => {
+            // Refused outright is fine too, as long as it names the pooler.
+            assert!(e.to_string().contains("pooler"), "{e}");
+            None
+        }
+    };
+    let mut refused = 0;
+    for i in 0..8 {
+        let other = manager(format!("tx-other-{i}"));
+        match other.try_lock(&key).await {
+            Ok(Some(_)) if held.is_some() => {
+                panic!(
+                    "a second manager was granted a key the first holds\n{}",
+                    bouncer.log()
+                )
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let backend = e.as_backend().expect("a backend error");
+                assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{e:?}");
+                assert!(e.to_string().contains("session mode"), "{e}");
+                refused += 1;
+            }
+        }
+        other.close().await.ok();
+    }
+    // A manager whose statements can only land on the first one's server
+    // process, behind this pooler, is the common case: it is refused.
+    assert!(
+        refused > 0 || held.is_none(),
+        "never refused behind a transaction pooler"
+    );
+    // Whatever was granted is the first manager's alone on the server.
+    let holders: i64 = direct
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&pgcoord::lock_id_for_key(&key)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(holders <= 1, "{holders} server processes hold the key");
+    drop(held);
+    first.close().await.ok();
+}

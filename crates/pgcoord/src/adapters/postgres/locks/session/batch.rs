@@ -9,13 +9,14 @@ use super::super::fencing::fence_query_error;
 use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::{Removed, Reservation};
+use super::batch_form::{batch_item, outcomes};
+use super::claim::not_its_connection;
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
-use super::statements::{batch_item, outcomes};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::alarm::Alarm;
-use crate::ports::error::BackendErrorKind;
+use crate::ports::error::{BackendError, BackendErrorKind};
 
 struct PendingLock {
     res: Reservation,
@@ -157,16 +158,29 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
         tokio::time::timeout(limit, query(s, locks, ids, is_lock, items, results)).await
     };
+    let mut ended_by = session_ended as fn() -> BackendError;
     let answered = match outcome {
         // A session already known to be over grants nothing: its locks are
         // going with it.
-        Ok(Ok(())) if s.dead().is_raised() => false,
-        Ok(Ok(())) if results.len() == ids.len() => {
+        Ok(Ok(_)) if s.dead().is_raised() => false,
+        Ok(Ok(false)) => {
+            tracing::warn!("a lock batch reached another server connection; closing the session");
+            s.mailbox.set_open_error(&not_its_connection());
+            ended_by = not_its_connection;
+            false
+        }
+        Ok(Ok(true)) if results.len() == ids.len() => {
             s.confirmed(sent);
             true
         }
-        Ok(Ok(())) => false,
+        Ok(Ok(true)) => false,
         Ok(Err(e)) if ends_session(&e) => false,
+        Ok(Err(e)) if super::claim::mixed_statements(&e) => {
+            tracing::warn!(error = %e, "a lock batch met another client's statements; closing the session");
+            s.mailbox.set_open_error(&not_its_connection());
+            ended_by = not_its_connection;
+            false
+        }
         Ok(Err(e)) => {
             // A lone fenced try whose increment met a fence row still locked
             // by an older holder's protected write (see `TRY_ONE_FENCED`):
@@ -217,7 +231,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         s.dead().raise();
         for l in locks.drain(..) {
             drop(l.res);
-            let _ = l.reply.send(Err(session_ended()));
+            let _ = l.reply.send(Err(ended_by()));
         }
         for u in unlocks.drain(..) {
             s.settle_unlock(u.lock_id, u.token, false, u.reply);
@@ -276,7 +290,9 @@ fn record(
 }
 
 /// The batch's one statement: per item, whether it succeeded and (fenced
-/// grants) the new fencing token, into `out` (empty when called). `items`
+/// grants) the new fencing token, into `out` (empty when called); `false`
+/// when it reached a server connection this session did not claim, where
+/// it did nothing (`claim.rs`). `items`
 /// is `ids` and `is_lock` as [`batch_item`]s, for an unfenced batch of
 /// more than one.
 async fn query(
@@ -286,23 +302,28 @@ async fn query(
     is_lock: &[bool],
     items: &[i64],
     out: &mut Vec<(bool, Option<u64>)>,
-) -> Result<(), tokio_postgres::Error> {
+) -> Result<bool, tokio_postgres::Error> {
     let (client, st) = (&s.client, &s.statements);
+    let tag = &st.tag;
     match (&st.fenced, ids.len()) {
         // An unlock is the same fenced or not.
         (Some(_), 1) if !is_lock[0] => {
-            let row = client.query_one(&st.unlock_one, &[&ids[0]]).await?;
+            let Some(row) = client.query_opt(&st.unlock_one, &[&ids[0], tag]).await? else {
+                return Ok(false);
+            };
             out.push((row.get(0), None));
-            return Ok(());
+            return Ok(true);
         }
         (Some(fenced), 1) => {
             let key: &str = &locks[0].key;
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-                [&ids[0], &key, &fenced.first_token];
-            let row = client.query_one(&fenced.try_one, &params).await?;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                [&ids[0], &key, &fenced.first_token, tag];
+            let Some(row) = client.query_opt(&fenced.try_one, &params).await? else {
+                return Ok(false);
+            };
             let fence = row.get::<_, Option<i64>>(1).map(|f| f as u64);
             out.push((row.get(0), fence));
-            return Ok(());
+            return Ok(true);
         }
         _ => {}
     }
@@ -312,14 +333,17 @@ async fn query(
             .map(|l| &*l.key)
             .chain(std::iter::repeat_n("", ids.len() - locks.len()))
             .collect();
-        let rows = client
-            .query(&fenced.batch, &[&ids, &is_lock, &keys, &fenced.first_token])
-            .await?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&ids, &is_lock, &keys, &fenced.first_token, tag];
+        let rows = client.query(&fenced.batch, &params).await?;
+        if rows.is_empty() {
+            return Ok(false);
+        }
         out.extend(
             rows.iter()
                 .map(|r| (r.get(0), r.get::<_, Option<i64>>(1).map(|f| f as u64))),
         );
-        return Ok(());
+        return Ok(true);
     }
     if ids.len() == 1 {
         let stmt = if is_lock[0] {
@@ -327,14 +351,18 @@ async fn query(
         } else {
             &st.unlock_one
         };
-        let row = client.query_one(stmt, &[&ids[0]]).await?;
+        let Some(row) = client.query_opt(stmt, &[&ids[0], tag]).await? else {
+            return Ok(false);
+        };
         out.push((row.get(0), None));
-        return Ok(());
+        return Ok(true);
     }
-    let row = client.query_one(&st.batch, &[&items]).await?;
+    let Some(row) = client.query_opt(&st.batch, &[&items, tag]).await? else {
+        return Ok(false);
+    };
     let failed: Option<Vec<i64>> = row.get(0);
     outcomes(ids.len(), &failed.unwrap_or_default(), out);
-    Ok(())
+    Ok(true)
 }
 
 /// `pg_advisory_unlock_shared` for each shared-mode hold, one at a time. A
@@ -343,10 +371,11 @@ async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
     for u in unlocks {
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(1));
         let sent = std::time::Instant::now();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&u.lock_id];
-        let query = s.client.query_one(&s.statements.unlock_shared, &params);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+            [&u.lock_id, &s.statements.tag];
+        let query = s.client.query_opt(&s.statements.unlock_shared, &params);
         let ok = match tokio::time::timeout(limit, query).await {
-            Ok(Ok(row)) if !s.dead().is_raised() => {
+            Ok(Ok(Some(row))) if !s.dead().is_raised() => {
                 s.confirmed(sent);
                 row.get::<_, bool>(0)
             }

@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
+use super::claim::not_its_connection;
 use super::mailbox::{session_ended, WaitOutcome};
 use super::state::SessionState;
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
@@ -29,10 +30,15 @@ pub(super) async fn run_try_shared(
     reply: oneshot::Sender<WaitOutcome>,
 ) -> bool {
     let sent = Instant::now();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&lock_id];
-    let query = s.client.query_one(&s.statements.try_shared, &params);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&lock_id, &s.statements.tag];
+    let query = s.client.query_opt(&s.statements.try_shared, &params);
     match tokio::time::timeout(answer_limit(s), query).await {
-        Ok(Ok(row)) => {
+        Ok(Ok(None)) => {
+            s.dead().raise();
+            let _ = reply.send(WaitOutcome::Failed(not_its_connection()));
+            false
+        }
+        Ok(Ok(Some(row))) => {
             s.confirmed(sent);
             if !row.get::<_, bool>(0) {
                 let _ = reply.send(WaitOutcome::TimedOut);
@@ -98,10 +104,14 @@ pub(super) async fn run_downgrade(
         return;
     }
     let sent = Instant::now();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&lock_id];
-    let query = s.client.query_one(&s.statements.downgrade, &params);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&lock_id, &s.statements.tag];
+    let query = s.client.query_opt(&s.statements.downgrade, &params);
     match tokio::time::timeout(answer_limit(s), query).await {
-        Ok(Ok(row)) if row.get::<_, bool>(0) && !s.dead().is_raised() => {
+        Ok(Ok(None)) => {
+            s.dead().raise();
+            let _ = reply.send(Err(not_its_connection()));
+        }
+        Ok(Ok(Some(row))) if row.get::<_, bool>(0) && !s.dead().is_raised() => {
             s.confirmed(sent);
             s.shared_mode.insert(lock_id);
             let _ = reply.send(Ok(true));

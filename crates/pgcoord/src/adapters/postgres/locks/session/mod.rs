@@ -24,6 +24,8 @@
 
 mod actor;
 mod batch;
+mod batch_form;
+mod claim;
 mod context;
 mod downgrade;
 mod drive;

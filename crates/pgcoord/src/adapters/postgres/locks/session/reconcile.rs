@@ -4,8 +4,8 @@
 
 use std::collections::HashSet;
 
+use super::batch_form::batch_item;
 use super::state::SessionState;
-use super::statements::batch_item;
 
 /// After a failed batch: session locks survive a statement error, so ask
 /// the server what this session holds, give back locks taken for requests
@@ -26,7 +26,11 @@ pub(super) async fn reconcile(
         .map(|&id| batch_item(id, false))
         .collect();
     if !unlock.is_empty() {
-        client.query_one(&st.batch, &[&unlock]).await.ok()?;
+        // None where the statement reached another server connection.
+        client
+            .query_opt(&st.batch, &[&unlock, &st.tag])
+            .await
+            .ok()??;
     }
     Some(is_lock.iter().map(|lock| !*lock).collect())
 }

@@ -68,11 +68,19 @@ impl SessionState {
     /// success moves the lease on.
     pub(super) async fn ping(&self) -> bool {
         let sent = Instant::now();
-        let check = self.client.query_one(&self.statements.ping, &[]);
-        let ok = matches!(
-            tokio::time::timeout(self.ctx.settings.ping_timeout(), check).await,
-            Ok(Ok(_))
-        );
+        let tag: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.statements.tag];
+        let check = self.client.query_opt(&self.statements.ping, &tag);
+        let ok = match tokio::time::timeout(self.ctx.settings.ping_timeout(), check).await {
+            Ok(Ok(Some(_))) => true,
+            Ok(Ok(None)) => {
+                // Another server connection answered (`claim.rs`).
+                tracing::warn!("a lock session's ping reached another server connection");
+                self.mailbox
+                    .set_open_error(&super::claim::not_its_connection());
+                false
+            }
+            _ => false,
+        };
         if ok {
             self.confirmed(sent);
         }
@@ -193,10 +201,13 @@ impl SessionState {
             .settings
             .liveness_timeout
             .max(Duration::from_secs(1));
+        let tag: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.statements.tag];
         for _ in 0..2 {
-            let run = self.client.execute(&self.statements.unlock_all, &[]);
+            let run = self.client.execute(&self.statements.unlock_all, &tag);
             match tokio::time::timeout(limit, run).await {
-                Ok(Ok(_)) => return true,
+                Ok(Ok(1)) => return true,
+                // Another server connection's (`claim.rs`): nothing done.
+                Ok(Ok(_)) => break,
                 Ok(Err(e)) if e.code() == Some(&SqlState::QUERY_CANCELED) => continue,
                 _ => break,
             }

@@ -12,10 +12,15 @@ use super::super::fencing::fence_query_error;
 use crate::adapters::postgres::connection::connect::{pg_error, SESSION_SETUP, SESSION_SETUP_PG14};
 use crate::ports::error::{BackendError, BackendErrorKind};
 
-const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1)";
-const UNLOCK_ONE: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
+// Every statement that takes, gives back or waits for a lock, and the
+// ping, runs only on the server connection the session claimed (its tag,
+// the last parameter): elsewhere it returns no row (see `claim.rs`).
+const TRY_ONE: &str = "SELECT pg_catalog.pg_try_advisory_lock($1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
+const UNLOCK_ONE: &str = "SELECT pg_catalog.pg_advisory_unlock($1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
 /// Locks and unlocks of one batch, in order, as one `int8[]` of
-/// [`batch_item`]s. One row comes back: the 1-based positions in `$1` of
+/// `batch_form::batch_item`s. One row comes back: the 1-based positions in `$1` of
 /// the items that failed (a try that found the id held, an unlock of an
 /// id not held), as one `int8[]`, NULL when all succeeded. A set of
 /// positions needs no order, so the server does not sort: `array_agg(...
@@ -29,25 +34,17 @@ const UNLOCK_ONE: &str = "SELECT pg_catalog.pg_advisory_unlock($1)";
 const BATCH: &str = "SELECT pg_catalog.array_agg(t.n) FILTER (WHERE NOT CASE WHEN t.k >= 0 \
      THEN pg_catalog.pg_try_advisory_lock(t.k) \
      ELSE pg_catalog.pg_advisory_unlock(pg_catalog.int8not(t.k)) END) \
-     FROM pg_catalog.unnest($1::int8[]) WITH ORDINALITY AS t(k, n)";
+     FROM pg_catalog.unnest($1::int8[]) WITH ORDINALITY AS t(k, n) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2 \
+     HAVING pg_catalog.current_setting('eventsource.lock_session', true) = $2";
 
-/// An item of [`BATCH`]: a lock is its id, an unlock the id's bitwise
-/// complement. Lock ids are never negative (the top bit of the key's
-/// hash is cleared), so the sign says which.
-pub(super) fn batch_item(lock_id: i64, lock: bool) -> i64 {
-    debug_assert!(lock_id >= 0, "lock ids are never negative");
-    if lock {
-        lock_id
-    } else {
-        !lock_id
-    }
-}
-
-const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1)";
-/// The first id of `$1` whose try-lock succeeds (its 1-based position):
-/// `LIMIT 1` stops the scan there, so no later id is tried.
-const TRY_FIRST: &str = "SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1::int8[])) \
-     WITH ORDINALITY AS t(id, n) WHERE pg_catalog.pg_try_advisory_lock(t.id) LIMIT 1";
+const LOCK: &str = "SELECT pg_catalog.pg_advisory_lock($1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
+/// The first id of `$1` whose try-lock succeeds (its 1-based position, or
+/// NULL): `LIMIT 1` stops the scan there, so no later id is tried.
+const TRY_FIRST: &str = "SELECT (SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1::int8[])) \
+     WITH ORDINALITY AS t(id, n) WHERE pg_catalog.pg_try_advisory_lock(t.id) LIMIT 1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
 /// [`BATCH`] with fencing: each lock granted also increments its key's
 /// fence row in the same statement, and the new token comes back: one more
 /// than the last, but at least `$4`, the first token of the server's epoch
@@ -61,6 +58,7 @@ const BATCH_FENCED: &str = "WITH t AS (\
               ELSE pg_catalog.pg_advisory_unlock(t.id) END AS ok \
        FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::bool[]), \
                        pg_catalog.unnest($3::text[])) WITH ORDINALITY AS t(id, op, key, n) \
+       WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $5 \
        ORDER BY t.n), \
      taken AS (SELECT id, key FROM t WHERE op AND ok), \
      free AS (SELECT f.lock_id FROM eventsource_lock_fences f \
@@ -93,7 +91,8 @@ const BATCH_FENCED: &str = "WITH t AS (\
 /// the setting is in force before the increment can wait.
 const TRY_ONE_FENCED: &str = "WITH l AS MATERIALIZED (\
        SELECT pg_catalog.pg_try_advisory_lock($1) AS ok, \
-              pg_catalog.set_config('lock_timeout', '1ms', true) AS busy_row_wait), \
+              pg_catalog.set_config('lock_timeout', '1ms', true) AS busy_row_wait \
+       WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $4), \
      bumped AS (INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
               SELECT $1, $2, $3::int8 FROM l WHERE l.ok \
               ON CONFLICT (lock_id) DO UPDATE SET fence = GREATEST(f.fence + 1, $3::int8) \
@@ -102,7 +101,8 @@ const TRY_ONE_FENCED: &str = "WITH l AS MATERIALIZED (\
 /// [`LOCK`] with fencing: the wait, then the key's fence increment, in
 /// one statement; the increment waits (within `lock_timeout`) for an older
 /// holder's protected writes to end.
-const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1)) \
+const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1) \
+       WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $4) \
      INSERT INTO eventsource_lock_fences AS f (lock_id, key, fence) \
      SELECT $1, $2, $3::int8 FROM l \
      ON CONFLICT (lock_id) DO UPDATE \
@@ -116,24 +116,39 @@ const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1)) \
 const FIRST_TOKEN: &str = "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL \
      ELSE (eventsource_lock_epoch() << 40) + 1 END";
 /// Shared holds (never fenced: fencing protects writes).
-const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1)";
-const TRY_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1)";
-const UNLOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_unlock_shared($1)";
+const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
+const TRY_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
+const UNLOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_unlock_shared($1) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
 /// Exclusive to shared on one session with no gap: the materialized CTE
 /// takes the shared hold before the outer query gives up the exclusive
 /// one. Not blocked by queued requests: PostgreSQL grants at once a
 /// request of a backend that already holds a lock conflicting with them.
-const DOWNGRADE: &str = "WITH s AS MATERIALIZED (SELECT pg_catalog.pg_advisory_lock_shared($1)) \
+const DOWNGRADE: &str = "WITH s AS MATERIALIZED (SELECT pg_catalog.pg_advisory_lock_shared($1) \
+       WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2) \
      SELECT pg_catalog.pg_advisory_unlock($1) FROM s";
-const SET_LOCK_TIMEOUT: &str = "SELECT pg_catalog.set_config('lock_timeout', $1, false)";
+const SET_LOCK_TIMEOUT: &str = "SELECT pg_catalog.set_config('lock_timeout', $1, false) \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
 /// After a wait that did not end in a grant: the dedicated session holds
 /// nothing else, so this establishes that it holds nothing at all (a grant
 /// that raced a timeout or a cancel is given back).
-const UNLOCK_ALL: &str = "SELECT pg_catalog.pg_advisory_unlock_all()";
-const PING: &str = "SELECT 1";
+const UNLOCK_ALL: &str = "SELECT pg_catalog.pg_advisory_unlock_all() \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $1";
+const PING: &str = "SELECT 1 \
+     WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $1";
 const HELD_IDS: &str = "SELECT (classid::int8 << 32) | objid::int8 FROM pg_catalog.pg_locks \
      WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = pg_catalog.pg_backend_pid()";
-const IDENTIFY: &str = "SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery()";
+/// The server process, whether it is a standby, and the connection's
+/// claim before this session's (`claim.rs`), which it then writes unless
+/// another session's is there.
+const IDENTIFY: &str = "WITH c AS MATERIALIZED (\
+       SELECT pg_catalog.current_setting('eventsource.lock_session', true) AS before) \
+     SELECT pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), c.before, \
+       pg_catalog.set_config('eventsource.lock_session', \
+         CASE WHEN coalesce(c.before, '') = '' THEN $1 ELSE c.before END, false) \
+     FROM c";
 
 /// The prepared statements of one session.
 pub(super) struct Statements {
@@ -152,6 +167,9 @@ pub(super) struct Statements {
     pub(super) downgrade: Statement,
     /// The fenced forms, prepared when the manager fences.
     pub(super) fenced: Option<FencedStatements>,
+    /// The session's claim on its server connection (`claim.rs`): the
+    /// last parameter of every statement that touches a lock.
+    pub(super) tag: String,
 }
 
 pub(super) struct FencedStatements {
@@ -176,6 +194,8 @@ pub(super) async fn prepare(
     fencing: bool,
     extra: Option<&str>,
 ) -> Result<(Statements, Identity), BackendError> {
+    let tag = super::claim::new_tag();
+    let identify: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&tag];
     let prep = |sql: &'static str, types: &'static [Type]| client.prepare_typed(sql, types);
     let (setup, pg14, extra, fenced, prepared) = tokio::join!(
         client.batch_execute(SESSION_SETUP),
@@ -197,11 +217,18 @@ pub(super) async fn prepare(
                         Type::INT8_ARRAY,
                         Type::BOOL_ARRAY,
                         Type::TEXT_ARRAY,
-                        Type::INT8
+                        Type::INT8,
+                        Type::TEXT
                     ]
                 ),
-                prep(TRY_ONE_FENCED, &[Type::INT8, Type::TEXT, Type::INT8]),
-                prep(LOCK_FENCED, &[Type::INT8, Type::TEXT, Type::INT8]),
+                prep(
+                    TRY_ONE_FENCED,
+                    &[Type::INT8, Type::TEXT, Type::INT8, Type::TEXT]
+                ),
+                prep(
+                    LOCK_FENCED,
+                    &[Type::INT8, Type::TEXT, Type::INT8, Type::TEXT]
+                ),
                 client.query_one(FIRST_TOKEN, &[]),
             )?;
             let first_token = first.get(0);
@@ -214,20 +241,20 @@ pub(super) async fn prepare(
         },
         async {
             tokio::try_join!(
-                prep(TRY_ONE, &[Type::INT8]),
-                prep(UNLOCK_ONE, &[Type::INT8]),
-                prep(BATCH, &[Type::INT8_ARRAY]),
-                prep(TRY_FIRST, &[Type::INT8_ARRAY]),
-                prep(LOCK, &[Type::INT8]),
-                prep(SET_LOCK_TIMEOUT, &[Type::TEXT]),
-                prep(UNLOCK_ALL, &[]),
-                prep(PING, &[]),
+                prep(TRY_ONE, &[Type::INT8, Type::TEXT]),
+                prep(UNLOCK_ONE, &[Type::INT8, Type::TEXT]),
+                prep(BATCH, &[Type::INT8_ARRAY, Type::TEXT]),
+                prep(TRY_FIRST, &[Type::INT8_ARRAY, Type::TEXT]),
+                prep(LOCK, &[Type::INT8, Type::TEXT]),
+                prep(SET_LOCK_TIMEOUT, &[Type::TEXT, Type::TEXT]),
+                prep(UNLOCK_ALL, &[Type::TEXT]),
+                prep(PING, &[Type::TEXT]),
                 prep(HELD_IDS, &[]),
-                prep(LOCK_SHARED, &[Type::INT8]),
-                prep(TRY_SHARED, &[Type::INT8]),
-                prep(UNLOCK_SHARED, &[Type::INT8]),
-                prep(DOWNGRADE, &[Type::INT8]),
-                client.query_one(IDENTIFY, &[]),
+                prep(LOCK_SHARED, &[Type::INT8, Type::TEXT]),
+                prep(TRY_SHARED, &[Type::INT8, Type::TEXT]),
+                prep(UNLOCK_SHARED, &[Type::INT8, Type::TEXT]),
+                prep(DOWNGRADE, &[Type::INT8, Type::TEXT]),
+                client.query_one(IDENTIFY, &identify),
             )
         }
     );
@@ -277,7 +304,11 @@ pub(super) async fn prepare(
         unlock_shared,
         downgrade,
         fenced,
+        tag,
     };
+    if !super::claim::unclaimed(row.get::<_, Option<&str>>(2)) {
+        return Err(super::claim::claimed_by_another());
+    }
     let identity = Identity {
         pid: row.get(0),
         in_recovery: row.get(1),
@@ -296,54 +327,35 @@ mod epoch_tests {
     }
 }
 
-/// Per item of a batch of `n`, whether it succeeded, from the 1-based
-/// positions of those that failed, into `out` (empty when called). A
-/// position out of range is an answer this session cannot trust: `out` is
-/// left empty (the caller's length check then ends the session).
-pub(super) fn outcomes(n: usize, failed: &[i64], out: &mut Vec<(bool, Option<u64>)>) {
-    out.resize(n, (true, None));
-    for &pos in failed {
-        match usize::try_from(pos).ok().and_then(|p| p.checked_sub(1)) {
-            Some(i) if i < n => out[i].0 = false,
-            _ => return out.clear(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{batch_item, outcomes};
-
-    fn answers(n: usize, failed: &[i64]) -> Vec<(bool, Option<u64>)> {
-        let mut out = Vec::new();
-        outcomes(n, failed, &mut out);
-        out
-    }
+    use super::*;
 
     #[test]
-    fn the_positions_that_failed_mark_their_items_and_no_other() {
-        let got: Vec<bool> = answers(4, &[3, 1]).into_iter().map(|(ok, _)| ok).collect();
-        assert_eq!(got, [false, true, false, true]);
-        assert!(answers(2, &[])
-            .iter()
-            .all(|(ok, fence)| *ok && fence.is_none()));
-    }
-
-    #[test]
-    fn a_position_outside_the_batch_is_no_answer_at_all() {
-        assert!(answers(2, &[3]).is_empty());
-        assert!(answers(2, &[0]).is_empty());
-        assert!(answers(2, &[-1]).is_empty());
-    }
-
-    #[test]
-    fn a_batch_item_says_lock_or_unlock_by_its_sign_and_keeps_the_id() {
-        for id in [0, 1, 7183457195969485844, i64::MAX] {
-            assert_eq!(batch_item(id, true), id);
-            let unlock = batch_item(id, false);
-            assert!(unlock < 0, "{id}");
-            // What the statement's int8not gives back.
-            assert_eq!(!unlock, id);
+    fn every_statement_that_touches_a_lock_runs_only_on_the_claimed_connection() {
+        let gate = format!(
+            "pg_catalog.current_setting('{}', true) = $",
+            super::super::claim::SETTING
+        );
+        for sql in [
+            TRY_ONE,
+            UNLOCK_ONE,
+            BATCH,
+            LOCK,
+            TRY_FIRST,
+            BATCH_FENCED,
+            TRY_ONE_FENCED,
+            LOCK_FENCED,
+            LOCK_SHARED,
+            TRY_SHARED,
+            UNLOCK_SHARED,
+            DOWNGRADE,
+            SET_LOCK_TIMEOUT,
+            UNLOCK_ALL,
+            PING,
+        ] {
+            assert!(sql.contains(&gate), "{sql}");
         }
+        assert!(IDENTIFY.contains(super::super::claim::SETTING));
     }
 }

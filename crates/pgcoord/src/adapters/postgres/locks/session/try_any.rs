@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::super::holdings::Reservation;
+use super::claim::not_its_connection;
 use super::mailbox::{session_ended, Granted, Reply};
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
@@ -28,13 +29,19 @@ pub(super) async fn run_try_any(
     let ids: Vec<i64> = candidates.iter().map(|(r, _)| r.lock_id()).collect();
     let sent = Instant::now();
     let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ids];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&ids, &s.statements.tag];
     let query = s.client.query_opt(&s.statements.try_first, &params);
     let outcome = tokio::time::timeout(limit, query).await;
     let taken = match outcome {
-        Ok(Ok(row)) if !s.dead().is_raised() => {
+        Ok(Ok(None)) => {
+            // Another server connection's: nothing was tried there.
+            s.dead().raise();
+            let _ = reply.send(Err(not_its_connection()));
+            return;
+        }
+        Ok(Ok(Some(row))) if !s.dead().is_raised() => {
             s.confirmed(sent);
-            row.map(|r| (r.get::<_, i64>(0) - 1) as usize)
+            row.get::<_, Option<i64>>(0).map(|n| (n - 1) as usize)
         }
         Ok(Err(e)) if !ends_session(&e) => {
             // Session locks survive a statement error: give back whatever
@@ -75,9 +82,11 @@ async fn give_back(s: &SessionState, ids: &[i64]) -> bool {
         if on_server.contains(id)
             && !ours_already
             && s.client
-                .query_one(&s.statements.unlock_one, &[id])
+                .query_opt(&s.statements.unlock_one, &[id, &s.statements.tag])
                 .await
-                .is_err()
+                .ok()
+                .flatten()
+                .is_none()
         {
             return false;
         }

@@ -19,6 +19,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
+use super::claim::not_its_connection;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
@@ -54,35 +55,42 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             // the lock, answer, and die on its next statement, releasing the
             // lock as it exits; its grant is then never reported.
             let zero = "0";
-            let reset: [&(dyn ToSql + Sync); 1] = [&zero];
+            let tag = &st.tag;
+            let reset: [&(dyn ToSql + Sync); 2] = [&zero, tag];
             // Fenced: the wait and the key's fence increment, one statement.
-            // A shared hold takes no fencing token.
+            // A shared hold takes no fencing token. `None`: the statement
+            // reached another server connection and did nothing (`claim.rs`).
             let lock = async {
                 match &st.fenced {
                     _ if shared => client
-                        .execute(&st.lock_shared, &[&lock_id])
+                        .execute(&st.lock_shared, &[&lock_id, tag])
                         .await
-                        .map(|_| None),
+                        .map(|n| (n == 1).then_some(None)),
                     Some(f) => client
-                        .query_one(&f.lock, &[&lock_id, &&*key, &f.first_token])
+                        .query_opt(&f.lock, &[&lock_id, &&*key, &f.first_token, tag])
                         .await
-                        .map(|row| Some(row.get::<_, i64>(0) as u64)),
-                    None => client.execute(&st.lock, &[&lock_id]).await.map(|_| None),
+                        .map(|row| row.map(|r| Some(r.get::<_, i64>(0) as u64))),
+                    None => client
+                        .execute(&st.lock, &[&lock_id, tag])
+                        .await
+                        .map(|n| (n == 1).then_some(None)),
                 }
             };
             match &ms {
                 Some(ms) => {
-                    let set: [&(dyn ToSql + Sync); 1] = [ms];
+                    let set: [&(dyn ToSql + Sync); 2] = [ms, tag];
                     let (set, lock, tail) = tokio::join!(
-                        client.query_one(&st.set_lock_timeout, &set),
+                        client.query_opt(&st.set_lock_timeout, &set),
                         lock,
-                        client.query_one(&st.set_lock_timeout, &reset),
+                        client.query_opt(&st.set_lock_timeout, &reset),
                     );
-                    (set.is_err(), lock, tail.map(drop))
+                    let elsewhere = matches!(set, Ok(None)) || matches!(tail, Ok(None));
+                    (set.is_err(), elsewhere, lock, tail.map(drop))
                 }
                 None => {
-                    let (lock, tail) = tokio::join!(lock, client.query_one(&st.ping, &[]));
-                    (false, lock, tail.map(drop))
+                    let ping: [&(dyn ToSql + Sync); 1] = [tag];
+                    let (lock, tail) = tokio::join!(lock, client.query_opt(&st.ping, &ping));
+                    (false, matches!(tail, Ok(None)), lock, tail.map(drop))
                 }
             }
         };
@@ -100,11 +108,23 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             }
         }
     };
-    let Some((abandoned, (set_failed, lock, tail))) = outcome else {
+    let Some((abandoned, (set_failed, elsewhere, lock, tail))) = outcome else {
         s.dead().raise(); // no answer to the cancel: state unknown
         let _ = reply.send(WaitOutcome::Abandoned);
         return false;
     };
+    if elsewhere || matches!(lock, Ok(None)) {
+        // A statement of the wait reached another server connection: this
+        // session cannot hold locks where it is (`claim.rs`).
+        s.dead().raise();
+        s.mailbox.set_open_error(&not_its_connection());
+        let _ = reply.send(match abandoned {
+            true => WaitOutcome::Abandoned,
+            false => WaitOutcome::Failed(not_its_connection()),
+        });
+        return false;
+    }
+    let lock = lock.map(|waited| waited.unwrap_or_default());
     if tail.is_err() {
         // The session did not outlive the wait (or lock_timeout may be left
         // set): whatever it was granted is gone with it, or goes now.
