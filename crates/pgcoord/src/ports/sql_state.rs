@@ -44,6 +44,10 @@ codes! {
     /// `26000`: a prepared statement does not exist (a pooler in
     /// transaction mode switched the session).
     INVALID_SQL_STATEMENT_NAME = "26000";
+    /// `42P05`: a prepared statement of that name exists already (a pooler
+    /// in transaction mode gave the session another client's server
+    /// session).
+    DUPLICATE_PREPARED_STATEMENT = "42P05";
     /// `28000`: the server refused the role (`pg_hba.conf`).
     INVALID_AUTHORIZATION_SPECIFICATION = "28000";
     /// `28P01`: wrong password.

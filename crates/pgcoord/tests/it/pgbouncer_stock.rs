@@ -128,6 +128,22 @@ async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
     let Some((_bouncer, url, _db)) = behind_pgbouncer("transaction").await else {
         return;
     };
+    // The first check meets fresh server sessions; the later ones meet
+    // server sessions that served earlier clients' prepared statements
+    // (42P05), which must name the pooler too, not read as a server that
+    // cannot be reached.
+    for _ in 0..3 {
+        let warm = url
+            .parse()
+            .and_then(|o| PostgresLockManager::builder(o).build())
+            .unwrap();
+        let err = warm.verify().await.unwrap_err();
+        assert_eq!(
+            err.as_backend().map(|b| b.kind()),
+            Some(BackendErrorKind::NotPostgres),
+            "{err:?}"
+        );
+    }
     let m = url
         .parse()
         .and_then(|o| PostgresLockManager::builder(o).build())

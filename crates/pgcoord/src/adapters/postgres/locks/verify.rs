@@ -105,9 +105,9 @@ pub enum VerifyProblem {
     /// One connection ran two statements on two server sessions.
     #[error(
         "one connection ran two statements on two different server sessions (backend pid {first}, \
-         then {second}): a transaction-mode pooler (such as PgBouncer with pool_mode = transaction) \
-         is in between, and session advisory locks are not safe behind it; connect to PostgreSQL \
-         directly or through a session-mode pool"
+         then {second}): a pooler in transaction or statement mode (such as PgBouncer with \
+         pool_mode = transaction) is in between, and session advisory locks are not safe behind \
+         it; connect to PostgreSQL directly or through a session-mode pool"
     )]
     SessionNotKept {
         /// The backend pid of the earlier statement.
@@ -116,13 +116,14 @@ pub enum VerifyProblem {
         second: i32,
     },
     /// A statement prepared on the connection was gone at its next use
-    /// (`26000`): the connection's statements reached different server
+    /// (`26000`), or another client's of the same name was there
+    /// (`42P05`): the connection's statements reached different server
     /// sessions.
     #[error(
-        "a statement prepared on one connection was unknown at its next use (SQLSTATE 26000): \
-         a transaction-mode pooler (such as PgBouncer with pool_mode = transaction) is in \
-         between, and session advisory locks are not safe behind it; connect to PostgreSQL \
-         directly or through a session-mode pool"
+        "the connection's prepared statements were lost or met another client's (SQLSTATE \
+         26000 or 42P05): a pooler in transaction or statement mode (such as PgBouncer with \
+         pool_mode = transaction) is in between, and session advisory locks are not safe \
+         behind it; connect to PostgreSQL directly or through a session-mode pool"
     )]
     PreparedStatementLost,
     /// Two connections were served by one server session.
@@ -251,17 +252,22 @@ async fn server_facts(
 
 /// Runs the check; see the module docs.
 pub(crate) async fn verify(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
-    match checks(connector, settings).await {
-        // A transaction-mode pooler can also show itself this way, before
-        // the checks that compare backend pids get to run.
-        Err(e)
-            if e.as_backend().and_then(|b| b.code())
-                == Some(&crate::ports::sql_state::SqlState::INVALID_SQL_STATEMENT_NAME) =>
-        {
-            Err(failed(VerifyProblem::PreparedStatementLost))
-        }
-        other => other,
+    checks(connector, settings).await.map_err(pooler_named)
+}
+
+/// A pooler in transaction or statement mode can also show itself by its
+/// symptoms, before the checks that compare backend pids get to run: a
+/// prepared statement gone (26000) or another client's of the same name
+/// there (42P05, once the pool's server sessions have served others).
+fn pooler_named(e: Error) -> Error {
+    use crate::ports::sql_state::SqlState;
+    let code = e.as_backend().and_then(|b| b.code());
+    if code.is_some_and(|c| {
+        *c == SqlState::INVALID_SQL_STATEMENT_NAME || *c == SqlState::DUPLICATE_PREPARED_STATEMENT
+    }) {
+        return failed(VerifyProblem::PreparedStatementLost);
     }
+    e
 }
 
 async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
@@ -331,4 +337,32 @@ fn failed(problem: VerifyProblem) -> Error {
     Error::Backend(
         BackendError::new(BackendErrorKind::NotPostgres, problem.to_string()).with_source(problem),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::error::{BackendError, BackendErrorKind};
+    use crate::ports::sql_state::SqlState;
+
+    fn with_code(code: SqlState) -> Error {
+        BackendError::new(BackendErrorKind::Query, "prepared statement")
+            .with_code(code)
+            .into()
+    }
+
+    #[test]
+    fn lost_or_foreign_prepared_statements_name_the_pooler() {
+        for code in [
+            SqlState::INVALID_SQL_STATEMENT_NAME,
+            SqlState::DUPLICATE_PREPARED_STATEMENT,
+        ] {
+            let e = pooler_named(with_code(code));
+            let backend = e.as_backend().expect("a backend error");
+            assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{e:?}");
+            assert!(e.to_string().contains("statement mode"), "{e}");
+        }
+        let other = pooler_named(with_code(SqlState::INSUFFICIENT_PRIVILEGE));
+        assert_eq!(other.as_backend().unwrap().kind(), BackendErrorKind::Query);
+    }
 }

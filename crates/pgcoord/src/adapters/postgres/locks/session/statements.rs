@@ -258,7 +258,13 @@ pub(super) async fn prepare(
             )
         }
     );
-    setup.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
+    // Statements prepared on one server connection and run on another (or
+    // meeting another client's): a pooler between, named as such.
+    let opening = |e: tokio_postgres::Error| match super::claim::mixed_statements(&e) {
+        true => super::claim::not_its_connection(),
+        false => pg_error(e, BackendErrorKind::NotPostgres),
+    };
+    setup.map_err(opening)?;
     // Servers before 14 do not know the setting; that is fine.
     drop(pg14);
     extra.map_err(|e| {
@@ -272,7 +278,10 @@ pub(super) async fn prepare(
         }
         err
     })?;
-    let fenced = fenced.map_err(fence_query_error)?;
+    let fenced = fenced.map_err(|e| match super::claim::mixed_statements(&e) {
+        true => super::claim::not_its_connection(),
+        false => fence_query_error(e),
+    })?;
     let (
         try_one,
         unlock_one,
@@ -288,7 +297,7 @@ pub(super) async fn prepare(
         unlock_shared,
         downgrade,
         row,
-    ) = prepared.map_err(|e| pg_error(e, BackendErrorKind::NotPostgres))?;
+    ) = prepared.map_err(opening)?;
     let statements = Statements {
         try_one,
         unlock_one,
