@@ -160,7 +160,7 @@ pub struct HoldersArgs {
     pub watch: crate::live::args::WatchArgs,
 
     /// Only the locks of these keys (default: every advisory lock).
-    #[arg(value_name = "KEY")]
+    #[arg(value_name = "KEY", value_parser = crate::names::parse_key)]
     pub keys: Vec<String>,
 }
 

@@ -136,7 +136,7 @@ pub struct RunArgs {
     /// keeps runs with overlapping sets from deadlocking; losing any key
     /// stops the job. COMMAND also gets EVENTSOURCE_LOCK_KEYS (a JSON array)
     /// and EVENTSOURCE_LOCK_IDS (space-separated).
-    #[arg(long, value_name = "KEY", conflicts_with = "permits")]
+    #[arg(long, value_name = "KEY", conflicts_with = "permits", value_parser = crate::names::parse_key)]
     pub also: Vec<String>,
 
     /// At most one run per DURATION: once the lock is held, COMMAND runs
@@ -153,9 +153,11 @@ pub struct RunArgs {
     )]
     pub min_interval: Option<Duration>,
 
-    /// The lock key: any string of up to 1 MiB (1,048,576 bytes) of UTF-8;
-    /// only its 64-bit hash reaches the server.
-    #[arg(value_name = "KEY")]
+    /// The lock key: any non-empty string of UTF-8 up to 131,050 bytes
+    /// (COMMAND gets it in EVENTSOURCE_LOCK_KEY, and Linux caps one
+    /// environment string at 128 KiB; the library takes up to 1 MiB); only
+    /// its 64-bit hash reaches the server.
+    #[arg(value_name = "KEY", value_parser = crate::names::parse_key)]
     pub key: String,
 
     /// The command to run, and its arguments (after `--`).

@@ -168,6 +168,10 @@ async fn bad_usage_exits_2_before_any_connection() {
         // An empty label (a script's variable that came out empty).
         vec!["lock", "run", "--holder-id", "", "k", "--", "true"],
         vec!["leader", "run", "--holder-id", "", "n", "--", "true"],
+        // An empty KEY (an unset variable), as the key or another of the set.
+        vec!["lock", "run", "", "--", "true"],
+        vec!["lock", "run", "--also", "", "k", "--", "true"],
+        vec!["lock", "holders", ""],
     ];
     for args in &cases {
         let out = output(eventsource(None).arg("--database-url").arg(&url).args(args)).await;
