@@ -116,7 +116,10 @@ table is read):
   released  the holder let go or its session ended; held= when the watch
             saw the grant
   abandoned a waiter stopped waiting without the lock (timeout, cancel,
-            its session ended)
+            its session ended) while the holder kept it
+  left      a waiter stopped waiting while the holder let go: granted
+            and released between two listings, or gave up (the listings
+            cannot tell)
 
 With --json each line is one JSON object: time, event, lock_id, key,
 fence, the session's fields as in `lock holders --json` (shared included),

@@ -56,6 +56,9 @@ pub enum Kind {
     Released,
     /// Stopped waiting without the lock.
     Abandoned,
+    /// Stopped waiting while the lock changed hands between two listings:
+    /// granted and let go in between, or gave up (the listings cannot tell).
+    Left,
     /// A waiter got the lock.
     Granted,
     /// Taken without being seen waiting.
@@ -71,6 +74,7 @@ impl Kind {
         match self {
             Kind::Released => "released",
             Kind::Abandoned => "abandoned",
+            Kind::Left => "left",
             Kind::Granted => "granted",
             Kind::Acquired => "acquired",
             Kind::Held => "held",
@@ -254,9 +258,19 @@ impl Tracker {
                 next.insert(slot, seen);
             }
         }
-        for (slot, gone) in std::mem::replace(&mut self.seen, next) {
+        let gone_all = std::mem::replace(&mut self.seen, next);
+        // Locks a holder let go of since the last listing: a waiter of one
+        // that is gone too may have been granted and let go in between.
+        let released: std::collections::BTreeSet<i64> = gone_all
+            .iter()
+            .filter(|(_, g)| g.session.granted)
+            .map(|(slot, _)| slot.lock_id)
+            .collect();
+        for (slot, gone) in gone_all {
             let (kind, waited, held) = if gone.session.granted {
                 (Kind::Released, None, since(gone.granted_seen, now))
+            } else if released.contains(&slot.lock_id) {
+                (Kind::Left, since(gone.session.since, now), None)
             } else {
                 (Kind::Abandoned, since(gone.session.since, now), None)
             };
@@ -277,97 +291,5 @@ impl Tracker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::TimeZone;
-
-    fn session(pid: i32, holder: &str, granted: bool) -> LockSession {
-        LockSession {
-            pid,
-            mode: "ExclusiveLock".into(),
-            granted,
-            application_name: Some(format!("eventsource/{holder}")),
-            holder_id: Some(holder.into()),
-            client_addr: Some("10.0.0.1".into()),
-            backend_start: None,
-            since: Some(Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap()),
-            blocked_by: if granted { vec![] } else { vec![1] },
-        }
-    }
-
-    fn lock(holders: Vec<LockSession>, waiters: Vec<LockSession>) -> AdvisoryLock {
-        AdvisoryLock {
-            lock_id: 42,
-            int_pair: None,
-            key: Some("job a".into()),
-            fence: None,
-            holders,
-            waiters,
-        }
-    }
-
-    fn kinds(events: &[Event]) -> Vec<(Kind, i32)> {
-        events.iter().map(|e| (e.event, e.session.pid)).collect()
-    }
-
-    #[test]
-    fn a_hand_over_is_a_release_then_a_grant() {
-        let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
-        let mut tracker = Tracker::default();
-        let start = tracker.update(&[lock(vec![session(1, "a", true)], vec![])], t(1));
-        assert_eq!(kinds(&start), [(Kind::Held, 1)]);
-        let waiting = tracker.update(
-            &[lock(
-                vec![session(1, "a", true)],
-                vec![session(2, "b", false)],
-            )],
-            t(2),
-        );
-        assert_eq!(kinds(&waiting), [(Kind::Waiting, 2)]);
-        assert_eq!(
-            waiting[0].line(),
-            "2026-12-01T09:00:02.000Z waiting key=\"job a\" id=42 pid=2 holder=b \
-             client=10.0.0.1 mode=exclusive blocked_by=1"
-        );
-        let handed = tracker.update(&[lock(vec![session(2, "b", true)], vec![])], t(5));
-        assert_eq!(kinds(&handed), [(Kind::Released, 1), (Kind::Granted, 2)]);
-        assert_eq!(handed[0].held_seconds, None, "held before the watch began");
-        assert_eq!(handed[1].waited_seconds, Some(Duration::from_secs(5)));
-        assert!(
-            handed[1].line().ends_with(" waited=5s"),
-            "{}",
-            handed[1].line()
-        );
-        let gone = tracker.update(&[], t(9));
-        assert_eq!(kinds(&gone), [(Kind::Released, 2)]);
-        assert_eq!(gone[0].held_seconds, Some(Duration::from_secs(4)));
-        let again = tracker.update(&[lock(vec![session(3, "c", true)], vec![])], t(10));
-        assert_eq!(kinds(&again), [(Kind::Acquired, 3)]);
-        assert!(tracker
-            .update(&[lock(vec![session(3, "c", true)], vec![])], t(11))
-            .is_empty());
-    }
-
-    #[test]
-    fn a_waiter_that_leaves_is_abandoned_and_json_names_the_fields() {
-        let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
-        let mut tracker = Tracker::default();
-        tracker.update(
-            &[lock(
-                vec![session(1, "a", true)],
-                vec![session(2, "b", false)],
-            )],
-            t(1),
-        );
-        let left = tracker.update(&[lock(vec![session(1, "a", true)], vec![])], t(3));
-        assert_eq!(kinds(&left), [(Kind::Abandoned, 2)]);
-        let json = serde_json::to_value(&left[0]).unwrap();
-        assert_eq!(json["event"], "abandoned");
-        assert_eq!(json["time"], "2026-12-01T09:00:03.000Z");
-        assert_eq!(json["lock_id"], 42);
-        assert_eq!(json["key"], "job a");
-        assert_eq!(json["holder_id"], "b");
-        assert_eq!(json["waited_seconds"], 3.0);
-        assert!(json.get("held_seconds").is_none() && json.get("fence").is_none());
-    }
-}
+#[path = "track_tests.rs"]
+mod tests;
