@@ -125,8 +125,19 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
-    let Some((_bouncer, url, _db)) = behind_pgbouncer("transaction").await else {
+    let Some((_bouncer, url, db)) = behind_pgbouncer("transaction").await else {
         return;
+    };
+    let direct = db.connect().await.unwrap();
+    let advisory = || async {
+        direct
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
     };
     // The first check meets fresh server sessions; the later ones meet
     // server sessions that served earlier clients' prepared statements
@@ -143,6 +154,12 @@ async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
             Some(BackendErrorKind::NotPostgres),
             "{err:?}"
         );
+        // Its test key is not left held on the server sessions the pooler
+        // keeps for its next clients (it was, until the pooler closed them).
+        eventually_async("verify() gives its test lock back", || async {
+            advisory().await == 0
+        })
+        .await;
     }
     let m = url
         .parse()

@@ -270,6 +270,28 @@ fn pooler_named(e: Error) -> Error {
     e
 }
 
+/// The checks that take the test key `lock_id`: what the two sessions see
+/// of each other, then every advisory function a manager calls.
+async fn lock_checks(a: &Client, b: &Client, lock_id: i64) -> Result<Observations> {
+    let seen = probe::observe(a, b, lock_id).await?;
+    judge(&seen).map_err(failed)?;
+    if let Err(problem) = probe::exercise(a, b, lock_id).await? {
+        // A function that seems to misbehave is often a pooler that moved
+        // the session to another backend mid-way (the first look can see
+        // the same backend twice by chance): say so when it did.
+        let now = probe::backend_pid(a).await?;
+        return Err(failed(if now != seen.a_pid_first {
+            VerifyProblem::SessionNotKept {
+                first: seen.a_pid_first,
+                second: now,
+            }
+        } else {
+            problem
+        }));
+    }
+    Ok(seen)
+}
+
 async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
     let a = connector.connect().await.map_err(Error::Backend)?;
     let b = connector.connect().await.map_err(Error::Backend)?;
@@ -287,25 +309,20 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
         return Err(failed(VerifyProblem::SeveralServers { first, second }));
     }
     let lock_id = crate::lock_id_for_key(&format!("eventsource:verify:{}", uuid::Uuid::new_v4()));
-    let seen = probe::observe(&a.client, &b.client, lock_id).await?;
-    judge(&seen).map_err(failed)?;
-    if let Err(problem) = probe::exercise(&a.client, &b.client, lock_id).await? {
-        // A function that seems to misbehave is often a pooler that moved
-        // the session to another backend mid-way (the first look can see
-        // the same backend twice by chance): say so when it did.
-        let now = probe::backend_pid(&a.client).await?;
-        return Err(failed(if now != seen.a_pid_first {
-            VerifyProblem::SessionNotKept {
-                first: seen.a_pid_first,
-                second: now,
-            }
-        } else {
-            problem
-        }));
+    let checked = async {
+        let seen = lock_checks(&a.client, &b.client, lock_id).await?;
+        let look_alikes = probe::look_alikes(&a.client).await?;
+        let facts = server_facts(&a.client).await?;
+        let replication = replication::replication(&a.client).await?;
+        Ok::<_, Error>((seen, look_alikes, facts, replication))
     }
-    let look_alikes = probe::look_alikes(&a.client).await?;
-    let (server_version, numeric, shown, capacity) = server_facts(&a.client).await?;
-    let replication = replication::replication(&a.client).await?;
+    .await;
+    if checked.is_err() {
+        // Any failure after the key was first taken (a pooler may have run
+        // the unlocks elsewhere) gives it back wherever it is still held.
+        probe::release_everywhere(&a.client, &b.client, lock_id).await;
+    }
+    let (seen, look_alikes, (server_version, numeric, shown, capacity), replication) = checked?;
     let mut warnings = advice(
         &numeric,
         settings.liveness_interval,

@@ -40,6 +40,62 @@ const HOLDS: &str =
      WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
      AND pid = pg_catalog.pg_backend_pid() AND ((classid::int8 << 32) | objid::int8) = $1)";
 
+/// After a check that failed part-way: gives the test key back wherever
+/// it is still held. Behind a pooler in transaction mode the probe's
+/// statements ran on server sessions that the pooler keeps for its next
+/// clients, so the key would stay held (and listed by `lock holders`)
+/// until the pooler closes them. Each unlock lands on whichever server
+/// session the pooler picks, so it is repeated, a bounded number of times,
+/// while `pg_locks` (which any session sees whole) still shows the key,
+/// and a session still left holding it is ended (below).
+/// The key is this check's own (a random one), so unlocking it anywhere
+/// harms nobody. Sent with the simple protocol, one message each (a
+/// prepared statement could be parsed on one server session and run on
+/// another). Best effort.
+pub(super) async fn release_everywhere(a: &Client, b: &Client, id: i64) {
+    let still_held = format!(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' \
+         AND objsubid = 1 AND granted AND ((classid::int8 << 32) | objid::int8) = {id})"
+    );
+    // Every hold of the key by the session that runs it, exclusive and
+    // shared (the checks take it at most a few times in one session).
+    let unlock = format!(
+        "SELECT count(*) FROM pg_catalog.generate_series(1, 4) \
+         WHERE pg_catalog.pg_advisory_unlock({id}) OR pg_catalog.pg_advisory_unlock_shared({id})"
+    );
+    for _ in 0..5 {
+        let held = a.simple_query(&still_held).await.ok().and_then(|messages| {
+            messages.into_iter().find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(|v| v == "t"),
+                _ => None,
+            })
+        });
+        if held != Some(true) {
+            return;
+        }
+        for c in [a, b] {
+            let _ = c.simple_query(&unlock).await;
+        }
+    }
+    // A pooler hands each statement the server session it used last, so
+    // the one left holding the key may never come round again: end it,
+    // only if it is idle and holds no other advisory lock (nothing of
+    // anyone else's is lost; the pooler opens another). The same role may
+    // end its own sessions; where it may not, the key stays until the
+    // pooler closes that session.
+    let _ = a
+        .simple_query(&format!(
+            "SELECT count(pg_catalog.pg_terminate_backend(l.pid)) FROM pg_catalog.pg_locks l \
+             JOIN pg_catalog.pg_stat_activity s ON s.pid = l.pid \
+             WHERE l.locktype = 'advisory' AND l.objsubid = 1 \
+             AND ((l.classid::int8 << 32) | l.objid::int8) = {id} \
+             AND s.state = 'idle' AND l.pid <> pg_catalog.pg_backend_pid() \
+             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks o WHERE o.pid = l.pid \
+               AND o.locktype = 'advisory' AND ((o.classid::int8 << 32) | o.objid::int8) <> {id})"
+        ))
+        .await;
+}
+
 async fn flag(c: &Client, sql: &str, id: i64) -> Result<bool> {
     Ok(c.query_one(sql, &[&id]).await.map_err(query_failed)?.get(0))
 }
