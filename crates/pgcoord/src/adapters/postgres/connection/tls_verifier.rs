@@ -147,17 +147,18 @@ fn names_host(cert: &X509Certificate<'_>, server: &ServerName<'_>) -> bool {
             .any(|cn| dns_matches(cn, &host))
 }
 
-/// The names `cert` presents, for the error: its alternative names, then
-/// its common names.
+/// The names `cert` presents, for the error, as a person reads them
+/// (`DNS name db.example.com`, `IP address 10.0.0.1`, `common name db`):
+/// its alternative names, then its common names.
 fn presented_names(cert: &X509Certificate<'_>) -> Vec<String> {
     let mut names = Vec::new();
     if let Ok(Some(ext)) = cert.subject_alternative_name() {
         for name in &ext.value.general_names {
             match name {
-                GeneralName::DNSName(d) => names.push(format!("DnsName({d:?})")),
+                GeneralName::DNSName(d) => names.push(format!("DNS name {d}")),
                 GeneralName::IPAddress(b) => {
                     if let Some(ip) = ip_of(b) {
-                        names.push(format!("IpAddress({ip})"));
+                        names.push(format!("IP address {ip}"));
                     }
                 }
                 _ => {}
@@ -166,7 +167,7 @@ fn presented_names(cert: &X509Certificate<'_>) -> Vec<String> {
     }
     for cn in cert.subject().iter_common_name() {
         if let Ok(cn) = cn.as_str() {
-            names.push(format!("CommonName({cn:?})"));
+            names.push(format!("common name {cn}"));
         }
     }
     names

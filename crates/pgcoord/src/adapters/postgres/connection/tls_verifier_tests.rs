@@ -120,3 +120,32 @@ fn the_common_name_counts_only_without_an_alternative_name_of_the_hosts_kind() {
     assert!(check(&full, &ip_alt, "10.0.0.8").is_ok());
     assert!(check(&full, &ip_alt, "10.0.0.7").is_err());
 }
+
+#[test]
+fn a_name_mismatch_lists_the_certificates_names_in_words() {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(vec!["db.wrong.example".to_owned(), "10.0.0.1".to_owned()]).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "db.wrong.example");
+    let leaf = params.signed_by(&key, &ca, &ca_key).unwrap().der().clone();
+    let full = verifier(&[ca.der().clone()], true);
+    match check(&full, &leaf, "127.0.0.1") {
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForNameContext { presented, .. },
+        )) => assert_eq!(
+            presented,
+            [
+                "DNS name db.wrong.example",
+                "IP address 10.0.0.1",
+                "common name db.wrong.example"
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+}
