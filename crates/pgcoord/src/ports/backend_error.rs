@@ -10,7 +10,8 @@ use super::sql_state::SqlState;
 #[non_exhaustive]
 pub enum BackendErrorKind {
     /// The server could not be reached or refused the connection
-    /// (unreachable host, wrong password, TLS failure).
+    /// (unreachable host, wrong password, a connection reset while the
+    /// TLS handshake was under way).
     Connect,
     /// The server asked for a password and the connection settings have
     /// none (not in the URL, `PGPASSWORD` or a password file). Not worth
@@ -34,6 +35,13 @@ pub enum BackendErrorKind {
     /// The fencing table (or function) the manager needs is missing
     /// (SQLSTATE 42P01/42883 on a fenced statement).
     FencingNotInstalled,
+    /// TLS could not be set up with the settings given (an unreadable
+    /// `sslrootcert`, `sslcert` or `sslkey`, a revocation list that cannot
+    /// be used), or the server's certificate or TLS support did not meet
+    /// them (a certificate from an unknown CA, for another host name,
+    /// expired or revoked; no TLS where `sslmode` requires it). Not worth
+    /// retrying: the settings or the server's certificate must change.
+    Tls,
     /// Anything else.
     Other,
 }
@@ -154,6 +162,7 @@ impl fmt::Display for BackendError {
             BackendErrorKind::NoAnswer => "database did not answer in time",
             BackendErrorKind::Standby => "the server is a standby",
             BackendErrorKind::FencingNotInstalled => "fencing is not installed",
+            BackendErrorKind::Tls => "cannot connect to the database over TLS",
             BackendErrorKind::Other => "database failure",
         };
         write!(f, "{what}: {}", self.message)?;

@@ -1,7 +1,7 @@
 //! TLS on a private cluster with certificates made for the test:
 //! `verify-full` connects (and cancels) over TLS; a wrong CA, a wrong host
-//! name, a missing root file and `sslmode=disable` against a TLS-only role
-//! are typed connect errors; `verify-ca` and `require` check less.
+//! name, a missing root file are TLS errors, `sslmode=disable` against a
+//! TLS-only role a connect error; `verify-ca` and `require` check less.
 
 use crate::common;
 use crate::fault_support;
@@ -17,7 +17,8 @@ use tls_support::setup;
 
 const SECS: Duration = Duration::from_secs(30);
 
-async fn connect_fails(url: &str, what: &str) -> String {
+/// The message of a connect to `url` that fails with a `kind` error.
+async fn connect_fails(url: &str, what: &str, kind: BackendErrorKind) -> String {
     let m = url
         .parse()
         .and_then(|o| PostgresLockManager::builder(o).build())
@@ -29,7 +30,7 @@ async fn connect_fails(url: &str, what: &str) -> String {
     let backend = err
         .as_backend()
         .unwrap_or_else(|| panic!("{what}: {err:?}"));
-    assert_eq!(backend.kind(), BackendErrorKind::Connect, "{what}: {err:?}");
+    assert_eq!(backend.kind(), kind, "{what}: {err:?}");
     assert_eq!(m.held_lock_count(), 0);
     eventually("no session", SECS, || m.session_count() == 0).await;
     err.to_string()
@@ -172,6 +173,7 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
             &format!("sslmode=verify-full&sslrootcert={wrong}"),
         ),
         "wrong CA",
+        BackendErrorKind::Tls,
     )
     .await;
     assert!(msg.contains("certificate"), "{msg}");
@@ -182,6 +184,7 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
             &format!("sslmode=verify-ca&sslrootcert={wrong}"),
         ),
         "wrong CA, verify-ca",
+        BackendErrorKind::Tls,
     )
     .await;
     assert!(msg.contains("certificate"), "{msg}");
@@ -194,6 +197,7 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
             &format!("sslmode=verify-full&sslrootcert={ca}"),
         ),
         "wrong host name",
+        BackendErrorKind::Tls,
     )
     .await;
     // Which host was asked for and which names the certificate carries, in
@@ -225,6 +229,7 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
             &format!("sslmode=require&sslrootcert={wrong}"),
         ),
         "require with the wrong CA's file",
+        BackendErrorKind::Tls,
     )
     .await;
     assert!(msg.contains("certificate"), "{msg}");
@@ -238,7 +243,12 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
     )
     .await;
     connects(&s.url("127.0.0.1", port, "sslmode=prefer"), "prefer").await;
-    let msg = connect_fails(&s.url("127.0.0.1", port, "sslmode=disable"), "disable").await;
+    let msg = connect_fails(
+        &s.url("127.0.0.1", port, "sslmode=disable"),
+        "disable",
+        BackendErrorKind::Connect,
+    )
+    .await;
     assert!(msg.contains("28000"), "{msg}");
 
     let missing = s.dir.join("missing.crt");
@@ -249,6 +259,7 @@ async fn certificate_checks_fail_cleanly_and_lax_modes_check_less() {
             &format!("sslmode=verify-full&sslrootcert={}", missing.display()),
         ),
         "missing root file",
+        BackendErrorKind::Tls,
     )
     .await;
     assert!(msg.contains("missing.crt"), "{msg}");
@@ -304,6 +315,7 @@ async fn revoked_server_certificates_are_refused() {
         let msg = connect_fails(
             &verify(mode, &format!("&sslcrl={}", revoking.display())),
             &format!("{mode}, revoked by sslcrl"),
+            BackendErrorKind::Tls,
         )
         .await;
         assert!(msg.to_lowercase().contains("revoked"), "{msg}");
@@ -316,6 +328,7 @@ async fn revoked_server_certificates_are_refused() {
     let msg = connect_fails(
         &verify("verify-full", &format!("&sslcrldir={}", crl_dir.display())),
         "revoked by sslcrldir",
+        BackendErrorKind::Tls,
     )
     .await;
     assert!(msg.to_lowercase().contains("revoked"), "{msg}");
@@ -335,6 +348,7 @@ async fn revoked_server_certificates_are_refused() {
     let msg = connect_fails(
         &verify("verify-full", &format!("&sslcrl={}", missing.display())),
         "a missing sslcrl",
+        BackendErrorKind::Tls,
     )
     .await;
     assert!(msg.contains("missing.crl"), "{msg}");

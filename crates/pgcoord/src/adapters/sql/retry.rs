@@ -63,7 +63,9 @@ impl RetryPolicy {
 /// driver errors that say "try again": SQLSTATE `serialization_failure`,
 /// `deadlock_detected` and `lock_not_available` on PostgreSQL,
 /// `SQLITE_BUSY` and `SQLITE_LOCKED` on SQLite. The codes are read from the
-/// driver's own error (the backend error's source), as typed values.
+/// driver's own error (the backend error's source), as typed values. A TLS
+/// failure ([`BackendErrorKind::Tls`]) is not transient: the settings or
+/// the server's certificate must change first.
 pub fn is_transient(error: &Error) -> bool {
     let Some(backend) = error.as_backend() else {
         return false;
@@ -136,6 +138,8 @@ mod tests {
             .into();
         assert!(!is_transient(&stringly));
         assert!(!is_transient(&Error::InvalidArgument("x".into())));
+        let tls: Error = BackendError::new(BackendErrorKind::Tls, "unknown CA").into();
+        assert!(!is_transient(&tls));
         #[cfg(feature = "sqlite")]
         {
             let busy = rusqlite::Error::SqliteFailure(

@@ -112,6 +112,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
             BackendErrorKind::Closed => "closed",
             BackendErrorKind::NoAnswer => "timeout",
             BackendErrorKind::Standby => "standby",
+            BackendErrorKind::Tls => "tls",
             _ => "backend",
         },
         Error::InvalidArgument(_) => "invalid_argument",

@@ -141,7 +141,7 @@ pub(crate) async fn connect_each_host(
         let attempt = config.connect(tls.clone());
         let failure = match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok((client, connection))) => return Ok((client, Box::pin(connection))),
-            Ok(Err(e)) => connect_error(e),
+            Ok(Err(e)) => connect_error(e, tls.settings()),
             Err(_) => BackendError::new(
                 BackendErrorKind::Connect,
                 format!("no answer within {timeout:?}"),
@@ -201,8 +201,17 @@ pub(crate) const SESSION_SETUP: &str = "SET lock_timeout = 0; SET statement_time
 /// instead of keeping its place until the lock reaches it.
 pub(crate) const SESSION_SETUP_PG14: &str = "SET client_connection_check_interval = '1s'";
 
-/// Maps a driver error raised while connecting.
-pub(crate) fn connect_error(e: tokio_postgres::Error) -> BackendError {
+/// Maps a driver error raised while connecting with the TLS `settings`.
+///
+/// A TLS failure ([`tls_failure`](super::tls_failure)) is
+/// [`BackendErrorKind::Tls`] with our words for it, and without the
+/// driver's error as its source: that error's text names rustls's variants
+/// (`UnknownIssuer`), which the words say.
+pub(crate) fn connect_error(e: tokio_postgres::Error, settings: &TlsSettings) -> BackendError {
+    let cx = super::tls_failure::TlsContext::of(settings);
+    if let Some(why) = super::tls_failure::tls_failure(&e, &cx) {
+        return BackendError::new(BackendErrorKind::Tls, why);
+    }
     let mut err = pg_error(e, BackendErrorKind::Connect);
     let lower = err.message().to_ascii_lowercase();
     if lower.contains("unexpected message")

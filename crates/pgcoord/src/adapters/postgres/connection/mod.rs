@@ -4,9 +4,10 @@
 //! session with its cancel token.
 
 // Layers, top to bottom (each imports only from those below it):
-//   connect -> hosts; options -> resolve -> libpq_env, passfile, service_file,
-//   connstring, tls_options -> tls -> tls_verifier, tls_client_cert,
-//   tls_channel_binding
+//   connect -> hosts, tls_failure; options -> resolve -> libpq_env, passfile,
+//   service_file, connstring, tls_options -> tls -> tls_verifier,
+//   tls_client_cert, tls_channel_binding; tls_failure (which connect
+//   failures are TLS's, and their words) -> tls
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
@@ -19,6 +20,7 @@ mod service_file;
 pub(crate) mod tls;
 mod tls_channel_binding;
 mod tls_client_cert;
+mod tls_failure;
 mod tls_options;
 mod tls_trust;
 mod tls_verifier;

@@ -199,6 +199,11 @@ impl MakeRustls {
         }
     }
 
+    /// The settings the configuration is loaded from.
+    pub(crate) fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+
     /// Loads the configuration now (for a typed connect error naming the
     /// file, before any socket is opened).
     pub(crate) fn ready(&self) -> Result<(), BackendError> {
@@ -328,14 +333,14 @@ mod tests {
     }
 
     #[test]
-    fn missing_root_certificate_is_a_connect_error_naming_the_file() {
+    fn missing_root_certificate_is_a_tls_error_naming_the_file() {
         let settings = TlsSettings {
             mode: SslMode::VerifyFull,
             root_cert: Some(PathBuf::from("/nonexistent/eventsource-ca.pem")),
             ..TlsSettings::default()
         };
         let err = MakeRustls::new(settings).ready().unwrap_err();
-        assert_eq!(err.kind(), BackendErrorKind::Connect);
+        assert_eq!(err.kind(), BackendErrorKind::Tls);
         assert!(
             err.message().contains("/nonexistent/eventsource-ca.pem"),
             "{err}"

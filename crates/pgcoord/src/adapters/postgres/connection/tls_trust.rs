@@ -13,6 +13,9 @@
 //! `sslcrl` or `sslcrldir` is missing or holds no list. Here that is a
 //! connect error naming the path: a revocation check the operator asked
 //! for is never dropped without a word.
+//!
+//! A setting that cannot be used is a [`BackendErrorKind::Tls`] error
+//! ([`tls_error`]).
 
 use std::path::{Path, PathBuf};
 
@@ -24,9 +27,11 @@ use x509_parser::revocation_list::CertificateRevocationList;
 
 use crate::ports::error::{BackendError, BackendErrorKind};
 
-/// A TLS setting that cannot be used: a connect error (no socket opened).
+/// A TLS setting that cannot be used (no socket opened): a
+/// [`BackendErrorKind::Tls`] error, as retrying would not help until the
+/// setting (or the file it names) changes.
 pub(super) fn tls_error(msg: impl Into<String>) -> BackendError {
-    BackendError::new(BackendErrorKind::Connect, msg)
+    BackendError::new(BackendErrorKind::Tls, msg)
 }
 
 /// `~/.postgresql/NAME` (libpq's default files), when the home directory is known.

@@ -42,7 +42,7 @@ fn ca_and_crl() -> (String, rcgen::CertificateRevocationList) {
 
 fn message(r: Result<Vec<CertificateRevocationListDer<'static>>, BackendError>) -> String {
     let e = r.unwrap_err();
-    assert_eq!(e.kind(), BackendErrorKind::Connect);
+    assert_eq!(e.kind(), BackendErrorKind::Tls);
     e.message().to_owned()
 }
 

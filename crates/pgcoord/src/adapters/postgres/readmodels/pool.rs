@@ -13,7 +13,7 @@ use tokio_postgres::{Client, Statement};
 use super::source::{query_error, ExclusiveClient, PgClientSource, PgGuard};
 use super::PostgresReadModelRepository;
 use crate::adapters::postgres::connection::connect::connect_error;
-use crate::adapters::postgres::connection::tls::MakeRustls;
+use crate::adapters::postgres::connection::tls::{MakeRustls, TlsSettings};
 use crate::adapters::postgres::ConnectOptions;
 use crate::adapters::sql::DbEndpoint;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
@@ -203,7 +203,7 @@ impl PostgresDatabase {
             .get()
             .await
             .map(PooledClient)
-            .map_err(|e| pool_error(e, &self.settings))
+            .map_err(|e| pool_error(e, &self.settings, self.tls.settings()))
     }
 
     /// A repository for `M` on this pool (the table must exist; see
@@ -234,7 +234,7 @@ impl PostgresDatabase {
     }
 }
 
-fn pool_error(e: PoolError, s: &PoolSettings) -> Error {
+fn pool_error(e: PoolError, s: &PoolSettings, tls: &TlsSettings) -> Error {
     let be = match e {
         PoolError::Timeout(TimeoutType::Wait) => BackendError::new(
             BackendErrorKind::NoAnswer,
@@ -254,7 +254,7 @@ fn pool_error(e: PoolError, s: &PoolSettings) -> Error {
                 s.recycle_timeout
             ),
         ),
-        PoolError::Backend(e) => connect_error(e),
+        PoolError::Backend(e) => connect_error(e, tls),
         PoolError::Closed => {
             BackendError::new(BackendErrorKind::Closed, "the read-model pool is closed")
         }
