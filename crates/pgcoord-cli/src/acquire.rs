@@ -59,9 +59,10 @@ pub enum Acquired {
 
 /// True for a connection failure worth retrying while the timeout lasts:
 /// no answer, refused, or a server starting up / out of connection slots
-/// (not a wrong password or a missing database); or a session that ended
-/// while it tried or waited (a restart, a failover: nothing was taken and
-/// nothing run, and the next session may land on the new primary).
+/// (not a wrong password, a missing database or a TLS failure: no wait
+/// mends those); or a session that ended while it tried or waited (a
+/// restart, a failover: nothing was taken and nothing run, and the next
+/// session may land on the new primary).
 fn worth_retrying(e: &Error) -> bool {
     let Some(backend) = e.as_backend() else {
         return false;

@@ -284,3 +284,31 @@ pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
     report!("{}", describe_failure(context, db, err));
     exit::for_error(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgcoord::error::BackendError;
+
+    #[test]
+    fn without_a_url_no_hint_mentions_the_database_url() {
+        let db = Database {
+            url: None,
+            options: ConnectOptions::parse("host=db.internal dbname=orders").unwrap(),
+        };
+        for (kind, code) in [
+            (BackendErrorKind::Connect, None),
+            (BackendErrorKind::Tls, None),
+            (BackendErrorKind::Connect, Some("3D000")),
+            (BackendErrorKind::Connect, Some("28000")),
+            (BackendErrorKind::Connect, Some("28P01")),
+        ] {
+            let mut e = BackendError::new(kind, "refused");
+            if let Some(code) = code {
+                e = e.with_code(code);
+            }
+            let hint = hint(Some(&db), &e.into()).expect("a hint");
+            assert!(!hint.contains("URL"), "{kind:?} {code:?}: {hint}");
+        }
+    }
+}

@@ -66,7 +66,15 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
             "the server asks for a password: give it in the URL, PGPASSWORD or a password file \
              (~/.pgpass, PGPASSFILE)"
         }
-        (BackendErrorKind::Connect, Some("28P01" | "28000")) => "check the user name and the password",
+        (BackendErrorKind::Tls, _) => {
+            "check the TLS settings (sslmode, sslrootcert, sslcert, sslkey; or PGSSLMODE, \
+             PGSSLROOTCERT, PGSSLCERT, PGSSLKEY) and the server's certificate; trying again \
+             will not help"
+        }
+        (BackendErrorKind::Connect, Some("28P01")) => "check the user name and the password",
+        // 28000 (invalid_authorization_specification) covers refusals that
+        // no password mends: the server's message says which.
+        (BackendErrorKind::Connect, Some("28000")) => refused_login(backend.message()),
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
         // Only when the server sent no HINT of its own (the tool prints the
         // server's, see `describe_failure`).
@@ -93,10 +101,56 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
     })
 }
 
+/// Our hint for a login refused with SQLSTATE 28000, by the server's
+/// `message`: a pg_hba.conf line, a client certificate, else the role.
+fn refused_login(message: &str) -> &'static str {
+    if message.contains("pg_hba.conf") {
+        "the server's pg_hba.conf does not let this user in from this host with this \
+         encryption: check the user name, the host and sslmode (or PGSSLMODE), or ask \
+         for a pg_hba.conf line that allows it"
+    } else if message.contains("certificate") {
+        "the server wants a client certificate it trusts: check sslcert and sslkey (PGSSLCERT, \
+         PGSSLKEY)"
+    } else {
+        "check the user name (the role must exist and be allowed to log in)"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pgcoord::error::{BackendError, LockAcquisitionError};
+
+    #[test]
+    fn a_refused_login_gets_the_hint_its_message_calls_for() {
+        let refused = |message: &str, code: &str| -> &'static str {
+            let e: Error = BackendError::new(BackendErrorKind::Connect, message)
+                .with_code(code)
+                .into();
+            backend_hint(&e).expect("a hint")
+        };
+        let hba = refused(
+            "pg_hba.conf rejects connection for host \"127.0.0.1\", user \"app\", database \
+             \"x\", no encryption",
+            "28000",
+        );
+        assert!(
+            hba.contains("pg_hba.conf") && !hba.contains("password"),
+            "{hba}"
+        );
+        let cert = refused("connection requires a valid client certificate", "28000");
+        assert!(
+            cert.contains("sslcert") && !cert.contains("password"),
+            "{cert}"
+        );
+        let role = refused("role \"nobody\" does not exist", "28000");
+        assert!(
+            role.contains("user name") && !role.contains("password"),
+            "{role}"
+        );
+        let password = refused("password authentication failed for user \"app\"", "28P01");
+        assert_eq!(password, "check the user name and the password");
+    }
 
     #[test]
     fn codes_are_distinct() {
@@ -187,6 +241,11 @@ mod tests {
         assert!(backend_hint(&no_password).is_some_and(|h| h.contains("PGPASSWORD")));
         let refused: Error = BackendError::new(BackendErrorKind::Connect, "refused").into();
         assert!(backend_hint(&refused).is_some_and(|h| h.contains("URL")));
+        let tls: Error = BackendError::new(BackendErrorKind::Tls, "unknown CA").into();
+        assert_eq!(for_error(&tls), UNAVAILABLE);
+        let tls_hint = backend_hint(&tls).expect("a hint");
+        assert!(tls_hint.contains("sslrootcert"), "{tls_hint}");
+        assert!(!tls_hint.contains("URL"), "{tls_hint}");
         let closed: Error =
             LockAcquisitionError::new("k", AcquireFailure::ManagerClosed, None).into();
         assert_eq!(for_error(&closed), SOFTWARE);

@@ -240,3 +240,123 @@ async fn the_documentations_self_signed_certificate_is_accepted_as_libpq_does() 
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TLS failure is final, not a server to wait for: `lock run --timeout`
+/// exits 69 at once (no "retrying until --timeout" line), in words without
+/// rustls's names and with a hint about the TLS settings, not the URL. A
+/// login refused by a pg_hba.conf line gets a pg_hba hint, not the
+/// password one.
+#[tokio::test]
+async fn tls_failures_end_a_run_at_once_with_a_hint_about_the_tls_settings() {
+    let (root, root_key) = ca("cli test CA");
+    let (wrong, _) = ca("other CA");
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let server = params.signed_by(&key, &root, &root_key).unwrap();
+    let (cluster, db) = cluster_and_db(true).await;
+    let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        c.enable_tls(&cert_pem, &key_pem)?;
+        c.set_hba(
+            "local all all trust\n\
+             hostssl all app 127.0.0.1/32 trust\n\
+             hostnossl all app 127.0.0.1/32 reject\n\
+             host all all 127.0.0.1/32 trust\n",
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("pgcoord-cli-tls-final-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, bad) = (dir.join("root.crt"), dir.join("wrong.crt"));
+    std::fs::write(&good, root.pem()).unwrap();
+    std::fs::write(&bad, wrong.pem()).unwrap();
+    let missing = dir.join("missing.crt");
+    let port = cluster.port().to_string();
+    let run = ["lock", "run", "--timeout", "30s", "tls-final", "--", "true"];
+    let final_tls_failure = |out: &Output, what: &str| {
+        assert_eq!(out.code, 69, "{what}: {out:?}");
+        let err = &out.stderr;
+        assert!(!err.contains("retrying until --timeout"), "{what}: {err}");
+        assert!(
+            !err.contains("UnknownIssuer") && !err.contains("DnsName("),
+            "{what}: {err}"
+        );
+        assert!(!err.contains("database URL"), "{what}: {err}");
+        assert!(
+            err.contains("sslrootcert") && err.contains("sslmode"),
+            "{what}: {err}"
+        );
+    };
+
+    // From a URL: a wrong CA, a missing root file.
+    let url = |ca: &std::path::Path| {
+        format!(
+            "postgres://app@localhost:{port}/{}?sslmode=verify-full&sslrootcert={}",
+            db.name(),
+            ca.display()
+        )
+    };
+    let out = output(eventsource(None).args(run).env("DATABASE_URL", url(&bad))).await;
+    final_tls_failure(&out, "wrong CA");
+    assert!(out.stderr.contains("not signed by a CA"), "{out:?}");
+    let out = output(
+        eventsource(None)
+            .args(run)
+            .env("DATABASE_URL", url(&missing)),
+    )
+    .await;
+    final_tls_failure(&out, "missing sslrootcert");
+    assert!(out.stderr.contains("missing.crt"), "{out:?}");
+
+    // From libpq's environment alone: a certificate for another host name.
+    let env = |cmd: &mut tokio::process::Command, host: &str, mode: &str| {
+        cmd.env("PGHOST", host)
+            .env("PGPORT", &port)
+            .env("PGUSER", "app")
+            .env("PGDATABASE", db.name())
+            .env("PGSSLMODE", mode)
+            .env("PGSSLROOTCERT", &good);
+    };
+    let mut cmd = eventsource(None);
+    env(cmd.args(run), "127.0.0.1", "verify-full");
+    let out = output(&mut cmd).await;
+    final_tls_failure(&out, "wrong host name");
+    assert!(out.stderr.contains("DNS name localhost"), "{out:?}");
+
+    // Without TLS, pg_hba.conf rejects the role (SQLSTATE 28000): its own
+    // hint, not the password's, and still no retries.
+    let mut cmd = eventsource(None);
+    env(cmd.args(run), "127.0.0.1", "disable");
+    let out = output(&mut cmd).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("28000"), "{out:?}");
+    assert!(out.stderr.contains("pg_hba.conf does not let"), "{out:?}");
+    assert!(!out.stderr.contains("the password"), "{out:?}");
+    assert!(!out.stderr.contains("retrying until --timeout"), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `sslmode=require` against a server that offers no TLS: final, in words.
+#[tokio::test]
+async fn require_against_a_server_without_tls_ends_a_run_at_once() {
+    let (cluster, db) = cluster_and_db(false).await;
+    let url = format!(
+        "postgres://postgres@localhost:{}/{}?sslmode=require",
+        cluster.port(),
+        db.name()
+    );
+    let out = output(
+        eventsource(None)
+            .args(["lock", "run", "--timeout", "30s", "no-tls", "--", "true"])
+            .env("DATABASE_URL", url),
+    )
+    .await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(out.stderr.contains("does not offer TLS"), "{out:?}");
+    assert!(out.stderr.contains("sslmode=require"), "{out:?}");
+    assert!(!out.stderr.contains("retrying until --timeout"), "{out:?}");
+    assert!(!out.stderr.contains("database URL"), "{out:?}");
+}
