@@ -66,8 +66,10 @@ every process it started have exited.
 Waiting is fair: waiters get the lock in the order they asked for it. Without
 --timeout the tool waits as long as it takes; with --timeout it gives up after
 DURATION, and meanwhile retries (with backoff) a server that cannot be
-reached yet or whose session ends during the wait (a restart, a failover);
-with --no-wait it makes a single attempt.
+reached yet or whose session ends during the wait (a restart, a failover),
+but not what no wait mends (a wrong password, a pg_hba.conf refusal, a TLS
+failure: the server's certificate, sslrootcert, sslmode); with --no-wait it
+makes a single attempt.
 
 COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)
@@ -141,8 +143,9 @@ Exit codes:
                   was interrupted by signal N while waiting for the lock
   2               bad usage (unknown option, bad DURATION, a bad URL or PG*
                   variable, an unknown service); nothing was connected to
-  69              the database could not be reached, failed, or did not
-                  answer within --timeout
+  69              the database could not be reached, failed (TLS included:
+                  at once, without retrying), or did not answer within
+                  --timeout
   70              internal error
   74              writing to standard output failed (`--help` into a closed
                   pipe or a full disk); stderr says so
