@@ -350,7 +350,8 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
 
 /// The error `verify` returns for a failed check.
 fn failed(problem: VerifyProblem) -> Error {
-    tracing::warn!(%problem, "the server cannot give safe session locks");
+    // Returned to the caller, who reports it (`lock doctor` prints it once).
+    tracing::debug!(%problem, "the server cannot give safe session locks");
     Error::Backend(
         BackendError::new(BackendErrorKind::NotPostgres, problem.to_string()).with_source(problem),
     )
