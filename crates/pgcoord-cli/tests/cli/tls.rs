@@ -41,8 +41,21 @@ pub(crate) async fn cluster_and_db(app_role: bool) -> (Arc<TestCluster>, TestDat
     (cluster, db)
 }
 
-#[tokio::test]
-async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
+/// A private cluster serving a certificate for `localhost` (serial 77)
+/// signed by a test CA, where role `app` may connect over TLS only; the
+/// CA's certificate and another CA's, written to `dir` as `good` and `bad`.
+pub(crate) struct TlsServer {
+    pub(crate) cluster: Arc<TestCluster>,
+    pub(crate) db: TestDatabase,
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) good: std::path::PathBuf,
+    pub(crate) bad: std::path::PathBuf,
+    pub(crate) root: rcgen::Certificate,
+    pub(crate) root_key: KeyPair,
+}
+
+/// [`TlsServer`], its files in a directory named after `tag`.
+pub(crate) async fn tls_server(tag: &str) -> TlsServer {
     let (root, root_key) = ca("cli test CA");
     let (wrong, _) = ca("other CA");
     let key = KeyPair::generate().unwrap();
@@ -64,11 +77,33 @@ async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
     .await
     .unwrap()
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("pgcoord-cli-tls-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("pgcoord-cli-tls-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (good, bad) = (dir.join("root.crt"), dir.join("wrong.crt"));
     std::fs::write(&good, root.pem()).unwrap();
     std::fs::write(&bad, wrong.pem()).unwrap();
+    TlsServer {
+        cluster,
+        db,
+        dir,
+        good,
+        bad,
+        root,
+        root_key,
+    }
+}
+
+#[tokio::test]
+async fn verify_full_urls_work_and_a_wrong_ca_is_refused() {
+    let TlsServer {
+        cluster,
+        db,
+        dir,
+        good,
+        bad,
+        root,
+        root_key,
+    } = tls_server("verify").await;
     let url = |ca: &std::path::Path| {
         format!(
             "postgres://app@localhost:{}/{}?sslmode=verify-full&sslrootcert={}",
@@ -248,31 +283,14 @@ async fn the_documentations_self_signed_certificate_is_accepted_as_libpq_does() 
 /// password one.
 #[tokio::test]
 async fn tls_failures_end_a_run_at_once_with_a_hint_about_the_tls_settings() {
-    let (root, root_key) = ca("cli test CA");
-    let (wrong, _) = ca("other CA");
-    let key = KeyPair::generate().unwrap();
-    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-    let server = params.signed_by(&key, &root, &root_key).unwrap();
-    let (cluster, db) = cluster_and_db(true).await;
-    let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
-    let c = cluster.clone();
-    tokio::task::spawn_blocking(move || {
-        c.enable_tls(&cert_pem, &key_pem)?;
-        c.set_hba(
-            "local all all trust\n\
-             hostssl all app 127.0.0.1/32 trust\n\
-             hostnossl all app 127.0.0.1/32 reject\n\
-             host all all 127.0.0.1/32 trust\n",
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!("pgcoord-cli-tls-final-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (good, bad) = (dir.join("root.crt"), dir.join("wrong.crt"));
-    std::fs::write(&good, root.pem()).unwrap();
-    std::fs::write(&bad, wrong.pem()).unwrap();
+    let TlsServer {
+        cluster,
+        db,
+        dir,
+        good,
+        bad,
+        ..
+    } = tls_server("final").await;
     let missing = dir.join("missing.crt");
     let port = cluster.port().to_string();
     let run = ["lock", "run", "--timeout", "30s", "tls-final", "--", "true"];
