@@ -10,7 +10,7 @@ use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::{Removed, Reservation};
 use super::batch_form::{batch_item, outcomes};
-use super::claim::not_its_connection;
+use super::claim::{ended_by_pooler, not_its_connection};
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
@@ -164,8 +164,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         // going with it.
         Ok(Ok(_)) if s.dead().is_raised() => false,
         Ok(Ok(false)) => {
-            tracing::warn!("a lock batch reached another server connection; closing the session");
-            s.mailbox.set_open_error(&not_its_connection());
+            ended_by_pooler(&s.mailbox, "batch");
             ended_by = not_its_connection;
             false
         }
@@ -176,8 +175,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         Ok(Ok(true)) => false,
         Ok(Err(e)) if ends_session(&e) => false,
         Ok(Err(e)) if super::claim::mixed_statements(&e) => {
-            tracing::warn!(error = %e, "a lock batch met another client's statements; closing the session");
-            s.mailbox.set_open_error(&not_its_connection());
+            ended_by_pooler(&s.mailbox, "batch (another client's prepared statements)");
             ended_by = not_its_connection;
             false
         }

@@ -61,6 +61,16 @@ pub(super) fn not_its_connection() -> BackendError {
     )
 }
 
+/// Records that `what` of the session reached a server connection not its
+/// own: logged, and kept as the reason later requests to the session fail
+/// (the session ends). Returns the error for the request at hand.
+pub(super) fn ended_by_pooler(mailbox: &super::mailbox::Mailbox, what: &str) -> BackendError {
+    tracing::warn!("a lock session's {what} reached another server connection; closing it");
+    let e = not_its_connection();
+    mailbox.set_open_error(&e);
+    e
+}
+
 /// Whether a statement failed because the server connection it reached
 /// lacks this session's prepared statements (26000) or has another's of
 /// the same name (42P05): statements of several clients mixed on one

@@ -73,10 +73,7 @@ impl SessionState {
         let ok = match tokio::time::timeout(self.ctx.settings.ping_timeout(), check).await {
             Ok(Ok(Some(_))) => true,
             Ok(Ok(None)) => {
-                // Another server connection answered (`claim.rs`).
-                tracing::warn!("a lock session's ping reached another server connection");
-                self.mailbox
-                    .set_open_error(&super::claim::not_its_connection());
+                super::claim::ended_by_pooler(&self.mailbox, "ping");
                 false
             }
             _ => false,

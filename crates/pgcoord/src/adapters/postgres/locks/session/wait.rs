@@ -19,7 +19,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
-use super::claim::not_its_connection;
+use super::claim::ended_by_pooler;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
@@ -117,10 +117,10 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         // A statement of the wait reached another server connection: this
         // session cannot hold locks where it is (`claim.rs`).
         s.dead().raise();
-        s.mailbox.set_open_error(&not_its_connection());
+        let e = ended_by_pooler(&s.mailbox, "wait");
         let _ = reply.send(match abandoned {
             true => WaitOutcome::Abandoned,
-            false => WaitOutcome::Failed(not_its_connection()),
+            false => WaitOutcome::Failed(e),
         });
         return false;
     }
