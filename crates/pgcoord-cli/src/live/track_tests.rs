@@ -70,17 +70,24 @@ fn a_hand_over_is_a_release_then_a_grant() {
         .is_empty());
 }
 
-#[test]
-fn a_waiter_gone_with_the_holder_left_and_may_have_been_served() {
-    let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
+/// A tracker that has seen one listing at `at`: session 1 ("a") holds the
+/// lock, session 2 ("b") waits for it.
+fn a_holds_b_waits(at: DateTime<Utc>) -> Tracker {
     let mut tracker = Tracker::default();
     tracker.update(
         &[lock(
             vec![session(1, "a", true)],
             vec![session(2, "b", false)],
         )],
-        t(1),
+        at,
     );
+    tracker
+}
+
+#[test]
+fn a_waiter_gone_with_the_holder_left_and_may_have_been_served() {
+    let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
+    let mut tracker = a_holds_b_waits(t(1));
     // Between two listings the holder let go and the waiter is gone:
     // granted and released in between, or gave up. Not "abandoned".
     let both = tracker.update(&[], t(3));
@@ -91,14 +98,7 @@ fn a_waiter_gone_with_the_holder_left_and_may_have_been_served() {
 #[test]
 fn a_waiter_that_leaves_is_abandoned_and_json_names_the_fields() {
     let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
-    let mut tracker = Tracker::default();
-    tracker.update(
-        &[lock(
-            vec![session(1, "a", true)],
-            vec![session(2, "b", false)],
-        )],
-        t(1),
-    );
+    let mut tracker = a_holds_b_waits(t(1));
     let left = tracker.update(&[lock(vec![session(1, "a", true)], vec![])], t(3));
     assert_eq!(kinds(&left), [(Kind::Abandoned, 2)]);
     let json = serde_json::to_value(&left[0]).unwrap();
