@@ -55,6 +55,18 @@ impl Bouncer {
     /// `statement`) in front of the server on 127.0.0.1:`upstream_port`,
     /// connecting upstream as `postgres`.
     pub fn start(bin: &Path, upstream_port: u16, pool_mode: &str) -> Result<Bouncer> {
+        Self::start_with(bin, upstream_port, pool_mode, "")
+    }
+
+    /// [`start`](Self::start) with `settings` (`name = value` lines) added
+    /// to its `[pgbouncer]` section, for a test of a setting changed on
+    /// purpose.
+    pub fn start_with(
+        bin: &Path,
+        upstream_port: u16,
+        pool_mode: &str,
+        settings: &str,
+    ) -> Result<Bouncer> {
         let dir =
             std::env::temp_dir().join(format!("eventsource-pgbouncer-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).map_err(|e| harness_error(e.to_string()))?;
@@ -69,7 +81,8 @@ impl Bouncer {
              unix_socket_dir =\n\
              auth_type = any\n\
              pool_mode = {pool_mode}\n\
-             logfile = {log}\n",
+             logfile = {log}\n\
+             {settings}\n",
             log = dir.join("pgbouncer.log").display()
         );
         std::fs::write(&ini, config).map_err(|e| harness_error(e.to_string()))?;

@@ -23,9 +23,17 @@ const SECS: Duration = Duration::from_secs(30);
 async fn behind_pgbouncer(
     pool_mode: &str,
 ) -> Option<(Bouncer, String, pgcoord_testkit::pg::TestDatabase)> {
+    behind_pgbouncer_with(pool_mode, "").await
+}
+
+/// [`behind_pgbouncer`] with `settings` added to PgBouncer's own.
+async fn behind_pgbouncer_with(
+    pool_mode: &str,
+    settings: &str,
+) -> Option<(Bouncer, String, pgcoord_testkit::pg::TestDatabase)> {
     let bin = pgbouncer_or_skip()?;
     let (cluster, db) = fault_support::private_db(&[]).await;
-    let bouncer = Bouncer::start(&bin, cluster.port(), pool_mode).unwrap();
+    let bouncer = Bouncer::start_with(&bin, cluster.port(), pool_mode, settings).unwrap();
     let url = format!("{}?sslmode=disable", bouncer.url(db.name()));
     let config: tokio_postgres::Config = url.parse().unwrap();
     eventually_async("pgbouncer accepts connections", || {
@@ -121,6 +129,43 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
     assert!(row.get::<_, i64>(0) >= 1, "sessions not seen by the server");
     a.verify().await.unwrap();
     assert_eq!(a.close().await.unwrap() + b.close().await.unwrap(), 0);
+}
+
+/// A session pool with one server connection serves one client at a time:
+/// `verify()`'s second connection is queued by the pooler (up to its
+/// `query_wait_timeout`, 120 s), and the check says so instead of waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_pool_of_one_server_connection_is_named_by_verify() {
+    let Some((_bouncer, url, _db)) =
+        behind_pgbouncer_with("session", "default_pool_size = 1").await
+    else {
+        return;
+    };
+    let m = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
+    let err = m.verify().await.unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
+    let problem = std::error::Error::source(backend)
+        .and_then(|s| s.downcast_ref::<VerifyProblem>())
+        .expect("a VerifyProblem source");
+    assert!(
+        matches!(problem, VerifyProblem::NotServed { connection: 2, .. }),
+        "{problem:?}"
+    );
+    assert!(err.to_string().contains("default_pool_size"), "{err}");
+    // The first connection is given back: the pool serves the next client.
+    let again = url
+        .parse()
+        .and_then(|o| PostgresLockManager::builder(o).build())
+        .unwrap();
+    let guard = again.try_lock("after-verify").await.unwrap();
+    assert!(
+        guard.is_some(),
+        "the pool's one server connection stayed taken"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,9 +26,11 @@
 
 mod advice;
 mod probe;
+mod problem;
 mod replication;
 mod verdict;
 
+pub use problem::VerifyProblem;
 pub use replication::Replication;
 
 use std::fmt;
@@ -93,99 +95,6 @@ impl fmt::Display for VerifyReport {
         }
         Ok(())
     }
-}
-
-/// Why a server cannot give safe session locks. Carried as the
-/// [`source`](std::error::Error::source) of the
-/// [`BackendErrorKind::NotPostgres`] error that `verify` returns, so callers
-/// can downcast to it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum VerifyProblem {
-    /// One connection ran two statements on two server sessions.
-    #[error(
-        "one connection ran two statements on two different server sessions (backend pid {first}, \
-         then {second}): a pooler in transaction or statement mode (such as PgBouncer with \
-         pool_mode = transaction) is in between, and session advisory locks are not safe behind \
-         it; connect to PostgreSQL directly or through a session-mode pool"
-    )]
-    SessionNotKept {
-        /// The backend pid of the earlier statement.
-        first: i32,
-        /// The backend pid of the later statement.
-        second: i32,
-    },
-    /// A statement prepared on the connection was gone at its next use
-    /// (`26000`), or another client's of the same name was there
-    /// (`42P05`): the connection's statements reached different server
-    /// sessions.
-    #[error(
-        "the connection's prepared statements were lost or met another client's (SQLSTATE \
-         26000 or 42P05): a pooler in transaction or statement mode (such as PgBouncer with \
-         pool_mode = transaction) is in between, and session advisory locks are not safe \
-         behind it; connect to PostgreSQL directly or through a session-mode pool"
-    )]
-    PreparedStatementLost,
-    /// Two connections were served by one server session.
-    #[error(
-        "two connections were served by the same server session (backend pid {pid}): a pooler \
-         shares server sessions between clients, and advisory locks are re-entrant per session, \
-         so both would get the same lock; connect to PostgreSQL directly or through a \
-         session-mode pool"
-    )]
-    SharedBackend {
-        /// The backend pid both connections reported.
-        pid: i32,
-    },
-    /// The lock function said yes, but no lock exists.
-    #[error(
-        "pg_try_advisory_lock returned true but no advisory lock shows in pg_locks: the advisory \
-         lock functions do nothing on this server (CockroachDB, for one, accepts them without \
-         locking)"
-    )]
-    LockNotRecorded,
-    /// A second session got a lock the first one held.
-    #[error(
-        "a second session took the advisory lock the first one held: advisory locks do not \
-         exclude on this server"
-    )]
-    NoConflict,
-    /// The first session could not take a fresh, random test key.
-    #[error(
-        "the first session could not take a free test lock (pg_try_advisory_lock returned false)"
-    )]
-    TestLockRefused,
-    /// The unlock of the test key did not free it.
-    #[error("after pg_advisory_unlock, a second session still could not take the test lock")]
-    NotReleased,
-    /// The two test sessions of one endpoint reached two servers.
-    #[error(
-        "the two test sessions reached two different servers ({first} and {second}): the \
-         endpoint spreads sessions over several servers (a read/write-splitting proxy, a load \
-         balancer over replicas), whose advisory locks do not exclude each other; point the URL \
-         at the primary itself"
-    )]
-    SeveralServers {
-        /// The first session's server (start time and address).
-        first: String,
-        /// The second session's.
-        second: String,
-    },
-    /// The server is a hot standby.
-    #[error(
-        "the server is a standby (pg_is_in_recovery() is true): advisory locks taken there \
-         exclude only that standby's own sessions, not holders on the primary; point the URL \
-         at the primary"
-    )]
-    Standby,
-    /// An advisory function did not do what PostgreSQL's does.
-    #[error("pg_catalog.{function} did not behave as PostgreSQL's does: expected it {expected}")]
-    FunctionMisbehaves {
-        /// The function, without schema.
-        function: String,
-        /// What it should have done.
-        expected: String,
-    },
 }
 
 fn query_failed(e: tokio_postgres::Error) -> Error {
@@ -294,10 +203,9 @@ async fn lock_checks(a: &Client, b: &Client, lock_id: i64) -> Result<Observation
 
 async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyReport> {
     let a = connector.connect().await.map_err(Error::Backend)?;
+    probe::first_statement(&a.client, 1).await?;
     let b = connector.connect().await.map_err(Error::Backend)?;
-    for session in [&a.client, &b.client] {
-        probe::without_statement_timeout(session).await?;
-    }
+    probe::first_statement(&b.client, 2).await?;
     if probe::in_recovery(&a.client).await? || probe::in_recovery(&b.client).await? {
         return Err(failed(VerifyProblem::Standby));
     }

@@ -143,7 +143,26 @@ async fn wait_for(c: &Client, sql: &str, id: i64, wait: &str) -> Result<bool> {
 /// Turns the role's `statement_timeout` off for the checks' own session:
 /// the checks wait on purpose (a 100 ms lock wait that must be refused),
 /// and a short timeout of the role's would cancel them (SQLSTATE 57014).
-pub(super) async fn without_statement_timeout(c: &Client) -> Result<()> {
+/// How long a test connection's first statement may go unanswered. A
+/// server answers a `SET` at once; a pooler with no server connection free
+/// for this database and user (PgBouncer's `default_pool_size = 1` while
+/// the other test connection holds the one) queues it until its own
+/// `query_wait_timeout`, 120 s by default.
+pub(super) const FIRST_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The first statement of test connection `number` (1 or 2):
+/// [`without_statement_timeout`], unanswered for at most [`FIRST_ANSWER`].
+pub(super) async fn first_statement(c: &Client, number: u8) -> Result<()> {
+    match tokio::time::timeout(FIRST_ANSWER, without_statement_timeout(c)).await {
+        Ok(done) => done,
+        Err(_) => Err(super::failed(VerifyProblem::NotServed {
+            connection: number,
+            waited: FIRST_ANSWER,
+        })),
+    }
+}
+
+async fn without_statement_timeout(c: &Client) -> Result<()> {
     c.batch_execute("SET statement_timeout = 0")
         .await
         .map_err(|e| {
