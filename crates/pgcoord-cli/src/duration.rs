@@ -188,6 +188,9 @@ pub fn format_duration(d: Duration) -> String {
     if d.is_zero() {
         return "0s".to_owned();
     }
+    if d.as_micros() == 0 {
+        return format!("{}ns", d.as_nanos());
+    }
     if ms == 0 {
         return format!("{}us", d.as_micros());
     }
@@ -289,5 +292,6 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
         assert_eq!(format_duration(Duration::ZERO), "0s");
         assert_eq!(format_duration(Duration::from_micros(250)), "250us");
+        assert_eq!(format_duration(Duration::from_nanos(1)), "1ns");
     }
 }
