@@ -136,8 +136,7 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
 /// `query_wait_timeout`, 120 s), and the check says so instead of waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_pool_of_one_server_connection_is_named_by_verify() {
-    let Some((_bouncer, url, _db)) =
-        behind_pgbouncer_with("session", "default_pool_size = 1").await
+    let Some((bouncer, url, _db)) = behind_pgbouncer_with("session", "default_pool_size = 1").await
     else {
         return;
     };
@@ -161,7 +160,10 @@ async fn a_session_pool_of_one_server_connection_is_named_by_verify() {
         .parse()
         .and_then(|o| PostgresLockManager::builder(o).build())
         .unwrap();
-    let guard = again.try_lock("after-verify").await.unwrap();
+    let guard = again
+        .try_lock("after-verify")
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", bouncer.log()));
     assert!(
         guard.is_some(),
         "the pool's one server connection stayed taken"

@@ -7,8 +7,8 @@ use super::super::settings::{LIGHT_SESSION_LOCKS, LOCKS_PER_BATCHED_SESSION};
 use super::Acquirer;
 
 impl Acquirer {
-    /// The batched session new work goes to. The base sessions are opened
-    /// first. Then, while this manager's batched sessions hold
+    /// The batched session new work goes to. The base sessions come
+    /// first (each opened when first chosen). Then, while this manager's batched sessions hold
     /// [`LOCKS_PER_BATCHED_SESSION`] locks or more each on average, one more
     /// is opened for it (up to `max_batched_sessions`). Else it goes to the
     /// first open one, while that one holds at most [`LIGHT_SESSION_LOCKS`]
@@ -36,10 +36,11 @@ impl Acquirer {
             };
             let held = match held {
                 Some(n) => n,
-                None if i < base => {
-                    self.open_batched(i);
-                    0
-                }
+                // A base session counts as open and holding nothing, but is
+                // opened only when chosen: a light load never opens the
+                // second one, so a manager's first lock takes one server
+                // session, and a pooler with one free for it serves it.
+                None if i < base => 0,
                 None => {
                     first_free.get_or_insert(i);
                     continue;
