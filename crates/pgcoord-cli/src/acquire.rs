@@ -96,13 +96,9 @@ async fn attempt(
     args: &RunArgs,
     keys: &[&str],
     timeout: Option<Duration>,
+    backstop: Option<Duration>,
     signals: &mut Signals,
 ) -> Attempt {
-    let backstop = match timeout {
-        Some(t) if t.is_zero() => Some(db::CONNECT_TIMEOUT),
-        Some(t) => Some(t.max(ANSWER_FLOOR) + ANSWER_GRACE),
-        None => None,
-    };
     let acquiring = async {
         if crate::multi::is_set(args) {
             return acquire_many(manager, keys, timeout).await.map(Held::Set);
@@ -129,6 +125,23 @@ async fn attempt(
             shut_down(manager).await;
             Attempt::Signal(sig)
         }
+    }
+}
+
+/// How long one attempt may go without an outcome before the tool says the
+/// server did not answer. With a timeout: the timeout (at least
+/// [`ANSWER_FLOOR`]) and a grace. Without one (`--no-wait`): the time to
+/// connect to each of the URL's hosts in turn (a frozen first host takes
+/// its whole `connect_timeout` before the next is tried), then
+/// [`ANSWER_FLOOR`] for the answer, and the grace.
+fn backstop(timeout: Option<Duration>, db: &Database) -> Option<Duration> {
+    match timeout {
+        Some(t) if t.is_zero() => {
+            let hosts = db.options.config().get_hosts().len().max(1) as u32;
+            Some(db.connect_timeout() * hosts + ANSWER_FLOOR + ANSWER_GRACE)
+        }
+        Some(t) => Some(t.max(ANSWER_FLOOR) + ANSWER_GRACE),
+        None => None,
     }
 }
 
@@ -183,7 +196,8 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             (t, None) => t,
         };
         tracing::info!(keys = ?keys, timeout = ?this_try, %holder_id, "acquiring");
-        let e = match attempt(&manager, args, &keys, this_try, signals).await {
+        let bound = backstop(this_try, db);
+        let e = match attempt(&manager, args, &keys, this_try, bound, signals).await {
             Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
             // Messages give the run's --timeout, not what was left of it
             // for this try ("(timeout 999ms)" for `--timeout 1s`).
@@ -195,10 +209,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             }
             Attempt::Done(Err(e)) => e,
             Attempt::Silent if retried.is_none() => {
-                let waited = match this_try {
-                    Some(t) if !t.is_zero() => t.max(ANSWER_FLOOR) + ANSWER_GRACE,
-                    _ => db::CONNECT_TIMEOUT,
-                };
+                let waited = bound.unwrap_or(db::CONNECT_TIMEOUT);
                 report!(
                     "{what} not acquired: the server did not answer within {} \
                      (database {}); the command was not run",

@@ -247,3 +247,44 @@ async fn an_inspection_that_reaches_no_host_names_every_host() {
         }
     }
 }
+
+/// `--no-wait` with two hosts, the first frozen (it accepts and never
+/// answers, as a SIGSTOPped old primary): the first host takes its whole
+/// `connect_timeout` (10 s by default), then the second is asked. The
+/// attempt used to be cut at 10 s in all, so the run exited 69 without the
+/// second host ever being tried.
+#[tokio::test]
+async fn no_wait_behind_a_frozen_first_host_runs_on_the_second() {
+    let db = database().await;
+    let config = db.config();
+    let (Some(tokio_postgres::config::Host::Tcp(host)), Some(port)) =
+        (config.get_hosts().first(), config.get_ports().first())
+    else {
+        println!("SKIPPED: the test database is not reached over TCP");
+        return;
+    };
+    let (frozen, accepting) = silent_server();
+    let url = format!(
+        "postgres://{}@127.0.0.1:{frozen},{host}:{port}/{}",
+        config.get_user().unwrap_or("postgres"),
+        db.name()
+    );
+    let mut cmd = eventsource(Some(&db));
+    cmd.env("DATABASE_URL", url);
+    if let Some(pw) = config.get_password() {
+        cmd.env("PGPASSWORD", String::from_utf8_lossy(pw).as_ref());
+    }
+    let out = output(cmd.args([
+        "lock",
+        "run",
+        "--no-wait",
+        "behind-a-frozen-host",
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran", "{out:?}");
+    drop(accepting);
+}
