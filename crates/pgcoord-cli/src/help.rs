@@ -118,11 +118,13 @@ only after every process of the group has ended, so work that COMMAND leaves
 running in the background keeps the lock held.
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM sent
-to the tool are forwarded to the job's process group. When the tool's stdin
-is the terminal and it runs in the foreground, the terminal is handed to the
-job, so a typed Ctrl-C reaches the job directly. While the tool still waits
-for the lock, such a signal ends the wait and the tool exits with 128+N
-without running COMMAND.
+to the tool are forwarded to the job's process group (a stopped job also
+gets SIGCONT, but after SIGUSR1 and SIGUSR2); one the tool was started with
+ignored (nohup) stays ignored, by the job too. When the tool's stdin is the
+terminal and it runs in the foreground, the terminal is handed to the job, so
+a typed Ctrl-C or Ctrl-Z reaches the job directly; otherwise a SIGTSTP sent
+to the tool stops the job. While the tool still waits for the lock, one of the
+seven ends the wait and the tool exits with 128+N without running COMMAND.
 
 Lock loss: if the lock's database session ends while the job runs (backend
 terminated, server restarted, network cut), the job's group gets SIGTERM,

@@ -1,39 +1,85 @@
 //! The signals the tool catches: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
 //! SIGUSR2 and SIGALRM (every signal whose default action ends a process and
-//! that a process can catch, except SIGPIPE, which Rust ignores).
+//! that a process can catch, except SIGPIPE, which Rust ignores), and,
+//! while a job runs, SIGTSTP.
 //!
 //! Catching them replaces their default action (ending the tool), so the
 //! tool decides: end a wait for the lock, or forward them to the command.
+//! A signal the tool was started with ignored (`nohup` ignores SIGHUP, a
+//! shell without job control SIGINT and SIGQUIT for `cmd &`) is left
+//! ignored, as shells and `nohup` expect: it neither ends a wait nor
+//! reaches the job, which inherits the ignore.
 
 use std::io;
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// Streams of the caught signals.
 #[derive(Debug)]
 pub struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
-    usr1: tokio::signal::unix::Signal,
-    usr2: tokio::signal::unix::Signal,
-    alrm: tokio::signal::unix::Signal,
+    caught: Vec<(Signal, tokio::signal::unix::Signal)>,
+}
+
+/// The signals [`Signals::catch`] catches.
+const CAUGHT: [Signal; 7] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+];
+
+/// Whether `sig` was ignored when the tool started (and nothing caught it
+/// since: a caught signal is never reported ignored). There is no way to
+/// read a disposition without writing one, so it is set to "ignore" and
+/// put back at once.
+fn inherited_ignored(sig: Signal) -> bool {
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    // SAFETY: installs SIG_IGN, then restores the previous action exactly
+    // as the kernel returned it; no handler of ours is involved.
+    #[allow(unsafe_code)]
+    let previous = unsafe { sigaction(sig, &ignore) };
+    match previous {
+        Ok(previous) => {
+            // SAFETY: as above, the action read back a moment ago.
+            #[allow(unsafe_code)]
+            let _ = unsafe { sigaction(sig, &previous) };
+            previous.handler() == SigHandler::SigIgn
+        }
+        Err(_) => false,
+    }
+}
+
+fn stream(sig: Signal) -> io::Result<tokio::signal::unix::Signal> {
+    signal(SignalKind::from_raw(sig as i32))
 }
 
 impl Signals {
-    /// Starts catching the signals (from now on they no longer end the tool).
+    /// Starts catching the signals (from now on they no longer end the
+    /// tool), but for those it was started with ignored.
     pub fn catch() -> io::Result<Self> {
-        Ok(Self {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-            quit: signal(SignalKind::quit())?,
-            usr1: signal(SignalKind::user_defined1())?,
-            usr2: signal(SignalKind::user_defined2())?,
-            alrm: signal(SignalKind::alarm())?,
-        })
+        let mut caught = Vec::with_capacity(CAUGHT.len() + 1);
+        for sig in CAUGHT {
+            if !inherited_ignored(sig) {
+                caught.push((sig, stream(sig)?));
+            }
+        }
+        Ok(Self { caught })
+    }
+
+    /// Also catches SIGTSTP, for a running job: a Ctrl-Z typed while the
+    /// tool, not the job, has the terminal (its standard input is not the
+    /// terminal) stops the job instead of the tool. A stopped tool could
+    /// not keep its watchdog fed, which would kill the job.
+    pub fn catch_stop(&mut self) -> io::Result<()> {
+        let sig = Signal::SIGTSTP;
+        if !inherited_ignored(sig) && !self.caught.iter().any(|(s, _)| *s == sig) {
+            self.caught.push((sig, stream(sig)?));
+        }
+        Ok(())
     }
 
     /// The next caught signal.
@@ -43,14 +89,14 @@ impl Signals {
     /// Cancel safe: a signal that arrives while no one waits is kept for the
     /// next call.
     pub async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.int.recv() => Signal::SIGINT,
-            _ = self.term.recv() => Signal::SIGTERM,
-            _ = self.hup.recv() => Signal::SIGHUP,
-            _ = self.quit.recv() => Signal::SIGQUIT,
-            _ = self.usr1.recv() => Signal::SIGUSR1,
-            _ = self.usr2.recv() => Signal::SIGUSR2,
-            _ = self.alrm.recv() => Signal::SIGALRM,
-        }
+        std::future::poll_fn(|cx| {
+            for (sig, stream) in &mut self.caught {
+                if stream.poll_recv(cx).is_ready() {
+                    return std::task::Poll::Ready(*sig);
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
     }
 }

@@ -53,6 +53,16 @@ fn grace_after_loss(
     }
 }
 
+/// Whether a forwarded `sig` is followed by SIGCONT: the signals that
+/// end a process by default and are sent to end the job (SIGUSR1 and
+/// SIGUSR2 often ask a program for something else, and SIGTSTP stops it).
+fn ends_a_stopped_job(sig: Signal) -> bool {
+    matches!(
+        sig,
+        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT | Signal::SIGALRM
+    )
+}
+
 /// Waits for COMMAND and then for every other process of its group,
 /// forwarding signals to the group and stopping the group if the lock (any
 /// lock of `held`) is lost (SIGTERM, SIGKILL after `grace`). `what` names
@@ -66,6 +76,9 @@ pub async fn supervise(
     watchdog: &mut Watchdog,
 ) -> io::Result<Ended> {
     let pgid = job.pgid;
+    if let Err(e) = signals.catch_stop() {
+        tracing::debug!(error = %e, "cannot catch SIGTSTP; a Ctrl-Z stops the tool");
+    }
     let loss = held.loss_signal();
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
@@ -98,6 +111,11 @@ pub async fn supervise(
             sig = signals.recv() => {
                 tracing::info!(signal = sig.as_str(), %pgid, "forwarding signal to the command's process group");
                 job.signal(sig);
+                if ends_a_stopped_job(sig) {
+                    // A stopped job (Ctrl-Z) would keep the signal pending,
+                    // and the lock held, until someone resumed it.
+                    job.signal(Signal::SIGCONT);
+                }
             }
             _ = loss.lost(), if !lost => {
                 lost = true;
@@ -116,6 +134,7 @@ pub async fn supervise(
                         format_duration(grace)
                     );
                     job.signal(Signal::SIGTERM);
+                    job.signal(Signal::SIGCONT);
                     kill_at = Some(Instant::now() + grace);
                     kill_grace = grace;
                 }

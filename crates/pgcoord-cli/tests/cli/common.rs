@@ -28,7 +28,18 @@ pub const NO_SERVER_HOST: &str = "/nonexistent/pgcoord-test-no-server";
 /// given; none of the caller's `PG*` variables, and libpq's defaults aimed
 /// at nothing (no server, no password file, no service file).
 pub fn eventsource(db: Option<&TestDatabase>) -> Command {
-    let mut c = Command::new(BIN);
+    prepared(Command::new(BIN), db)
+}
+
+/// [`eventsource`] started by `wrapper` (say `["nohup"]`): the wrapper's
+/// program and arguments, then the tool's path.
+pub fn eventsource_under(wrapper: &[&str], db: Option<&TestDatabase>) -> Command {
+    let mut c = Command::new(wrapper[0]);
+    c.args(&wrapper[1..]).arg(BIN);
+    prepared(c, db)
+}
+
+fn prepared(mut c: Command, db: Option<&TestDatabase>) -> Command {
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("PG") {
             c.env_remove(key);

@@ -14,6 +14,7 @@ mod fence;
 mod holders;
 mod holders_shared;
 mod job;
+mod job_control;
 mod key_and_help;
 mod leader;
 mod lease_cut;
