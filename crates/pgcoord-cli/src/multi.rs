@@ -53,6 +53,40 @@ pub fn describe(keys: &[&str]) -> String {
     }
 }
 
+/// Checks, before anything is taken, that COMMAND can be given the set's
+/// environment: Linux passes at most 128 KiB per environment string, and
+/// [`KEYS_ENV`] (with `--fence`, [`FENCES_ENV`]) holds every key. Each key
+/// fits alone (its parser checks); several long ones together may not,
+/// and COMMAND would then fail to start (126) after the locks were taken.
+pub fn check_env_fits(args: &RunArgs) -> Result<(), String> {
+    const ENV_STRING_MAX: usize = 128 * 1024;
+    if !is_set(args) {
+        return Ok(());
+    }
+    let mut unique: Vec<&str> = keys(args);
+    unique.sort_unstable();
+    unique.dedup();
+    let listed = serde_json::to_string(&unique).expect("strings encode as JSON");
+    let mut longest = (KEYS_ENV, KEYS_ENV.len() + 1 + listed.len());
+    if args.fence {
+        // The largest token a fence can carry.
+        let fences: serde_json::Map<String, serde_json::Value> = unique
+            .iter()
+            .map(|k| ((*k).to_owned(), u64::MAX.into()))
+            .collect();
+        let size = FENCES_ENV.len() + 1 + serde_json::Value::Object(fences).to_string().len();
+        if size > longest.1 {
+            longest = (FENCES_ENV, size);
+        }
+    }
+    match longest {
+        (name, size) if size > ENV_STRING_MAX => Err(format!(
+            "the keys together are too long for COMMAND's environment: {name} would be {size}              bytes, and Linux passes at most {ENV_STRING_MAX} bytes of one environment              variable; take fewer or shorter keys"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The environment COMMAND gets for a set (see the module docs).
 pub fn env(set: &MultiLockGuard) -> Vec<(&'static str, String)> {
     let keys: Vec<&str> = set.keys().collect();

@@ -33,6 +33,10 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 const EXIT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Runs `lock run`; returns the exit code.
 pub async fn run(args: RunArgs, db: Database) -> i32 {
+    if let Err(why) = crate::multi::check_env_fits(&args) {
+        report!("{why}");
+        return exit::USAGE;
+    }
     let mut signals = match Signals::catch() {
         Ok(s) => s,
         Err(e) => {

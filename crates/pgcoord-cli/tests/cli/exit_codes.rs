@@ -267,3 +267,22 @@ async fn unreachable_database_exits_69_without_password() {
         assert!(out.stderr.contains("***"), "{}", out.stderr);
     }
 }
+
+/// Keys that each fit in COMMAND's environment but together do not (in
+/// EVENTSOURCE_LOCK_KEYS): a usage error before anything is taken, not a
+/// COMMAND that cannot start (126) once the locks are held.
+#[tokio::test]
+async fn keys_too_long_together_for_the_environment_are_a_usage_error() {
+    let db = database().await;
+    let (a, b) = ("a".repeat(70_000), "b".repeat(70_000));
+    let out =
+        output(eventsource(Some(&db)).args(["lock", "run", &a, "--also", &b, "--", "echo", "ran"]))
+            .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("EVENTSOURCE_LOCK_KEYS"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, "", "COMMAND ran");
+}
