@@ -6,17 +6,14 @@ use std::time::Duration;
 
 use pgcoord::coordination::acquire_many;
 use pgcoord::PostgresLockManager;
-use pgcoord::{
-    error::{AcquireFailure, BackendErrorKind},
-    DistributedLock, Error, SharedLock,
-};
+use pgcoord::{error::BackendErrorKind, DistributedLock, Error, SharedLock};
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
 use crate::held::Held;
-use crate::messages::conflict_message;
+use crate::not_acquired::{gave_up, not_acquired, ANSWER_FLOOR};
 use crate::signals::Signals;
 use crate::{exit, report};
 
@@ -24,18 +21,9 @@ use crate::{exit, report};
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a cancelled wait may take to leave the server's queue at exit.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the best-effort "who holds it" query may take after a conflict
-/// (the server has just answered, so it is alive).
-const HOLDERS_TIMEOUT: Duration = Duration::from_secs(1);
 /// How much longer than its timeout an acquisition may take before the
 /// tool concludes that the server did not answer.
 const ANSWER_GRACE: Duration = Duration::from_secs(1);
-/// However short `--timeout` is, the first attempt is given the lock
-/// manager's liveness timeout to answer (the engine's own rule): connecting
-/// alone can take longer than a few milliseconds, and a server that answers
-/// at all gets to say "granted" or "held". Only one silent for this long
-/// is a server that did not answer (exit 69).
-pub const ANSWER_FLOOR: Duration = Duration::from_millis(crate::run_args::DEFAULT_WATCHDOG_MS);
 /// Backoff between connection attempts while `--timeout` lasts.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -271,125 +259,6 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             }
         }
     }
-}
-
-/// Reports that `--timeout` ran out while the connection kept failing.
-fn gave_up(args: &RunArgs, what: &str, db: &Database, last: Option<&Error>) -> i32 {
-    let why = last
-        .map(|e| db::describe_failure("", Some(db), e))
-        .unwrap_or_else(|| "the database could not be reached".to_owned());
-    let standby = last
-        .and_then(Error::as_backend)
-        .is_some_and(|b| b.kind() == BackendErrorKind::Standby);
-    let during = match standby {
-        true => "only a hot standby answered (its advisory locks exclude nobody on the primary)",
-        false => "connecting kept failing",
-    };
-    report!(
-        "{what} not acquired: --timeout {} ran out while {during}; the last failure: {why}; \
-         the command was not run",
-        format_duration(args.timeout.unwrap_or_default())
-    );
-    exit::UNAVAILABLE
-}
-
-/// Reports a failed acquisition; returns the exit code.
-async fn not_acquired(
-    args: &RunArgs,
-    keys: &[&str],
-    db: &Database,
-    manager: &PostgresLockManager,
-    timeout: Option<Duration>,
-    e: &Error,
-) -> i32 {
-    let reason = e.as_lock_acquisition().map(|a| &a.reason);
-    let what = crate::multi::describe(keys);
-    if let Some(n) = args.permits {
-        if let Some(line) = crate::permits::not_acquired(&args.key, n, timeout, e) {
-            report!("{line}");
-            return match reason {
-                Some(AcquireFailure::PermitCountMismatch { .. }) => exit::CONFIG,
-                _ => args.conflict_exit_code,
-            };
-        }
-    }
-    if let Some(conflict) = e.as_lock_acquisition().filter(|a| a.is_conflict()) {
-        // In a set, the key that was not granted.
-        let key = conflict.key.as_str();
-        // The server answered a moment ago; still, bound the extra query.
-        let holders = tokio::time::timeout(HOLDERS_TIMEOUT, manager.holders(&[key]))
-            .await
-            .ok()
-            .and_then(Result::ok);
-        let mut line = conflict_message(key, timeout, holders.as_deref());
-        if crate::multi::is_set(args) {
-            line.push_str(&format!("; {what} are taken all or none: none is held"));
-        }
-        if args.shared {
-            line.push_str(
-                " (shared mode: an exclusive holder, or an exclusive run queued first, keeps \
-                 shared runs out)",
-            );
-        }
-        report!("{line}");
-        return args.conflict_exit_code;
-    }
-    if let Some(AcquireFailure::Cancelled { reason }) = reason {
-        report!(
-            "the wait for {what} was cancelled by the server ({reason}): nobody said the \
-             key is held elsewhere; the command was not run; exiting with {}",
-            exit::CANCELLED
-        );
-        return exit::CANCELLED;
-    }
-    let kind = e.as_backend().map(|b| b.kind());
-    if kind == Some(BackendErrorKind::FencingNotInstalled) {
-        if let Some(subcommand) = args.built_for {
-            report!(
-                "{subcommand} needs the fence table (its terms live there), which database {} \
-                 does not have yet: run `eventsource lock install` once; the command was not run",
-                db.shown()
-            );
-            return exit::CONFIG;
-        }
-        report!(
-            "{what} not acquired: --fence needs the fencing table, which database {} does \
-             not have yet; run `eventsource lock install` once (it creates \
-             eventsource_lock_fences and its check functions); the command was not run",
-            db.shown()
-        );
-        return exit::CONFIG;
-    }
-    if kind == Some(BackendErrorKind::Standby) {
-        let or_allow = match args.built_for {
-            Some(_) => "",
-            None => ", or pass --allow-standby for a standby-only job",
-        };
-        report!(
-            "{what} not acquired: the server is a hot standby (in recovery), whose advisory \
-             locks do not exclude holders on the primary (database {}); point the URL at the \
-             primary{or_allow}; the command was not run",
-            db.shown()
-        );
-        return exit::UNAVAILABLE;
-    }
-    if e.as_backend()
-        .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer)
-    {
-        // However short --timeout is, the server was given ANSWER_FLOOR.
-        let within = args
-            .timeout
-            .map(|t| format!(" within {}", format_duration(t.max(ANSWER_FLOOR))))
-            .unwrap_or_default();
-        report!(
-            "{what} not acquired: the server did not answer{within} (database {}); \
-             the command was not run",
-            db.shown()
-        );
-        return exit::UNAVAILABLE;
-    }
-    // The error names the key already.
-    db::fail("", Some(db), e)
 }
 
 /// Closes the manager and gives its sessions a bounded moment to finish

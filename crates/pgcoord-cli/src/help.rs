@@ -171,7 +171,8 @@ Exit codes:
   127             COMMAND was not found
 
 Examples:
-  # A cron job that must not overlap itself on any host; skip quietly if busy:
+  # A cron job that must not overlap itself on any host; skip if busy (exit 0,
+  # one line on stderr says why):
   eventsource lock run --no-wait --conflict-exit-code 0 nightly-report -- /opt/report.sh
   # An hourly cron job on several hosts: at most one run per hour, by the
   # database's clock:

@@ -43,6 +43,7 @@ mod messages;
 mod min_interval;
 mod multi;
 mod names;
+mod not_acquired;
 mod permits;
 mod projection;
 mod projection_args;

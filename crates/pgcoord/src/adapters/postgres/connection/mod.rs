@@ -4,13 +4,14 @@
 //! session with its cancel token.
 
 // Layers, top to bottom (each imports only from those below it):
-//   connect -> hosts, tls_failure; options -> resolve -> libpq_env, passfile,
+//   connect -> hosts, tls_failure; options -> resolve -> driver_params, libpq_env, passfile,
 //   service_file, connstring, tls_options -> tls -> tls_verifier,
 //   tls_client_cert, tls_channel_binding; tls_failure (which connect
 //   failures are TLS's, and their words) -> tls
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
+mod driver_params;
 mod hosts;
 pub(crate) mod libpq_env;
 pub(crate) mod options;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use tokio_postgres::Config;
 
 use super::connstring::{invalid, params, quote};
+use super::driver_params::{keepalives_count, target_session_attrs, tcp_user_timeout_ms};
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
 use super::service_file;
@@ -84,6 +85,7 @@ const KNOWN: &[&str] = &[
     "keepalives_idle",
     "keepalives_interval",
     "keepalives_retries",
+    "keepalives_count",
     "target_session_attrs",
     "channel_binding",
     "load_balance_hosts",
@@ -299,6 +301,7 @@ fn password_from(file: &passfile::PassFile, p: &Params) -> Option<String> {
 fn build(p: &Params) -> Result<(Config, TlsSettings)> {
     let mut tls = TlsSettings::default();
     let mut conninfo = Vec::new();
+    let mut tcp_user_timeout = None;
     let bad = |key: &str, origin: &Origin, expected: &str| {
         invalid(format!(
             "invalid value for connection parameter `{key}` ({}){expected}",
@@ -333,6 +336,13 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
                 conninfo.push(format!("application_name={}", quote(value)));
             }
             "fallback_application_name" => {}
+            "tcp_user_timeout" => {
+                tcp_user_timeout =
+                    tcp_user_timeout_ms(value).map_err(|why| bad(key, origin, &why))?;
+            }
+            "keepalives_count" => {
+                conninfo.push(keepalives_count(value, quote).map_err(|why| bad(key, origin, &why))?)
+            }
             "target_session_attrs" => {
                 let hosts = p.get("host").or_else(|| p.get("hostaddr")).unwrap_or("");
                 let driver = target_session_attrs(value, hosts.contains(','))
@@ -348,40 +358,13 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
             }
         }
     }
-    let config = conninfo.join(" ").parse::<Config>().map_err(|_| {
+    let mut config = conninfo.join(" ").parse::<Config>().map_err(|_| {
         invalid("the parameters do not combine (hosts, ports and addresses must be as many)".into())
     })?;
+    if let Some(timeout) = tcp_user_timeout {
+        config.tcp_user_timeout(timeout);
+    }
     Ok((config, tls))
-}
-
-/// libpq 14's `target_session_attrs` in tokio-postgres's terms: it checks
-/// `transaction_read_only` after connecting, not `pg_is_in_recovery()`, so
-/// `primary` is taken as `read-write` and `standby` as `read-only`; it
-/// cannot prefer one host over another, so `prefer-standby` is `any` for
-/// one host and refused for several.
-fn target_session_attrs(
-    value: &str,
-    several_hosts: bool,
-) -> std::result::Result<&'static str, String> {
-    Ok(match value {
-        "any" => "any",
-        "read-write" | "primary" => "read-write",
-        "read-only" | "standby" => "read-only",
-        "prefer-standby" if !several_hosts => "any",
-        "prefer-standby" => {
-            return Err(
-                ": prefer-standby with several hosts is not supported (the driver cannot \
-                        try the standbys first); use standby, or any with the standby listed first"
-                    .to_owned(),
-            )
-        }
-        _ => {
-            return Err(
-                ": expected any, read-write, read-only, primary, standby or prefer-standby"
-                    .to_owned(),
-            )
-        }
-    })
 }
 
 #[cfg(test)]
