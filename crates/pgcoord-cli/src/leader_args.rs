@@ -93,7 +93,7 @@ const SHOW_LONG_ABOUT: &str = "Show who leads election NAME and its term, read f
 table (needs `eventsource lock install` once per database; without it, exit 78). With --watch, \
 look every --every and print a line, starting with the look's time (RFC 3339, UTC), at every \
 change of leader or term; terms that began and ended between two looks are reported as \
-`skipped` lines (terms=FIRST..LAST), never silently missed.";
+`skipped` lines (terms=FIRST..LAST), never silently missed; until SIGINT, SIGTERM or SIGHUP (exit 0).";
 
 /// `eventsource leader show`
 #[derive(Debug, Args)]
@@ -104,7 +104,7 @@ pub struct LeaderShowArgs {
     pub watch: bool,
 
     /// How often --watch looks (at least 100ms).
-    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_interval, requires = "watch")]
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_interval, requires = "watch", visible_alias = "interval")]
     pub every: Duration,
 
     /// Print JSON objects (one per line with --watch).

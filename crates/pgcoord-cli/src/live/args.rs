@@ -23,7 +23,8 @@ pub struct WatchArgs {
         default_value = "1s",
         value_parser = parse_interval,
         allow_hyphen_values = true,
-        requires = "watch"
+        requires = "watch",
+        visible_alias = "every"
     )]
     pub interval: Duration,
 }
@@ -51,7 +52,8 @@ pub struct TopArgs {
         value_name = "DURATION",
         default_value = "1s",
         value_parser = parse_interval,
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        visible_alias = "every"
     )]
     pub interval: Duration,
 
