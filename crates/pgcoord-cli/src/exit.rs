@@ -29,7 +29,7 @@ pub const IO_ERROR: i32 = 74;
 /// is held elsewhere.
 pub const CANCELLED: i32 = 77;
 /// The database lacks something the options need (`--fence` before
-/// `lock install`): EX_CONFIG.
+/// `lock install`, a privilege the role lacks): EX_CONFIG.
 pub const CONFIG: i32 = 78;
 /// The command was found but could not be executed (as in shells).
 pub const CANNOT_EXECUTE: i32 = 126;
@@ -40,7 +40,14 @@ pub const SIGNAL_BASE: i32 = 128;
 
 /// The exit code for a library error that ends the tool.
 pub fn for_error(err: &Error) -> i32 {
-    if err.as_backend().is_some() {
+    if let Some(backend) = err.as_backend() {
+        use pgcoord::error::SqlState;
+        // The database, as it is set up, lacks what was asked of it: a
+        // privilege of the role, or one fence table (`lock install`).
+        let setup = [SqlState::INSUFFICIENT_PRIVILEGE, SqlState::DUPLICATE_TABLE];
+        if backend.code().is_some_and(|c| setup.contains(c)) {
+            return CONFIG;
+        }
         return UNAVAILABLE;
     }
     match err {

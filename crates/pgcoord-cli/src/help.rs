@@ -164,7 +164,8 @@ Exit codes:
                   statement_timeout); COMMAND did not run
   78              the database lacks what the options need (--fence,
                   --min-interval or leader run before `eventsource lock
-                  install`), or a --permits N waiter found a holder
+                  install`, or a privilege of the role: permission
+                  denied), or a --permits N waiter found a holder
                   with a larger N (a larger N than the holders' is not
                   detected); COMMAND did not run
   126             COMMAND could not be executed

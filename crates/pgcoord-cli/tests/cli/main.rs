@@ -13,6 +13,7 @@ mod failover;
 mod fence;
 mod holders;
 mod holders_shared;
+mod install_roles;
 mod job;
 mod job_control;
 mod key_and_help;

@@ -64,6 +64,8 @@ codes! {
     UNDEFINED_FUNCTION = "42883";
     /// `42P01`: a table does not exist.
     UNDEFINED_TABLE = "42P01";
+    /// `42P07`: a table of that name exists already.
+    DUPLICATE_TABLE = "42P07";
     /// `53300`: the server has no connection slot left.
     TOO_MANY_CONNECTIONS = "53300";
     /// `55P03`: a lock was not available (`lock_timeout`, `NOWAIT`).

@@ -75,6 +75,10 @@ pub fn epoch_of(token: u64) -> u64 {
 const CHECK_FUNCTION: &str = "SELECT eventsource_lock_fence_check($1, $2)";
 
 const CURRENT_SCHEMA: &str = "SELECT pg_catalog.quote_ident(pg_catalog.current_schema())";
+/// Fence tables of this database outside the current schema.
+const OTHER_FENCE_TABLES: &str = "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_class c \
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = 'eventsource_lock_fences' \
+    AND c.relkind IN ('r', 'p') AND n.nspname IS DISTINCT FROM pg_catalog.current_schema() ORDER BY 1";
 
 /// The install script for schema `s` (already quoted).
 fn install_sql(s: &str) -> String {
@@ -225,6 +229,25 @@ pub async fn install(client: &mut Client) -> Result<()> {
             "no schema of the search_path exists; the fencing table has nowhere to go".into(),
         ));
     };
+    // One table per database: fenced managers find theirs through their
+    // search_path, and two tables would hand out the same tokens twice.
+    let elsewhere: Vec<String> = tx
+        .query(OTHER_FENCE_TABLES, &[])
+        .await
+        .map_err(query)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !elsewhere.is_empty() {
+        let message = format!(
+            "a fence table exists already in schema {} and this connection's current schema is              {schema}: a second table would hand out the same tokens and run-log slots again;              put that schema first in the search_path (or drop the other table)",
+            elsewhere.join(", ")
+        );
+        let code = crate::ports::sql_state::SqlState::DUPLICATE_TABLE;
+        return Err(Error::Backend(
+            BackendError::new(BackendErrorKind::Query, message).with_code(code),
+        ));
+    }
     tx.batch_execute(&install_sql(&schema))
         .await
         .map_err(query)?;
