@@ -27,19 +27,21 @@ pub enum Claimed {
 
 /// Records this run's start for the run's keys (KEY, every `--also`, or
 /// the semaphore KEY), or reports why COMMAND must not run.
+///
+/// It runs on a second, short-lived session, its connection and its
+/// statement given [`db::ANSWER_WITHIN`] together: behind a pooler with no
+/// server connection free for it, the statement would otherwise wait in
+/// the pooler's queue (PgBouncer's `query_wait_timeout`, 120 s) while the
+/// lock is held.
 pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str) -> Claimed {
-    let client = match db.connect().await {
-        Ok(c) => c,
-        Err(e) => {
-            let line = db::describe_failure("cannot record the run's start", Some(db), &e);
-            report!("{line}; the command was not run");
-            return Claimed::Exit(exit::for_error(&e));
-        }
-    };
     let keys = crate::multi::keys(args);
-    let claimed = PostgresRunLog::new(&client)
-        .claim_start(&keys, interval)
-        .await;
+    let claimed = db::answered(async {
+        let client = db.connect().await?;
+        PostgresRunLog::new(&client)
+            .claim_start(&keys, interval)
+            .await
+    })
+    .await;
     match claimed {
         Ok(RunStart::Recorded { at }) => Claimed::Run(at),
         Ok(RunStart::TooSoon {
@@ -75,7 +77,15 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
             Claimed::Exit(exit::CONFIG)
         }
         Err(e) => {
-            let line = db::describe_failure("cannot record the run's start", Some(db), &e);
+            let mut line = db::describe_failure("cannot record the run's start", Some(db), &e);
+            if e.as_backend()
+                .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer)
+            {
+                line.push_str(
+                    " (--min-interval records it on a second server session: a pooler with no \
+                     server connection free, or a role at its connection limit?)",
+                );
+            }
             report!("{line}; the command was not run");
             Claimed::Exit(exit::for_error(&e))
         }

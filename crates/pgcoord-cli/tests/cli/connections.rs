@@ -171,3 +171,57 @@ async fn url_options_reach_the_server() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "ran\n");
 }
+
+/// `--min-interval` records the start on a second server session. Behind a
+/// session pool with one server connection, which the run's lock session
+/// holds, that statement is queued by the pooler (up to its
+/// `query_wait_timeout`, 120 s, the lock held all along): the tool gives
+/// it 30 s, says why, runs nothing and lets the lock go.
+#[tokio::test]
+async fn min_interval_behind_a_pool_of_one_gives_up_and_says_why() {
+    let Some(bin) = pgcoord_testkit::pgbouncer::pgbouncer_or_skip() else {
+        return;
+    };
+    let (cluster, db) = private_db(&[]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let bouncer = pgcoord_testkit::pgbouncer::Bouncer::start_with(
+        &bin,
+        cluster.port(),
+        "session",
+        "default_pool_size = 1",
+    )
+    .unwrap();
+    let url = format!("{}?sslmode=disable", bouncer.url(db.name()));
+    let inspector = db.connect().await.unwrap();
+    let mut out = None;
+    // PgBouncer may still be starting: a refused connection is retried.
+    for _ in 0..50 {
+        let o = output(eventsource(None).env("DATABASE_URL", &url).args([
+            "lock",
+            "run",
+            "--min-interval",
+            "1h",
+            "pooled-hourly",
+            "--",
+            "echo",
+            "ran",
+        ]))
+        .await;
+        if o.code == 69 && o.stderr.contains("cannot connect") {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        }
+        out = Some(o);
+        break;
+    }
+    let out = out.expect("PgBouncer never accepted a connection");
+    assert_eq!(out.code, 69, "{out:?}\n{}", bouncer.log());
+    assert!(
+        out.stderr.contains("second server session"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, "", "the command must not run");
+    assert!(is_free(&inspector, "pooled-hourly").await);
+}
