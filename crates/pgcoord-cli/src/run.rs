@@ -9,6 +9,7 @@
 //! - the tool dying or stopping is covered by COMMAND's parent-death
 //!   signal and by the watchdog process (see `watchdog`).
 
+use pgcoord::error::BackendErrorKind;
 use std::io;
 use std::time::Duration;
 
@@ -218,6 +219,19 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
                 args.lost_exit_code
             );
             args.lost_exit_code
+        }
+        Ok(Err(e))
+            if e.as_backend()
+                .is_some_and(|b| b.kind() == BackendErrorKind::NotPostgres) =>
+        {
+            // The unlock reached a server connection other than the one the
+            // lock was granted on (a pooler in transaction mode): nothing
+            // of this process frees it.
+            report!(
+                "warning: releasing {what} failed ({}); it may stay held on the server connection                  it was granted on until the pooler closes that connection (`eventsource lock                  holders` shows it; pg_terminate_backend of that pid frees it)",
+                db::error_chain(&e)
+            );
+            code
         }
         Ok(Err(e)) => {
             report!(

@@ -301,3 +301,53 @@ async fn stock_pgbouncer_in_transaction_mode_never_grants_one_key_twice() {
     drop(held);
     first.close().await.ok();
 }
+
+/// Behind a pooler in transaction mode, a release whose unlock the pooler
+/// sends to another server connection gives nothing back there: the lock
+/// stays on the connection it was granted on. The release says so (the
+/// pooler named), rather than that the lock was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_the_pooler_sends_elsewhere_names_the_pooler_not_a_loss() {
+    let Some((bouncer, url, db)) = behind_pgbouncer("transaction").await else {
+        return;
+    };
+    let direct = db.connect().await.unwrap();
+    let m = url
+        .parse()
+        .map(PostgresLockManager::builder)
+        .unwrap()
+        .holder_id("tx-release")
+        .build()
+        .unwrap();
+    let key = format!("bouncer-tx-release:{}", uuid::Uuid::new_v4());
+    let guard = m
+        .try_lock(&key)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", bouncer.log()))
+        .expect("a free key");
+    // Another client takes the pool's idle server connection, the one the
+    // lock was granted on, in a transaction it keeps open: the release's
+    // unlock must go to another one.
+    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    other.simple_query("BEGIN; SELECT 1").await.unwrap();
+    let err = guard.release().await.unwrap_err();
+    assert!(!err.is_lock_lost(), "reported as lost: {err:?}");
+    let backend = err.as_backend().expect("a backend error");
+    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
+    assert!(err.to_string().contains("session mode"), "{err}");
+    // Still held on the server, as the error says it may be.
+    let held: i64 = direct
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&pgcoord::lock_id_for_key(&key)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 1);
+    other.simple_query("COMMIT").await.unwrap();
+}

@@ -159,13 +159,15 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         tokio::time::timeout(limit, query(s, locks, ids, is_lock, items, results)).await
     };
     let mut ended_by = session_ended as fn() -> BackendError;
+    // Ended because a statement reached a server connection not its own.
+    let mut pooler = false;
     let answered = match outcome {
         // A session already known to be over grants nothing: its locks are
         // going with it.
         Ok(Ok(_)) if s.dead().is_raised() => false,
         Ok(Ok(false)) => {
             ended_by_pooler(&s.mailbox, "batch");
-            ended_by = not_its_connection;
+            (ended_by, pooler) = (not_its_connection, true);
             false
         }
         Ok(Ok(true)) if results.len() == ids.len() => {
@@ -176,7 +178,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         Ok(Err(e)) if ends_session(&e) => false,
         Ok(Err(e)) if super::claim::mixed_statements(&e) => {
             ended_by_pooler(&s.mailbox, "batch (another client's prepared statements)");
-            ended_by = not_its_connection;
+            (ended_by, pooler) = (not_its_connection, true);
             false
         }
         Ok(Err(e)) => {
@@ -225,14 +227,23 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         }
     };
     if !answered {
-        // The session is gone, and its locks with it.
+        // The session is gone, and its locks with it; but for a pooler's:
+        // the unlocks ran nowhere, and what they were to give back may
+        // stay held on the server connection it was granted on, which the
+        // release is told (not "lost").
         s.dead().raise();
         for l in locks.drain(..) {
             drop(l.res);
             let _ = l.reply.send(Err(ended_by()));
         }
         for u in unlocks.drain(..) {
-            s.settle_unlock(u.lock_id, u.token, false, u.reply);
+            match u.reply {
+                Some(reply) if pooler => {
+                    s.settle_unlock(u.lock_id, u.token, false, None);
+                    let _ = reply.send(Err(ended_by()));
+                }
+                reply => s.settle_unlock(u.lock_id, u.token, false, reply),
+            }
         }
         return;
     }
