@@ -66,7 +66,7 @@ pub enum Command {
 
     /// Print the manual page (roff) on standard output.
     #[command(long_about = MAN_LONG_ABOUT)]
-    Man,
+    Man(ManArgs),
 
     /// Leader election: run a command while leading, show who leads.
     #[command(subcommand)]
@@ -75,6 +75,15 @@ pub enum Command {
     /// Read-model projections: how far behind one is (status), its parked events (dlq).
     #[command(subcommand)]
     Projection(crate::projection_args::ProjectionCommand),
+}
+
+/// `eventsource man`
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, as typed (`lock run`); none:
+    /// the page of eventsource itself.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// `eventsource completions`

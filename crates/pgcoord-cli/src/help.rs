@@ -193,9 +193,11 @@ Print a completion script for SHELL on standard output. For example:
   eventsource completions fish > ~/.config/fish/completions/eventsource.fish";
 
 pub const MAN_LONG_ABOUT: &str = "\
-Print the manual page of eventsource (roff) on standard output. For example:
+Print the manual page of eventsource, or of one of its commands, (roff) on
+standard output. For example:
   eventsource man > /usr/local/share/man/man1/eventsource.1
-  eventsource man | man -l -";
+  eventsource man lock run > /usr/local/share/man/man1/eventsource-lock-run.1
+  eventsource man lock run | man -l -";
 
 pub const DOCTOR_LONG_ABOUT: &str = "\
 Check once that the database really gives session-level advisory locks.

@@ -148,7 +148,7 @@ fn main() {
             std::time::Duration::from_millis(args.bound_ms),
         )),
         Command::Completions(args) => std::process::exit(tools::completions(args.shell)),
-        Command::Man => std::process::exit(tools::man_page()),
+        Command::Man(args) => std::process::exit(tools::man_page(&args.command)),
         _ => {}
     }
 
@@ -214,6 +214,6 @@ async fn dispatch(cli: Cli) -> i32 {
         },
         Command::Demo(args) => demo::demo(args, url).await,
         Command::DemoWorker(args) => demo::worker::worker(args).await,
-        Command::Watchdog(_) | Command::Completions(_) | Command::Man => exit::SOFTWARE,
+        Command::Watchdog(_) | Command::Completions(_) | Command::Man(_) => exit::SOFTWARE,
     }
 }

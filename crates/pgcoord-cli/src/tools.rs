@@ -13,10 +13,36 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
     emit(out)
 }
 
-/// `eventsource man`: the manual page (roff) on stdout.
-pub fn man_page() -> i32 {
+/// `eventsource man [COMMAND...]`: the manual page (roff) on stdout, of
+/// eventsource or of one of its subcommands (`lock run`: the page
+/// `eventsource-lock-run(1)`, which the pages above it refer to).
+pub fn man_page(path: &[String]) -> i32 {
+    let mut command = Cli::command();
+    command.build();
+    let mut page = command;
+    for name in path {
+        let visible = page
+            .get_subcommands()
+            .find(|c| c.get_name() == name && !c.is_hide_set())
+            .cloned();
+        match visible {
+            Some(sub) => page = sub,
+            None => {
+                report!(
+                    "no manual page for `eventsource {}`: try `eventsource --help` for the \
+                     commands",
+                    path.join(" ")
+                );
+                return exit::USAGE;
+            }
+        }
+    }
+    let title = std::iter::once("eventsource")
+        .chain(path.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("-");
     let mut out = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut out) {
+    if let Err(e) = clap_mangen::Man::new(page).title(title).render(&mut out) {
         report!("cannot render the manual page: {e}");
         return exit::SOFTWARE;
     }

@@ -106,3 +106,42 @@ async fn help_texts_are_complete() {
         }
     }
 }
+
+/// Every page a manual page refers to (`eventsource-lock(1)`, then
+/// `eventsource-lock-run(1)`, ...) is one `eventsource man` prints, with
+/// the command's own options: the pages were referred to, never printed.
+#[tokio::test]
+async fn man_prints_every_page_the_pages_refer_to() {
+    let mut todo = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let out = output(eventsource(None).arg("man").args(&path)).await;
+        assert_eq!(out.code, 0, "man {path:?}: {out:?}");
+        let name = std::iter::once("eventsource".to_owned())
+            .chain(path.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("\\-");
+        assert!(
+            out.stdout.contains(&format!(".SH NAME\n{name} ")),
+            "man {path:?}:\n{}",
+            out.stdout
+        );
+        seen += 1;
+        for line in out.stdout.lines() {
+            let Some(page) = line.strip_suffix("(1)") else {
+                continue;
+            };
+            let Some(rest) = page.strip_prefix(&format!("{name}\\-")) else {
+                continue;
+            };
+            let mut next = path.clone();
+            next.push(rest.replace("\\-", "-"));
+            todo.push(next);
+        }
+    }
+    assert!(seen > 10, "only {seen} pages");
+    let run = output(eventsource(None).args(["man", "lock", "run"])).await;
+    assert!(run.stdout.contains("kill\\-grace"), "{}", run.stdout);
+    let none = output(eventsource(None).args(["man", "nope"])).await;
+    assert_eq!(none.code, 2, "{none:?}");
+}
