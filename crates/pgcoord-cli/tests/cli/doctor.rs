@@ -12,6 +12,17 @@ async fn doctor_passes_on_postgres() {
     assert!(out.stdout.starts_with("ok:"), "{out:?}");
     assert!(out.stdout.contains("server version:"), "{out:?}");
     assert!(out.stdout.contains("idle_session_timeout"), "{out:?}");
+    // Which server answered (with several hosts in the URL, which one).
+    let port = db.config().get_ports().first().copied().unwrap_or(5432);
+    let server = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("server: "))
+        .unwrap_or_else(|| panic!("no server line: {out:?}"));
+    assert!(
+        server.contains(&format!(":{port}, up since ")) || server.starts_with("local:"),
+        "{server}"
+    );
 }
 
 #[tokio::test]

@@ -52,6 +52,10 @@ pub struct VerifyReport {
     pub server_version: String,
     /// Backend process ids of the two test sessions (distinct).
     pub session_pids: (i32, i32),
+    /// The server both sessions reached, as it names itself: its address
+    /// and port (`local` for a Unix socket), then when it started. With
+    /// several hosts in the URL, which one answered.
+    pub server: String,
     /// How many locks the server's shared lock table is sized for, for all
     /// sessions together: `max_locks_per_transaction × (max_connections +
     /// autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders +
@@ -74,6 +78,7 @@ impl fmt::Display for VerifyReport {
             "ok: advisory locks exclude across sessions, and a session keeps its server backend"
         )?;
         writeln!(f, "server version: {}", self.server_version)?;
+        writeln!(f, "server: {}", self.server)?;
         writeln!(
             f,
             "test sessions: backend pids {} and {}",
@@ -249,6 +254,7 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
     Ok(VerifyReport {
         server_version,
         session_pids: (seen.a_pid_first, seen.b_pid),
+        server: first,
         lock_table_capacity: capacity,
         settings: shown,
         replication,

@@ -120,15 +120,15 @@ pub(super) async fn replication(c: &Client) -> Result<Replication> {
     })
 }
 
-/// Which server a session reached: its start time and address. Two
+/// Which server a session reached: its address and when it started. Two
 /// sessions of one endpoint that differ here reached two servers (a
 /// read/write-splitting proxy, a load balancer over replicas).
 pub(super) async fn server_identity(c: &Client) -> Result<String> {
     let row = c
         .query_one(
-            "SELECT pg_catalog.pg_postmaster_start_time()::text || ' ' || \
-                    coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'local') || ':' || \
-                    coalesce(pg_catalog.inet_server_port()::text, '')",
+            "SELECT coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'local') || ':' || \
+                    coalesce(pg_catalog.inet_server_port()::text, '') || ', up since ' || \
+                    pg_catalog.pg_postmaster_start_time()::text",
             &[],
         )
         .await
