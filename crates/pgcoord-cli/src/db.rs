@@ -268,12 +268,7 @@ fn hint(db: Option<&Database>, err: &Error) -> Option<String> {
             (BackendErrorKind::Connect, Some("28P01"), Some(PasswordSource::Environment)) => {
                 "check the user name and the password (PGPASSWORD)".to_owned()
             }
-            _ if db.url.is_none() => hint
-                .replace("the database URL", "the PG* environment")
-                .replace(
-                    "the database name in the URL",
-                    "the database name (PGDATABASE)",
-                ),
+            _ if db.url.is_none() => hint.replace("the database URL", "the PG* environment"),
             _ => hint.to_owned(),
         },
     )

@@ -82,7 +82,9 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         // 28000 (invalid_authorization_specification) covers refusals that
         // no password mends: the server's message says which.
         (BackendErrorKind::Connect, Some("28000")) => refused_login(backend.message()),
-        (BackendErrorKind::Connect, Some("3D000")) => "check the database name in the URL",
+        // The name may come from the URL, PGDATABASE, a service file or the
+        // user name: the server's message names it, the hint not its source.
+        (BackendErrorKind::Connect, Some("3D000")) => "check the database name",
         // Only when the server sent no HINT of its own (the tool prints the
         // server's, see `describe_failure`).
         (_, Some("53200")) if backend.hint().is_none() => {
