@@ -177,7 +177,8 @@ Examples:
   eventsource lock run --no-wait --conflict-exit-code 0 nightly-report -- /opt/report.sh
   # An hourly cron job on several hosts: at most one run per hour, by the
   # database's clock:
-  eventsource lock run --no-wait --min-interval 50m --conflict-exit-code 0 hourly-report -- /opt/report.sh
+  eventsource lock run --no-wait --min-interval 50m --conflict-exit-code 0 \\
+      hourly-report -- /opt/report.sh
   # A deploy step: wait up to 10 minutes for the other deploy to finish:
   eventsource lock run --timeout 10m deploy:shop -- ./migrate.sh --apply
   # A transfer between two tenants, whichever order another run names them in:
