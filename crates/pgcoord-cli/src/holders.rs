@@ -11,7 +11,7 @@ use crate::db::{self, Database};
 use crate::key::printable_key;
 use crate::live::inspect::{columns, Inspector, KeyNames};
 use crate::live::mode;
-use crate::messages::session_name;
+use crate::messages::{client_cell, session_name};
 use crate::{exit, report};
 
 /// Runs `lock holders` (and `--watch`); returns the exit code.
@@ -78,7 +78,7 @@ fn row(
         mode::mode_cell(lock, s),
         s.pid.to_string(),
         session_name(s),
-        s.client_addr.clone().unwrap_or_else(|| "-".to_owned()),
+        client_cell(s),
         since_text(s.since, now),
     ]);
     cells
@@ -169,7 +169,8 @@ mod tests {
             } else {
                 None
             },
-            backend_start: None,
+            // Shown: a Unix-socket session's CLIENT is `-` (hidden: `?`).
+            backend_start: Some(Utc.with_ymd_and_hms(2026, 11, 30, 8, 0, 0).unwrap()),
             since: Some(Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, secs).unwrap()),
             blocked_by: if granted { vec![] } else { vec![10] },
         }

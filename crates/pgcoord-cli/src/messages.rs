@@ -41,6 +41,18 @@ pub fn session_name(s: &LockSession) -> String {
     }
 }
 
+/// A session's CLIENT cell: its address; `-` for a Unix socket; `?` when
+/// the server hides it (another role's session, without
+/// `pg_read_all_stats`: its connection time is hidden too, where a Unix
+/// socket's is shown).
+pub fn client_cell(s: &LockSession) -> String {
+    match (&s.client_addr, s.backend_start) {
+        (Some(addr), _) => addr.clone(),
+        (None, Some(_)) => "-".to_owned(),
+        (None, None) => "?".to_owned(),
+    }
+}
+
 /// The one-line "not acquired" message: key, id, and who holds it when visible.
 pub fn conflict_message(
     key: &str,
@@ -109,6 +121,16 @@ mod tests {
             since: Some(Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap()),
             blocked_by: Vec::new(),
         }
+    }
+
+    #[test]
+    fn client_cell_tells_a_unix_socket_from_a_hidden_session() {
+        let mut s = session(1, Some("psql"), true);
+        assert_eq!(client_cell(&s), "10.1.2.3");
+        s.client_addr = None;
+        assert_eq!(client_cell(&s), "?", "hidden: no connection time either");
+        s.backend_start = Some(Utc.with_ymd_and_hms(2026, 11, 30, 8, 0, 0).unwrap());
+        assert_eq!(client_cell(&s), "-", "a Unix socket");
     }
 
     #[test]

@@ -108,8 +108,9 @@ pub async fn not_acquired(
         }
         report!(
             "{what} not acquired: --fence needs the fencing table, which database {} does \
-             not have yet; run `eventsource lock install` once (it creates \
-             eventsource_lock_fences and its check functions); the command was not run",
+             not have yet, or not in a schema of this role's search_path; run `eventsource \
+             lock install` once (it creates eventsource_lock_fences and its check functions); \
+             the command was not run",
             db.shown()
         );
         return exit::CONFIG;

@@ -10,7 +10,7 @@ use pgcoord::inspect::{AdvisoryLock, LockSession};
 use super::inspect::{columns, lock_label};
 use super::track::{Slot, Tracker};
 use crate::duration::format_duration;
-use crate::messages::session_name;
+use crate::messages::{client_cell, session_name};
 
 /// What the header says besides the locks.
 pub struct Header<'a> {
@@ -147,7 +147,7 @@ pub fn frame(
                 super::mode::mode_word(s).to_owned(),
                 s.pid.to_string(),
                 session_name(s),
-                s.client_addr.clone().unwrap_or_else(|| "-".into()),
+                client_cell(s),
                 since,
                 blockers.join(","),
             ];
