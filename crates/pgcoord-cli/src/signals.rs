@@ -22,7 +22,7 @@ pub struct Signals {
 }
 
 /// The signals [`Signals::catch`] catches.
-const CAUGHT: [Signal; 7] = [
+pub const CAUGHT: [Signal; 7] = [
     Signal::SIGINT,
     Signal::SIGTERM,
     Signal::SIGHUP,

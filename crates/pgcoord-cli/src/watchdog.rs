@@ -134,18 +134,10 @@ impl Watchdog {
 /// Blocks the signals that would otherwise end the watchdog before its job.
 fn block_signals() {
     let mut set = SigSet::empty();
-    for sig in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGALRM,
-        Signal::SIGPIPE,
-        Signal::SIGTTIN,
-        Signal::SIGTTOU,
-    ] {
+    // The tool's own (which it forwards to the job), and those that stop
+    // or end a process writing to a closed pipe or a terminal.
+    let more = [Signal::SIGPIPE, Signal::SIGTTIN, Signal::SIGTTOU];
+    for sig in crate::signals::CAUGHT.into_iter().chain(more) {
         set.add(sig);
     }
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);

@@ -25,6 +25,20 @@ fn state(pid: i32) -> char {
     after_name.chars().next().expect("a state")
 }
 
+/// `lock run OPTIONS... KEY -- sh -c REPORT_AND_WAIT` started, and the
+/// job's pid once it has reported (its mask line read).
+async fn started(db: &pgcoord_testkit::pg::TestDatabase, args: &[&str]) -> (Running, i32) {
+    let mut run = Running::start(
+        eventsource(Some(db))
+            .args(["lock", "run"])
+            .args(args)
+            .args(["--", "sh", "-c", REPORT_AND_WAIT]),
+    );
+    let pid: i32 = run.next_line().await.parse().unwrap();
+    let _mask = run.next_line().await;
+    (run, pid)
+}
+
 async fn until_state(pid: i32, want: char) {
     until(&format!("process {pid} in state {want}"), || {
         state(pid) == want
@@ -60,17 +74,7 @@ async fn under_nohup_a_hangup_neither_ends_the_tool_nor_reaches_the_job() {
 async fn sigterm_to_the_tool_ends_a_stopped_job() {
     let db = database().await;
     let inspector = db.connect().await.unwrap();
-    let mut run = Running::start(eventsource(Some(&db)).args([
-        "lock",
-        "run",
-        "stopped-job",
-        "--",
-        "sh",
-        "-c",
-        REPORT_AND_WAIT,
-    ]));
-    let pid: i32 = run.next_line().await.parse().unwrap();
-    let _mask = run.next_line().await;
+    let (run, pid) = started(&db, &["stopped-job"]).await;
     // Stopped as a typed Ctrl-Z stops it when the job has the terminal.
     killpg(Pid::from_raw(pid), Signal::SIGTSTP).unwrap();
     until_state(pid, 'T').await;
@@ -84,19 +88,7 @@ async fn sigterm_to_the_tool_ends_a_stopped_job() {
 async fn sigtstp_to_the_tool_stops_the_job_and_the_tool_keeps_the_lock() {
     let db = database().await;
     let inspector = db.connect().await.unwrap();
-    let mut run = Running::start(eventsource(Some(&db)).args([
-        "lock",
-        "run",
-        "--watchdog",
-        "200ms",
-        "ctrl-z",
-        "--",
-        "sh",
-        "-c",
-        REPORT_AND_WAIT,
-    ]));
-    let pid: i32 = run.next_line().await.parse().unwrap();
-    let _mask = run.next_line().await;
+    let (mut run, pid) = started(&db, &["--watchdog", "200ms", "ctrl-z"]).await;
     // What a Ctrl-Z does when the tool's stdin is not the terminal: the
     // tool, in the terminal's foreground group, gets SIGTSTP.
     run.signal(Signal::SIGTSTP);

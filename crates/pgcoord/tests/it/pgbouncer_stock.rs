@@ -54,26 +54,24 @@ async fn behind_pgbouncer_with(
     Some((bouncer, url, db))
 }
 
+/// A lock manager through the pooler at `url`, as `holder`.
+fn manager_via(url: &str, holder: &str) -> PostgresLockManager {
+    url.parse()
+        .map(PostgresLockManager::builder)
+        .unwrap()
+        .holder_id(holder)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
     let Some((bouncer, url, db)) = behind_pgbouncer("session").await else {
         return;
     };
     let direct = db.connect().await.unwrap();
-    let a = url
-        .parse()
-        .map(PostgresLockManager::builder)
-        .unwrap()
-        .holder_id("via-bouncer-a")
-        .build()
-        .unwrap();
-    let b = url
-        .parse()
-        .map(PostgresLockManager::builder)
-        .unwrap()
-        .holder_id("via-bouncer-b")
-        .build()
-        .unwrap();
+    let a = manager_via(&url, "via-bouncer-a");
+    let b = manager_via(&url, "via-bouncer-b");
     let key = format!("bouncer:{}", uuid::Uuid::new_v4());
     let g = a
         .acquire(&key, Some(SECS))
@@ -243,14 +241,7 @@ async fn stock_pgbouncer_in_transaction_mode_never_grants_one_key_twice() {
         return;
     };
     let direct = db.connect().await.unwrap();
-    let manager = |holder: String| {
-        url.parse()
-            .map(PostgresLockManager::builder)
-            .unwrap()
-            .holder_id(holder)
-            .build()
-            .unwrap()
-    };
+    let manager = |holder: String| manager_via(&url, &holder);
     let key = format!("bouncer-tx:{}", uuid::Uuid::new_v4());
     let first = manager("tx-first".into());
     let held = match first.acquire(&key, Some(SECS)).await {
@@ -312,13 +303,7 @@ async fn a_release_the_pooler_sends_elsewhere_names_the_pooler_not_a_loss() {
         return;
     };
     let direct = db.connect().await.unwrap();
-    let m = url
-        .parse()
-        .map(PostgresLockManager::builder)
-        .unwrap()
-        .holder_id("tx-release")
-        .build()
-        .unwrap();
+    let m = manager_via(&url, "tx-release");
     let key = format!("bouncer-tx-release:{}", uuid::Uuid::new_v4());
     let guard = m
         .try_lock(&key)
