@@ -16,6 +16,8 @@ mod crash;
 #[cfg(feature = "postgres")]
 mod dead_letters;
 #[cfg(feature = "postgres")]
+mod dead_letters_replay;
+#[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
 mod rebuild;

@@ -309,6 +309,30 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> EventFeed for PostgresEventT
             .collect()
     }
 
+    /// One read at the position, without the watermark: the event was
+    /// handed out before, so it is committed, whatever runs meanwhile.
+    /// Leaves the watermark as it is (tailing keeps its safeguard).
+    async fn read_at(&self, position: i64) -> Result<Option<E>> {
+        let client = self.db.get().await?;
+        let row = client
+            .query_opt(
+                &format!(
+                    "SELECT \"payload\" FROM \"{}\" WHERE \"position\" = $1",
+                    self.table
+                ),
+                &[&position],
+            )
+            .await
+            .map_err(query_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let payload: serde_json::Value = row.try_get(0).map_err(query_error)?;
+        serde_json::from_value(payload)
+            .map(Some)
+            .map_err(serialization::<E>)
+    }
+
     fn signal(&self) -> Option<FeedSignal> {
         self.listener.as_ref().map(|_| self.signal.clone())
     }
