@@ -1,12 +1,13 @@
 //! Replays of parked events on PostgreSQL: one runs beside any open
 //! transaction of the cluster (it reads the parked event at its position,
-//! while tailing still waits for older transactions).
+//! while tailing still waits for older transactions), and a replay request
+//! that fails is tried once, not before every batch.
 
-use pgcoord::readmodels::postgres::PostgresEventTable;
+use pgcoord::readmodels::postgres::{request_replay, PostgresEventTable};
 use pgcoord::readmodels::{DeadLetterPolicy, DeadLetterSelection, EventFeed, Segment};
 use tokio_util::sync::CancellationToken;
 
-use super::dead_letters::{dlq_runner, dlq_runner_on, positions, reach, spawn};
+use super::dead_letters::{by_parity, dlq_runner, dlq_runner_on, positions, reach, spawn};
 use super::postgres::{append_committed, setup};
 use super::support::*;
 
@@ -72,4 +73,59 @@ async fn a_segment_feed_reads_at_a_position_only_its_own_events() {
     }
     assert_eq!(fresh.read_at(10).await.unwrap(), None, "no event there");
     open.rollback().await.unwrap();
+}
+
+/// `dlq replay NAME --all`, then a request for an event held behind the
+/// partition's head, while the handler still fails: the running runner
+/// tries each request once (one more attempt at the head), and no mark is
+/// left for it to try again before its next batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_replay_request_is_tried_once_not_before_every_batch() {
+    let s = setup().await;
+    append_committed(&s.db, &s.feed, 1, 8).await;
+    let policy = DeadLetterPolicy::new().partition_by(by_parity);
+    let r = dlq_runner(&s, Picky::poisoned(&[3]), policy);
+    let stop = CancellationToken::new();
+    let mut task = spawn(&r, &s, &stop);
+    reach(&r, &mut task, 8).await;
+    let all = DeadLetterSelection::All;
+    let letters = r.list_dead_letters(&all).await.unwrap();
+    assert_eq!(positions(&letters), [3, 5, 7]);
+    assert_eq!(letters[0].attempts, 3);
+
+    let client = s.db.get().await.unwrap();
+    let requests = [
+        (DeadLetterSelection::All, 3),
+        (DeadLetterSelection::Positions(vec![5]), 1),
+    ];
+    let mut next = 9;
+    for (attempts, (selection, marked)) in (4..).zip(requests) {
+        let n = request_replay(&*client, "seen", &selection).await.unwrap();
+        assert_eq!(n, marked);
+        // The runner replays the marks before a batch: the head fails...
+        append_committed(&s.db, &s.feed, next, next + 1).await;
+        reach(&r, &mut task, next + 1).await;
+        // ... and before the following ones there is nothing to replay.
+        append_committed(&s.db, &s.feed, next + 2, next + 3).await;
+        reach(&r, &mut task, next + 3).await;
+        next += 4;
+        let letters = r.list_dead_letters(&all).await.unwrap();
+        assert_eq!(letters[0].position, 3);
+        assert_eq!(letters[0].attempts, attempts, "one attempt per request");
+        assert!(
+            letters[0].error.contains("poison 3"),
+            "{}",
+            letters[0].error
+        );
+        let marked: Vec<i64> = letters
+            .iter()
+            .filter(|l| l.replay_requested)
+            .map(|l| l.position)
+            .collect();
+        assert!(marked.is_empty(), "still marked: {marked:?}");
+    }
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let evens: Vec<i64> = (1..next).filter(|n| n % 2 == 0 || *n == 1).collect();
+    assert_applied_once(&s.db.repository::<Seen>(), &evens).await;
 }
