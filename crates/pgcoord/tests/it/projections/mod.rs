@@ -18,6 +18,8 @@ mod dead_letters;
 #[cfg(feature = "postgres")]
 mod dead_letters_replay;
 #[cfg(feature = "postgres")]
+mod event_table_gaps;
+#[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
 mod rebuild;
