@@ -32,6 +32,8 @@ mod rebuild_parked;
 #[cfg(feature = "postgres")]
 mod rebuild_support;
 #[cfg(feature = "postgres")]
+mod restart;
+#[cfg(feature = "postgres")]
 mod segments;
 #[cfg(feature = "postgres")]
 mod segments_crash;

@@ -90,7 +90,7 @@ pub async fn assert_partition_order<R: ReadModelRepository<Seen>>(repo: &R) {
 }
 
 /// Segment index -> holder ids, from `pg_locks`.
-async fn holders(locks: &PostgresLockManager, count: u32) -> Vec<Vec<String>> {
+pub(super) async fn holders(locks: &PostgresLockManager, count: u32) -> Vec<Vec<String>> {
     let keys: Vec<String> = (0..count)
         .map(|i| {
             format!(
@@ -115,7 +115,7 @@ async fn holders(locks: &PostgresLockManager, count: u32) -> Vec<Vec<String>> {
 /// Waits until every segment has exactly one holder and each of `runners`
 /// holds `share` (a look every 20 ms, for at most a minute); returns the
 /// last look either way, for the caller to assert on.
-async fn wait_balanced(
+pub(super) async fn wait_balanced(
     locks: &PostgresLockManager,
     count: u32,
     runners: &[&str],
@@ -135,16 +135,20 @@ async fn wait_balanced(
     }
 }
 
-fn manager(s: &super::postgres::Setup, id: &str) -> PostgresLockManager {
+pub(super) fn manager(s: &super::postgres::Setup, id: &str) -> PostgresLockManager {
     PostgresLockManager::builder(s.test_db.config().into())
         .holder_id(id)
         .build()
         .unwrap()
 }
 
-type Task = tokio::task::JoinHandle<pgcoord::Result<SegmentedSummary>>;
+pub(super) type Task = tokio::task::JoinHandle<pgcoord::Result<SegmentedSummary>>;
 
-fn spawn(r: &Arc<PgSegmented>, locks: &PostgresLockManager, stop: &CancellationToken) -> Task {
+pub(super) fn spawn(
+    r: &Arc<PgSegmented>,
+    locks: &PostgresLockManager,
+    stop: &CancellationToken,
+) -> Task {
     let (r, l, s) = (r.clone(), locks.clone(), stop.clone());
     tokio::spawn(async move { r.run(&l, &s).await })
 }
