@@ -13,26 +13,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::outage::{take_lock, DEFAULT_RECONNECT_PATIENCE};
 use super::runner::{ProjectionRunner, RunSummary};
+use super::segment_share::{RunnerCensus, Share};
 use super::segment_slots::{SegmentedSummary, Slots};
 use super::segments::{Segment, SegmentFeed};
 use crate::ports::error::{Error, Result};
 use crate::ports::locks::LockGuard;
 use crate::ports::readmodels::{EventFeed, ReadModelHandler, TransactionalReadModels};
-use crate::ports::shared_locks::SharedLock;
 
 /// The default pause between two looks at the segments and the runners.
 pub const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
-
-/// A lock manager that can count the holders of a shared key across every
-/// process (the PostgreSQL manager reads `pg_locks`).
-pub trait RunnerCensus: SharedLock {
-    /// How many holders `key` has now, in every process.
-    ///
-    /// # Cancel safety
-    ///
-    /// Implementations must be cancel safe (a read).
-    fn holders_of(&self, key: &str) -> impl Future<Output = Result<usize>> + Send;
-}
 
 type SegmentRun<'a> = Pin<Box<dyn Future<Output = (usize, Result<RunSummary>)> + Send + 'a>>;
 
@@ -54,15 +43,24 @@ type SegmentRun<'a> = Pin<Box<dyn Future<Output = (usize, Result<RunSummary>)> +
 ///
 /// - takes free segments (one attempt at each lock, never queueing, from a
 ///   random place in the list so runners do not all try the same one
-///   first) until it runs `ceil(segments / runners)` of them;
+///   first) until it runs its share, `ceil(segments / runners)`;
 /// - gives up the segments it runs beyond that share (the highest
 ///   indices), each stopping cleanly: its batch in progress commits, then
 ///   its lock is released, and a runner that counts the newcomer takes it
 ///   at its next look.
 ///
+/// When the segments do not divide evenly, the ceiling alone can leave a
+/// runner below `floor(segments / runners)` for good (4 segments, 3
+/// runners: 2, 2 and 0). A runner that has stayed below the floor for
+/// three looks holds the shared key `projection:{name}/waiting`; while
+/// anyone holds it every runner's share is the floor, so those above it
+/// give a segment up and the waiting runner takes one; then it lets the
+/// key go and the share is the ceiling again (2, 1, 1).
+///
 /// A crashed runner's session ends and its locks with it; the others take
 /// its segments at their next look. So a newcomer gets its share within
-/// about two recheck intervals, and a dead runner's segments move within
+/// about two recheck intervals when the segments divide evenly and within
+/// about five when they do not, and a dead runner's segments move within
 /// the lock manager's lease plus one interval. There is no wake-up when
 /// another runner lets a segment go: the recheck interval is the bound.
 ///
@@ -199,7 +197,7 @@ where
         // answered), so it must outlive them.
         let granted = AtomicU64::new(0);
         let mut running: FuturesUnordered<SegmentRun<'_>> = FuturesUnordered::new();
-        let mut share = n;
+        let mut shares = Share::new(&self.name, n);
         let mut failure = None;
         let mut tick = tokio::time::interval(self.recheck);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -221,14 +219,7 @@ where
                         failure = Some(e);
                         break;
                     }
-                    share = match locks.holders_of(&presence_key).await {
-                        Ok(runners) => n.div_ceil(runners.max(1)),
-                        Err(e) => {
-                            tracing::warn!(projection = %self.name, error = %e,
-                                "segmented runner: cannot count the runners; keeping the share");
-                            share
-                        }
-                    };
+                    let share = shares.look(locks, slots.active().len(), &self.name).await;
                     done.handed_over += slots.give_up_extra(&self.name, share);
                 }
                 _ = tokio::time::sleep_until(resume.unwrap_or_else(tokio::time::Instant::now)),
@@ -237,7 +228,7 @@ where
             if granted.swap(0, Ordering::Relaxed) > 0 {
                 slots.answered();
             }
-            for i in slots.next_tries(share) {
+            for i in slots.next_tries(shares.get()) {
                 let stop = shutdown.child_token();
                 slots.started(i, stop.clone());
                 let (runner, granted) = (&self.segments[i], &granted);
@@ -255,6 +246,7 @@ where
                 failure.get_or_insert(e);
             }
         }
+        shares.release().await;
         // A presence lost with its session (and not taken again) is gone.
         let released = match presence.release().await {
             Err(e) if e.is_lock_lost() => Ok(()),
