@@ -1,13 +1,20 @@
 //! Replays of parked events on PostgreSQL: one runs beside any open
 //! transaction of the cluster (it reads the parked event at its position,
-//! while tailing still waits for older transactions), and a replay request
-//! that fails is tried once, not before every batch.
+//! while tailing still waits for older transactions), a replay request
+//! that fails is tried once, not before every batch, and the privileges a
+//! replay needs.
 
-use pgcoord::readmodels::postgres::{request_replay, PostgresEventTable};
+use std::sync::Arc;
+
+use pgcoord::readmodels::postgres::{request_replay, PostgresDatabase, PostgresEventTable};
 use pgcoord::readmodels::{DeadLetterPolicy, DeadLetterSelection, EventFeed, Segment};
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
+use pgcoord::PostgresLockManager;
 use tokio_util::sync::CancellationToken;
 
-use super::dead_letters::{by_parity, dlq_runner, dlq_runner_on, positions, reach, spawn};
+use super::dead_letters::{
+    by_parity, dlq_runner, dlq_runner_on, positions, quick_retries, reach, spawn,
+};
 use super::postgres::{append_committed, setup};
 use super::support::*;
 
@@ -128,4 +135,90 @@ async fn a_failed_replay_request_is_tried_once_not_before_every_batch() {
     task.await.unwrap().unwrap();
     let evens: Vec<i64> = (1..next).filter(|n| n % 2 == 0 || *n == 1).collect();
     assert_applied_once(&s.db.repository::<Seen>(), &evens).await;
+}
+
+/// The privileges docs/projections.md lists: a role with SELECT, INSERT
+/// and UPDATE runs a runner that parks events; replaying them also needs
+/// DELETE on the dead-letter table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dml_role_parks_events_and_replays_them_with_delete_on_the_dead_letters() {
+    let s = setup().await;
+    // The owner runs once: every table exists.
+    append_committed(&s.db, &s.feed, 1, 2).await;
+    let owner = dlq_runner(&s, Picky::default(), DeadLetterPolicy::new());
+    let stop = CancellationToken::new();
+    let mut task = spawn(&owner, &s, &stop);
+    reach(&owner, &mut task, 2).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+
+    let admin = s.test_db.connect().await.unwrap();
+    let role = format!("dlq_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'dlq-pw';
+             REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+             GRANT USAGE ON SCHEMA public TO {role};
+             GRANT SELECT, INSERT, UPDATE ON events, seen, eventsource_projection_checkpoints,
+                 eventsource_projection_progress, eventsource_projection_dead_letters TO {role};
+             GRANT USAGE, SELECT ON SEQUENCE events_position_seq TO {role};"
+        ))
+        .await
+        .unwrap();
+    let mut config = s.test_db.config();
+    config.user(&role).password("dlq-pw");
+    let db = PostgresDatabase::builder(config.clone().into())
+        .max_size(4)
+        .build()
+        .unwrap();
+    let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
+        .unwrap()
+        .listen();
+    let projection = ReadModelProjection::new(Picky::poisoned(&[3]), db.repository::<Seen>())
+        .named("seen")
+        .with_retry(quick_retries(2));
+    let r = Arc::new(
+        ProjectionRunner::new(projection, feed)
+            .batch_size(4)
+            .idle_interval(None)
+            .with_dead_letters(DeadLetterPolicy::new()),
+    );
+    let locks = PostgresLockManager::builder(config.into())
+        .holder_id("dlq-role")
+        .build()
+        .unwrap();
+    let stop = CancellationToken::new();
+    let mut task = tokio::spawn({
+        let (r, locks, stop) = (r.clone(), locks.clone(), stop.clone());
+        async move { r.run(&locks, &stop).await }
+    });
+    append_committed(&s.db, &s.feed, 3, 4).await;
+    reach(&r, &mut task, 4).await;
+    stop.cancel();
+    assert_eq!(task.await.unwrap().unwrap().parked, 1);
+    let all = DeadLetterSelection::All;
+    assert_eq!(positions(&r.list_dead_letters(&all).await.unwrap()), [3]);
+
+    r.projection().handler().cure();
+    let denied = r.replay_dead_letters(&all).await.unwrap();
+    assert_eq!(denied.applied, 0);
+    let (position, error) = &denied.failed[0];
+    assert_eq!(*position, 3);
+    assert!(error.contains("permission denied"), "{error}");
+
+    admin
+        .batch_execute(&format!(
+            "GRANT DELETE ON eventsource_projection_dead_letters TO {role}"
+        ))
+        .await
+        .unwrap();
+    let done = r.replay_dead_letters(&all).await.unwrap();
+    assert_eq!((done.applied, done.failed.len()), (1, 0));
+    assert!(r.list_dead_letters(&all).await.unwrap().is_empty());
+    assert_applied_once(&s.db.repository::<Seen>(), &[1, 2, 3, 4]).await;
+    drop((r, db, locks));
+    admin
+        .batch_execute(&format!("DROP OWNED BY {role}"))
+        .await
+        .unwrap();
 }
