@@ -265,8 +265,10 @@ where
             .await
     }
 
-    /// Replays the parked events marked for replay; a failure other than a
-    /// lost lock is logged, not fatal (the marks stay for the next batch).
+    /// Replays the parked events marked for replay. An event whose replay
+    /// fails has the failure recorded and its partition's marks cleared
+    /// (one attempt per request); a failure to replay at all, other than a
+    /// lost lock, is logged, not fatal (the marks stay for the next batch).
     pub(super) async fn replay_requested(
         &self,
         guard: &LockGuard,

@@ -17,11 +17,14 @@ use crate::ports::error::{Error, Result};
 /// it stopped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SegmentedSummary {
-    /// Events applied by this runner, over every segment it ran.
+    /// Events applied by this runner, over the segment runs that stopped
+    /// cleanly (on the shutdown token, or given up to another runner); a
+    /// run that lost its lock or failed reports no count, so its events
+    /// are not in here.
     pub applied: u64,
-    /// Batches committed.
+    /// Batches committed, counted as `applied`.
     pub batches: u64,
-    /// Events parked in the dead-letter table.
+    /// Events parked in the dead-letter table, counted as `applied`.
     pub parked: u64,
     /// Segments given up to make room for other runners.
     pub handed_over: u64,
