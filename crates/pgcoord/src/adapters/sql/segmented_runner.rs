@@ -168,9 +168,11 @@ where
     ///
     /// Cancel safe in that nothing is lost or leaks: dropped, every segment
     /// run is dropped (its batch in progress rolls back, its lock is
-    /// released), the presence hold is released, and the segments resume
-    /// at their committed checkpoints wherever they run next. It never
-    /// waits in a lock queue. Cancelling `shutdown` is the clean stop.
+    /// released), the presence hold (and the waiting key, if held) is
+    /// released, and the segments resume at their committed checkpoints
+    /// wherever they run next. It never waits in a lock queue (while the
+    /// database is away it pauses between tries: dropped there, nothing is
+    /// held). Cancelling `shutdown` is the clean stop.
     pub fn run<'a, L: RunnerCensus>(
         &'a self,
         locks: &'a L,
