@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::dead_letter_policy::DeadLetterPolicy;
+use super::outage::{take_lock, DEFAULT_RECONNECT_PATIENCE};
 use super::projection::ReadModelProjection;
 use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
@@ -41,7 +42,9 @@ pub struct RunSummary {
 ///
 /// 1. takes the projection's runner lock (`projection:{name}`) through any
 ///    [`DistributedLock`] and holds it for the whole run, so one runner
-///    applies events at a time across every process;
+///    applies events at a time across every process (while it waits, a
+///    connection failure is tried again: see
+///    [`reconnect_patience`](Self::reconnect_patience));
 /// 2. prepares the checkpoint table (once) and reads the checkpoint;
 /// 3. reads up to [`batch_size`](Self::batch_size) events after it
 ///    (transient read failures are retried with the projection's retry
@@ -73,6 +76,7 @@ pub struct ProjectionRunner<H: ReadModelHandler, B, F> {
     batch_size: usize,
     idle_interval: Option<Duration>,
     lock_wait: Option<Duration>,
+    patience: Duration,
     publisher: CheckpointPublisher,
     dead_letters: Option<DeadLetterPolicy<H::Event>>,
 }
@@ -93,6 +97,7 @@ where
             batch_size: DEFAULT_BATCH_SIZE,
             idle_interval: Some(Duration::from_secs(5)),
             lock_wait: None,
+            patience: DEFAULT_RECONNECT_PATIENCE,
             publisher: CheckpointPublisher::new(),
             dead_letters: None,
         }
@@ -135,6 +140,19 @@ where
         self
     }
 
+    /// How long [`run`](Self::run), waiting for the runner lock, keeps
+    /// trying through connection failures (a database restarting, away):
+    /// each is tried again after a pause of 100 ms doubling to 5 s, with
+    /// jitter, within the [lock wait](Self::lock_wait); failures that last
+    /// this long end the run with the last one. Default: 60 s
+    /// ([`DEFAULT_RECONNECT_PATIENCE`](super::DEFAULT_RECONNECT_PATIENCE)),
+    /// so a standby outlives a restart. Once the lock is held, a lost
+    /// session is a lost lock ([`Error::LockLost`]), as before.
+    pub fn reconnect_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
+    }
+
     /// The projection run.
     pub fn projection(&self) -> &ReadModelProjection<H, B> {
         &self.projection
@@ -153,13 +171,17 @@ where
 
     /// Runs until `shutdown` is cancelled (`Ok`) or the lock is lost
     /// ([`Error::LockLost`]) or a failure stays after its retries (the
-    /// error). See the type's documentation for the loop.
+    /// error). While it waits for the lock, connection failures are tried
+    /// again for up to the [reconnect patience](Self::reconnect_patience),
+    /// so a standby outlives a database restart. See the type's
+    /// documentation for the loop.
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe while it waits for the runner lock: a dropped run
     /// loses its place in the lock's queue, as
-    /// [`DistributedLock::acquire`] does. Once it holds the lock, dropping
+    /// [`DistributedLock::acquire`] does (dropped in a pause after a
+    /// connection failure, it had no place to lose). Once it holds the lock, dropping
     /// the future loses nothing: the batch in progress rolls back, the
     /// lock is released, and the next run resumes at the committed
     /// checkpoint. Nothing leaks either way. Cancelling `shutdown` is the
@@ -172,13 +194,15 @@ where
         locks: &'a L,
         shutdown: &'a CancellationToken,
     ) -> impl std::future::Future<Output = Result<RunSummary>> + Send + 'a {
-        self.run_locked(locks, shutdown)
+        self.run_locked(locks, shutdown, &|| {})
     }
 
-    async fn run_locked<L: DistributedLock>(
+    /// [`run`](Self::run), calling `locked` once the lock is taken.
+    pub(super) async fn run_locked<L: DistributedLock>(
         &self,
         locks: &L,
         shutdown: &CancellationToken,
+        locked: &(dyn Fn() + Send + Sync),
     ) -> Result<RunSummary> {
         let wake = self.feed.signal();
         if wake.is_none() && self.idle_interval.is_none() {
@@ -188,10 +212,12 @@ where
         }
         let key = self.projection.lock_key();
         let mut done = RunSummary::default();
-        let guard = tokio::select! {
-            guard = locks.acquire(&key, self.lock_wait) => guard?,
-            _ = shutdown.cancelled() => return Ok(done),
+        let acquire = |left| locks.acquire(&key, left);
+        let taken = take_lock(acquire, &key, self.lock_wait, self.patience, shutdown).await?;
+        let Some(guard) = taken else {
+            return Ok(done);
         };
+        locked();
         let lost = || lock_lost(&key, self.projection.name());
         let name = self.projection.name();
         let mut checkpoint = self
@@ -351,6 +377,7 @@ impl<H: ReadModelHandler, B, F> fmt::Debug for ProjectionRunner<H, B, F> {
             .field("batch_size", &self.batch_size)
             .field("idle_interval", &self.idle_interval)
             .field("lock_wait", &self.lock_wait)
+            .field("reconnect_patience", &self.patience)
             .field("dead_letters", &self.dead_letters)
             .finish()
     }

@@ -182,14 +182,14 @@ where
     }
 
     /// Applies the selected parked events through the handler, reading each
-    /// again from the feed at its position, and removes them (one
-    /// transaction per event). Selecting an event of a partition replays
-    /// the partition's parked events, in order, from its first; a failure
-    /// stops that partition (the failed event and those after it stay
-    /// parked, the failure is recorded on the event) and the others go on.
-    /// Runs beside a runner of the projection (in this or another process):
-    /// events the runner parks meanwhile behind a replayed partition are
-    /// replayed too.
+    /// again from the feed at its position ([`EventFeed::read_at`]), and
+    /// removes them (one transaction per event). Selecting an event of a
+    /// partition replays the partition's parked events, in order, from its
+    /// first; a failure stops that partition (the failed event and those
+    /// after it stay parked, the failure is recorded on the event) and the
+    /// others go on. Runs beside a runner of the projection (in this or
+    /// another process): events the runner parks meanwhile behind a
+    /// replayed partition are replayed too.
     ///
     /// # Cancel safety
     ///
@@ -254,8 +254,7 @@ where
     }
 
     async fn replay_one(&self, position: i64) -> Result<bool> {
-        let read = self.feed.read_after(Some(position - 1), 1).await?;
-        let Some((_, event)) = read.into_iter().find(|(p, _)| *p == position) else {
+        let Some(event) = self.feed.read_at(position).await? else {
             return Err(Error::InvalidArgument(format!(
                 "the feed has no event at position {position} any more"
             )));
@@ -266,8 +265,10 @@ where
             .await
     }
 
-    /// Replays the parked events marked for replay; a failure other than a
-    /// lost lock is logged, not fatal (the marks stay for the next batch).
+    /// Replays the parked events marked for replay. An event whose replay
+    /// fails has the failure recorded and its partition's marks cleared
+    /// (one attempt per request); a failure to replay at all, other than a
+    /// lost lock, is logged, not fatal (the marks stay for the next batch).
     pub(super) async fn replay_requested(
         &self,
         guard: &LockGuard,

@@ -2,47 +2,26 @@
 //! each running the segments it holds the lock of; [`RunnerCensus`]: how it
 //! counts the runners up.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::outage::{take_lock, DEFAULT_RECONNECT_PATIENCE};
 use super::runner::{ProjectionRunner, RunSummary};
+use super::segment_share::{RunnerCensus, Share};
+use super::segment_slots::{SegmentedSummary, Slots};
 use super::segments::{Segment, SegmentFeed};
 use crate::ports::error::{Error, Result};
+use crate::ports::locks::LockGuard;
 use crate::ports::readmodels::{EventFeed, ReadModelHandler, TransactionalReadModels};
-use crate::ports::shared_locks::SharedLock;
 
 /// The default pause between two looks at the segments and the runners.
 pub const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
-
-/// A lock manager that can count the holders of a shared key across every
-/// process (the PostgreSQL manager reads `pg_locks`).
-pub trait RunnerCensus: SharedLock {
-    /// How many holders `key` has now, in every process.
-    ///
-    /// # Cancel safety
-    ///
-    /// Implementations must be cancel safe (a read).
-    fn holders_of(&self, key: &str) -> impl Future<Output = Result<usize>> + Send;
-}
-
-/// What a [`SegmentedRunner::run`] did before it stopped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SegmentedSummary {
-    /// Events applied by this runner, over every segment it ran.
-    pub applied: u64,
-    /// Batches committed.
-    pub batches: u64,
-    /// Events parked in the dead-letter table.
-    pub parked: u64,
-    /// Segments given up to make room for other runners.
-    pub handed_over: u64,
-}
 
 type SegmentRun<'a> = Pin<Box<dyn Future<Output = (usize, Result<RunSummary>)> + Send + 'a>>;
 
@@ -64,17 +43,34 @@ type SegmentRun<'a> = Pin<Box<dyn Future<Output = (usize, Result<RunSummary>)> +
 ///
 /// - takes free segments (one attempt at each lock, never queueing, from a
 ///   random place in the list so runners do not all try the same one
-///   first) until it runs `ceil(segments / runners)` of them;
+///   first) until it runs its share, `ceil(segments / runners)`;
 /// - gives up the segments it runs beyond that share (the highest
 ///   indices), each stopping cleanly: its batch in progress commits, then
 ///   its lock is released, and a runner that counts the newcomer takes it
 ///   at its next look.
 ///
+/// When the segments do not divide evenly, the ceiling alone can leave a
+/// runner below `floor(segments / runners)` for good (4 segments, 3
+/// runners: 2, 2 and 0). A runner that has stayed below the floor for
+/// three looks holds the shared key `projection:{name}/waiting`; while
+/// anyone holds it every runner's share is the floor, so those above it
+/// give a segment up and the waiting runner takes one; then it lets the
+/// key go and the share is the ceiling again (2, 1, 1).
+///
 /// A crashed runner's session ends and its locks with it; the others take
 /// its segments at their next look. So a newcomer gets its share within
-/// about two recheck intervals, and a dead runner's segments move within
+/// about two recheck intervals when the segments divide evenly and within
+/// about five when they do not, and a dead runner's segments move within
 /// the lock manager's lease plus one interval. There is no wake-up when
 /// another runner lets a segment go: the recheck interval is the bound.
+///
+/// A database restart ends every session: each segment's lock is lost
+/// (the segment is free again) and so is the presence hold. The runner
+/// then tries again after a growing pause while the server refuses
+/// connections (starting up, down), takes its presence hold again, and
+/// runs its share once the server answers; connection failures that last
+/// the [reconnect patience](Self::reconnect_patience) (60 s by default)
+/// stop it.
 ///
 /// Give each `SegmentedRunner` its own lock manager (one manager's shared
 /// holds count once).
@@ -82,6 +78,7 @@ pub struct SegmentedRunner<H: ReadModelHandler, B, F: EventFeed> {
     name: String,
     segments: Vec<ProjectionRunner<H, B, SegmentFeed<F>>>,
     recheck: Duration,
+    patience: Duration,
 }
 
 impl<H, B, F> SegmentedRunner<H, B, F>
@@ -125,6 +122,7 @@ where
             name: name.to_owned(),
             segments,
             recheck: DEFAULT_RECHECK,
+            patience: DEFAULT_RECONNECT_PATIENCE,
         })
     }
 
@@ -132,6 +130,17 @@ where
     /// least 1 ms). Default: 1 s.
     pub fn recheck(mut self, every: Duration) -> Self {
         self.recheck = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long connection failures (a database restarting, away) are
+    /// ridden out: while they last, each segment's lock (and this runner's
+    /// presence) is tried again after a pause of 100 ms doubling to 5 s,
+    /// with jitter; failures that last this long stop the runner with the
+    /// last one. Default: 60 s
+    /// ([`DEFAULT_RECONNECT_PATIENCE`](super::DEFAULT_RECONNECT_PATIENCE)).
+    pub fn reconnect_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
         self
     }
 
@@ -147,17 +156,23 @@ where
 
     /// Runs the segments this runner gets until `shutdown` is cancelled
     /// (`Ok`: every segment run stopped cleanly, its batch committed) or a
-    /// segment fails with an error other than a lost lock (the others stop
-    /// cleanly, then the error is returned). A segment whose lock is lost
-    /// is logged and becomes free again.
+    /// segment fails with an error other than a lost lock or a connection
+    /// failure (the others stop cleanly, then the error is returned). A
+    /// segment whose lock is lost is logged and becomes free again; a
+    /// connection failure frees it too, and tries pause and go on, until
+    /// connection failures have lasted the
+    /// [reconnect patience](Self::reconnect_patience) (then that error is
+    /// returned).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in that nothing is lost or leaks: dropped, every segment
     /// run is dropped (its batch in progress rolls back, its lock is
-    /// released), the presence hold is released, and the segments resume
-    /// at their committed checkpoints wherever they run next. It never
-    /// waits in a lock queue. Cancelling `shutdown` is the clean stop.
+    /// released), the presence hold (and the waiting key, if held) is
+    /// released, and the segments resume at their committed checkpoints
+    /// wherever they run next. It never waits in a lock queue (while the
+    /// database is away it pauses between tries: dropped there, nothing is
+    /// held). Cancelling `shutdown` is the clean stop.
     pub fn run<'a, L: RunnerCensus>(
         &'a self,
         locks: &'a L,
@@ -173,70 +188,72 @@ where
     ) -> Result<SegmentedSummary> {
         let presence_key = self.presence_key();
         let mut done = SegmentedSummary::default();
-        let presence = tokio::select! {
-            g = locks.acquire_shared(&presence_key, None) => g?,
-            _ = shutdown.cancelled() => return Ok(done),
+        let join = |left| locks.acquire_shared(&presence_key, left);
+        let taken = take_lock(join, &presence_key, None, self.patience, shutdown).await?;
+        let Some(mut presence) = taken else {
+            return Ok(done);
         };
         let n = self.segments.len();
-        let start = (uuid::Uuid::new_v4().as_u128() % n as u128) as usize;
-        let mut stops: Vec<Option<CancellationToken>> = vec![None; n];
+        let mut slots = Slots::new(n, self.patience);
+        // Segment runs count the locks they are granted here (the server
+        // answered), so it must outlive them.
+        let granted = AtomicU64::new(0);
         let mut running: FuturesUnordered<SegmentRun<'_>> = FuturesUnordered::new();
-        let mut tried: HashSet<usize> = HashSet::new();
-        let mut share = n;
+        let mut shares = Share::new(&self.name, n);
         let mut failure = None;
         let mut tick = tokio::time::interval(self.recheck);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tracing::info!(projection = %self.name, segments = n, "segmented runner started");
         loop {
+            let resume = slots.resume_at();
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
                 Some((i, result)) = running.next() => {
-                    stops[i] = None;
-                    if let Err(e) = self.settle(i, result, &mut done) {
+                    if let Err(e) = slots.settle(&self.name, i, result, &mut done) {
                         failure = Some(e);
                         break;
                     }
                 }
                 _ = tick.tick() => {
-                    tried.clear();
-                    share = match locks.holders_of(&presence_key).await {
-                        Ok(runners) => n.div_ceil(runners.max(1)),
-                        Err(e) => {
-                            tracing::warn!(projection = %self.name, error = %e,
-                                "segmented runner: cannot count the runners; keeping the share");
-                            share
-                        }
-                    };
-                    done.handed_over += self.give_up_extra(&stops, share);
+                    slots.looked();
+                    if let Err(e) = self.keep_presence(locks, &mut presence, &mut slots).await {
+                        failure = Some(e);
+                        break;
+                    }
+                    let share = shares.look(locks, slots.active().len(), &self.name).await;
+                    done.handed_over += slots.give_up_extra(&self.name, share);
                 }
+                _ = tokio::time::sleep_until(resume.unwrap_or_else(tokio::time::Instant::now)),
+                    if resume.is_some() => {}
             }
-            let active = stops
-                .iter()
-                .filter(|s| s.as_ref().is_some_and(|t| !t.is_cancelled()))
-                .count();
-            let idle = (0..n)
-                .map(|k| (start + k) % n)
-                .filter(|i| stops[*i].is_none() && !tried.contains(i))
-                .take(share.saturating_sub(active))
-                .collect::<Vec<_>>();
-            for i in idle {
-                tried.insert(i);
+            if granted.swap(0, Ordering::Relaxed) > 0 {
+                slots.answered();
+            }
+            for i in slots.next_tries(shares.get()) {
                 let stop = shutdown.child_token();
-                stops[i] = Some(stop.clone());
-                let runner = &self.segments[i];
-                running.push(Box::pin(async move { (i, runner.run(locks, &stop).await) }));
+                slots.started(i, stop.clone());
+                let (runner, granted) = (&self.segments[i], &granted);
+                running.push(Box::pin(async move {
+                    let locked = || {
+                        granted.fetch_add(1, Ordering::Relaxed);
+                    };
+                    (i, runner.run_locked(locks, &stop, &locked).await)
+                }));
             }
         }
-        for stop in stops.iter().flatten() {
-            stop.cancel();
-        }
+        slots.stop_all();
         while let Some((i, result)) = running.next().await {
-            if let Err(e) = self.settle(i, result, &mut done) {
+            if let Err(e) = slots.settle(&self.name, i, result, &mut done) {
                 failure.get_or_insert(e);
             }
         }
-        let released = presence.release().await;
+        shares.release().await;
+        // A presence lost with its session (and not taken again) is gone.
+        let released = match presence.release().await {
+            Err(e) if e.is_lock_lost() => Ok(()),
+            other => other,
+        };
         tracing::info!(projection = %self.name, applied = done.applied, "segmented runner stopped");
         match failure {
             Some(e) => Err(e),
@@ -244,46 +261,26 @@ where
         }
     }
 
-    /// Stops the running segments beyond `share` (highest indices first);
-    /// returns how many.
-    fn give_up_extra(&self, stops: &[Option<CancellationToken>], share: usize) -> u64 {
-        let active: Vec<usize> = (0..stops.len())
-            .filter(|i| stops[*i].as_ref().is_some_and(|t| !t.is_cancelled()))
-            .collect();
-        let extra = active.len().saturating_sub(share);
-        for &i in active.iter().rev().take(extra) {
-            tracing::info!(projection = %self.name, segment = i, share,
-                "segmented runner: giving a segment up for another runner");
-            if let Some(t) = &stops[i] {
-                t.cancel();
-            }
-        }
-        extra as u64
-    }
-
-    /// Books a finished segment run; `Err` for a failure that stops the
-    /// runner.
-    fn settle(
+    /// Takes the presence hold again when its session ended (a restart):
+    /// otherwise the other runners count one runner less. A connection
+    /// failure is booked in `slots` (tried again at the next look).
+    async fn keep_presence<L: RunnerCensus>(
         &self,
-        i: usize,
-        result: Result<RunSummary>,
-        done: &mut SegmentedSummary,
+        locks: &L,
+        presence: &mut LockGuard,
+        slots: &mut Slots,
     ) -> Result<()> {
-        match result {
-            Ok(run) => {
-                done.applied += run.applied;
-                done.batches += run.batches;
-                done.parked += run.parked;
+        if !presence.is_lost() {
+            return Ok(());
+        }
+        match locks.try_lock_shared(&self.presence_key()).await {
+            Ok(Some(again)) => {
+                *presence = again;
+                slots.answered();
                 Ok(())
             }
-            // Held by another runner: free to try again at the next look.
-            Err(e) if e.is_timeout() => Ok(()),
-            Err(e @ Error::LockLost(_)) => {
-                tracing::warn!(projection = %self.name, segment = i, error = %e,
-                    "segmented runner: a segment's lock was lost; it is free again");
-                Ok(())
-            }
-            Err(e) => Err(e),
+            Ok(None) => Ok(()),
+            Err(e) => slots.failed(&self.name, e),
         }
     }
 }
@@ -294,6 +291,7 @@ impl<H: ReadModelHandler, B, F: EventFeed> fmt::Debug for SegmentedRunner<H, B, 
             .field("name", &self.name)
             .field("segments", &self.segments.len())
             .field("recheck", &self.recheck)
+            .field("reconnect_patience", &self.patience)
             .finish()
     }
 }

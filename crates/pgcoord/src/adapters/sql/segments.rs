@@ -194,6 +194,13 @@ impl<F: EventFeed> EventFeed for SegmentFeed<F> {
         Ok(out)
     }
 
+    /// The feed's event at `position` when it is this segment's (the
+    /// remembered stretch is left alone).
+    async fn read_at(&self, position: i64) -> Result<Option<F::Event>> {
+        let event = self.inner.read_at(position).await?;
+        Ok(event.filter(|e| self.segment.holds(&(self.key)(e))))
+    }
+
     fn signal(&self) -> Option<FeedSignal> {
         self.inner.signal()
     }

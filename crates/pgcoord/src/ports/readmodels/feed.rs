@@ -51,6 +51,30 @@ pub trait EventFeed: Send + Sync {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(i64, Self::Event)>>> + Send;
 
+    /// The event at `position`, one this feed has handed out before (so it
+    /// is committed); `None` when the feed has no event there (any more).
+    /// A replay of a parked event reads it again this way.
+    ///
+    /// The default reads [`read_after`](Self::read_after)`(position - 1, 1)`.
+    /// A feed that holds positions back while earlier writes may still
+    /// commit (the PostgreSQL event table does, for as long as any older
+    /// transaction runs) answers with a read at the position instead: an
+    /// event already handed out is final, and its replay must not wait for
+    /// unrelated transactions.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must be cancel safe (a read).
+    fn read_at(&self, position: i64) -> impl Future<Output = Result<Option<Self::Event>>> + Send {
+        async move {
+            let read = self.read_after(Some(position - 1), 1).await?;
+            Ok(read
+                .into_iter()
+                .find(|(p, _)| *p == position)
+                .map(|(_, event)| event))
+        }
+    }
+
     /// The signal raised when new events may be there, if the feed has one.
     /// Without one the runner reads again after its idle interval.
     fn signal(&self) -> Option<FeedSignal> {

@@ -292,7 +292,9 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     }
 
     /// Records a failed replay of the dead letter at `position`: one more
-    /// attempt, `error`, the time, and no replay request any more.
+    /// attempt, `error`, the time, and no replay request any more, neither
+    /// on it nor on the other dead letters of its partition (they wait
+    /// behind it, so the failure answers their requests too).
     ///
     /// # Cancel safety
     ///

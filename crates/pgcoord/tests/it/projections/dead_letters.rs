@@ -17,15 +17,15 @@ use tokio_util::sync::CancellationToken;
 use super::postgres::{append_committed, setup, Setup};
 use super::support::*;
 
-type DlqRunner = ProjectionRunner<
+pub(super) type DlqRunner = ProjectionRunner<
     Picky,
     PostgresReadModelRepository<Seen, PostgresDatabase>,
     PostgresEventTable<Ev>,
 >;
 
-type Task = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
+pub(super) type Task = tokio::task::JoinHandle<pgcoord::Result<pgcoord::readmodels::RunSummary>>;
 
-fn quick_retries(attempts: u32) -> RetryPolicy {
+pub(super) fn quick_retries(attempts: u32) -> RetryPolicy {
     RetryPolicy {
         max_attempts: attempts,
         initial_backoff: Duration::from_millis(1),
@@ -35,29 +35,43 @@ fn quick_retries(attempts: u32) -> RetryPolicy {
 }
 
 /// Odd and even events are two partitions.
-fn by_parity(e: &Ev) -> Option<String> {
+pub(super) fn by_parity(e: &Ev) -> Option<String> {
     Some(if e.n % 2 == 0 { "even" } else { "odd" }.to_owned())
 }
 
-fn dlq_runner(s: &Setup, handler: Picky, policy: DeadLetterPolicy<Ev>) -> Arc<DlqRunner> {
+pub(super) fn dlq_runner(
+    s: &Setup,
+    handler: Picky,
+    policy: DeadLetterPolicy<Ev>,
+) -> Arc<DlqRunner> {
+    dlq_runner_on(s, s.feed.clone(), handler, policy)
+}
+
+/// [`dlq_runner`] reading `feed` (another instance, as in another process).
+pub(super) fn dlq_runner_on(
+    s: &Setup,
+    feed: PostgresEventTable<Ev>,
+    handler: Picky,
+    policy: DeadLetterPolicy<Ev>,
+) -> Arc<DlqRunner> {
     let projection = ReadModelProjection::new(handler, s.db.repository::<Seen>())
         .named("seen")
         .with_retry(quick_retries(3))
         .with_classifier(transient_in_test);
     Arc::new(
-        ProjectionRunner::new(projection, s.feed.clone())
+        ProjectionRunner::new(projection, feed)
             .batch_size(4)
             .idle_interval(None)
             .with_dead_letters(policy),
     )
 }
 
-fn spawn(r: &Arc<DlqRunner>, s: &Setup, stop: &CancellationToken) -> Task {
+pub(super) fn spawn(r: &Arc<DlqRunner>, s: &Setup, stop: &CancellationToken) -> Task {
     let (r, l, st) = (r.clone(), s.locks.clone(), stop.clone());
     tokio::spawn(async move { r.run(&l, &st).await })
 }
 
-async fn reach(r: &DlqRunner, task: &mut Task, position: i64) {
+pub(super) async fn reach(r: &DlqRunner, task: &mut Task, position: i64) {
     let progress = r.progress();
     tokio::select! {
         c = progress.wait_for(position, Some(Duration::from_secs(60))) => { c.unwrap(); }
@@ -65,7 +79,7 @@ async fn reach(r: &DlqRunner, task: &mut Task, position: i64) {
     }
 }
 
-fn positions(letters: &[pgcoord::readmodels::DeadLetter]) -> Vec<i64> {
+pub(super) fn positions(letters: &[pgcoord::readmodels::DeadLetter]) -> Vec<i64> {
     letters.iter().map(|l| l.position).collect()
 }
 

@@ -10,9 +10,15 @@ mod memory;
 mod metrics;
 
 #[cfg(feature = "postgres")]
+mod checkpoint_watch;
+#[cfg(feature = "postgres")]
 mod crash;
 #[cfg(feature = "postgres")]
 mod dead_letters;
+#[cfg(feature = "postgres")]
+mod dead_letters_replay;
+#[cfg(feature = "postgres")]
+mod event_table_gaps;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
@@ -25,6 +31,8 @@ mod rebuild_grants;
 mod rebuild_parked;
 #[cfg(feature = "postgres")]
 mod rebuild_support;
+#[cfg(feature = "postgres")]
+mod restart;
 #[cfg(feature = "postgres")]
 mod segments;
 #[cfg(feature = "postgres")]

@@ -35,7 +35,11 @@ pub struct Setup {
 /// A fresh database with the event table, the model's table and the
 /// checkpoint tables.
 pub async fn setup() -> Setup {
-    let test_db = TestDatabase::create().await.unwrap();
+    setup_on(TestDatabase::create().await.unwrap()).await
+}
+
+/// [`setup`] on `test_db` (a private cluster's, for fault tests).
+pub async fn setup_on(test_db: TestDatabase) -> Setup {
     let db = PostgresDatabase::connect(&test_db.url()).await.unwrap();
     let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
         .unwrap()

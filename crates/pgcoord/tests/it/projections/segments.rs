@@ -90,7 +90,7 @@ pub async fn assert_partition_order<R: ReadModelRepository<Seen>>(repo: &R) {
 }
 
 /// Segment index -> holder ids, from `pg_locks`.
-async fn holders(locks: &PostgresLockManager, count: u32) -> Vec<Vec<String>> {
+pub(super) async fn holders(locks: &PostgresLockManager, count: u32) -> Vec<Vec<String>> {
     let keys: Vec<String> = (0..count)
         .map(|i| {
             format!(
@@ -115,7 +115,7 @@ async fn holders(locks: &PostgresLockManager, count: u32) -> Vec<Vec<String>> {
 /// Waits until every segment has exactly one holder and each of `runners`
 /// holds `share` (a look every 20 ms, for at most a minute); returns the
 /// last look either way, for the caller to assert on.
-async fn wait_balanced(
+pub(super) async fn wait_balanced(
     locks: &PostgresLockManager,
     count: u32,
     runners: &[&str],
@@ -135,16 +135,20 @@ async fn wait_balanced(
     }
 }
 
-fn manager(s: &super::postgres::Setup, id: &str) -> PostgresLockManager {
+pub(super) fn manager(s: &super::postgres::Setup, id: &str) -> PostgresLockManager {
     PostgresLockManager::builder(s.test_db.config().into())
         .holder_id(id)
         .build()
         .unwrap()
 }
 
-type Task = tokio::task::JoinHandle<pgcoord::Result<SegmentedSummary>>;
+pub(super) type Task = tokio::task::JoinHandle<pgcoord::Result<SegmentedSummary>>;
 
-fn spawn(r: &Arc<PgSegmented>, locks: &PostgresLockManager, stop: &CancellationToken) -> Task {
+pub(super) fn spawn(
+    r: &Arc<PgSegmented>,
+    locks: &PostgresLockManager,
+    stop: &CancellationToken,
+) -> Task {
     let (r, l, s) = (r.clone(), locks.clone(), stop.clone());
     tokio::spawn(async move { r.run(&l, &s).await })
 }
@@ -218,6 +222,39 @@ async fn three_runners_hold_two_segments_each_of_six() {
     assert_eq!(applied, 300);
     let repo = s.db.repository::<Seen>();
     assert_each_applied_once(&repo, 300).await;
+    assert_partition_order(&repo).await;
+}
+
+/// Four segments, three runners: the third comes when the first two run
+/// two each, and still gets one (2, 1, 1), where a share of ceil(4 / 3)
+/// alone would leave it none for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_runner_gets_a_segment_when_the_split_is_uneven() {
+    let s = setup().await;
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for id in ["seg-a", "seg-b"] {
+        let r = Arc::new(segmented(&s.db, &s.feed, 4, 5, Duration::ZERO));
+        tasks.push(spawn(&r, &manager(&s, id), &stop));
+    }
+    let look = wait_balanced(&s.locks, 4, &["seg-a", "seg-b"], |n| n == 2).await;
+    assert!(look.iter().all(|h| h.len() == 1), "{look:?}");
+    let c = Arc::new(segmented(&s.db, &s.feed, 4, 5, Duration::ZERO));
+    tasks.push(spawn(&c, &manager(&s, "seg-c"), &stop));
+    let ids = ["seg-a", "seg-b", "seg-c"];
+    let look = wait_balanced(&s.locks, 4, &ids, |n| n == 1 || n == 2).await;
+    for id in ids {
+        let held = look.iter().filter(|h| h == &&[id]).count();
+        assert!((1..=2).contains(&held), "{id} holds {held}: {look:?}");
+    }
+    append_committed(&s.db, &s.feed, 1, 100).await;
+    wait_all_applied(&s.db, 4, 100).await;
+    stop.cancel();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let repo = s.db.repository::<Seen>();
+    assert_each_applied_once(&repo, 100).await;
     assert_partition_order(&repo).await;
 }
 

@@ -162,7 +162,10 @@ pub async fn request_replay<C: GenericClient + Sync>(
     }
 }
 
-/// One more failed attempt at the dead letter at `position`.
+/// One more failed attempt at the dead letter at `position`, and no replay
+/// request left on it or on the other dead letters of its partition (they
+/// wait behind it: a request is answered by this one attempt, not tried
+/// again before every batch). One statement.
 pub(super) async fn record_failure<C: GenericClient + Sync>(
     c: &C,
     projection: &str,
@@ -170,7 +173,7 @@ pub(super) async fn record_failure<C: GenericClient + Sync>(
     error: &str,
 ) -> Result<()> {
     c.execute(
-        r#"UPDATE "eventsource_projection_dead_letters" SET "attempts" = "attempts" + 1, "error" = $3, "last_failure" = now(), "behind" = NULL, "replay_requested" = false WHERE "projection" = $1 AND "position" = $2"#,
+        r#"WITH "failed" AS (UPDATE "eventsource_projection_dead_letters" SET "attempts" = "attempts" + 1, "error" = $3, "last_failure" = now(), "behind" = NULL, "replay_requested" = false WHERE "projection" = $1 AND "position" = $2 RETURNING "partition_key") UPDATE "eventsource_projection_dead_letters" SET "replay_requested" = false WHERE "projection" = $1 AND "position" <> $2 AND "replay_requested" AND "partition_key" IN (SELECT "partition_key" FROM "failed")"#,
         &[&projection, &position, &error],
     )
     .await

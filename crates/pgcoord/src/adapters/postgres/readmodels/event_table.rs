@@ -180,18 +180,8 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
     }
 
     /// Moves the watermark forward as far as the evidence allows; returns
-    /// the final position. Three short statements, the first two only when
-    /// the known final position would not fill a batch of `limit`.
-    async fn final_position<C: GenericClient + Sync>(
-        &self,
-        client: &C,
-        after: i64,
-        limit: usize,
-    ) -> Result<i64> {
-        let known = self.lock().safe();
-        if known - after >= limit as i64 {
-            return Ok(known);
-        }
+    /// the final position. Two short statements.
+    async fn final_position<C: GenericClient + Sync>(&self, client: &C) -> Result<i64> {
         // The sequence first, then a transaction id (in the same row, so
         // after the read): every position handed out so far belongs to a
         // transaction whose id is below ours.
@@ -233,6 +223,37 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
             });
         }
         Ok(safe)
+    }
+
+    /// Up to `limit` events in `(after, upto]`, in position order.
+    async fn rows<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        after: i64,
+        upto: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, E)>> {
+        if upto <= after {
+            return Ok(Vec::new());
+        }
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT \"position\", \"payload\" FROM \"{}\" WHERE \"position\" > $1 \
+                     AND \"position\" <= $2 ORDER BY \"position\" LIMIT $3",
+                    self.table
+                ),
+                &[&after, &upto, &(limit as i64)],
+            )
+            .await
+            .map_err(query_error)?;
+        rows.iter()
+            .map(|r| {
+                let payload: serde_json::Value = r.try_get(1).map_err(query_error)?;
+                let event = serde_json::from_value(payload).map_err(serialization::<E>)?;
+                Ok((r.get::<_, i64>(0), event))
+            })
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Watermark> {
@@ -282,31 +303,50 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> EventFeed for PostgresEventT
 
     /// Cancel safe: reads (the watermark only moves on evidence, so a
     /// dropped call leaves it right).
+    ///
+    /// The watermark is moved only when the final positions known would
+    /// not fill a batch, or when they did not: a gap (rolled-back
+    /// positions, sequence values a crash skipped) can leave a range of
+    /// final positions with fewer events than it has positions.
     async fn read_after(&self, after: Option<i64>, limit: usize) -> Result<Vec<(i64, E)>> {
         let after = after.unwrap_or(0);
         let client = self.db.get().await?;
-        let upto = self.final_position(&*client, after, limit).await?;
-        if upto <= after {
-            return Ok(Vec::new());
+        let known = self.lock().safe();
+        if known - after < limit as i64 {
+            let upto = self.final_position(&*client).await?;
+            return self.rows(&*client, after, upto, limit).await;
         }
-        let rows = client
-            .query(
+        let mut events = self.rows(&*client, after, known, limit).await?;
+        if events.len() < limit {
+            let upto = self.final_position(&*client).await?;
+            let more = self.rows(&*client, known, upto, limit - events.len());
+            events.extend(more.await?);
+        }
+        Ok(events)
+    }
+
+    /// One read at the position, without the watermark: the event was
+    /// handed out before, so it is committed, whatever runs meanwhile.
+    /// Leaves the watermark as it is (tailing keeps its safeguard).
+    async fn read_at(&self, position: i64) -> Result<Option<E>> {
+        let client = self.db.get().await?;
+        let row = client
+            .query_opt(
                 &format!(
-                    "SELECT \"position\", \"payload\" FROM \"{}\" WHERE \"position\" > $1 \
-                     AND \"position\" <= $2 ORDER BY \"position\" LIMIT $3",
+                    "SELECT \"payload\" FROM \"{}\" WHERE \"position\" = $1",
                     self.table
                 ),
-                &[&after, &upto, &(limit as i64)],
+                &[&position],
             )
             .await
             .map_err(query_error)?;
-        rows.iter()
-            .map(|r| {
-                let payload: serde_json::Value = r.try_get(1).map_err(query_error)?;
-                let event = serde_json::from_value(payload).map_err(serialization::<E>)?;
-                Ok((r.get::<_, i64>(0), event))
-            })
-            .collect()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let payload: serde_json::Value = row.try_get(0).map_err(query_error)?;
+        serde_json::from_value(payload)
+            .map(Some)
+            .map_err(serialization::<E>)
     }
 
     fn signal(&self) -> Option<FeedSignal> {

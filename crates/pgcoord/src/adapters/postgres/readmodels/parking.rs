@@ -77,7 +77,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
             }
         }
         if let (Some(last), true) = (checkpoint, done.applied + done.held > 0) {
-            if !advance_in(&tx, projection, last, true).await? {
+            if !advance_in(&tx, projection, last).await? {
                 return Ok(HeldBatch::default()); // another runner got there first
             }
         }

@@ -71,19 +71,6 @@ pub(super) async fn read_checkpoint<C: GenericClient + Sync>(
     Ok(row.map(|r| r.get::<_, i64>(0)))
 }
 
-/// Moves the checkpoint to `position`; false when it already was there or
-/// beyond (another runner got there first).
-async fn advance<C: GenericClient + Sync>(c: &C, projection: &str, position: i64) -> Result<bool> {
-    let rows = c
-        .query_typed(
-            SQL.advance,
-            &[(&projection, Type::TEXT), (&position, Type::INT8)],
-        )
-        .await
-        .map_err(query_error)?;
-    Ok(!rows.is_empty())
-}
-
 /// Moves the checkpoint to `position` with [`ADVANCE_NOTIFY`]; false when
 /// it already was there or beyond (another runner got there first).
 pub(super) async fn advance_notify<C: GenericClient + Sync>(
@@ -111,17 +98,17 @@ pub(super) async fn read_checkpoint_in(
     Ok(rows.first().map(|r| r.get::<_, i64>(0)))
 }
 
-/// [`advance`] (or, with `notify`, [`advance_notify`]) inside a transaction
-/// of the repository's own.
+/// [`advance_notify`] inside a transaction of the repository's own.
 pub(super) async fn advance_in(
     tx: &OwnTransaction<'_>,
     projection: &str,
     position: i64,
-    notify: bool,
 ) -> Result<bool> {
-    let sql = if notify { ADVANCE_NOTIFY } else { SQL.advance };
     let rows = tx
-        .query(sql, &[(&projection, Type::TEXT), (&position, Type::INT8)])
+        .query(
+            ADVANCE_NOTIFY,
+            &[(&projection, Type::TEXT), (&position, Type::INT8)],
+        )
         .await?;
     Ok(!rows.is_empty())
 }
@@ -223,7 +210,7 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             drop(guard);
             handler.handle(event, self).await?;
             let guard = self.source.client().await?;
-            advance(&*guard, projection, position).await?;
+            advance_notify(&*guard, projection, position).await?;
             return Ok(Applied::Applied);
         };
         let tx = OwnTransaction::begin(&mut client).await?;
@@ -237,7 +224,7 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             let repo = PostgresReadModelRepository::<M, _>::with_table(&tx, self.table.clone());
             handler.handle(event, &repo).await?;
         }
-        if !advance_in(&tx, projection, position, false).await? {
+        if !advance_in(&tx, projection, position).await? {
             return Ok(Applied::Skipped);
         }
         tx.commit().await?;
@@ -277,7 +264,7 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
             }
         }
         if let (Some(last), true) = (checkpoint, applied > 0) {
-            if !advance_in(&tx, projection, last, true).await? {
+            if !advance_in(&tx, projection, last).await? {
                 return Ok(0); // another runner got there first: roll back
             }
         }
