@@ -32,7 +32,8 @@ exactly the events it counted in its question. A database where no dead-letter t
 and a line on standard error says which database and role were read. Each query is given 30 s \
 to be answered. Exit codes: 0 done, 1 not done: a POSITION given is not parked (the others were \
 acted on) or `drop` was declined, 2 bad arguments, 69 the database could not be reached, failed \
-the query (the server's message says why, e.g. permission denied) or did not answer.";
+the query (the server's message says why) or did not answer, 78 the role lacks a privilege the \
+command needs (permission denied).";
 
 /// `eventsource projection dlq ...`
 #[derive(Debug, Subcommand)]
@@ -123,8 +124,8 @@ behind. A database where no checkpoint table is visible (no projection ran there
 database, or a role that cannot see the table) shows no checkpoint, and a line on standard error \
 says which database and role were read. Each look is given 30 s to be answered. Exit codes: 0 \
 shown, 2 bad arguments, 69 the database could not be reached, failed the query (the server's \
-message says why, e.g. permission denied) or did not answer, 78 the --events-table is not in the \
-database.";
+message says why) or did not answer, 78 the --events-table is not in the database or the role \
+lacks a privilege the look needs (permission denied).";
 
 /// `eventsource projection status`
 #[derive(Debug, Args)]

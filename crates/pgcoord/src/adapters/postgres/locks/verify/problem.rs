@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Why a server cannot give safe session locks. Carried as the
 /// [`source`](std::error::Error::source) of the
-/// [`BackendErrorKind::NotPostgres`] error that `verify` returns, so callers
+/// [`BackendErrorKind::NotPostgres`](crate::error::BackendErrorKind::NotPostgres) error that `verify` returns, so callers
 /// can downcast to it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
