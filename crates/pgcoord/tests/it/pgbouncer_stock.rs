@@ -64,6 +64,19 @@ fn manager_via(url: &str, holder: &str) -> PostgresLockManager {
         .unwrap()
 }
 
+/// `verify()`'s failure: the error, which must name a server that cannot
+/// give safe session locks, and the problem it carries.
+async fn verify_fails(m: &PostgresLockManager) -> (pgcoord::Error, VerifyProblem) {
+    let err = m.verify().await.unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
+    let problem = std::error::Error::source(backend)
+        .and_then(|s| s.downcast_ref::<VerifyProblem>())
+        .expect("a VerifyProblem source")
+        .clone();
+    (err, problem)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
     let Some((bouncer, url, db)) = behind_pgbouncer("session").await else {
@@ -138,16 +151,8 @@ async fn a_session_pool_of_one_server_connection_is_named_by_verify() {
     else {
         return;
     };
-    let m = url
-        .parse()
-        .and_then(|o| PostgresLockManager::builder(o).build())
-        .unwrap();
-    let err = m.verify().await.unwrap_err();
-    let backend = err.as_backend().expect("backend error");
-    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
-    let problem = std::error::Error::source(backend)
-        .and_then(|s| s.downcast_ref::<VerifyProblem>())
-        .expect("a VerifyProblem source");
+    let m = manager_via(&url, "verify");
+    let (err, problem) = verify_fails(&m).await;
     assert!(
         matches!(problem, VerifyProblem::NotServed { connection: 2, .. }),
         "{problem:?}"
@@ -206,16 +211,8 @@ async fn stock_pgbouncer_in_transaction_mode_is_caught_by_verify() {
         })
         .await;
     }
-    let m = url
-        .parse()
-        .and_then(|o| PostgresLockManager::builder(o).build())
-        .unwrap();
-    let err = m.verify().await.unwrap_err();
-    let backend = err.as_backend().expect("backend error");
-    assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
-    let problem = std::error::Error::source(backend)
-        .and_then(|s| s.downcast_ref::<VerifyProblem>())
-        .expect("a VerifyProblem source");
+    let m = manager_via(&url, "verify");
+    let (err, problem) = verify_fails(&m).await;
     assert!(
         matches!(
             problem,
