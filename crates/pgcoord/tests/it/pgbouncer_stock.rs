@@ -64,6 +64,19 @@ fn manager_via(url: &str, holder: &str) -> PostgresLockManager {
         .unwrap()
 }
 
+/// How many server processes hold `key` (granted, exclusive or shared).
+async fn server_holders(direct: &tokio_postgres::Client, key: &str) -> i64 {
+    direct
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&pgcoord::lock_id_for_key(key)],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// `verify()`'s failure: the error, which must name a server that cannot
 /// give safe session locks, and the problem it carries.
 async fn verify_fails(m: &PostgresLockManager) -> (pgcoord::Error, VerifyProblem) {
@@ -276,15 +289,7 @@ async fn stock_pgbouncer_in_transaction_mode_never_grants_one_key_twice() {
         "never refused behind a transaction pooler"
     );
     // Whatever was granted is the first manager's alone on the server.
-    let holders: i64 = direct
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
-             AND ((classid::int8 << 32) | objid::int8) = $1",
-            &[&pgcoord::lock_id_for_key(&key)],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let holders = server_holders(&direct, &key).await;
     assert!(holders <= 1, "{holders} server processes hold the key");
     drop(held);
     first.close().await.ok();
@@ -321,15 +326,7 @@ async fn a_release_the_pooler_sends_elsewhere_names_the_pooler_not_a_loss() {
     assert_eq!(backend.kind(), BackendErrorKind::NotPostgres, "{err:?}");
     assert!(err.to_string().contains("session mode"), "{err}");
     // Still held on the server, as the error says it may be.
-    let held: i64 = direct
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
-             AND ((classid::int8 << 32) | objid::int8) = $1",
-            &[&pgcoord::lock_id_for_key(&key)],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let held = server_holders(&direct, &key).await;
     assert_eq!(held, 1);
     other.simple_query("COMMIT").await.unwrap();
 }
