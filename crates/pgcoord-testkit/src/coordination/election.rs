@@ -66,8 +66,8 @@ fn assert_seen_as(seen: Option<Leader>, leading: &Leadership) {
     assert_eq!(seen.term, Some(leading.term()), "the observed term");
     if seen.holder_id.is_some() {
         assert_eq!(
-            seen.holder_id,
-            leading.info().holder_id,
+            seen.holder_id.as_deref(),
+            leading.info().holder_id.as_deref(),
             "the observed holder"
         );
     }

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -23,16 +24,20 @@ pub use super::loss::LossSignal;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What is known about a lock this process holds.
+///
+/// The key and the holder label are shared (`Arc<str>`) with the manager's
+/// own bookkeeping, so building an info, and cloning one, allocates
+/// nothing; both read as `&str` (`&*info.key`, `info.key.as_ref()`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LockInfo {
     /// The string key the caller asked for.
-    pub key: String,
+    pub key: Arc<str>,
     /// The advisory-lock id derived from the key (see [`lock_id_for_key`](crate::lock_id_for_key)).
     pub lock_id: i64,
     /// When the lock was granted, in UTC.
     pub acquired_at: DateTime<Utc>,
     /// The manager's holder label, if it has one.
-    pub holder_id: Option<String>,
+    pub holder_id: Option<Arc<str>>,
     /// The fencing token of this acquisition, when the manager fences:
     /// strictly greater than the token of every earlier acquisition of the
     /// same key. Pass it to the protected resource, which refuses writes

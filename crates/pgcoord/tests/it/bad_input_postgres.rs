@@ -70,7 +70,7 @@ async fn odd_keys_lock_and_huge_keys_are_refused_before_any_io() {
     let mut guards = Vec::new();
     for k in &keys {
         let g = m.acquire(k, Some(SECS)).await.unwrap();
-        assert_eq!(&g.info().key, k);
+        assert_eq!(&*g.info().key, k.as_str());
         assert!(
             other
                 .try_lock(k)

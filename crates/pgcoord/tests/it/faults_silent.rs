@@ -75,7 +75,7 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
     let cut = Instant::now();
 
     // Another process tries to take every key; record when it first can.
-    let keys: Vec<String> = guards.iter().map(|g| g.info().key.clone()).collect();
+    let keys: Vec<String> = guards.iter().map(|g| g.info().key.to_string()).collect();
     let observer = tokio::spawn(async move {
         let mut got = Vec::new();
         for k in keys {
@@ -146,7 +146,7 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
         .expect("observer never got the locks")
         .unwrap();
     for ((k, lost), (k2, taken)) in loss_at.iter().zip(&got) {
-        assert_eq!(k, k2);
+        assert_eq!(&**k, k2.as_str());
         assert!(
             lost < taken,
             "{k} was taken by another session before its holder heard of the loss"

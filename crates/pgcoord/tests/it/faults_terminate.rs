@@ -81,7 +81,7 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     let on_victim: HashSet<String> = guards
         .iter()
         .filter(|g| victims.contains(&g.info().lock_id))
-        .map(|g| g.info().key.clone())
+        .map(|g| g.info().key.to_string())
         .collect();
     assert!(
         !on_victim.is_empty() && on_victim.len() < N,
@@ -94,7 +94,7 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
 
     let (lost, kept): (Vec<_>, Vec<_>) = guards
         .into_iter()
-        .partition(|g| on_victim.contains(&g.info().key));
+        .partition(|g| on_victim.contains(&*g.info().key));
     for g in &lost {
         assert_lost(g, &g.info().key).await;
     }

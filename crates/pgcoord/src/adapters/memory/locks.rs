@@ -46,7 +46,7 @@ pub struct InMemoryLockManager {
 }
 
 struct Inner {
-    holder_id: Option<String>,
+    holder_id: Option<Arc<str>>,
     /// Whether exclusive grants carry fencing tokens.
     fencing: bool,
     state: Mutex<State>,
@@ -85,7 +85,7 @@ impl GuardBackend for Held {
         drop(self);
         Box::pin(async move {
             if lost {
-                Err(lost_error(key))
+                Err(lost_error(key.to_string()))
             } else {
                 Ok(())
             }
@@ -103,7 +103,7 @@ impl GuardBackend for Held {
             self.info.mode = LockMode::Shared;
             Ok(self as Box<dyn GuardBackend>)
         } else {
-            Err(lost_error(self.info.key.clone()))
+            Err(lost_error(self.info.key.to_string()))
         };
         Box::pin(std::future::ready(outcome))
     }
@@ -204,7 +204,7 @@ impl Inner {
             *fence
         });
         let info = LockInfo {
-            key: key.to_owned(),
+            key: key.into(),
             lock_id,
             acquired_at: Utc::now(),
             holder_id: self.holder_id.clone(),
@@ -263,7 +263,7 @@ impl InMemoryLockManager {
     fn build(holder_id: Option<String>, fencing: bool) -> Self {
         Self {
             inner: Arc::new(Inner {
-                holder_id,
+                holder_id: holder_id.map(Arc::from),
                 fencing,
                 state: Mutex::new(State::default()),
             }),

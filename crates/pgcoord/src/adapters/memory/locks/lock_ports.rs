@@ -49,7 +49,7 @@ impl DistributedLock for InMemoryLockManager {
             let token = state
                 .manual
                 .iter()
-                .find(|(_, h)| h.lock_id == lock_id && h.info.key == key)
+                .find(|(_, h)| h.lock_id == lock_id && *h.info.key == *key)
                 .map(|(t, _)| *t);
             token.and_then(|t| state.manual.remove(&t))
         };

@@ -103,7 +103,7 @@ impl PostgresLockManagerBuilder {
     /// A label for this holder, copied into every `LockInfo::holder_id` and
     /// shown in `pg_stat_activity.application_name` as `eventsource/<id>`.
     pub fn holder_id(mut self, id: impl Into<String>) -> Self {
-        self.settings.holder_id = Some(id.into());
+        self.settings.holder_id = Some(id.into().into());
         self
     }
 

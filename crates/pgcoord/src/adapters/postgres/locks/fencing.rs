@@ -364,7 +364,7 @@ where
                 .and_then(|d| d.strip_prefix("current="))
                 .and_then(|c| c.parse::<u64>().ok());
             Err(Error::Fenced(FencedError {
-                key: info.key.clone(),
+                key: info.key.to_string(),
                 token,
                 current,
             }))

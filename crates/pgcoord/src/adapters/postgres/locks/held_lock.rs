@@ -88,6 +88,11 @@ impl HeldLock {
         self.lock_id
     }
 
+    /// The key, shared with the book and the guard's info.
+    pub(crate) fn key(&self) -> &Arc<str> {
+        &self.key
+    }
+
     pub(crate) fn token(&self) -> HoldToken {
         self.token
     }

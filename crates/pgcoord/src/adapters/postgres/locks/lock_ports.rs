@@ -33,7 +33,7 @@ impl PostgresLockManager {
     /// The guard of a grant: its info, and a loss signal that also watches
     /// the session's lease in lease mode.
     pub(super) fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
-        let info = self.info(key, lock_id, &g);
+        let info = self.info(lock_id, &g);
         // Moved, not cloned: the session's alarm is shared by all of its
         // locks, and each clone and drop of it is a write to one counter
         // that every worker thread touches.

@@ -117,9 +117,11 @@ impl PostgresLockManager {
         self.state.acquirer.batched_session_pids()
     }
 
-    pub(super) fn info(&self, key: &str, lock_id: i64, g: &Granted) -> LockInfo {
+    /// The info of a grant; its key is the one the grant's lock carries
+    /// (shared, not copied).
+    pub(super) fn info(&self, lock_id: i64, g: &Granted) -> LockInfo {
         LockInfo {
-            key: key.to_owned(),
+            key: g.lock.key().clone(),
             lock_id,
             acquired_at: g.acquired_at,
             holder_id: self.ctx().settings.holder_id.clone(),

@@ -29,7 +29,7 @@ pub(crate) const LIGHT_SESSION_LOCKS: usize = 2048;
 /// Settings of a lock manager.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
-    pub(crate) holder_id: Option<String>,
+    pub(crate) holder_id: Option<std::sync::Arc<str>>,
     pub(crate) max_held_locks: usize,
     pub(crate) batched_sessions: usize,
     /// The most batched sessions, opened past `batched_sessions` when every
