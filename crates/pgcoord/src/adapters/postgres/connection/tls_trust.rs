@@ -157,10 +157,43 @@ fn crls_in_file(
         crls.push(CertificateRevocationListDer::from(bytes));
     }
     for crl in &crls {
-        CertificateRevocationList::from_der(crl.as_ref())
+        let (_, parsed) = CertificateRevocationList::from_der(crl.as_ref())
             .map_err(|e| bad(format!("not a certificate revocation list ({e})")))?;
+        usable_by_webpki(path, &parsed, crl.as_ref())?;
     }
     Ok(crls)
+}
+
+/// Refuses a list that rustls's certificate checker (webpki) cannot read,
+/// naming `path`. It reads version-2 lists with extensions only (RFC 5280's
+/// profile); OpenSSL, and so libpq, also reads version 1, which is what
+/// `openssl ca -gencrl` writes when its configuration sets no `crlnumber`.
+fn usable_by_webpki(
+    path: &Path,
+    parsed: &CertificateRevocationList<'_>,
+    der: &[u8],
+) -> Result<(), BackendError> {
+    use x509_parser::x509::X509Version;
+    let v2 = parsed.version() == Some(X509Version::V2);
+    if v2 && webpki::BorrowedCertRevocationList::from_der(der).is_ok() {
+        return Ok(());
+    }
+    let what = match v2 {
+        true => {
+            "a version-2 revocation list that this client's TLS library (rustls) cannot \
+             read: it needs RFC 5280's profile (a next-update time, a CRL number extension)"
+        }
+        false => {
+            "a version-1 revocation list, which this client's TLS library (rustls) cannot \
+             read (libpq can)"
+        }
+    };
+    Err(tls_error(format!(
+        "cannot use the revocation list in {}: it is {what}; make a version-2 one: with \
+         `openssl ca -gencrl`, set `crlnumber = FILE` (a file holding a number such as 01) in \
+         the CA section of its configuration",
+        path.display()
+    )))
 }
 
 /// The lists of every file of `dir` (an OpenSSL hashed directory keeps
