@@ -40,7 +40,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
-use super::tls_trust::{load_crls, load_roots, root_file_present, tls_error};
+use super::tls_trust::{load_crls, load_roots, refuse_system_store, root_file_present, tls_error};
 use super::tls_verifier::Verifier;
 use crate::ports::error::BackendError;
 
@@ -133,6 +133,7 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// Builds the rustls configuration for `settings`.
 fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendError> {
+    refuse_system_store(settings.root_cert.as_deref())?;
     let provider = provider();
     let versions: &[&rustls::SupportedProtocolVersion] = match settings.versions {
         TlsVersions::Any => rustls::DEFAULT_VERSIONS,
