@@ -29,6 +29,7 @@ use std::future::Future;
 use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -190,6 +191,9 @@ pub(crate) struct MakeRustls {
     /// read only when the configuration is (re)loaded.
     settings: Arc<TlsSettings>,
     config: Arc<Mutex<Option<Arc<ClientConfig>>>>,
+    /// Set when a handshake of this clone's connects succeeds (see
+    /// [`watched`](Self::watched)).
+    handshake: Option<Arc<AtomicBool>>,
 }
 
 impl MakeRustls {
@@ -197,7 +201,18 @@ impl MakeRustls {
         Self {
             settings: Arc::new(settings),
             config: Arc::new(Mutex::new(None)),
+            handshake: None,
         }
+    }
+
+    /// A clone for one connect attempt, and a flag it sets once its TLS
+    /// handshake succeeds: whether that attempt's session was over TLS
+    /// (the driver's errors do not say).
+    pub(crate) fn watched(&self) -> (Self, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut watched = self.clone();
+        watched.handshake = Some(flag.clone());
+        (watched, flag)
     }
 
     /// The settings the configuration is loaded from.
@@ -237,7 +252,10 @@ where
         // Asked for a Unix-domain socket too (no host name), where
         // PostgreSQL has no TLS: that connector is never used.
         if domain.is_empty() {
-            return Ok(RustlsConnect { target: None });
+            return Ok(RustlsConnect {
+                target: None,
+                handshake: None,
+            });
         }
         let config = self
             .current()
@@ -247,6 +265,7 @@ where
         })?;
         Ok(RustlsConnect {
             target: Some((config, name)),
+            handshake: self.handshake.clone(),
         })
     }
 }
@@ -254,6 +273,7 @@ where
 /// One TLS handshake to a named server (none for a Unix-domain socket).
 pub(crate) struct RustlsConnect {
     target: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    handshake: Option<Arc<AtomicBool>>,
 }
 
 impl<S> TlsConnect<S> for RustlsConnect
@@ -272,6 +292,9 @@ where
             let stream = tokio_rustls::TlsConnector::from(config)
                 .connect(name, stream)
                 .await?;
+            if let Some(flag) = self.handshake {
+                flag.store(true, Ordering::Relaxed);
+            }
             Ok(RustlsStream(stream))
         })
     }
