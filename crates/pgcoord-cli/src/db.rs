@@ -157,7 +157,16 @@ impl Database {
         };
         let mut tcp = Vec::new();
         let mut query = Vec::new();
-        for (i, host) in c.get_hosts().iter().enumerate() {
+        // Hosts given by address alone (`hostaddr`, `PGHOSTADDR`) by their address.
+        let by_address: Vec<Host> = match c.get_hosts() {
+            [] => c
+                .get_hostaddrs()
+                .iter()
+                .map(|a| Host::Tcp(a.to_string()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (i, host) in c.get_hosts().iter().chain(&by_address).enumerate() {
             match host {
                 Host::Tcp(h) if h.contains(':') => tcp.push(format!("[{h}]:{}", port_of(i))),
                 Host::Tcp(h) => tcp.push(format!("{h}:{}", port_of(i))),

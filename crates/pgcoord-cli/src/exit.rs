@@ -73,10 +73,15 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
             "the server asks for a password: give it in the URL, PGPASSWORD or a password file \
              (~/.pgpass, PGPASSFILE)"
         }
+        (BackendErrorKind::Tls, _) if backend.message().contains("channel_binding=require") => {
+            "channel_binding=require (or PGCHANNELBINDING=require) needs a SCRAM password login \
+             over TLS: connect over TCP with TLS, as a user whose pg_hba.conf method is \
+             scram-sha-256, or drop channel_binding=require; trying again will not help"
+        }
         (BackendErrorKind::Tls, _) => {
-            "check the TLS settings (sslmode, sslrootcert, sslcert, sslkey; or PGSSLMODE, \
-             PGSSLROOTCERT, PGSSLCERT, PGSSLKEY) and the server's certificate; trying again \
-             will not help"
+            "check the TLS settings (sslmode, sslrootcert, sslcert, sslkey, sslcrl, sslcrldir; \
+             or PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY, PGSSLCRL, PGSSLCRLDIR) and the \
+             server's certificate; trying again will not help"
         }
         (BackendErrorKind::Connect, Some("28P01")) => "check the user name and the password",
         // 28000 (invalid_authorization_specification) covers refusals that
@@ -255,6 +260,14 @@ mod tests {
         let tls_hint = backend_hint(&tls).expect("a hint");
         assert!(tls_hint.contains("sslrootcert"), "{tls_hint}");
         assert!(!tls_hint.contains("URL"), "{tls_hint}");
+        let unbound: Error = BackendError::new(
+            BackendErrorKind::Tls,
+            "channel_binding=require refused the login: TLS was not in use (sslmode=disable)",
+        )
+        .into();
+        let unbound_hint = backend_hint(&unbound).expect("a hint");
+        assert!(unbound_hint.contains("PGCHANNELBINDING"), "{unbound_hint}");
+        assert!(!unbound_hint.contains("server runs"), "{unbound_hint}");
         let closed: Error =
             LockAcquisitionError::new("k", AcquireFailure::ManagerClosed, None).into();
         assert_eq!(for_error(&closed), SOFTWARE);

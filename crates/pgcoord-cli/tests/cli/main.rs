@@ -38,6 +38,7 @@ mod standby;
 mod terminal;
 mod tls;
 mod tls_client_cert;
+mod tls_hosts;
 mod top;
 mod unix_socket;
 mod watch;

@@ -83,11 +83,12 @@ impl Connector {
     /// `server.port`): the first host of the config.
     pub(crate) fn server(&self) -> (String, u16) {
         use tokio_postgres::config::Host;
-        let host = match self.config.get_hosts().first() {
-            Some(Host::Tcp(h)) => h.clone(),
+        let host = match (self.config.get_hosts().first(), self.config.get_hostaddrs()) {
+            (Some(Host::Tcp(h)), _) => h.clone(),
             #[cfg(unix)]
-            Some(Host::Unix(p)) => p.display().to_string(),
-            None => "localhost".to_owned(),
+            (Some(Host::Unix(p)), _) => p.display().to_string(),
+            (None, [addr, ..]) => addr.to_string(),
+            (None, []) => "localhost".to_owned(),
         };
         let port = self.config.get_ports().first().copied().unwrap_or(5432);
         (host, port)
@@ -126,30 +127,67 @@ impl Connector {
     }
 }
 
-/// `host:port` of a one-host config, for an error message.
 /// Opens a session on the first of `per_host` (one config per host, see
 /// `hosts::one_per_host`) that takes it, each host within `timeout`, as
 /// libpq does; when none does, every host's failure, in order.
+///
+/// As in libpq, a host that cannot be reached (refused, no answer, gone
+/// during the handshake) passes the turn to the next host, and a TLS
+/// failure does not: a certificate the settings refuse, no TLS where they
+/// require it, or `channel_binding=require` unmet ends the walk with that
+/// host's error. Going on would put the session, and the advisory locks it
+/// takes, on another server than a libpq client with the same settings
+/// uses, with the broken host never reported.
 pub(crate) async fn connect_each_host(
     per_host: &[Config],
     tls: &MakeRustls,
     timeout: Duration,
 ) -> Result<(Client, ConnectionFuture), BackendError> {
     tls.ready()?;
+    let settings = tls.settings();
     let mut failures = Vec::new();
     for config in per_host {
-        let attempt = config.connect(tls.clone());
+        let named = named_for_tls(config, settings);
+        let config = named.as_ref().unwrap_or(config);
+        let (watched, handshake) = tls.watched();
+        let attempt = config.connect(watched);
         let failure = match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok((client, connection))) => return Ok((client, Box::pin(connection))),
-            Ok(Err(e)) => connect_error(e, tls.settings()),
+            Ok(Err(e)) => {
+                let attempt = super::tls_failure::Attempt {
+                    tls_in_use: handshake.load(std::sync::atomic::Ordering::Relaxed),
+                    socket: is_socket(config),
+                };
+                let cx = super::tls_failure::TlsContext::of(settings);
+                match super::tls_failure::channel_binding_refused(&e, &cx, &attempt) {
+                    Some(why) => BackendError::new(BackendErrorKind::Tls, why),
+                    None => connect_error(e, settings),
+                }
+            }
             Err(_) => BackendError::new(
                 BackendErrorKind::Connect,
                 format!("no answer within {timeout:?}"),
             ),
         };
+        let last = failure.kind() == BackendErrorKind::Tls;
         failures.push((host_name(config), failure));
+        if last {
+            break;
+        }
     }
-    Err(every_host_failed(failures))
+    Err(every_host_failed(failures, per_host.len()))
+}
+
+/// `config` with hosts given by address alone (`hostaddr` without `host`)
+/// named by their addresses, for the driver's TLS handshake, except under
+/// `verify-full`: libpq checks no name below it (and sends no SNI for an
+/// address), and refuses `verify-full` without a host name, as the driver
+/// does then (`tls_failure` words it). `None` when nothing is to change.
+pub(crate) fn named_for_tls(config: &Config, settings: &TlsSettings) -> Option<Config> {
+    match settings.mode {
+        super::tls::SslMode::VerifyFull => None,
+        _ => super::hosts::addresses_as_names(config),
+    }
 }
 
 /// [`connect_each_host`] for one `config`, split into its hosts here.
@@ -161,32 +199,61 @@ pub(crate) async fn connect_any_host(
     connect_each_host(&super::hosts::one_per_host(config), tls, timeout).await
 }
 
+/// `host:port` of a one-host config, for an error message.
 fn host_name(config: &Config) -> String {
     use tokio_postgres::config::Host;
     let port = config.get_ports().first().copied().unwrap_or(5432);
-    match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => format!("{h}:{port}"),
+    match (config.get_hosts().first(), config.get_hostaddrs().first()) {
+        (Some(Host::Tcp(h)), _) => format!("{h}:{port}"),
         #[cfg(unix)]
-        Some(Host::Unix(p)) => format!("{}:{port}", p.display()),
-        None => format!("localhost:{port}"),
+        (Some(Host::Unix(p)), _) => format!("{}:{port}", p.display()),
+        (None, Some(addr)) => format!("{addr}:{port}"),
+        (None, None) => format!("localhost:{port}"),
     }
 }
 
-/// The error of a connect where no host could be used: the one host's
-/// own error, or every host's, in the order they were tried (the kind of
-/// the last one).
-fn every_host_failed(mut failures: Vec<(String, BackendError)>) -> BackendError {
-    if failures.len() == 1 {
+fn is_socket(config: &Config) -> bool {
+    use tokio_postgres::config::Host;
+    config.get_hostaddrs().is_empty()
+        && match config.get_hosts().first() {
+            #[cfg(unix)]
+            Some(Host::Unix(_)) => true,
+            _ => false,
+        }
+}
+
+/// The error of a connect where no host could be used, of `hosts` in
+/// all: the one host's own error, or each tried host's, in order. A TLS
+/// failure (which ends the walk) gives its kind whatever came before it,
+/// so that it is never retried as an unreachable server would be.
+fn every_host_failed(mut failures: Vec<(String, BackendError)>, hosts: usize) -> BackendError {
+    if hosts <= 1 && failures.len() == 1 {
         return failures.pop().expect("one failure").1;
     }
-    let kind = failures
-        .last()
-        .map_or(BackendErrorKind::Connect, |(_, e)| e.kind());
+    let tls = failures
+        .iter()
+        .any(|(_, e)| e.kind() == BackendErrorKind::Tls);
+    let kind = match tls {
+        true => BackendErrorKind::Tls,
+        false => failures
+            .last()
+            .map_or(BackendErrorKind::Connect, |(_, e)| e.kind()),
+    };
     let each: Vec<String> = failures
         .iter()
         .map(|(host, e)| format!("{host}: {}", e.message()))
         .collect();
-    BackendError::new(kind, format!("no host could be used ({})", each.join("; ")))
+    let untried = match hosts.saturating_sub(failures.len()) {
+        0 => String::new(),
+        n => format!(
+            "; a TLS failure ends the walk, as in libpq: {n} later host{} not tried",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    BackendError::new(
+        kind,
+        format!("no host could be used ({}{untried})", each.join("; ")),
+    )
 }
 
 /// The statement every lock session runs once, pipelined with its prepares.

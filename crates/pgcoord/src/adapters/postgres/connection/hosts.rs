@@ -15,22 +15,29 @@ use tokio_postgres::Config;
 /// with one host (or none) is returned as it is.
 pub(crate) fn one_per_host(config: &Config) -> Vec<Config> {
     let hosts = config.get_hosts();
-    if hosts.len() <= 1 {
+    let addrs = config.get_hostaddrs();
+    // Hosts given by address alone (`hostaddr=a,b` without `host`) are
+    // several hosts too.
+    let count = hosts.len().max(addrs.len());
+    if count <= 1 {
         return vec![config.clone()];
     }
     let ports = config.get_ports();
-    let addrs = config.get_hostaddrs();
-    let mut out: Vec<Config> = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
+    let mut out: Vec<Config> = (0..count)
+        .map(|i| {
             let mut c = without_hosts(config);
+            let host = hosts.get(i);
             match host {
-                Host::Tcp(name) => c.host(name),
+                Some(Host::Tcp(name)) => {
+                    c.host(name);
+                }
                 #[cfg(unix)]
-                Host::Unix(path) => c.host_path(path),
+                Some(Host::Unix(path)) => {
+                    c.host_path(path);
+                }
+                None => {}
             };
-            if is_socket(host) && addrs.get(i).is_none() {
+            if host.is_some_and(is_socket) && addrs.get(i).is_none() {
                 // libpq ignores sslmode on a Unix-domain socket.
                 c.ssl_mode(tokio_postgres::config::SslMode::Disable);
             }
@@ -48,6 +55,23 @@ pub(crate) fn one_per_host(config: &Config) -> Vec<Config> {
         out.rotate_left(start);
     }
     out
+}
+
+/// `config`, whose hosts are given by address alone (`hostaddr`,
+/// `PGHOSTADDR`, no `host`), with each address as its host's name too:
+/// the driver refuses a TLS handshake without a host name, where libpq
+/// goes on (it checks no name below `verify-full`, and sends no SNI for an
+/// address). `None` when `config` names its hosts (or has no address).
+pub(crate) fn addresses_as_names(config: &Config) -> Option<Config> {
+    let addrs = config.get_hostaddrs();
+    if !config.get_hosts().is_empty() || addrs.is_empty() {
+        return None;
+    }
+    let mut named = config.clone();
+    for addr in addrs {
+        named.host(addr.to_string());
+    }
+    Some(named)
 }
 
 /// Whether `config` names hosts and every one is a Unix-domain socket
@@ -147,6 +171,22 @@ mod tests {
         assert_eq!(ports, [6000, 6000]);
         let single: Config = "host=a port=6000".parse().unwrap();
         assert_eq!(one_per_host(&single).len(), 1);
+    }
+
+    #[test]
+    fn hosts_given_by_address_alone_are_split_and_named_by_their_address() {
+        let config: Config = "hostaddr=127.0.0.1,::1 port=6000,6001".parse().unwrap();
+        let each = one_per_host(&config);
+        assert_eq!(each.len(), 2);
+        assert!(each.iter().all(|c| c.get_hosts().is_empty()));
+        let named = addresses_as_names(&each[1]).expect("an address alone");
+        assert_eq!(named.get_hosts(), [Host::Tcp("::1".into())]);
+        assert_eq!(named.get_hostaddrs(), each[1].get_hostaddrs());
+        assert_eq!(named.get_ports(), [6001]);
+        let both = addresses_as_names(&config).expect("addresses alone");
+        assert_eq!(both.get_hosts().len(), 2);
+        let with_name: Config = "host=db hostaddr=127.0.0.1".parse().unwrap();
+        assert!(addresses_as_names(&with_name).is_none());
     }
 
     #[cfg(unix)]

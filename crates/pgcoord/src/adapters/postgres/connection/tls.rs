@@ -29,6 +29,7 @@ use std::future::Future;
 use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -40,7 +41,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
-use super::tls_trust::{load_crls, load_roots, root_file_present, tls_error};
+use super::tls_trust::{load_crls, load_roots, refuse_system_store, root_file_present, tls_error};
 use super::tls_verifier::Verifier;
 use crate::ports::error::BackendError;
 
@@ -133,6 +134,7 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// Builds the rustls configuration for `settings`.
 fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendError> {
+    refuse_system_store(settings.root_cert.as_deref())?;
     let provider = provider();
     let versions: &[&rustls::SupportedProtocolVersion] = match settings.versions {
         TlsVersions::Any => rustls::DEFAULT_VERSIONS,
@@ -189,6 +191,9 @@ pub(crate) struct MakeRustls {
     /// read only when the configuration is (re)loaded.
     settings: Arc<TlsSettings>,
     config: Arc<Mutex<Option<Arc<ClientConfig>>>>,
+    /// Set when a handshake of this clone's connects succeeds (see
+    /// [`watched`](Self::watched)).
+    handshake: Option<Arc<AtomicBool>>,
 }
 
 impl MakeRustls {
@@ -196,7 +201,18 @@ impl MakeRustls {
         Self {
             settings: Arc::new(settings),
             config: Arc::new(Mutex::new(None)),
+            handshake: None,
         }
+    }
+
+    /// A clone for one connect attempt, and a flag it sets once its TLS
+    /// handshake succeeds: whether that attempt's session was over TLS
+    /// (the driver's errors do not say).
+    pub(crate) fn watched(&self) -> (Self, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut watched = self.clone();
+        watched.handshake = Some(flag.clone());
+        (watched, flag)
     }
 
     /// The settings the configuration is loaded from.
@@ -236,7 +252,10 @@ where
         // Asked for a Unix-domain socket too (no host name), where
         // PostgreSQL has no TLS: that connector is never used.
         if domain.is_empty() {
-            return Ok(RustlsConnect { target: None });
+            return Ok(RustlsConnect {
+                target: None,
+                handshake: None,
+            });
         }
         let config = self
             .current()
@@ -246,6 +265,7 @@ where
         })?;
         Ok(RustlsConnect {
             target: Some((config, name)),
+            handshake: self.handshake.clone(),
         })
     }
 }
@@ -253,6 +273,7 @@ where
 /// One TLS handshake to a named server (none for a Unix-domain socket).
 pub(crate) struct RustlsConnect {
     target: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    handshake: Option<Arc<AtomicBool>>,
 }
 
 impl<S> TlsConnect<S> for RustlsConnect
@@ -271,6 +292,9 @@ where
             let stream = tokio_rustls::TlsConnector::from(config)
                 .connect(name, stream)
                 .await?;
+            if let Some(flag) = self.handshake {
+                flag.store(true, Ordering::Relaxed);
+            }
             Ok(RustlsStream(stream))
         })
     }
@@ -319,63 +343,5 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ports::error::BackendErrorKind;
-
-    #[test]
-    fn modes_parse_as_libpq_names_them() {
-        assert_eq!(SslMode::parse("verify-full"), Some(SslMode::VerifyFull));
-        assert_eq!(SslMode::parse("verify-ca"), Some(SslMode::VerifyCa));
-        assert_eq!(SslMode::parse("allow"), Some(SslMode::Prefer));
-        assert_eq!(SslMode::parse("VERIFY-FULL"), None);
-        assert_eq!(SslMode::default(), SslMode::Prefer);
-    }
-
-    #[test]
-    fn missing_root_certificate_is_a_tls_error_naming_the_file() {
-        let settings = TlsSettings {
-            mode: SslMode::VerifyFull,
-            root_cert: Some(PathBuf::from("/nonexistent/eventsource-ca.pem")),
-            ..TlsSettings::default()
-        };
-        let err = MakeRustls::new(settings).ready().unwrap_err();
-        assert_eq!(err.kind(), BackendErrorKind::Tls);
-        assert!(
-            err.message().contains("/nonexistent/eventsource-ca.pem"),
-            "{err}"
-        );
-        // Modes that verify nothing need no file.
-        let lax = TlsSettings {
-            mode: SslMode::Require,
-            root_cert: Some(PathBuf::from("/nonexistent/eventsource-ca.pem")),
-            ..TlsSettings::default()
-        };
-        assert!(MakeRustls::new(lax).ready().is_ok());
-    }
-
-    #[test]
-    fn sslsni_reaches_the_rustls_configuration() {
-        let config = |no_sni| {
-            client_config(&TlsSettings {
-                no_sni,
-                versions: TlsVersions::Tls13,
-                ..TlsSettings::default()
-            })
-            .unwrap()
-        };
-        assert!(config(false).enable_sni);
-        assert!(!config(true).enable_sni);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_unix_socket_gets_a_connector_without_any_tls_configuration() {
-        // Nothing is loaded for a socket; a TCP host needs the configuration.
-        let mut make = MakeRustls::new(TlsSettings::default());
-        let socket = MakeTlsConnect::<tokio::net::UnixStream>::make_tls_connect(&mut make, "");
-        assert!(socket.is_ok());
-        let tcp = MakeTlsConnect::<tokio::net::TcpStream>::make_tls_connect(&mut make, "db");
-        assert!(tcp.is_err());
-    }
-}
+#[path = "tls_tests.rs"]
+mod tests;

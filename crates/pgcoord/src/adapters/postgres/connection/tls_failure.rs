@@ -51,6 +51,10 @@ impl TlsContext {
 /// for a server that answered "no" to the TLS request.
 const HANDSHAKE: &str = "error performing TLS handshake";
 const NO_TLS: &str = "server does not support TLS";
+/// Its text for a handshake it will not start, the host having no name:
+/// a host given by address alone under `verify-full` (`connect.rs` names
+/// such a host by its address under the other modes, as libpq does).
+const NO_NAME: &str = "no hostname provided for TLS handshake";
 
 /// The words for `e`, a failed connect, when it is a TLS failure; `None`
 /// for any other failure (an io error during the handshake included).
@@ -58,15 +62,72 @@ pub(super) fn tls_failure(e: &(dyn StdError + 'static), cx: &TlsContext) -> Opti
     if let Some(tls) = rustls_error(e) {
         return describe(tls, cx);
     }
-    let says_no_tls =
-        e.to_string() == HANDSHAKE && e.source().is_some_and(|cause| cause.to_string() == NO_TLS);
-    says_no_tls.then(|| {
-        format!(
+    if e.to_string() != HANDSHAKE {
+        return None;
+    }
+    match e.source().map(|cause| cause.to_string()).as_deref() {
+        Some(NO_TLS) => Some(format!(
             "the server does not offer TLS, and sslmode={} needs it (is the server's ssl \
              setting on?)",
             cx.mode
+        )),
+        Some(NO_NAME) => Some(format!(
+            "sslmode={} checks the server's certificate against the host's name, and the host \
+             is given by address alone (hostaddr, PGHOSTADDR): set host (PGHOST) to the name \
+             the certificate carries, or use sslmode=verify-ca",
+            cx.mode
+        )),
+        _ => None,
+    }
+}
+
+/// The driver's text (the cause of its authentication error) for a login
+/// that `channel_binding=require` refuses.
+const NOT_BOUND: &str = "server did not use channel binding";
+
+/// How a refused login's connect went, for [`channel_binding_refused`].
+pub(super) struct Attempt {
+    /// The session was over TLS (its handshake succeeded).
+    pub(super) tls_in_use: bool,
+    /// The host was a Unix-domain socket.
+    pub(super) socket: bool,
+}
+
+/// The words for `e` when `channel_binding=require` refused the login,
+/// saying whether TLS was in use (what to change differs); `None` for
+/// any other failure. libpq says the same in its own words ("channel
+/// binding required, but SSL not in use").
+pub(super) fn channel_binding_refused(
+    e: &tokio_postgres::Error,
+    cx: &TlsContext,
+    attempt: &Attempt,
+) -> Option<String> {
+    let cause = e.source().map(|c| c.to_string());
+    if e.as_db_error().is_some() || cause.as_deref() != Some(NOT_BOUND) {
+        return None;
+    }
+    let why = if attempt.tls_in_use {
+        "TLS was in use, and the server let this client in without a channel-bound SCRAM \
+         login (its pg_hba.conf method for this user is not scram-sha-256: cert, trust, md5 \
+         or password)"
+            .to_owned()
+    } else if attempt.socket {
+        "TLS was not in use: the host is a Unix-domain socket, where PostgreSQL has no TLS"
+            .to_owned()
+    } else {
+        format!(
+            "TLS was not in use (sslmode={}{})",
+            cx.mode,
+            match cx.mode {
+                "prefer" => ", and the server did not offer it",
+                _ => "",
+            }
         )
-    })
+    };
+    Some(format!(
+        "channel_binding=require refused the login: {why}; only a SCRAM login over TLS binds \
+         to the channel"
+    ))
 }
 
 /// The rustls error in `e`'s chain. `io::Error::source` skips the error it

@@ -40,17 +40,32 @@ pub(super) fn default_file(name: &str) -> Option<PathBuf> {
 }
 
 /// Whether there is a root file to check the server against: `sslrootcert`
-/// (or `~/.postgresql/root.crt`) exists. libpq's `sslrootcert=system` counts
-/// (it is refused by name when loaded).
+/// (or `~/.postgresql/root.crt`) exists.
 pub(super) fn root_file_present(path: Option<&Path>) -> bool {
     match path {
-        Some(p) => p == Path::new(SYSTEM) || p.exists(),
+        Some(p) => p.exists(),
         None => default_file("root.crt").is_some_and(|f| f.exists()),
     }
 }
 
 /// libpq's (PostgreSQL 16) name for the operating system's CA store.
 const SYSTEM: &str = "system";
+
+/// Refuses `sslrootcert=system` whatever the `sslmode`. libpq 16 takes it
+/// as "verify-full against the operating system's CA store" (and refuses
+/// it with a weaker mode); this client has no such store, and a setting
+/// that asks for verification must not quietly connect without it (or in
+/// plaintext, under the default `prefer`).
+pub(super) fn refuse_system_store(path: Option<&Path>) -> Result<(), BackendError> {
+    match path {
+        Some(p) if p == Path::new(SYSTEM) => Err(tls_error(
+            "sslrootcert=system (libpq 16's operating-system CA store) is not supported, \
+             whatever the sslmode: name a file of the CA certificates to trust, with \
+             sslmode=verify-full",
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// The trusted certificates of `sslrootcert` (or libpq's default file),
 /// as a store and as their own DER.
@@ -67,12 +82,7 @@ pub(super) fn load_roots(
             &default
         }
     };
-    if path == Path::new(SYSTEM) {
-        return Err(tls_error(
-            "sslrootcert=system (the operating system's CA store) is not supported: name a \
-             file of the CA certificates to trust",
-        ));
-    }
+    refuse_system_store(Some(path))?;
     let mut roots = RootCertStore::empty();
     let mut ders = Vec::new();
     let certs = CertificateDer::pem_file_iter(path)
@@ -157,10 +167,43 @@ fn crls_in_file(
         crls.push(CertificateRevocationListDer::from(bytes));
     }
     for crl in &crls {
-        CertificateRevocationList::from_der(crl.as_ref())
+        let (_, parsed) = CertificateRevocationList::from_der(crl.as_ref())
             .map_err(|e| bad(format!("not a certificate revocation list ({e})")))?;
+        usable_by_webpki(path, &parsed, crl.as_ref())?;
     }
     Ok(crls)
+}
+
+/// Refuses a list that rustls's certificate checker (webpki) cannot read,
+/// naming `path`. It reads version-2 lists with extensions only (RFC 5280's
+/// profile); OpenSSL, and so libpq, also reads version 1, which is what
+/// `openssl ca -gencrl` writes when its configuration sets no `crlnumber`.
+fn usable_by_webpki(
+    path: &Path,
+    parsed: &CertificateRevocationList<'_>,
+    der: &[u8],
+) -> Result<(), BackendError> {
+    use x509_parser::x509::X509Version;
+    let v2 = parsed.version() == Some(X509Version::V2);
+    if v2 && webpki::BorrowedCertRevocationList::from_der(der).is_ok() {
+        return Ok(());
+    }
+    let what = match v2 {
+        true => {
+            "a version-2 revocation list that this client's TLS library (rustls) cannot \
+             read: it needs RFC 5280's profile (a next-update time, a CRL number extension)"
+        }
+        false => {
+            "a version-1 revocation list, which this client's TLS library (rustls) cannot \
+             read (libpq can)"
+        }
+    };
+    Err(tls_error(format!(
+        "cannot use the revocation list in {}: it is {what}; make a version-2 one: with \
+         `openssl ca -gencrl`, set `crlnumber = FILE` (a file holding a number such as 01) in \
+         the CA section of its configuration",
+        path.display()
+    )))
 }
 
 /// The lists of every file of `dir` (an OpenSSL hashed directory keeps

@@ -103,9 +103,10 @@ fn a_directory_gives_the_lists_of_its_files_and_skips_certificates() {
 }
 
 #[test]
-fn the_system_store_is_refused_by_name_and_counts_as_a_root_file() {
+fn the_system_store_is_refused_by_name() {
     let e = load_roots(Some(Path::new("system"))).unwrap_err();
     assert!(e.message().contains("sslrootcert=system"), "{e}");
-    assert!(root_file_present(Some(Path::new("system"))));
+    assert!(refuse_system_store(Some(Path::new("system"))).is_err());
+    assert!(refuse_system_store(Some(Path::new("/etc/ca.pem"))).is_ok());
     assert!(!root_file_present(Some(Path::new("/nonexistent/ca.pem"))));
 }

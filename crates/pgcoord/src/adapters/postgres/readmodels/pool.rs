@@ -12,7 +12,7 @@ use tokio_postgres::{Client, Statement};
 
 use super::source::{query_error, ExclusiveClient, PgClientSource, PgGuard};
 use super::PostgresReadModelRepository;
-use crate::adapters::postgres::connection::connect::connect_error;
+use crate::adapters::postgres::connection::connect::{connect_error, named_for_tls};
 use crate::adapters::postgres::connection::tls::{MakeRustls, TlsSettings};
 use crate::adapters::postgres::ConnectOptions;
 use crate::adapters::sql::DbEndpoint;
@@ -110,6 +110,9 @@ impl PostgresDatabaseBuilder {
             ));
         }
         let (config, tls_settings) = self.options.into_parts();
+        // Hosts given by address alone get their address as TLS name, as
+        // the lock sessions' do (`connect::named_for_tls`).
+        let config = named_for_tls(&config, &tls_settings).unwrap_or(config);
         let endpoint = std::sync::Arc::new(DbEndpoint::of_config(&config));
         let direct = std::sync::Arc::new(config.clone());
         let tls = MakeRustls::new(tls_settings);
