@@ -30,6 +30,7 @@ mod projection_dlq;
 mod projection_rebuild;
 mod readme_help;
 mod relay;
+mod role_settings;
 mod server_faults;
 mod shared;
 mod short_deadlines;
