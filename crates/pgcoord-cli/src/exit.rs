@@ -117,6 +117,17 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
             "the server is read-only (a hot standby?): fence tokens, --min-interval's run log \
              and `lock install` are writes, which need the primary"
         }
+        // The server answered: it cancelled the statement (outside a wait
+        // for a lock, which is exit 77 and says so itself).
+        (_, Some("57014")) if backend.message().contains("statement timeout") => {
+            "the server cancelled the statement because it ran longer than the statement_timeout \
+             setting in force for this role or database (the server answered; it was not \
+             unreachable)"
+        }
+        (_, Some("57014")) => {
+            "the server cancelled the statement (pg_cancel_backend, or a pooler's query timeout); \
+             it answered, it was not unreachable"
+        }
         (_, Some("42P05" | "26000")) => {
             "this session's prepared statements were mixed up with another's: a pooler in \
              transaction or statement mode? Locks need session mode (`eventsource lock doctor` \
@@ -285,5 +296,18 @@ mod tests {
             .with_code("42501")
             .into();
         assert_eq!(for_error(&on_table), CONFIG);
+        // A statement the server cancelled for its statement_timeout: the
+        // hint names the setting and says the server answered.
+        let timed_out: Error = BackendError::new(
+            BackendErrorKind::Query,
+            "canceling statement due to statement timeout",
+        )
+        .with_code("57014")
+        .into();
+        let hint = backend_hint(&timed_out).expect("a hint");
+        assert!(
+            hint.contains("statement_timeout") && hint.contains("answered"),
+            "{hint}"
+        );
     }
 }
