@@ -10,6 +10,7 @@ mod doctor;
 mod exclusion;
 mod exit_codes;
 mod failover;
+mod failure_lines;
 mod fence;
 mod holders;
 mod holders_shared;
