@@ -242,7 +242,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                 if retried.is_none() {
                     report!(
                         "{}; retrying until --timeout runs out ({} left)",
-                        db::describe_failure(&failed(&what, &e), Some(db), &e),
+                        db::describe_failure(&crate::multi::failed(&what, &e), Some(db), &e),
                         format_duration(l)
                     );
                 }
@@ -264,15 +264,6 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                 return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
             }
         }
-    }
-}
-
-/// The context of a failure's line: none when the error names its key,
-/// else `could not acquire WHAT` (a set's failure to connect).
-pub fn failed(what: &str, e: &Error) -> String {
-    match e.as_lock_acquisition() {
-        Some(_) => String::new(),
-        None => format!("could not acquire {what}"),
     }
 }
 

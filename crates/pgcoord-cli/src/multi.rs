@@ -62,6 +62,15 @@ pub fn unattributed(e: Error) -> Error {
     }
 }
 
+/// The context of a failure's line: none when the error names its key,
+/// else `could not acquire WHAT` (a set's failure to connect).
+pub fn failed(what: &str, e: &Error) -> String {
+    match e.as_lock_acquisition() {
+        Some(_) => String::new(),
+        None => format!("could not acquire {what}"),
+    }
+}
+
 /// How messages name what a run takes: `lock "k"` for one key, `locks "a"
 /// and "b"`, `locks "a", "b" and "c"` for more (duplicates left out).
 pub fn describe(keys: &[&str]) -> String {

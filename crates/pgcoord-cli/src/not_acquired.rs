@@ -144,5 +144,5 @@ pub async fn not_acquired(
         return exit::UNAVAILABLE;
     }
     // The error names the key already, or (a set's failure to connect) not.
-    db::fail(&crate::acquire::failed(&what, e), Some(db), e)
+    db::fail(&crate::multi::failed(&what, e), Some(db), e)
 }
