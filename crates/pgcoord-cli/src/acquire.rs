@@ -215,6 +215,12 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                 return Acquired::Exit(exit::SIGNAL_BASE + sig as i32);
             }
         };
+        // A set's failure to connect is the set's, not one key's.
+        let e = if set {
+            crate::multi::unattributed(e)
+        } else {
+            e
+        };
         if !worth_retrying(&e) {
             let timed_out = e
                 .as_backend()
@@ -236,7 +242,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                 if retried.is_none() {
                     report!(
                         "{}; retrying until --timeout runs out ({} left)",
-                        db::describe_failure("", Some(db), &e),
+                        db::describe_failure(&crate::multi::failed(&what, &e), Some(db), &e),
                         format_duration(l)
                     );
                 }

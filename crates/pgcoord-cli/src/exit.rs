@@ -29,7 +29,8 @@ pub const IO_ERROR: i32 = 74;
 /// is held elsewhere.
 pub const CANCELLED: i32 = 77;
 /// The database lacks something the options need (`--fence` before
-/// `lock install`, a privilege the role lacks): EX_CONFIG.
+/// `lock install`, a privilege on our objects the role lacks once logged
+/// in; a login refused for lack of CONNECT is [`UNAVAILABLE`]): EX_CONFIG.
 pub const CONFIG: i32 = 78;
 /// The command was found but could not be executed (as in shells).
 pub const CANNOT_EXECUTE: i32 = 126;
@@ -42,8 +43,16 @@ pub const SIGNAL_BASE: i32 = 128;
 pub fn for_error(err: &Error) -> i32 {
     if let Some(backend) = err.as_backend() {
         use pgcoord::error::SqlState;
+        // A login the server refused is "could not be reached / refused
+        // the login", whatever its SQLSTATE: 42501 at connect time is a
+        // role without the CONNECT privilege on the database, not a
+        // privilege on our objects.
+        if backend.kind() == BackendErrorKind::Connect {
+            return UNAVAILABLE;
+        }
         // The database, as it is set up, lacks what was asked of it: a
-        // privilege of the role, or one fence table (`lock install`).
+        // privilege of the role on our objects, or one fence table
+        // (`lock install`).
         let setup = [SqlState::INSUFFICIENT_PRIVILEGE, SqlState::DUPLICATE_TABLE];
         if backend.code().is_some_and(|c| setup.contains(c)) {
             return CONFIG;
@@ -90,6 +99,13 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         // The name may come from the URL, PGDATABASE, a service file or the
         // user name: the server's message names it, the hint not its source.
         (BackendErrorKind::Connect, Some("3D000")) => "check the database name",
+        // "permission denied for database": the role exists and may log
+        // in, but not to this database (the server's DETAIL, "User does
+        // not have CONNECT privilege.", does not always come through).
+        (BackendErrorKind::Connect, Some("42501")) => {
+            "the role lacks the CONNECT privilege on this database (GRANT CONNECT ON DATABASE \
+             ... TO the role, or to PUBLIC); trying again will not help"
+        }
         // Only when the server sent no HINT of its own (the tool prints the
         // server's, see `describe_failure`).
         (_, Some("53200")) if backend.hint().is_none() => {
@@ -105,6 +121,17 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         (_, Some("25006")) => {
             "the server is read-only (a hot standby?): fence tokens, --min-interval's run log \
              and `lock install` are writes, which need the primary"
+        }
+        // The server answered: it cancelled the statement (outside a wait
+        // for a lock, which is exit 77 and says so itself).
+        (_, Some("57014")) if backend.message().contains("statement timeout") => {
+            "the server cancelled the statement because it ran longer than the statement_timeout \
+             setting in force for this role or database (the server answered; it was not \
+             unreachable)"
+        }
+        (_, Some("57014")) => {
+            "the server cancelled the statement (pg_cancel_backend, or a pooler's query timeout); \
+             it answered, it was not unreachable"
         }
         (_, Some("42P05" | "26000")) => {
             "this session's prepared statements were mixed up with another's: a pooler in \
@@ -271,5 +298,29 @@ mod tests {
         let closed: Error =
             LockAcquisitionError::new("k", AcquireFailure::ManagerClosed, None).into();
         assert_eq!(for_error(&closed), SOFTWARE);
+        // A login refused for lack of CONNECT is a refused login (69); the
+        // same SQLSTATE on our objects after connecting is setup (78).
+        let no_connect: Error = BackendError::new(BackendErrorKind::Connect, "permission denied")
+            .with_code("42501")
+            .into();
+        assert_eq!(for_error(&no_connect), UNAVAILABLE);
+        assert!(backend_hint(&no_connect).is_some_and(|h| h.contains("CONNECT privilege")));
+        let on_table: Error = BackendError::new(BackendErrorKind::Query, "permission denied")
+            .with_code("42501")
+            .into();
+        assert_eq!(for_error(&on_table), CONFIG);
+        // A statement the server cancelled for its statement_timeout: the
+        // hint names the setting and says the server answered.
+        let timed_out: Error = BackendError::new(
+            BackendErrorKind::Query,
+            "canceling statement due to statement timeout",
+        )
+        .with_code("57014")
+        .into();
+        let hint = backend_hint(&timed_out).expect("a hint");
+        assert!(
+            hint.contains("statement_timeout") && hint.contains("answered"),
+            "{hint}"
+        );
     }
 }

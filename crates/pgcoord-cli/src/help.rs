@@ -145,9 +145,10 @@ Exit codes:
                   was interrupted by signal N while waiting for the lock
   2               bad usage (unknown option, bad DURATION, a bad URL or PG*
                   variable, an unknown service); nothing was connected to
-  69              the database could not be reached, failed (TLS included:
-                  at once, without retrying), or did not answer within
-                  --timeout
+  69              the database could not be reached, refused the login (a
+                  role without CONNECT on the database too), failed (TLS
+                  included: at once, without retrying), or did not answer
+                  within --timeout
   70              internal error
   74              writing to standard output failed (`--help` into a closed
                   pipe or a full disk); stderr says so
@@ -164,8 +165,8 @@ Exit codes:
                   statement_timeout); COMMAND did not run
   78              the database lacks what the options need (--fence,
                   --min-interval or leader run before `eventsource lock
-                  install`, or a privilege of the role: permission
-                  denied), or a --permits N waiter found a holder
+                  install`, or a privilege of the logged-in role on the
+                  fence table: permission denied), or a --permits N waiter found a holder
                   with a larger N (a larger N than the holders' is not
                   detected); COMMAND did not run
   126             COMMAND could not be executed

@@ -184,9 +184,14 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
     let (leader, term) = match look(&client, election.key()).await {
         Ok(seen) => seen,
         Err(LookError::Term(TermError::NotInstalled)) => return not_installed(&db),
+        // As every other failure: the code and hint its SQLSTATE calls
+        // for (a statement_timeout, a privilege on the fence table).
         Err(LookError::Term(TermError::Other(e))) => {
-            report!("cannot show the leader: {}", db::error_chain(&e));
-            return exit::UNAVAILABLE;
+            return db::fail(
+                "cannot show the leader",
+                Some(&db),
+                &pgcoord::Error::from(e),
+            )
         }
         Err(LookError::Leader(e)) => return db::fail("cannot show the leader", Some(&db), &e),
     };

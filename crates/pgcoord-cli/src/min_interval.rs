@@ -8,6 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use pgcoord::coordination::{RunLog, RunStart};
 use pgcoord::error::BackendErrorKind;
 use pgcoord::postgres::PostgresRunLog;
+use pgcoord::Error;
 
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
@@ -28,8 +29,9 @@ pub enum Claimed {
 /// Records this run's start for the run's keys (KEY, every `--also`, or
 /// the semaphore KEY), or reports why COMMAND must not run.
 ///
-/// It runs on a second, short-lived session, its connection and its
-/// statement given [`db::ANSWER_WITHIN`] together: behind a pooler with no
+/// It runs on a second, short-lived session, with `statement_timeout`
+/// turned off, its connection and its statement given
+/// [`db::ANSWER_WITHIN`] together: behind a pooler with no
 /// server connection free for it, the statement would otherwise wait in
 /// the pooler's queue (PgBouncer's `query_wait_timeout`, 120 s) while the
 /// lock is held.
@@ -37,6 +39,14 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
     let keys = crate::multi::keys(args);
     let claimed = db::answered(async {
         let client = db.connect().await?;
+        // As the lock's own sessions (and the doctor's): a role's short
+        // statement_timeout must not cancel the claim (its synchronous
+        // commit counts against it) while the lock is held. The session
+        // ends right after the claim.
+        client
+            .batch_execute("SET statement_timeout = 0")
+            .await
+            .map_err(Error::from)?;
         PostgresRunLog::new(&client)
             .claim_start(&keys, interval)
             .await

@@ -13,6 +13,8 @@
 //!   and `EVENTSOURCE_LOCK_FENCE` KEY's token.
 
 use pgcoord::coordination::MultiLockGuard;
+use pgcoord::error::{AcquireFailure, BackendErrorKind, LockAcquisitionError};
+use pgcoord::Error;
 
 use crate::cli::RunArgs;
 
@@ -34,6 +36,39 @@ pub fn keys(args: &RunArgs) -> Vec<&str> {
 /// Whether the run takes a set (`--also` given).
 pub fn is_set(args: &RunArgs) -> bool {
     !args.also.is_empty()
+}
+
+/// A set's failure to connect, no longer attributed to the key whose try
+/// happened to report it (the keys are tried together, on one session):
+/// the bare database error, which messages prefix with the whole set.
+/// Other failures (a conflict, a session that ended while it waited for
+/// one key) keep their key.
+pub fn unattributed(e: Error) -> Error {
+    match e {
+        Error::LockAcquisition(LockAcquisitionError {
+            reason: AcquireFailure::Backend(b),
+            ..
+        }) if matches!(
+            b.kind(),
+            BackendErrorKind::Connect
+                | BackendErrorKind::PasswordRequired
+                | BackendErrorKind::Tls
+                | BackendErrorKind::NotPostgres
+        ) =>
+        {
+            Error::Backend(b)
+        }
+        other => other,
+    }
+}
+
+/// The context of a failure's line: none when the error names its key,
+/// else `could not acquire WHAT` (a set's failure to connect).
+pub fn failed(what: &str, e: &Error) -> String {
+    match e.as_lock_acquisition() {
+        Some(_) => String::new(),
+        None => format!("could not acquire {what}"),
+    }
 }
 
 /// How messages name what a run takes: `lock "k"` for one key, `locks "a"

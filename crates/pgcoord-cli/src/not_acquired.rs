@@ -143,6 +143,6 @@ pub async fn not_acquired(
         );
         return exit::UNAVAILABLE;
     }
-    // The error names the key already.
-    db::fail("", Some(db), e)
+    // The error names the key already, or (a set's failure to connect) not.
+    db::fail(&crate::multi::failed(&what, e), Some(db), e)
 }

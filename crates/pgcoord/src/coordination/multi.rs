@@ -31,8 +31,10 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// for keys in the same order).
 ///
 /// On a timeout the error is the one of the key that was not granted in
-/// time, carrying the caller's whole `timeout`; on any error nothing of the
-/// set stays held.
+/// time, carrying the caller's whole `timeout`; any other acquisition error
+/// (a failure to connect during the tries) carries that `timeout` too, on
+/// whichever key's try reported it. On any error nothing of the set stays
+/// held.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -76,7 +78,11 @@ where
     let keys = canonical(keys, timeout)?;
     let mut held: Vec<LockGuard> = Vec::with_capacity(keys.len());
     loop {
-        try_rest(locks, &keys, &mut held).await?;
+        // A try's error (say, connecting failed) carries the try's zero
+        // timeout: give it the caller's, as for the waits below.
+        try_rest(locks, &keys, &mut held)
+            .await
+            .map_err(|e| with_timeout(e, timeout))?;
         let Some(next) = keys.get(held.len()) else {
             return Ok(MultiLockGuard::new(held));
         };
@@ -87,12 +93,19 @@ where
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         match locks.acquire(next, left).await {
             Ok(guard) => held.push(guard),
-            Err(Error::LockAcquisition(mut e)) => {
-                e.timeout = timeout;
-                return Err(e.into());
-            }
-            Err(e) => return Err(e),
+            Err(e) => return Err(with_timeout(e, timeout)),
         }
+    }
+}
+
+/// `e` with the caller's `timeout` when it is an acquisition error.
+fn with_timeout(e: Error, timeout: Option<Duration>) -> Error {
+    match e {
+        Error::LockAcquisition(mut a) => {
+            a.timeout = timeout;
+            Error::LockAcquisition(a)
+        }
+        other => other,
     }
 }
 

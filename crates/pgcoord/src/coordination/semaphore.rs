@@ -158,8 +158,9 @@ impl<L: DistributedLock> Semaphore<L> {
     /// the head waiter looks at the slots, pausing 1 ms, 2 ms, ... up to
     /// [`max_pause`](Self::max_pause) between looks while waiting for one
     /// slot. A newcomer's first try can still take a slot that frees during
-    /// such a pause. A timeout is an acquisition error on the semaphore's
-    /// name; a participant created with more permits than this one is
+    /// such a pause. Every acquisition error (a timeout, a failure to
+    /// connect) is on the semaphore's name, with the caller's `timeout`; a
+    /// participant created with more permits than this one is
     /// [`AcquireFailure::PermitCountMismatch`] when the head waiter sees it.
     ///
     /// # Cancel safety
@@ -169,6 +170,14 @@ impl<L: DistributedLock> Semaphore<L> {
     /// dropped wait loses its place in the queue, as
     /// `tokio::sync::Semaphore::acquire` does.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<SemaphorePermit> {
+        self.acquire_within(timeout)
+            .await
+            .map_err(|e| self.on_the_semaphore(e, timeout))
+    }
+
+    /// [`acquire`](Self::acquire), its errors as the lock manager gave
+    /// them (on a slot or the turnstile, with that step's own timeout).
+    async fn acquire_within(&self, timeout: Option<Duration>) -> Result<SemaphorePermit> {
         if let Some(permit) = self.try_acquire().await? {
             return Ok(permit);
         }
@@ -241,6 +250,22 @@ impl<L: DistributedLock> Semaphore<L> {
                 Err(e) => return Err(e),
             }
             pause = (pause * 2).min(self.max_pause);
+        }
+    }
+
+    /// An acquisition error of one of [`acquire`](Self::acquire)'s steps
+    /// (a try of the slots without waiting, a pause of a few ms on a slot,
+    /// the turnstile) as one of the semaphore: on its name, with the
+    /// caller's `timeout`, so that a failure while connecting does not
+    /// read "(no wait)" or name slot 0 when the caller waits for any slot.
+    fn on_the_semaphore(&self, e: Error, timeout: Option<Duration>) -> Error {
+        match e {
+            Error::LockAcquisition(mut a) => {
+                a.key.clone_from(&self.name);
+                a.timeout = timeout;
+                Error::LockAcquisition(a)
+            }
+            other => other,
         }
     }
 
