@@ -52,6 +52,12 @@ async fn a_login_refused_for_lack_of_connect_exits_69_in_every_command() {
             out.stderr
         );
         assert!(!out.stdout.contains("ran"), "{args:?}: {out:?}");
+        // The server's own DETAIL reaches the line, whichever command.
+        assert!(
+            out.stderr.contains("User does not have CONNECT privilege"),
+            "{args:?}: {}",
+            out.stderr
+        );
     }
 }
 

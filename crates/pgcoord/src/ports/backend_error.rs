@@ -95,7 +95,8 @@ impl BackendError {
             message: self.message.clone(),
             server: self.server.clone(),
             source: self.source.as_ref().map(|s| {
-                Box::new(SourceText(s.to_string())) as Box<dyn std::error::Error + Send + Sync>
+                Box::new(SourceText(chain_text(s.as_ref())))
+                    as Box<dyn std::error::Error + Send + Sync>
             }),
         }
     }
@@ -131,6 +132,19 @@ struct ServerSaid {
 /// The text of an error that could not be cloned.
 #[derive(Debug)]
 struct SourceText(String);
+
+/// An error's text and its causes', joined with `: ` (a driver's error says
+/// only "db error"; the server's message, DETAIL and HINT are its cause's).
+fn chain_text(e: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
 
 impl fmt::Display for SourceText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -178,5 +192,33 @@ impl std::error::Error for BackendError {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapper(SourceText);
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("db error")
+        }
+    }
+    impl std::error::Error for Wrapper {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_shallow_clone_keeps_what_the_source_chain_said() {
+        let server = "FATAL: permission denied for database \"d\"\nDETAIL: User does not have CONNECT privilege.";
+        let e = BackendError::new(BackendErrorKind::Connect, "refused")
+            .with_source(Wrapper(SourceText(server.into())));
+        let copy = e.clone_shallow();
+        let text = std::error::Error::source(&copy).unwrap().to_string();
+        assert_eq!(text, format!("db error: {server}"));
     }
 }
