@@ -38,12 +38,18 @@ impl Parse for IndexSpec {
             if input.peek(Token![where]) {
                 input.parse::<Token![where]>()?;
                 input.parse::<Token![=]>()?;
-                spec.predicate = Some(input.parse()?);
+                spec.predicate = Some(non_empty(
+                    input.parse()?,
+                    "the index predicate is empty; leave `where` out for an index on every row",
+                )?);
             } else {
                 let ident: Ident = input.parse()?;
                 if ident == "name" && input.peek(Token![=]) {
                     input.parse::<Token![=]>()?;
-                    spec.name = Some(input.parse()?);
+                    spec.name = Some(non_empty(
+                        input.parse()?,
+                        "the index name is empty; leave `name` out for the generated one",
+                    )?);
                 } else {
                     spec.columns.push(ident);
                 }
@@ -70,18 +76,35 @@ pub(crate) struct ColumnAttrs {
     pub(crate) skip: bool,
 }
 
+const EMPTY_SQL_TYPE: &str =
+    "the SQL type is empty; leave it out for the type derived from the field's Rust type";
+
+/// `lit` unless its value is empty or blank: an empty name or SQL fragment
+/// would compile here and fail only when the database reads the DDL
+/// (PostgreSQL: "zero-length delimited identifier").
+pub(crate) fn non_empty(lit: LitStr, message: &str) -> syn::Result<LitStr> {
+    if lit.value().trim().is_empty() {
+        Err(Error::new(lit.span(), message))
+    } else {
+        Ok(lit)
+    }
+}
+
 /// Reads one `#[column(...)]` into `attrs`.
 pub(crate) fn parse_column(attr: &syn::Attribute, attrs: &mut ColumnAttrs) -> syn::Result<()> {
     attr.parse_nested_meta(|meta| {
         let p = &meta.path;
         if p.is_ident("rename") {
-            attrs.rename = Some(meta.value()?.parse()?);
+            attrs.rename = Some(non_empty(
+                meta.value()?.parse()?,
+                "the column name is empty; leave `rename` out to use the field's name",
+            )?);
         } else if p.is_ident("sql_type") {
-            attrs.sql_type = Some(meta.value()?.parse()?);
+            attrs.sql_type = Some(non_empty(meta.value()?.parse()?, EMPTY_SQL_TYPE)?);
         } else if p.is_ident("sql_type_postgres") {
-            attrs.sql_type_postgres = Some(meta.value()?.parse()?);
+            attrs.sql_type_postgres = Some(non_empty(meta.value()?.parse()?, EMPTY_SQL_TYPE)?);
         } else if p.is_ident("sql_type_sqlite") {
-            attrs.sql_type_sqlite = Some(meta.value()?.parse()?);
+            attrs.sql_type_sqlite = Some(non_empty(meta.value()?.parse()?, EMPTY_SQL_TYPE)?);
         } else if p.is_ident("default") {
             let lit: Lit = meta.value()?.parse()?;
             match lit {
@@ -94,7 +117,10 @@ pub(crate) fn parse_column(attr: &syn::Attribute, attrs: &mut ColumnAttrs) -> sy
                 }
             }
         } else if p.is_ident("default_sql") {
-            attrs.default_sql = Some(meta.value()?.parse()?);
+            attrs.default_sql = Some(non_empty(
+                meta.value()?.parse()?,
+                "the SQL default is empty; give `default_sql` an SQL expression, or leave it out",
+            )?);
         } else if p.is_ident("kind") {
             let lit: LitStr = meta.value()?.parse()?;
             let Some((_, variant)) = KINDS.iter().find(|(k, _)| *k == lit.value()) else {

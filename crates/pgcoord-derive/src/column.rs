@@ -144,3 +144,101 @@ pub(crate) fn decoder(c: &Column, rm: &TokenStream2) -> TokenStream2 {
     };
     quote!(#ident: #call.map_err(|e| #rm::storage::field_error::<Self>(#col, e))?)
 }
+
+/// What a column stores, as far as its `default = lit` is concerned.
+#[derive(Clone, Copy, PartialEq)]
+enum Stored {
+    /// Text, and what the databases take as a quoted literal: a UUID, a
+    /// timestamp, a date.
+    Text,
+    Integer,
+    Float,
+    Decimal,
+    Bool,
+}
+
+impl Stored {
+    fn describe(self) -> &'static str {
+        match self {
+            Stored::Text => "a string literal",
+            Stored::Integer => "an integer literal",
+            Stored::Float => "a number literal",
+            Stored::Decimal => "a number or string literal",
+            Stored::Bool => "`true` or `false`",
+        }
+    }
+
+    fn fits(self, lit: &Lit) -> bool {
+        matches!(
+            (self, lit),
+            (Stored::Text, Lit::Str(_))
+                | (Stored::Integer, Lit::Int(_))
+                | (Stored::Float, Lit::Int(_) | Lit::Float(_))
+                | (Stored::Decimal, Lit::Str(_) | Lit::Int(_) | Lit::Float(_))
+                | (Stored::Bool, Lit::Bool(_))
+        )
+    }
+}
+
+/// What the column stores: from `kind = "..."`, else from the field's type
+/// (the `T` of an `Option<T>`). `None` for JSON, bytes and any type this
+/// derive does not know by name: their defaults are not checked.
+fn stored(c: &Column) -> Option<Stored> {
+    if let Some((_, variant)) = &c.attrs.kind {
+        return match *variant {
+            "Text" | "Uuid" | "Timestamp" | "Date" => Some(Stored::Text),
+            "Integer" => Some(Stored::Integer),
+            "Float" => Some(Stored::Float),
+            "Decimal" => Some(Stored::Decimal),
+            "Bool" => Some(Stored::Bool),
+            _ => None,
+        };
+    }
+    let mut ty = &c.ty;
+    if let Type::Path(p) = ty {
+        let last = p.path.segments.last()?;
+        if last.ident == "Option" {
+            if let syn::PathArguments::AngleBracketed(args) = &last.arguments {
+                if let Some(syn::GenericArgument::Type(inner)) = args.args.first() {
+                    ty = inner;
+                }
+            }
+        }
+    }
+    match last_segment(ty)?.as_str() {
+        "String" | "Uuid" | "DateTime" | "NaiveDate" => Some(Stored::Text),
+        "i64" | "i32" | "i16" | "i8" | "u32" | "u16" | "u8" => Some(Stored::Integer),
+        "f64" | "f32" => Some(Stored::Float),
+        "bool" => Some(Stored::Bool),
+        _ => None,
+    }
+}
+
+/// `#[column(default = lit)]` must be a literal the column can hold: an
+/// integer default on a `String` field compiled, and wrote
+/// `TEXT NOT NULL DEFAULT 5`, which reads back as the text "5".
+pub(crate) fn check_default(c: &Column) -> syn::Result<()> {
+    let (Some(lit), Some(stored)) = (&c.attrs.default, stored(c)) else {
+        return Ok(());
+    };
+    if stored.fits(lit) {
+        return Ok(());
+    }
+    let ty = &c.ty;
+    let column = match &c.attrs.kind {
+        Some((kind, _)) => format!("a column of `kind = \"{}\"`", kind.value()),
+        None => format!(
+            "a column of type `{}`",
+            quote!(#ty).to_string().replace(' ', "")
+        ),
+    };
+    Err(syn::Error::new(
+        lit.span(),
+        format!(
+            "`default = {}` does not fit `{}`: {column} takes {} (for an SQL expression, use `default_sql = \"...\"`)",
+            quote!(#lit),
+            c.ident,
+            stored.describe()
+        ),
+    ))
+}

@@ -47,11 +47,19 @@
 //! field whose type is named `ReadModelMeta` is found without it);
 //! `#[column(...)]` with `rename = "col"`, `sql_type = "..."`,
 //! `sql_type_postgres = "..."`, `sql_type_sqlite = "..."`, `default = lit`
-//! (a string, integer, float or bool literal), `default_sql = "expr"`,
+//! (a literal the column can hold: a string for text, UUID, timestamp and
+//! date columns, an integer for integer columns, a number for float
+//! columns, a number or string for decimals, a bool for bool columns),
+//! `default_sql = "expr"`,
 //! `kind = "text" | "integer" | "float" | "decimal" | "bool" | "uuid" |
 //! "timestamp" | "date" | "json" | "bytes"` (for types without a
 //! `FieldKind`; converted through their serde form), `nullable`, and
 //! `skip` (not stored; rebuilt with `Default::default()`).
+//!
+//! Mistakes the database would otherwise report only when it reads the
+//! DDL are compile errors: an empty (or blank) table, column or index name,
+//! SQL type, SQL default or index predicate, and a `default` literal the
+//! column cannot hold (`default = 5` on a `String`).
 
 use std::collections::HashMap;
 
@@ -65,7 +73,7 @@ mod column;
 mod naming;
 
 use attrs::{parse_column, ColumnAttrs, IndexSpec};
-use column::{decoder, descriptor, encoder, last_segment, Column};
+use column::{check_default, decoder, descriptor, encoder, last_segment, Column};
 
 /// Derives `pgcoord::readmodels::ReadModel`; see the crate docs.
 #[proc_macro_derive(ReadModel, attributes(read_model, column))]
@@ -103,7 +111,13 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("table") {
-                table = Some(meta.value()?.parse()?);
+                let default = naming::pluralize(&naming::snake_case(&name.to_string()));
+                table = Some(attrs::non_empty(
+                    meta.value()?.parse()?,
+                    &format!(
+                        "the table name is empty; leave `table` out for the default name, `{default}`"
+                    ),
+                )?);
             } else if meta.path.is_ident("crate") {
                 let path: LitStr = meta.value()?.parse()?;
                 krate = Some(path.parse().map_err(|_| {
@@ -180,12 +194,14 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             .as_ref()
             .map(LitStr::value)
             .unwrap_or_else(|| ident.to_string());
-        columns.push(Column {
+        let column = Column {
             ident,
             ty: field.ty.clone(),
             name,
             attrs,
-        });
+        };
+        check_default(&column)?;
+        columns.push(column);
     }
     let Some(meta_field) = meta_field else {
         return Err(Error::new(

@@ -41,3 +41,47 @@ fn the_crate_path_is_used_for_the_generated_code() {
     assert_eq!(Order::fields().len(), 2);
     assert_eq!(Order::STATUS.name(), "status");
 }
+
+/// The defaults the derive accepts: each literal kind where the column can
+/// hold it (`ui/default_*.rs` are the refused ones).
+mod fitting_defaults {
+    use pgcoord::readmodels::{DefaultValue, ReadModel, ReadModelMeta};
+
+    #[derive(Clone, serde::Serialize, serde::Deserialize, ReadModel)]
+    pub struct Defaults {
+        #[serde(flatten)]
+        pub meta: ReadModelMeta,
+        #[column(default = "open")]
+        pub status: String,
+        #[column(default = 3)]
+        pub quantity: Option<i32>,
+        #[column(default = 1)]
+        pub ratio: f64,
+        #[column(default = 2.5)]
+        pub weight: f32,
+        #[column(default = true)]
+        pub active: bool,
+        #[column(kind = "decimal", default = "9.99")]
+        pub price: String,
+        #[column(default = "2024-01-01")]
+        pub since: chrono::NaiveDate,
+    }
+
+    #[test]
+    fn fitting_defaults_compile() {
+        let defaults: Vec<Option<DefaultValue>> =
+            Defaults::fields().into_iter().map(|f| f.default).collect();
+        assert_eq!(
+            defaults,
+            vec![
+                Some(DefaultValue::Text("open".into())),
+                Some(DefaultValue::Integer(3)),
+                Some(DefaultValue::Integer(1)),
+                Some(DefaultValue::Float(2.5)),
+                Some(DefaultValue::Bool(true)),
+                Some(DefaultValue::Text("9.99".into())),
+                Some(DefaultValue::Text("2024-01-01".into())),
+            ]
+        );
+    }
+}

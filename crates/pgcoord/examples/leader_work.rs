@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgcoord::coordination::{Election, LeaderTerm};
-use pgcoord::{postgres::fencing, PostgresLockManager};
+use pgcoord::tokio_util::sync::CancellationToken;
+use pgcoord::{postgres::fencing, tokio_postgres, PostgresLockManager};
 use tokio::sync::{mpsc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 /// What node-a's work reports.
 #[derive(Debug, PartialEq)]

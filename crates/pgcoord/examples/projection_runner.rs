@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
 use pgcoord::readmodels::{ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository};
+use pgcoord::tokio_util::sync::CancellationToken;
+use pgcoord::uuid::Uuid;
 use pgcoord::{
     readmodels::postgres::{PostgresDatabase, PostgresEventTable},
     PostgresLockManager,
 };
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ReadModel)]
 #[read_model(table = "example_totals")]

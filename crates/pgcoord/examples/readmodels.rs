@@ -1,22 +1,28 @@
 //! A worked read-model example: a derived model, a checkpointed projection
-//! fed with `(position, event)` pairs, and queries. Runs on SQLite (in
-//! memory) when the `sqlite` feature is on, else on the in-memory
-//! repository; pass a URL to use another database (the same URL a lock
-//! manager takes, TLS parameters included):
+//! fed with `(position, event)` pairs, and queries. Without an argument it
+//! runs on the in-memory repository; given a URL (the same a lock manager
+//! takes, TLS parameters included) it runs on that database:
 //!
 //! ```text
-//! cargo run -p pgcoord --features sqlite --example readmodels
+//! cargo run -p pgcoord --example readmodels                           # in memory
+//! cargo run -p pgcoord --example readmodels -- postgres://postgres@127.0.0.1/app
+//! cargo run -p pgcoord --features sqlite --example readmodels -- sqlite://   # SQLite in memory
 //! cargo run -p pgcoord --features sqlite --example readmodels -- sqlite:///orders.db
-//! cargo run -p pgcoord --features sqlite --example readmodels -- postgres://postgres@127.0.0.1/app
 //! ```
+//!
+//! Copied into an application, it behaves the same: the backend is chosen
+//! at run time from the URL, never by a `cfg`. Its dependencies: `pgcoord`
+//! (default features; add `features = ["sqlite"]` for `sqlite://` URLs,
+//! else such a URL is refused with "built without its feature"), `tokio`
+//! with `macros` and `rt-multi-thread`, and `serde` with `derive`.
 
 use pgcoord::readmodels::{
     Direction, Filter, Query, ReadModel, ReadModelHandler, ReadModelMeta, ReadModelRepository,
     TransactionalReadModels,
 };
 use pgcoord::readmodels::{ReadModelProjection, RetryPolicy};
+use pgcoord::uuid::Uuid;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// The read model: one row per order, in the table `order_summaries`
 /// (derived from the name at compile time), with an index on
@@ -187,19 +193,19 @@ where
 
 #[tokio::main]
 async fn main() -> pgcoord::Result<()> {
-    let url = std::env::args().nth(1);
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    if let Some(url) = url.or_else(|| cfg!(feature = "sqlite").then(|| "sqlite://".to_string())) {
-        let db = pgcoord::readmodels::connect(&url).await?;
-        db.create_schema::<OrderSummary>().await?;
-        println!("on {:?}", db.dialect());
-        return demo(db.repository::<OrderSummary>()).await;
+    match std::env::args().nth(1) {
+        Some(url) => {
+            let db = pgcoord::readmodels::connect(&url).await?;
+            db.create_schema::<OrderSummary>().await?;
+            println!("on {:?} (from the URL given)", db.dialect());
+            demo(db.repository::<OrderSummary>()).await
+        }
+        None => {
+            println!(
+                "in memory (no URL given; pass a postgres:// or sqlite:// URL for a database)"
+            );
+            let repo = pgcoord::readmodels::InMemoryReadModelRepository::<OrderSummary>::new();
+            demo(repo).await
+        }
     }
-    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
-    let _ = url;
-    println!("in memory");
-    demo(pgcoord::readmodels::InMemoryReadModelRepository::<
-        OrderSummary,
-    >::new())
-    .await
 }

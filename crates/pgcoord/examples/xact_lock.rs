@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use pgcoord::postgres::{acquire_xact, try_acquire_xact};
+use pgcoord::tokio_postgres;
 
 /// Runs the example on the database at `url`.
 pub async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {

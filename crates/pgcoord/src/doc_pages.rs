@@ -34,3 +34,7 @@ pub struct Reliability;
 /// `docs/performance.md`.
 #[doc = include_str!("../../../docs/performance.md")]
 pub struct Performance;
+
+/// `crates/pgcoord/README.md`, the crate's page on crates.io.
+#[doc = include_str!("../README.md")]
+pub struct CrateReadme;

@@ -10,7 +10,6 @@
 //! [`PostgresLockManager`]; in its tests, an [`InMemoryLockManager`]:
 //!
 //! ```
-//! use std::time::Duration;
 //! use pgcoord::{DistributedLock, InMemoryLockManager, LockRegistry};
 //!
 //! async fn nightly_job(locks: &impl DistributedLock) -> pgcoord::Result<bool> {
@@ -90,6 +89,29 @@
 //! throwaway-PostgreSQL harness live in the separate `pgcoord-testkit`
 //! crate, so nothing a service ships contains them.
 //!
+//! ## Dependencies
+//!
+//! ```sh
+//! cargo add pgcoord
+//! cargo add tokio --features macros,rt-multi-thread   # for #[tokio::main]
+//! cargo add serde --features derive                   # read models only
+//! ```
+//!
+//! Types of a few other crates appear in this crate's API; use them through
+//! pgcoord's re-exports, which are always the versions pgcoord was built
+//! with, instead of adding them yourself: [`pgcoord::uuid`](uuid) (read
+//! models' ids), [`pgcoord::chrono`](chrono) (timestamps),
+//! [`pgcoord::serde_json`](serde_json) (JSON columns),
+//! [`pgcoord::tokio_util`](tokio_util) (the `CancellationToken` that stops a
+//! projection runner), and with feature `postgres`
+//! `pgcoord::tokio_postgres` (the `Transaction` of [`postgres::acquire_xact`]
+//! and [`postgres::fencing::check`]) and `pgcoord::deadpool_postgres`. If you
+//! add one of them to your own manifest anyway, keep it at the same major
+//! version (uuid 1, chrono 0.4, serde_json 1, tokio-util 0.7, tokio-postgres
+//! 0.7, deadpool-postgres 0.14). `#[derive(ReadModel)]` needs `serde` with
+//! `derive` in your manifest, since `#[derive(Serialize, Deserialize)]`
+//! generates code that names `::serde`.
+//!
 //! ## Observability
 //!
 //! `acquire`, `try_lock` and `release` run in `tracing` spans
@@ -136,3 +158,36 @@ pub use adapters::memory::InMemoryLockManager;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use adapters::postgres::{ConnectOptions, PostgresLockManager};
+
+// The crates whose types appear in this crate's public API, so that an
+// application names them at the versions pgcoord was built with (a
+// `uuid` 2 or a `tokio-postgres` 0.8 in the application's own manifest
+// would be different types). See "Dependencies" above.
+
+/// `uuid` (1.x): [`readmodels::ReadModelMeta::new`] takes a `Uuid`, and
+/// [`migration_lock_key`] a tenant's.
+pub use uuid;
+
+/// `chrono` (0.4): [`LockInfo::acquired_at`] and the read models'
+/// timestamps are `DateTime<Utc>`.
+pub use chrono;
+
+/// `serde_json` (1.x): JSON columns and dead-letter payloads are
+/// `serde_json::Value`.
+pub use serde_json;
+
+/// `tokio-util` (0.7): a projection runner stops on a `CancellationToken`,
+/// and [`LossSignal::from_token`] and leaders' work loops use one.
+pub use tokio_util;
+
+/// `tokio-postgres` (0.7): [`postgres::acquire_xact`] and
+/// [`postgres::fencing::check`] take your own `Transaction`.
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use tokio_postgres;
+
+/// `deadpool-postgres` (0.14): the pool underneath the PostgreSQL read-model
+/// database (`PostgresDatabase::pool`).
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use deadpool_postgres;
