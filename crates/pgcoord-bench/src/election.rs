@@ -60,6 +60,7 @@ async fn candidate(ctx: &Ctx, holder: &str) -> Res<PostgresLockManager> {
 async fn start_leader(ctx: &Ctx, election: &str) -> Res<(tokio::process::Child, Leading)> {
     let spec = LeaderSpec {
         url: ctx.url.clone(),
+        transport: ctx.transport,
         election: election.to_owned(),
         holder_id: "bench-election-leader".into(),
         batched_sessions: ctx.batched_sessions,

@@ -69,7 +69,7 @@ pub async fn write(ctx: &Ctx, round: usize, mode: Write) -> Res<RunOut> {
     let app_name = format!("bench/{name}");
     let mgr = manager_with(ctx, &format!("bench-{name}"), true);
     mgr.install_fencing().await?;
-    let mut client = connect(&ctx.config, &app_name).await?;
+    let mut client = connect(&ctx.options, &app_name).await?;
     client.batch_execute(TABLE).await?;
     let row = round as i32;
     client

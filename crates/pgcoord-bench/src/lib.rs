@@ -57,6 +57,7 @@ mod semaphore_fifo;
 mod stats;
 mod sweep;
 mod targets;
+mod transport;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -12,9 +12,10 @@ use crate::ctx::{Ctx, ScenarioReport};
 use crate::probe::Monitor;
 use crate::scenarios::{COORDINATION, ON_REQUEST, OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
+use crate::transport::Transport;
 use crate::{
     ctx, election, errors, failover, figures, holders, metrics_overhead, plots, readmodels, report,
-    scenarios, semaphore_fifo, sweep, targets, Res,
+    scenarios, semaphore_fifo, sweep, targets, transport, Res,
 };
 
 /// Runs `f`, prefixing any error with the scenario's name and the server's own words.
@@ -28,6 +29,52 @@ pub async fn bench(args: &Args) -> Res<()> {
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 6 }).max(1);
     let warmup = Duration::from_millis(300);
     let measure = Duration::from_secs_f64(args.seconds.unwrap_or(1.5));
+
+    let (options, url, db) = ctx::setup().await?;
+    if args.readmodels {
+        return readmodels::run(&url, rounds, measure, args.quick, args.catch_up_events).await;
+    }
+    let (options, transport) = transport::resolve(options).await?;
+    let monitor = Arc::new(Monitor::open(&options).await?);
+    // From here on the monitor may have created pg_stat_statements: drop
+    // it again whatever happens.
+    let result = bench_on(
+        args,
+        rounds,
+        warmup,
+        measure,
+        began,
+        (options, transport),
+        &url,
+        &db,
+        &monitor,
+    )
+    .await;
+    let cleaned = monitor.clean_up().await;
+    drop(monitor);
+    drop(db);
+    result?;
+    cleaned.map_err(|e| {
+        format!(
+            "cannot drop the pg_stat_statements extension the run created: {}",
+            errors::describe(&*e)
+        )
+    })?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn bench_on(
+    args: &Args,
+    rounds: usize,
+    warmup: Duration,
+    measure: Duration,
+    began: Instant,
+    (options, transport): (pgcoord::ConnectOptions, Transport),
+    url: &str,
+    db: &Option<pgcoord_testkit::pg::TestDatabase>,
+    monitor: &Arc<Monitor>,
+) -> Res<()> {
     let selected = |name: &str| {
         args.only.is_empty()
             || args
@@ -35,39 +82,40 @@ pub async fn bench(args: &Args) -> Res<()> {
                 .iter()
                 .any(|o| o == name || (o == "coordination" && COORDINATION.contains(&name)))
     };
-
-    let (config, url, db) = ctx::setup().await?;
-    if args.readmodels {
-        return readmodels::run(&url, rounds, measure, args.quick, args.catch_up_events).await;
-    }
-    let monitor = Arc::new(Monitor::open(&config).await?);
     if let Some(why) = monitor.statements_unavailable() {
         eprintln!("note: statement counts left empty: {why}");
     }
     let server_version = monitor.show("server_version").await?;
-    let max_locks = monitor.show("max_locks_per_transaction").await?;
-    let max_conns = monitor.show("max_connections").await?;
-    let max_prepared = monitor.show("max_prepared_transactions").await?;
-    let lock_table_short = ctx::lock_table_short(&max_locks, &max_conns, &max_prepared);
-    let lock_table_slots = ctx::lock_table_slots(&max_locks, &max_conns, &max_prepared);
+    let room = pgcoord_workloads::lock_table_room(monitor.client()).await?;
+    let lock_table_short = ctx::lock_table_short(&room);
     eprintln!(
-        "PostgreSQL {server_version} ({}), max_locks_per_transaction={max_locks}; {rounds} round(s) \
+        "PostgreSQL {server_version} ({}, {}), lock table {} slots \
+         (max_locks_per_transaction={} x {} backend slots); {rounds} round(s) \
          of {:.1} s (+{:.1} s warm-up) per scenario",
-        if db.is_some() { "throwaway cluster" } else { "DATABASE_URL" },
+        if db.is_some() {
+            "throwaway cluster"
+        } else {
+            "DATABASE_URL"
+        },
+        transport.name(),
+        room.slots,
+        room.max_locks_per_transaction,
+        room.backend_slots,
         measure.as_secs_f64(),
         warmup.as_secs_f64()
     );
     let ctx = Ctx {
-        config,
-        url,
-        monitor,
+        options,
+        transport,
+        url: url.to_owned(),
+        monitor: monitor.clone(),
         warmup,
         measure,
         quick: args.quick,
         batched_sessions: args.batched_sessions,
         trials: args.trials,
         lock_table_short,
-        lock_table_slots,
+        lock_table_slots: u64::try_from(room.slots).ok(),
         private_server: db.is_some(),
     };
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
@@ -296,7 +344,10 @@ pub async fn bench(args: &Args) -> Res<()> {
                 "warmup_s": warmup.as_secs_f64(),
                 "measure_s": measure.as_secs_f64(),
                 "server_version": server_version,
-                "max_locks_per_transaction": max_locks,
+                "max_locks_per_transaction": room.max_locks_per_transaction,
+                "lock_table_slots": room.slots,
+                "backend_slots": room.backend_slots,
+                "transport": transport.name(),
                 "statement_counts": ctx.monitor.statements_unavailable().is_none(),
                 "database": if db.is_some() { "throwaway cluster" } else { "DATABASE_URL" },
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -307,7 +358,6 @@ pub async fn bench(args: &Args) -> Res<()> {
         eprintln!("wrote {}", path.display());
     }
     drop(ctx);
-    drop(db);
     match failed.len() {
         0 => Ok(()),
         n => Err(format!("{n} scenario(s) failed (see above)").into()),

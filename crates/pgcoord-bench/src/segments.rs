@@ -125,7 +125,7 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
             })?
             .recheck(Duration::from_millis(100));
             let runner = Arc::new(runner);
-            let locks = PostgresLockManager::builder(ctx.config.clone().into())
+            let locks = PostgresLockManager::builder(ctx.options.clone())
                 .holder_id(format!("bench-segments-{runners}-{r}"))
                 .build()
                 .unwrap();
