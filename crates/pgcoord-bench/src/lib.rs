@@ -27,6 +27,7 @@
 mod abandoned;
 mod alloc;
 mod args;
+mod cleanup;
 mod contention;
 mod contention_worker;
 mod ctx;
