@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::args::Args;
 use crate::ctx::{Ctx, ScenarioReport};
@@ -14,8 +14,8 @@ use crate::scenarios::{COORDINATION, ON_REQUEST, OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
 use crate::transport::Transport;
 use crate::{
-    ctx, election, errors, failover, figures, holders, metrics_overhead, plots, readmodels, report,
-    scenarios, semaphore_fifo, sweep, targets, transport, Res,
+    ctx, election, errors, failover, figures, holders, metrics_overhead, plots, preflight, ratios,
+    readmodels, report, scenarios, semaphore_fifo, sweep, targets, transport, Res,
 };
 
 /// Runs `f`, prefixing any error with the scenario's name and the server's own words.
@@ -144,6 +144,16 @@ async fn bench_on(
         .filter(|n| named_only(n) && runnable(n))
         .collect();
 
+    let sweep_rounds = args.sweep_rounds.unwrap_or(if args.quick { 1 } else { 3 });
+    let mut needs: Vec<&str> = throughput.iter().chain(&others).copied().collect();
+    if sweep_rounds > 0 && selected("sweep") {
+        needs.push("sweep");
+    }
+    if let Some(most) = needs.iter().max_by_key(|n| preflight::sessions_needed(n)) {
+        let n = preflight::sessions_needed(most);
+        preflight::check(&ctx.options, n, &format!("{most}: {n}")).await?;
+    }
+
     // A scenario that fails is reported and dropped; the others go on.
     let mut failed: BTreeMap<String, String> = BTreeMap::new();
     let mut aggs: BTreeMap<&str, Aggregate> = BTreeMap::new();
@@ -238,7 +248,6 @@ async fn bench_on(
             }
         }
     }
-    let sweep_rounds = args.sweep_rounds.unwrap_or(if args.quick { 1 } else { 3 });
     let sweeps = if sweep_rounds > 0 && selected("sweep") {
         let sweep_ctx = Ctx {
             measure: Duration::from_secs_f64(args.sweep_seconds.unwrap_or(1.0)),
@@ -265,7 +274,7 @@ async fn bench_on(
         None
     };
 
-    let (ratios, round_ratios) = ratios(&scenarios);
+    let (ratios, round_ratios) = ratios::ratios(&scenarios);
     let mut targets = targets::targets(&scenarios, &ratios, &round_ratios);
     targets.extend(semaphore_fifo::targets(&scenarios));
     targets.extend(election::targets(&scenarios));
@@ -362,39 +371,4 @@ async fn bench_on(
         0 => Ok(()),
         n => Err(format!("{n} scenario(s) failed (see above)").into()),
     }
-}
-
-type Ratios = (BTreeMap<String, f64>, BTreeMap<String, Vec<f64>>);
-
-/// The ratios of ops/s over the whole run, and per round (paired: both ran
-/// back to back in the same round, so their spread shows how much load
-/// elsewhere on the machine moved them), ascending.
-fn ratios(scenarios: &BTreeMap<String, ScenarioReport>) -> Ratios {
-    let ops = |n: &str| scenarios.get(n).map(|r| r.ops_per_sec).filter(|v| *v > 0.0);
-    let rounds_of = |n: &str| -> Vec<f64> {
-        scenarios
-            .get(n)
-            .and_then(|r| r.extra.get("rounds_ops_per_sec"))
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default()
-    };
-    let mut ratios = BTreeMap::new();
-    let mut round_ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (num, den) in RATIOS {
-        // A numerator that did nothing (e.g. a starved `abandoned`) is a ratio of 0.
-        let (Some(a), Some(b)) = (ops(num).or(scenarios.get(num).map(|_| 0.0)), ops(den)) else {
-            continue;
-        };
-        ratios.insert(format!("{num}/{den}"), a / b);
-        let mut per_round: Vec<f64> = rounds_of(num)
-            .iter()
-            .zip(rounds_of(den))
-            .filter(|(_, b)| *b > 0.0)
-            .map(|(a, b)| a / b)
-            .collect();
-        per_round.sort_by(f64::total_cmp);
-        round_ratios.insert(format!("{num}/{den}"), per_round);
-    }
-    (ratios, round_ratios)
 }
