@@ -15,7 +15,9 @@
 //!
 //! Layout: `args` (command line), `run` (one run: rounds, ratios, output),
 //! `ctx` (what scenarios get and return), `scenarios` (the registry),
-//! `report` / `targets` (output), `sweep` (the series behind the plots),
+//! `report` / `ratios` / `targets` (output), `transport` (TLS or plaintext,
+//! the same for every session), `preflight` (the server sessions a run needs),
+//! `cleanup` (what scenarios create, dropped again), `sweep` (the series behind the plots),
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
