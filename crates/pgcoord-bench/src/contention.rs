@@ -41,6 +41,8 @@ pub enum Impl {
 pub struct Spec {
     pub imp: Impl,
     pub url: String,
+    /// The run's transport (the worker pins the URL's `sslmode` to it).
+    pub transport: crate::transport::Transport,
     pub app: String,
     pub tasks: usize,
     pub keys: Vec<String>,
@@ -104,6 +106,7 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
         let spec = Spec {
             imp,
             url: ctx.url.clone(),
+            transport: ctx.transport,
             app: app_of(imp, p),
             tasks: TASKS,
             keys: keys.clone(),

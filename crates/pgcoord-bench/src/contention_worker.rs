@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use pgcoord::DistributedLock;
 use pgcoord::PostgresLockManager;
-use sqlx::postgres::{PgAdvisoryLock, PgAdvisoryLockKey, PgConnectOptions, PgPoolOptions};
-use sqlx::ConnectOptions;
+use sqlx::postgres::{PgAdvisoryLock, PgAdvisoryLockKey, PgPoolOptions};
 
 use crate::contention::{unix_ns, Impl, Spec, TaskReport, WorkerReport};
 use crate::stats::Window;
@@ -23,14 +22,11 @@ enum Locks {
 
 pub async fn run(spec_json: &str) -> Res<()> {
     let spec: Spec = serde_json::from_str(spec_json)?;
+    let options = crate::transport::pin(pgcoord::ConnectOptions::parse(&spec.url)?, spec.transport);
     let locks = match spec.imp {
         Impl::Ours => {
             let holder = spec.app.trim_start_matches("eventsource/").to_owned();
-            let mut b = spec
-                .url
-                .parse()
-                .map(PostgresLockManager::builder)?
-                .holder_id(holder);
+            let mut b = PostgresLockManager::builder(options).holder_id(holder);
             if let Some(n) = spec.batched_sessions {
                 b = b.batched_sessions(n);
             }
@@ -40,8 +36,7 @@ pub async fn run(spec_json: &str) -> Res<()> {
             Locks::Ours(mgr)
         }
         Impl::Sqlx => {
-            let opts: PgConnectOptions = spec.url.parse()?;
-            let opts = opts.application_name(&spec.app).disable_statement_logging();
+            let opts = crate::transport::sqlx_options(&options, &spec.app)?;
             let pool = PgPoolOptions::new()
                 .max_connections(spec.tasks as u32)
                 .min_connections(spec.tasks as u32)

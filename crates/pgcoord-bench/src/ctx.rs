@@ -4,19 +4,27 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pgcoord::ConnectOptions;
 use pgcoord_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
+use pgcoord_workloads::LockTableRoom;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 
 use crate::probe::Monitor;
 use crate::stats::{Window, WorkerOut};
+use crate::transport::Transport;
 use crate::{alloc, Res};
 
 /// What every scenario needs.
 #[derive(Clone)]
 pub struct Ctx {
-    pub config: tokio_postgres::Config,
+    /// The connection settings, pinned to the run's transport
+    /// ([`transport::resolve`](crate::transport::resolve)): every session
+    /// of the run, ours and the baselines', is made from these.
+    pub options: ConnectOptions,
+    /// TLS or plaintext, the same for every session.
+    pub transport: Transport,
     pub url: String,
     pub monitor: Arc<Monitor>,
     pub warmup: Duration,
@@ -143,9 +151,9 @@ pub struct ScenarioReport {
 /// The database to run against: `DATABASE_URL`, or a throwaway cluster
 /// (with `max_locks_per_transaction=256`, so 10,000 locks fit, and
 /// `pg_stat_statements` preloaded for exact statement counts).
-pub async fn setup() -> Res<(tokio_postgres::Config, String, Option<TestDatabase>)> {
+pub async fn setup() -> Res<(ConnectOptions, String, Option<TestDatabase>)> {
     match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Ok((url.parse()?, url, None)),
+        Ok(url) if !url.trim().is_empty() => Ok((ConnectOptions::parse(&url)?, url, None)),
         _ => {
             let cluster = tokio::task::spawn_blocking(|| {
                 TestCluster::start_with(ClusterOptions {
@@ -163,7 +171,8 @@ pub async fn setup() -> Res<(tokio_postgres::Config, String, Option<TestDatabase
             })
             .await??;
             let db = TestDatabase::create_on(Arc::new(cluster)).await?;
-            Ok((db.config(), db.url(), Some(db)))
+            let url = db.url();
+            Ok((ConnectOptions::parse(&url)?, url, Some(db)))
         }
     }
 }
@@ -173,33 +182,43 @@ pub const HELD_LOCKS: usize = 10_000;
 
 /// Why the server's shared lock table cannot take [`HELD_LOCKS`] more locks
 /// with room to spare (None: it can). The table has
-/// `max_locks_per_transaction * (max_connections + max_prepared_transactions)`
-/// slots; filling it breaks every session on the server (53200), so ask for
-/// twice the locks held.
-pub fn lock_table_short(per_tx: &str, conns: &str, prepared: &str) -> Option<String> {
-    let (Some(a), Some(b), Some(c)) = (num(per_tx), num(conns), num(prepared)) else {
-        return Some(format!(
-            "cannot read the lock table size (max_locks_per_transaction={per_tx}, \
-             max_connections={conns}, max_prepared_transactions={prepared})"
-        ));
-    };
-    let slots = a * (b + c);
-    (slots < 2 * HELD_LOCKS as u64).then(|| {
+/// `max_locks_per_transaction` slots per backend slot (`max_connections`,
+/// autovacuum and background workers, WAL senders, prepared transactions:
+/// [`pgcoord_workloads::lock_table_room`], as `eventsource lock bench`
+/// counts them); filling it breaks every session on the server (53200),
+/// so ask for twice the locks held.
+pub fn lock_table_short(room: &LockTableRoom) -> Option<String> {
+    let need = 2 * HELD_LOCKS as i64;
+    (room.slots < need).then(|| {
         format!(
-            "the server's lock table has {slots} slots (max_locks_per_transaction={a} x \
-             (max_connections={b} + max_prepared_transactions={c})); holding {HELD_LOCKS} \
-             needs at least {} (raise max_locks_per_transaction)",
-            2 * HELD_LOCKS
+            "the server's lock table has {} slots (max_locks_per_transaction={} x {} backend \
+             slots: max_connections={}, autovacuum and background workers, WAL senders, \
+             prepared transactions); holding {HELD_LOCKS} needs at least {need} \
+             (raise max_locks_per_transaction)",
+            room.slots, room.max_locks_per_transaction, room.backend_slots, room.max_connections
         )
     })
 }
 
-fn num(s: &str) -> Option<u64> {
-    s.trim().parse::<u64>().ok()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The shared lock table's slots: `max_locks_per_transaction *
-/// (max_connections + max_prepared_transactions)`; None if unreadable.
-pub fn lock_table_slots(per_tx: &str, conns: &str, prepared: &str) -> Option<u64> {
-    Some(num(per_tx)? * (num(conns)? + num(prepared)?))
+    fn room(per: i64, conns: i64, backends: i64) -> LockTableRoom {
+        LockTableRoom {
+            max_locks_per_transaction: per,
+            max_connections: conns,
+            backend_slots: backends,
+            slots: per * backends,
+        }
+    }
+
+    #[test]
+    fn the_lock_table_counts_every_backend_slot() {
+        // Debian's defaults: 64 x (100 + 3 + 1 + 8 + 10 + 0) = 7,808.
+        let why = lock_table_short(&room(64, 100, 122)).unwrap();
+        assert!(why.contains("7808 slots"), "{why}");
+        assert!(why.contains("122 backend slots"), "{why}");
+        assert_eq!(lock_table_short(&room(256, 100, 122)), None);
+    }
 }

@@ -48,7 +48,7 @@ const WARM: usize = 2;
 /// A fencing manager of the bench process, warmed (its sessions open).
 async fn candidate(ctx: &Ctx, holder: &str) -> Res<PostgresLockManager> {
     let m = manager_with(ctx, holder, true);
-    m.install_fencing().await?;
+    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, m.install_fencing()).await?;
     m.acquire(&format!("bench/{holder}/warm"), None)
         .await?
         .release()
@@ -60,6 +60,7 @@ async fn candidate(ctx: &Ctx, holder: &str) -> Res<PostgresLockManager> {
 async fn start_leader(ctx: &Ctx, election: &str) -> Res<(tokio::process::Child, Leading)> {
     let spec = LeaderSpec {
         url: ctx.url.clone(),
+        transport: ctx.transport,
         election: election.to_owned(),
         holder_id: "bench-election-leader".into(),
         batched_sessions: ctx.batched_sessions,

@@ -19,6 +19,8 @@ const CAMPAIGN_LIMIT: Duration = Duration::from_secs(10);
 #[derive(Debug, Serialize, Deserialize)]
 pub struct LeaderSpec {
     pub url: String,
+    /// The run's transport (the leader pins the URL's `sslmode` to it).
+    pub transport: crate::transport::Transport,
     pub election: String,
     pub holder_id: String,
     pub batched_sessions: Option<usize>,
@@ -33,10 +35,8 @@ pub struct Leading {
 
 pub async fn run(spec_json: &str) -> Res<()> {
     let spec: LeaderSpec = serde_json::from_str(spec_json)?;
-    let mut b = spec
-        .url
-        .parse()
-        .map(PostgresLockManager::builder)?
+    let options = crate::transport::pin(pgcoord::ConnectOptions::parse(&spec.url)?, spec.transport);
+    let mut b = PostgresLockManager::builder(options)
         .holder_id(spec.holder_id)
         .fencing(true);
     if let Some(n) = spec.batched_sessions {

@@ -31,8 +31,8 @@ pub struct RawHandover {
 impl RawHandover {
     /// Opens the two sessions (the fence table must exist: `install_fencing()`).
     pub async fn open(ctx: &Ctx) -> Res<Self> {
-        let a = connect(&ctx.config, "bench/election_resign_raw-a").await?;
-        let b = connect(&ctx.config, "bench/election_resign_raw-b").await?;
+        let a = connect(&ctx.options, "bench/election_resign_raw-a").await?;
+        let b = connect(&ctx.options, "bench/election_resign_raw-b").await?;
         let lock = a.prepare("SELECT pg_catalog.pg_advisory_lock($1)").await?;
         let unlock = a
             .prepare("SELECT pg_catalog.pg_advisory_unlock($1)")

@@ -21,7 +21,7 @@ const TABLE: &str = "CREATE TABLE IF NOT EXISTS bench_fenced_write \
 pub async fn ours_seq_fenced(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let holder = "bench-ours_seq_fenced";
     let mgr = manager_with(ctx, holder, true);
-    mgr.install_fencing().await?;
+    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, mgr.install_fencing()).await?;
     let key = format!("bench/ours_seq_fenced/{round}/0");
     let (w, probe) = ctx.start_window(&app(holder));
     // On a runtime worker, as `raw_seq_fenced` runs its loop: the limit
@@ -68,9 +68,29 @@ pub async fn write(ctx: &Ctx, round: usize, mode: Write) -> Res<RunOut> {
     };
     let app_name = format!("bench/{name}");
     let mgr = manager_with(ctx, &format!("bench-{name}"), true);
-    mgr.install_fencing().await?;
-    let mut client = connect(&ctx.config, &app_name).await?;
-    client.batch_execute(TABLE).await?;
+    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, mgr.install_fencing()).await?;
+    let mut client = connect(&ctx.options, &app_name).await?;
+    let created = crate::cleanup::absent(&client, &["bench_fenced_write"]).await?;
+    crate::cleanup::creating("bench_fenced_write", client.batch_execute(TABLE)).await?;
+    let run = write_on(ctx, round, mode, name, &app_name, &mut client, &mgr).await;
+    // The table is the run's own: dropped after each round (created again
+    // by the next), on failure too.
+    let dropped = crate::cleanup::drop_tables(&client, &created).await;
+    mgr.close().await?;
+    let run = run?;
+    dropped?;
+    Ok(run)
+}
+
+async fn write_on(
+    ctx: &Ctx,
+    round: usize,
+    mode: Write,
+    name: &str,
+    app_name: &str,
+    client: &mut tokio_postgres::Client,
+    mgr: &pgcoord::PostgresLockManager,
+) -> Res<RunOut> {
     let row = round as i32;
     client
         .execute(
@@ -96,7 +116,7 @@ pub async fn write(ctx: &Ctx, round: usize, mode: Write) -> Res<RunOut> {
             .await?;
         (r.get(0), r.get(1), r.get(2))
     };
-    let (w, probe) = ctx.start_window(&app_name);
+    let (w, probe) = ctx.start_window(app_name);
     let out = timed_loop!(w, 1, {
         let tx = client.transaction().await?;
         let n = match mode {
@@ -120,6 +140,5 @@ pub async fn write(ctx: &Ctx, round: usize, mode: Write) -> Res<RunOut> {
         .with("fence_table_live_rows", fence_table.1.into())
         .with("fence_table_dead_rows", fence_table.2.into());
     guard.release().await?;
-    mgr.close().await?;
     Ok(run)
 }

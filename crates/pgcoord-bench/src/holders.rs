@@ -36,7 +36,7 @@ pub async fn holders10k(ctx: &Ctx) -> Res<ScenarioReport> {
     let per_session = HELD_LOCKS / HOLDING_SESSIONS;
     let t0 = Instant::now();
     for s in 0..HOLDING_SESSIONS {
-        let client = connect(&ctx.config, &format!("eventsource/bench-holders10k-{s}")).await?;
+        let client = connect(&ctx.options, &format!("eventsource/bench-holders10k-{s}")).await?;
         let ids: Vec<i64> = (s * per_session..(s + 1) * per_session)
             .map(|i| lock_id_for_key(&key(i)))
             .collect();
@@ -54,11 +54,11 @@ pub async fn holders10k(ctx: &Ctx) -> Res<ScenarioReport> {
     }
     let fill_ms = t0.elapsed().as_secs_f64() * 1e3;
 
-    let default_mgr = PostgresLockManager::builder(ctx.config.clone().into())
+    let default_mgr = PostgresLockManager::builder(ctx.options.clone())
         .holder_id("bench-holders10k-reader")
         .build()
         .unwrap();
-    let single_mgr = PostgresLockManager::builder(ctx.config.clone().into())
+    let single_mgr = PostgresLockManager::builder(ctx.options.clone())
         .holder_id("bench-holders10k-single")
         .single_session(true)
         .build()
@@ -98,7 +98,7 @@ pub async fn holders10k(ctx: &Ctx) -> Res<ScenarioReport> {
     }
     // What `eventsource lock top` and `lock holders --watch` run per refresh:
     // one `HoldersQuery` on an open session, with and without the fence join.
-    let viewer = connect(&ctx.config, "bench/holders10k-view").await?;
+    let viewer = connect(&ctx.options, "bench/holders10k-view").await?;
     let plain = HoldersQuery::all();
     let fenced = HoldersQuery::all().with_fences(&viewer).await?;
     for (label, query) in [("view_query", &plain), ("view_query_fences", &fenced)] {

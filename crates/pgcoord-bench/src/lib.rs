@@ -15,7 +15,9 @@
 //!
 //! Layout: `args` (command line), `run` (one run: rounds, ratios, output),
 //! `ctx` (what scenarios get and return), `scenarios` (the registry),
-//! `report` / `targets` (output), `sweep` (the series behind the plots),
+//! `report` / `ratios` / `targets` (output), `transport` (TLS or plaintext,
+//! the same for every session), `preflight` (the server sessions a run needs),
+//! `cleanup` (what scenarios create, dropped again), `sweep` (the series behind the plots),
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
@@ -27,6 +29,7 @@
 mod abandoned;
 mod alloc;
 mod args;
+mod cleanup;
 mod contention;
 mod contention_worker;
 mod ctx;
@@ -45,7 +48,9 @@ mod order;
 mod ours;
 mod ours_load;
 mod plots;
+mod preflight;
 mod probe;
+mod ratios;
 mod raw;
 mod raw_fenced;
 mod readmodels;
@@ -57,6 +62,7 @@ mod semaphore_fifo;
 mod stats;
 mod sweep;
 mod targets;
+mod transport;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -11,9 +11,8 @@ use crate::Res;
 
 /// Runs every workload for the measuring window each.
 pub async fn lock_bench(ctx: &Ctx) -> Res<ScenarioReport> {
-    let (client, connection) = ctx.config.connect(tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
-    let builder = || PostgresLockManager::builder(ctx.config.clone().into());
+    let client = crate::probe::connect(&ctx.options, "bench/lock_bench").await?;
+    let builder = || PostgresLockManager::builder(ctx.options.clone());
     let figures = pgcoord_workloads::run_all(builder, &client, ctx.measure, |_| {}).await?;
     let extra = match serde_json::to_value(&figures)? {
         serde_json::Value::Object(map) => map,

@@ -24,7 +24,7 @@ pub fn manager(ctx: &Ctx, holder: &str) -> PostgresLockManager {
 
 /// [`manager`], with fencing tokens on or off.
 pub fn manager_with(ctx: &Ctx, holder: &str, fencing: bool) -> PostgresLockManager {
-    let builder = PostgresLockManager::builder(ctx.config.clone().into())
+    let builder = PostgresLockManager::builder(ctx.options.clone())
         .holder_id(holder)
         .max_held_locks(20_000)
         .fencing(fencing);

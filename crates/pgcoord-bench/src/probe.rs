@@ -3,19 +3,41 @@
 
 use std::time::{Duration, Instant};
 
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use pgcoord::inspect::connect_for_inspection;
+use pgcoord::ConnectOptions;
+use tokio_postgres::{Client, Statement};
 
+use crate::transport::SESSION_LIMIT;
 use crate::Res;
 
-/// Opens a tokio-postgres session labelled `application_name` (its connection task is spawned).
-pub async fn connect(config: &Config, application_name: &str) -> Res<Client> {
-    let mut config = config.clone();
-    config.application_name(application_name);
-    let (client, conn) = config.connect(NoTls).await?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(client)
+/// Opens a tokio-postgres session labelled `application_name`, with the
+/// run's transport (the library's own TLS connector: the same TLS as the
+/// library's sessions; its connection task is spawned). Connecting and
+/// the first statement's answer are each bounded by [`SESSION_LIMIT`]: a
+/// pooler with no server connection free for the session accepts it and
+/// then keeps its statements waiting, so that is said here rather than
+/// left to a scenario's own timeout much later.
+pub async fn connect(options: &ConnectOptions, application_name: &str) -> Res<Client> {
+    let options = options.clone().with_application_name(application_name);
+    let client = connect_for_inspection(options, SESSION_LIMIT).await?;
+    match tokio::time::timeout(SESSION_LIMIT, client.simple_query("SELECT 1")).await {
+        Ok(answer) => {
+            answer?;
+            Ok(client)
+        }
+        Err(_) => Err(not_served(application_name).into()),
+    }
+}
+
+/// Why a session that connected got no answer.
+pub fn not_served(application_name: &str) -> String {
+    format!(
+        "session {application_name} was accepted but its first statement got no answer within \
+         {} s: a pooler seems to be queueing connections (no server connection free for this \
+         database and user), or the server is overloaded; see docs/performance.md (\"Server \
+         sessions\") for how many server sessions each scenario needs at once",
+        SESSION_LIMIT.as_secs()
+    )
 }
 
 /// A session that watches the server: waiters in `pg_locks`, sessions in `pg_stat_activity`.
@@ -26,37 +48,70 @@ pub struct Monitor {
     statements: Option<Statement>,
     /// Why `statements` is None: the server's own words.
     statements_unavailable: Option<String>,
+    /// Whether this run created the `pg_stat_statements` extension (it is
+    /// dropped again by [`Monitor::clean_up`]).
+    created_extension: bool,
     pids_like: Statement,
 }
 
 /// The `pg_stat_statements` query, prepared and run once, where the server
-/// can answer it. The extension can often be created where the library is
-/// not preloaded; querying it then fails ("pg_stat_statements must be
-/// loaded via shared_preload_libraries", SQLSTATE 55000), so the query is
-/// tried here, not assumed to work. Err: why not, in the server's words.
-async fn statements_query(client: &Client) -> Result<Statement, String> {
+/// can answer it. Where the extension is not in the database it is created
+/// (a superuser may), and `created` set: the run drops it again at its
+/// end. The extension can often be created where the library is not
+/// preloaded; querying it then fails ("pg_stat_statements must be loaded
+/// via shared_preload_libraries", SQLSTATE 55000), so the query is tried
+/// here, not assumed to work, and an extension created for nothing is
+/// dropped at once. Err: why not, in the server's words.
+async fn statements_query(client: &Client, created: &mut bool) -> Result<Statement, String> {
     let why = |e: tokio_postgres::Error| crate::errors::describe(&e);
-    client
-        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        .await
-        .map_err(why)?;
-    let stmt = client
-        .prepare(
-            "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(rows), 0)::int8 \
-             FROM pg_stat_statements \
-             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-               AND query LIKE '%advisory%' AND query NOT LIKE '%pg_locks%' \
-               AND query NOT LIKE '%pg_stat_statements%'",
+    let present: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements')",
+            &[],
         )
         .await
-        .map_err(why)?;
-    client.query_one(&stmt, &[]).await.map_err(why)?;
-    Ok(stmt)
+        .map_err(why)?
+        .get(0);
+    if !present {
+        client
+            .batch_execute("CREATE EXTENSION pg_stat_statements")
+            .await
+            .map_err(|e| format!("cannot create the extension pg_stat_statements: {}", why(e)))?;
+        *created = true;
+    }
+    let query = async {
+        let stmt = client
+            .prepare(
+                "SELECT coalesce(sum(calls), 0)::int8, coalesce(sum(rows), 0)::int8 \
+                 FROM pg_stat_statements \
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                   AND query LIKE '%advisory%' AND query NOT LIKE '%pg_locks%' \
+                   AND query NOT LIKE '%pg_stat_statements%'",
+            )
+            .await?;
+        client.query_one(&stmt, &[]).await?;
+        Ok::<_, tokio_postgres::Error>(stmt)
+    };
+    match query.await {
+        Ok(stmt) => Ok(stmt),
+        Err(e) => {
+            // Created but unusable (not preloaded): take it away again.
+            if *created
+                && client
+                    .batch_execute("DROP EXTENSION pg_stat_statements")
+                    .await
+                    .is_ok()
+            {
+                *created = false;
+            }
+            Err(why(e))
+        }
+    }
 }
 
 impl Monitor {
-    pub async fn open(config: &Config) -> Res<Self> {
-        let client = connect(config, "bench/monitor").await?;
+    pub async fn open(options: &ConnectOptions) -> Res<Self> {
+        let client = connect(options, "bench/monitor").await?;
         let waiting = client
             .prepare(
                 "SELECT count(*) FROM pg_locks \
@@ -71,7 +126,9 @@ impl Monitor {
                  WHERE application_name LIKE $1 AND datname = current_database()",
             )
             .await?;
-        let (statements, statements_unavailable) = match statements_query(&client).await {
+        let mut created_extension = false;
+        let statements = statements_query(&client, &mut created_extension).await;
+        let (statements, statements_unavailable) = match statements {
             Ok(stmt) => (Some(stmt), None),
             Err(why) => (None, Some(why)),
         };
@@ -88,7 +145,24 @@ impl Monitor {
             sessions_like,
             statements,
             statements_unavailable,
+            created_extension,
         })
+    }
+
+    /// The monitor's session, for one-off reads.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Drops what the monitor created: the `pg_stat_statements` extension,
+    /// if this run created it. Err: why it is still there.
+    pub async fn clean_up(&self) -> Res<()> {
+        if self.created_extension {
+            self.client
+                .batch_execute("DROP EXTENSION IF EXISTS pg_stat_statements")
+                .await?;
+        }
+        Ok(())
     }
 
     /// How many sessions wait (`granted = false`) on advisory lock `id`.

@@ -8,6 +8,8 @@ use sqlx::postgres::PgAdvisoryLockKey;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Either};
 
+use crate::transport::Transport;
+
 use crate::ctx::{Ctx, RunOut};
 use crate::probe::connect;
 use crate::stats::WorkerOut;
@@ -22,7 +24,7 @@ pub const BATCH: usize = 1000;
 /// One connection, prepared try-lock then unlock, sequential.
 pub async fn raw_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let app = "bench/raw_seq";
-    let client = connect(&ctx.config, app).await?;
+    let client = connect(&ctx.options, app).await?;
     let lock = client.prepare(TRY_LOCK).await?;
     let unlock = client.prepare(UNLOCK).await?;
     let id = lock_id_for_key(&format!("bench/raw_seq/{round}/0"));
@@ -40,7 +42,7 @@ pub async fn raw_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
 /// queries (`raw_pipelined64`, and the tasks sweep).
 pub async fn raw_pipelined(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut> {
     let app = format!("bench/raw_pipelined{tasks}");
-    let client = Arc::new(connect(&ctx.config, &app).await?);
+    let client = Arc::new(connect(&ctx.options, &app).await?);
     let lock = client.prepare(TRY_LOCK).await?;
     let unlock = client.prepare(UNLOCK).await?;
     let (w, probe) = ctx.start_window(&app);
@@ -68,7 +70,7 @@ pub async fn raw_pipelined(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut>
 /// One statement locks 1,000 ids, one unlocks them: the server's per-lock cost when batched.
 pub async fn raw_batched(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let app = "bench/raw_batched";
-    let client = connect(&ctx.config, app).await?;
+    let client = connect(&ctx.options, app).await?;
     let lock = client
         .prepare(
             "SELECT count(*) FILTER (WHERE pg_try_advisory_lock(k)) \
@@ -94,9 +96,24 @@ pub async fn raw_batched(ctx: &Ctx, round: usize) -> Res<RunOut> {
     RunOut::finish(w, vec![out], probe).await
 }
 
+/// sqlx's options: the same server, user, database and transport as the
+/// library's sessions (see `transport.rs`).
 fn sqlx_options(ctx: &Ctx, app: &str) -> Res<PgConnectOptions> {
-    let opts: PgConnectOptions = ctx.url.parse()?;
-    Ok(opts.application_name(app).disable_statement_logging())
+    crate::transport::sqlx_options(&ctx.options, app)
+}
+
+/// Why the diagnostics that poll the tokio-postgres `Connection`
+/// themselves cannot run on this transport (None: they can). The
+/// library's TLS connector is not public: `connect_for_inspection` hands
+/// back a client whose connection is already spawned, so with TLS there
+/// is no connection to poll inline without a second TLS stack that would
+/// not be the one the library's sessions use.
+pub fn inline_skip_reason(ctx: &Ctx) -> Option<String> {
+    (ctx.transport == Transport::Tls).then(|| {
+        "polls the tokio-postgres connection itself, which needs a TLS connector the \
+         library does not make public; runs only on a plaintext transport"
+            .to_owned()
+    })
 }
 
 /// sqlx: `PgAdvisoryLock::try_acquire` + `release_now` on one connection, sequential.
@@ -165,7 +182,10 @@ pub async fn sqlx_pool(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut> {
 /// Shows what the task hops cost the sequential path.
 pub async fn raw_seq_inline(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let app = "bench/raw_seq_inline";
-    let mut config = ctx.config.clone();
+    if let Some(why) = inline_skip_reason(ctx) {
+        return Err(why.into());
+    }
+    let mut config = ctx.options.config().clone();
     config.application_name(app);
     let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
     let work = async {
@@ -204,16 +224,16 @@ pub async fn raw_seq_actor(ctx: &Ctx, round: usize, inline: bool) -> Res<RunOut>
     } else {
         "bench/raw_seq_actor"
     };
-    let mut config = ctx.config.clone();
-    config.application_name(app);
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
-    let mut connection = if inline {
-        Some(connection)
+    let (client, mut connection) = if inline {
+        if let Some(why) = inline_skip_reason(ctx) {
+            return Err(why.into());
+        }
+        let mut config = ctx.options.config().clone();
+        config.application_name(app);
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+        (client, Some(connection))
     } else {
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        None
+        (connect(&ctx.options, app).await?, None)
     };
     let (lock, unlock) = {
         let prep = async {

@@ -38,8 +38,8 @@ pub async fn raw_fenced(ctx: &Ctx, round: usize, tasks: usize, epoch: bool) -> R
         (n, true) => format!("raw_pipelined{n}_fenced_epoch"),
     };
     let app = format!("bench/{name}");
-    let mut client = connect(&ctx.config, &app).await?;
-    fencing::install(&mut client).await?;
+    let mut client = connect(&ctx.options, &app).await?;
+    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, fencing::install(&mut client)).await?;
     client.batch_execute("SET synchronous_commit = on").await?;
     let client = Arc::new(client);
     let lock = client

@@ -5,16 +5,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::args::Args;
 use crate::ctx::{Ctx, ScenarioReport};
 use crate::probe::Monitor;
 use crate::scenarios::{COORDINATION, ON_REQUEST, OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
+use crate::transport::Transport;
 use crate::{
-    ctx, election, errors, failover, figures, holders, metrics_overhead, plots, readmodels, report,
-    scenarios, semaphore_fifo, sweep, targets, Res,
+    ctx, election, errors, failover, figures, holders, metrics_overhead, plots, preflight, ratios,
+    readmodels, report, scenarios, semaphore_fifo, sweep, targets, transport, Res,
 };
 
 /// Runs `f`, prefixing any error with the scenario's name and the server's own words.
@@ -28,6 +29,52 @@ pub async fn bench(args: &Args) -> Res<()> {
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 6 }).max(1);
     let warmup = Duration::from_millis(300);
     let measure = Duration::from_secs_f64(args.seconds.unwrap_or(1.5));
+
+    let (options, url, db) = ctx::setup().await?;
+    if args.readmodels {
+        return readmodels::run(&url, rounds, measure, args.quick, args.catch_up_events).await;
+    }
+    let (options, transport) = transport::resolve(options).await?;
+    let monitor = Arc::new(Monitor::open(&options).await?);
+    // From here on the monitor may have created pg_stat_statements: drop
+    // it again whatever happens.
+    let result = bench_on(
+        args,
+        rounds,
+        warmup,
+        measure,
+        began,
+        (options, transport),
+        &url,
+        &db,
+        &monitor,
+    )
+    .await;
+    let cleaned = monitor.clean_up().await;
+    drop(monitor);
+    drop(db);
+    result?;
+    cleaned.map_err(|e| {
+        format!(
+            "cannot drop the pg_stat_statements extension the run created: {}",
+            errors::describe(&*e)
+        )
+    })?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn bench_on(
+    args: &Args,
+    rounds: usize,
+    warmup: Duration,
+    measure: Duration,
+    began: Instant,
+    (options, transport): (pgcoord::ConnectOptions, Transport),
+    url: &str,
+    db: &Option<pgcoord_testkit::pg::TestDatabase>,
+    monitor: &Arc<Monitor>,
+) -> Res<()> {
     let selected = |name: &str| {
         args.only.is_empty()
             || args
@@ -35,39 +82,40 @@ pub async fn bench(args: &Args) -> Res<()> {
                 .iter()
                 .any(|o| o == name || (o == "coordination" && COORDINATION.contains(&name)))
     };
-
-    let (config, url, db) = ctx::setup().await?;
-    if args.readmodels {
-        return readmodels::run(&url, rounds, measure, args.quick, args.catch_up_events).await;
-    }
-    let monitor = Arc::new(Monitor::open(&config).await?);
     if let Some(why) = monitor.statements_unavailable() {
         eprintln!("note: statement counts left empty: {why}");
     }
     let server_version = monitor.show("server_version").await?;
-    let max_locks = monitor.show("max_locks_per_transaction").await?;
-    let max_conns = monitor.show("max_connections").await?;
-    let max_prepared = monitor.show("max_prepared_transactions").await?;
-    let lock_table_short = ctx::lock_table_short(&max_locks, &max_conns, &max_prepared);
-    let lock_table_slots = ctx::lock_table_slots(&max_locks, &max_conns, &max_prepared);
+    let room = pgcoord_workloads::lock_table_room(monitor.client()).await?;
+    let lock_table_short = ctx::lock_table_short(&room);
     eprintln!(
-        "PostgreSQL {server_version} ({}), max_locks_per_transaction={max_locks}; {rounds} round(s) \
+        "PostgreSQL {server_version} ({}, {}), lock table {} slots \
+         (max_locks_per_transaction={} x {} backend slots); {rounds} round(s) \
          of {:.1} s (+{:.1} s warm-up) per scenario",
-        if db.is_some() { "throwaway cluster" } else { "DATABASE_URL" },
+        if db.is_some() {
+            "throwaway cluster"
+        } else {
+            "DATABASE_URL"
+        },
+        transport.name(),
+        room.slots,
+        room.max_locks_per_transaction,
+        room.backend_slots,
         measure.as_secs_f64(),
         warmup.as_secs_f64()
     );
     let ctx = Ctx {
-        config,
-        url,
-        monitor,
+        options,
+        transport,
+        url: url.to_owned(),
+        monitor: monitor.clone(),
         warmup,
         measure,
         quick: args.quick,
         batched_sessions: args.batched_sessions,
         trials: args.trials,
         lock_table_short,
-        lock_table_slots,
+        lock_table_slots: u64::try_from(room.slots).ok(),
         private_server: db.is_some(),
     };
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
@@ -95,6 +143,16 @@ pub async fn bench(args: &Args) -> Res<()> {
         .copied()
         .filter(|n| named_only(n) && runnable(n))
         .collect();
+
+    let sweep_rounds = args.sweep_rounds.unwrap_or(if args.quick { 1 } else { 3 });
+    let mut needs: Vec<&str> = throughput.iter().chain(&others).copied().collect();
+    if sweep_rounds > 0 && selected("sweep") {
+        needs.push("sweep");
+    }
+    if let Some(most) = needs.iter().max_by_key(|n| preflight::sessions_needed(n)) {
+        let n = preflight::sessions_needed(most);
+        preflight::check(&ctx.options, n, &format!("{most}: {n}")).await?;
+    }
 
     // A scenario that fails is reported and dropped; the others go on.
     let mut failed: BTreeMap<String, String> = BTreeMap::new();
@@ -190,7 +248,6 @@ pub async fn bench(args: &Args) -> Res<()> {
             }
         }
     }
-    let sweep_rounds = args.sweep_rounds.unwrap_or(if args.quick { 1 } else { 3 });
     let sweeps = if sweep_rounds > 0 && selected("sweep") {
         let sweep_ctx = Ctx {
             measure: Duration::from_secs_f64(args.sweep_seconds.unwrap_or(1.0)),
@@ -217,7 +274,7 @@ pub async fn bench(args: &Args) -> Res<()> {
         None
     };
 
-    let (ratios, round_ratios) = ratios(&scenarios);
+    let (ratios, round_ratios) = ratios::ratios(&scenarios);
     let mut targets = targets::targets(&scenarios, &ratios, &round_ratios);
     targets.extend(semaphore_fifo::targets(&scenarios));
     targets.extend(election::targets(&scenarios));
@@ -296,7 +353,10 @@ pub async fn bench(args: &Args) -> Res<()> {
                 "warmup_s": warmup.as_secs_f64(),
                 "measure_s": measure.as_secs_f64(),
                 "server_version": server_version,
-                "max_locks_per_transaction": max_locks,
+                "max_locks_per_transaction": room.max_locks_per_transaction,
+                "lock_table_slots": room.slots,
+                "backend_slots": room.backend_slots,
+                "transport": transport.name(),
                 "statement_counts": ctx.monitor.statements_unavailable().is_none(),
                 "database": if db.is_some() { "throwaway cluster" } else { "DATABASE_URL" },
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -307,44 +367,8 @@ pub async fn bench(args: &Args) -> Res<()> {
         eprintln!("wrote {}", path.display());
     }
     drop(ctx);
-    drop(db);
     match failed.len() {
         0 => Ok(()),
         n => Err(format!("{n} scenario(s) failed (see above)").into()),
     }
-}
-
-type Ratios = (BTreeMap<String, f64>, BTreeMap<String, Vec<f64>>);
-
-/// The ratios of ops/s over the whole run, and per round (paired: both ran
-/// back to back in the same round, so their spread shows how much load
-/// elsewhere on the machine moved them), ascending.
-fn ratios(scenarios: &BTreeMap<String, ScenarioReport>) -> Ratios {
-    let ops = |n: &str| scenarios.get(n).map(|r| r.ops_per_sec).filter(|v| *v > 0.0);
-    let rounds_of = |n: &str| -> Vec<f64> {
-        scenarios
-            .get(n)
-            .and_then(|r| r.extra.get("rounds_ops_per_sec"))
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default()
-    };
-    let mut ratios = BTreeMap::new();
-    let mut round_ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (num, den) in RATIOS {
-        // A numerator that did nothing (e.g. a starved `abandoned`) is a ratio of 0.
-        let (Some(a), Some(b)) = (ops(num).or(scenarios.get(num).map(|_| 0.0)), ops(den)) else {
-            continue;
-        };
-        ratios.insert(format!("{num}/{den}"), a / b);
-        let mut per_round: Vec<f64> = rounds_of(num)
-            .iter()
-            .zip(rounds_of(den))
-            .filter(|(_, b)| *b > 0.0)
-            .map(|(a, b)| a / b)
-            .collect();
-        per_round.sort_by(f64::total_cmp);
-        round_ratios.insert(format!("{num}/{den}"), per_round);
-    }
-    (ratios, round_ratios)
 }

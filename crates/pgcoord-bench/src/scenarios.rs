@@ -114,6 +114,7 @@ pub fn skip_reason(name: &str, ctx: &Ctx) -> Option<String> {
     match name {
         "held10k" | "capacity" | "holders10k" => ctx.lock_table_short.clone(),
         "failover" => crate::failover::skip_reason(ctx),
+        "raw_seq_inline" | "raw_seq_actor_inline" => raw::inline_skip_reason(ctx),
         _ => None,
     }
 }

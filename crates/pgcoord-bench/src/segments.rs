@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::ctx::{Ctx, ScenarioReport};
-use crate::Res;
+use crate::{cleanup, Res};
 
 const SEGMENTS: u32 = 4;
 
@@ -65,20 +65,92 @@ fn key(e: &Add) -> String {
     e.id.to_string()
 }
 
+/// The tables the scenario (through the library) may create besides its
+/// event tables: dropped at its end unless they were there before.
+const SHARED_TABLES: [&str; 5] = [
+    "bench_segment_tallies",
+    "eventsource_projection_checkpoints",
+    "eventsource_projection_progress",
+    "eventsource_projection_dead_letters",
+    "eventsource_projection_versions",
+];
+
+/// The projection-bookkeeping tables whose rows name the run's projections.
+const BOOKKEEPING: [&str; 4] = [
+    "eventsource_projection_checkpoints",
+    "eventsource_projection_progress",
+    "eventsource_projection_dead_letters",
+    "eventsource_projection_versions",
+];
+
+/// The run's event tables (one per layout; the pid keeps two runs on one
+/// database apart).
+fn event_table(count: u32, runners: usize) -> String {
+    format!(
+        "bench_segment_events_{count}_{runners}_{}",
+        std::process::id()
+    )
+}
+
+const LAYOUTS: [(u32, usize); 4] = [(1, 1), (SEGMENTS, 1), (SEGMENTS, 2), (SEGMENTS, 4)];
+
+/// Runs the layouts, then takes away what the run created, on success and
+/// on failure alike: its event tables, and the read-model and projection
+/// tables that were not there before (or, where they were, the rows that
+/// name its projections).
 pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
+    let db = PostgresDatabase::builder(ctx.options.clone()).build()?;
+    let client = db.get().await?;
+    let created = cleanup::absent(&client, &SHARED_TABLES).await?;
+    let result = run_layouts(ctx, &db).await;
+    let mut tables: Vec<String> = LAYOUTS.iter().map(|(c, r)| event_table(*c, *r)).collect();
+    tables.extend(created.iter().cloned());
+    let cleaned = async {
+        cleanup::drop_tables(&client, &tables).await?;
+        let pattern = format!("bench\\_segment\\_events\\_%\\_{}%", std::process::id());
+        for t in BOOKKEEPING
+            .iter()
+            .filter(|t| !created.iter().any(|c| c == *t))
+        {
+            let present: bool = client
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[t])
+                .await?
+                .get(0);
+            if present {
+                client
+                    .execute(
+                        &format!("DELETE FROM {t} WHERE projection LIKE $1"),
+                        &[&pattern],
+                    )
+                    .await?;
+            }
+        }
+        Res::Ok(())
+    }
+    .await;
+    drop(client);
+    db.close();
+    let report = result?;
+    cleaned.map_err(|e| {
+        format!(
+            "cannot drop what the scenario created: {}",
+            crate::errors::describe(&*e)
+        )
+    })?;
+    Ok(report)
+}
+
+async fn run_layouts(ctx: &Ctx, db: &PostgresDatabase) -> Res<ScenarioReport> {
+    let db = db.clone();
     let events: usize = if ctx.quick { 1_000 } else { 4_000 };
-    let db = PostgresDatabase::connect(&ctx.url).await?;
-    db.create_schema::<SegTally>().await?;
+    cleanup::creating("bench_segment_tallies", db.create_schema::<SegTally>()).await?;
     let ids: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
     let mut extra = Map::new();
     let mut best = 0.0f64;
-    for (count, runners) in [(1u32, 1usize), (SEGMENTS, 1), (SEGMENTS, 2), (SEGMENTS, 4)] {
-        let table = format!(
-            "bench_segment_events_{count}_{runners}_{}",
-            std::process::id()
-        );
+    for (count, runners) in LAYOUTS {
+        let table = event_table(count, runners);
         let feed = PostgresEventTable::<Add>::new(db.clone(), &table)?.listen();
-        feed.create_table().await?;
+        cleanup::creating(&format!("its event table {table}"), feed.create_table()).await?;
         {
             let mut client = db.get().await?;
             let tx = client.transaction().await?;
@@ -125,7 +197,7 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
             })?
             .recheck(Duration::from_millis(100));
             let runner = Arc::new(runner);
-            let locks = PostgresLockManager::builder(ctx.config.clone().into())
+            let locks = PostgresLockManager::builder(ctx.options.clone())
                 .holder_id(format!("bench-segments-{runners}-{r}"))
                 .build()
                 .unwrap();

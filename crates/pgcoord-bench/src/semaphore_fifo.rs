@@ -108,7 +108,7 @@ struct LockLook {
 
 impl LockLook {
     async fn open(ctx: &Ctx) -> Res<Self> {
-        let client = connect(&ctx.config, "bench/semaphore-look").await?;
+        let client = connect(&ctx.options, "bench/semaphore-look").await?;
         let stmt = client
             .prepare(
                 "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) \

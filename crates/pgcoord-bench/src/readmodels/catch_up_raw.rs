@@ -19,8 +19,10 @@ const CHECKPOINTS: &str = "eventsource_projection_checkpoints";
 
 /// Events/s of the raw catch-up on PostgreSQL (the tables must exist).
 pub(super) async fn pg_catch_up_raw(url: &str, events: usize, batch: usize) -> Res<f64> {
-    let (mut raw, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    tokio::spawn(conn);
+    // The library's TLS connector, as PostgresDatabase's sessions use:
+    // both sides on the same transport.
+    let mut raw =
+        crate::probe::connect(&pgcoord::ConnectOptions::parse(url)?, "bench/catch_up_raw").await?;
     let name = format!("bench-raw-{}", Uuid::new_v4());
     let read = raw
         .prepare(&format!(

@@ -28,8 +28,13 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
     }
     let ids: Vec<Uuid> = rows.iter().map(|o| o.meta.id).collect();
 
-    let (raw, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    tokio::spawn(conn);
+    // The library's TLS connector, as PostgresDatabase's sessions use:
+    // both sides on the same transport.
+    let raw = crate::probe::connect(
+        &pgcoord::ConnectOptions::parse(url)?,
+        "bench/readmodels_raw",
+    )
+    .await?;
     let get = raw
         .prepare(&format!(
             "SELECT {COLS} FROM bench_orders WHERE id = $1 AND deleted_at IS NULL"
