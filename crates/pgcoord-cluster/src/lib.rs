@@ -385,3 +385,8 @@ impl Drop for TestCluster {
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }
+
+/// The crate README's example, compiled as a doctest so that it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
