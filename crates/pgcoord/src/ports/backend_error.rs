@@ -101,6 +101,14 @@ impl BackendError {
         }
     }
 
+    /// The same error, its message led by `what` it concerns (a server's
+    /// address, say): `"{what}: {message}"`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn in_context(mut self, what: &str) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> BackendErrorKind {
         self.kind

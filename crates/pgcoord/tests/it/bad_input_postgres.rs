@@ -99,9 +99,15 @@ async fn unreachable_hosts_are_typed_connect_errors() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let closed_port = listener.local_addr().unwrap().port();
     drop(listener);
-    for url in [
-        format!("postgres://app:hunter2-secret@127.0.0.1:{closed_port}/x"),
-        "postgres://app:hunter2-secret@no-such-host.invalid/x".to_owned(),
+    for (url, server) in [
+        (
+            format!("postgres://app:hunter2-secret@127.0.0.1:{closed_port}/x"),
+            format!("127.0.0.1:{closed_port}"),
+        ),
+        (
+            "postgres://app:hunter2-secret@no-such-host.invalid/x".to_owned(),
+            "no-such-host.invalid:5432".to_owned(),
+        ),
     ] {
         let m = PostgresLockManager::builder(url.parse().unwrap())
             .connect_timeout(Duration::from_secs(5))
@@ -118,6 +124,9 @@ async fn unreachable_hosts_are_typed_connect_errors() {
                 "{err:?}"
             );
             assert!(!format!("{err} {err:?}").contains("hunter2"));
+            // The error says which server refused: the driver's own
+            // "Connection refused" does not.
+            assert!(err.to_string().contains(&server), "{err}");
         }
         let err = m
             .try_lock("k")

@@ -223,12 +223,15 @@ fn is_socket(config: &Config) -> bool {
 }
 
 /// The error of a connect where no host could be used, of `hosts` in
-/// all: the one host's own error, or each tried host's, in order. A TLS
+/// all: the one host's own error, or each tried host's, in order; each
+/// named by its host and port (a driver's "Connection refused" does not
+/// say whose). A TLS
 /// failure (which ends the walk) gives its kind whatever came before it,
 /// so that it is never retried as an unreachable server would be.
 fn every_host_failed(mut failures: Vec<(String, BackendError)>, hosts: usize) -> BackendError {
     if hosts <= 1 && failures.len() == 1 {
-        return failures.pop().expect("one failure").1;
+        let (host, e) = failures.pop().expect("one failure");
+        return e.in_context(&host);
     }
     let tls = failures
         .iter()
