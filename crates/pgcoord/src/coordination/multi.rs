@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use super::multi_guard::MultiLockGuard;
@@ -25,7 +25,10 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// session). If some key is held elsewhere, only the keys below the first
 /// missing one in canonical order are kept, the others are given back, and
 /// the missing key is waited for in the lock's fair queue; after each grant
-/// the remaining keys are tried at once again. While it waits, a caller
+/// the remaining keys are tried at once again. A key lost while the caller
+/// waits (its session ended) ends the wait: the keys from the lost one up
+/// are given back and taken again in order, so a set is never returned
+/// with a key known to be lost. While it waits, a caller
 /// holds only keys below the one it waits for: that order is what rules out
 /// deadlocks among callers of this function (and with any code that waits
 /// for keys in the same order).
@@ -91,11 +94,32 @@ where
             return Err(LockAcquisitionError::new(*next, AcquireFailure::Timeout, timeout).into());
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        match locks.acquire(next, left).await {
-            Ok(guard) => held.push(guard),
-            Err(e) => return Err(with_timeout(e, timeout)),
+        // While it waits, a key it holds may be lost (its session ended):
+        // the wait is then given up, and the keys from the lost one up are
+        // given back and taken again, in order, rather than waited on to
+        // end in a set with a key missing.
+        let waited = tokio::select! {
+            granted = locks.acquire(next, left) => Some(granted),
+            () = any_lost(&held) => None,
+        };
+        match waited {
+            Some(Ok(guard)) => held.push(guard),
+            Some(Err(e)) => return Err(with_timeout(e, timeout)),
+            None => {}
+        }
+        // Also a loss noticed only as the grant came.
+        if let Some(lost) = held.iter().position(LockGuard::is_lost) {
+            held.truncate(lost);
         }
     }
+}
+
+/// Resolves once any of `held` is lost (never, for none).
+async fn any_lost(held: &[LockGuard]) {
+    if held.is_empty() {
+        return std::future::pending().await;
+    }
+    select_all(held.iter().map(|g| Box::pin(g.lost()))).await;
 }
 
 /// `e` with the caller's `timeout` when it is an acquisition error.

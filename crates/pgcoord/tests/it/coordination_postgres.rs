@@ -235,3 +235,54 @@ async fn an_uncontended_set_of_ten_costs_at_most_two_round_trips() {
     }
     eprintln!("acquire_many of 10 free keys: {}", report.join("; "));
 }
+
+/// The server process holding `lock_id` (granted), if any.
+async fn holder_pid(client: &tokio_postgres::Client, lock_id: i64) -> Option<i32> {
+    client
+        .query_opt(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 \
+             AND granted AND ((classid::int8 << 32) | objid::int8) = $1",
+            &[&lock_id],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get(0))
+}
+
+/// A key of the set lost while the set waits for another (the session
+/// holding it terminated) is taken again before the set is returned: the
+/// set comes back with every key alive and held, not with one known lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_lost_while_the_set_waits_is_taken_again() {
+    let db = &TestDatabase::create().await.unwrap();
+    let client = db.connect().await.unwrap();
+    let (mine, theirs) = (manager(db, "mine"), manager(db, "theirs"));
+    let mut keys: Vec<String> = (0..2).map(|i| key(&format!("lost-{i}"))).collect();
+    keys.sort_by_key(|k| lock_id_for_key(k));
+    let ids: Vec<i64> = keys.iter().map(|k| lock_id_for_key(k)).collect();
+    // The second key in canonical order is held elsewhere: the set takes
+    // the first and waits for the second.
+    let blocker = theirs.acquire(&keys[1], None).await.unwrap();
+    let (m, ks) = (mine.clone(), keys.clone());
+    let set = tokio::spawn(async move { acquire_many(&m, &ks, None).await });
+    wait_for_waiters(&client, ids[1], 1).await;
+    let first = holder_pid(&client, ids[0])
+        .await
+        .expect("the first key held");
+    terminate(&client, first).await;
+    // Taken again on another session while the set still waits.
+    eventually_async("the lost key taken again", || async {
+        holder_pid(&client, ids[0])
+            .await
+            .is_some_and(|p| p != first)
+    })
+    .await;
+    assert!(!set.is_finished());
+    blocker.release().await.unwrap();
+    let set = set.await.unwrap().unwrap();
+    assert_eq!(set.len(), 2);
+    assert!(!set.is_lost(), "a key of the set is lost");
+    assert_eq!(rows(&client, &ids).await, (2, 0));
+    set.release().await.unwrap();
+    assert_eq!(rows(&client, &ids).await, (0, 0));
+}
