@@ -4,6 +4,7 @@
 
 use crate::common;
 use crate::counting_proxy;
+use crate::fault_support::holder_pid;
 
 use std::time::Duration;
 
@@ -144,15 +145,9 @@ async fn a_set_is_lost_when_the_session_of_a_member_ends() {
     let set = acquire_many(&m, &keys, Some(Duration::from_secs(30)))
         .await
         .unwrap();
-    let pid: i32 = client
-        .query_one(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
-             AND ((classid::int8 << 32) | objid::int8) = $1",
-            &[&lock_id_for_key(&keys[0])],
-        )
+    let pid = holder_pid(&client, lock_id_for_key(&keys[0]))
         .await
-        .unwrap()
-        .get(0);
+        .expect("the first key held");
     terminate(&client, pid).await;
     tokio::time::timeout(Duration::from_secs(30), set.lost())
         .await
@@ -234,19 +229,6 @@ async fn an_uncontended_set_of_ten_costs_at_most_two_round_trips() {
         m.close().await.unwrap();
     }
     eprintln!("acquire_many of 10 free keys: {}", report.join("; "));
-}
-
-/// The server process holding `lock_id` (granted), if any.
-async fn holder_pid(client: &tokio_postgres::Client, lock_id: i64) -> Option<i32> {
-    client
-        .query_opt(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 \
-             AND granted AND ((classid::int8 << 32) | objid::int8) = $1",
-            &[&lock_id],
-        )
-        .await
-        .unwrap()
-        .map(|r| r.get(0))
 }
 
 /// A key of the set lost while the set waits for another (the session
