@@ -240,9 +240,17 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
             Some(l) if !l.is_zero() => {
                 pause = pause.min(l);
                 if retried.is_none() {
+                    let failure = match crate::not_acquired::is_standby(&e) {
+                        true => format!(
+                            "{what} not acquired yet: {}",
+                            crate::not_acquired::standby_refused(args, db)
+                        ),
+                        false => {
+                            db::describe_failure(&crate::multi::failed(&what, &e), Some(db), &e)
+                        }
+                    };
                     report!(
-                        "{}; retrying until --timeout runs out ({} left)",
-                        db::describe_failure(&crate::multi::failed(&what, &e), Some(db), &e),
+                        "{failure}; retrying until --timeout runs out ({} left)",
                         format_duration(l)
                     );
                 }

@@ -69,7 +69,9 @@ DURATION, and meanwhile retries (with backoff) a server that cannot be
 reached yet or whose session ends during the wait (a restart, a failover),
 but not what no wait mends (a wrong password, a pg_hba.conf refusal, a TLS
 failure: the server's certificate, sslrootcert, sslmode); with --no-wait it
-makes a single attempt.
+makes a single attempt. That attempt still waits for a server to answer:
+connect_timeout (10 s by default) for each of the URL's hosts in turn, then
+2 s for the answer, so a frozen server exits 69 after about 10 to 13 s.
 
 COMMAND runs as a child process with the tool's standard input, output and
 error, and with two extra environment variables: EVENTSOURCE_LOCK_KEY (KEY)

@@ -102,21 +102,24 @@ pub fn check_env_fits(args: &RunArgs) -> Result<(), String> {
     unique.sort_unstable();
     unique.dedup();
     let listed = serde_json::to_string(&unique).expect("strings encode as JSON");
-    let mut longest = (KEYS_ENV, KEYS_ENV.len() + 1 + listed.len());
+    // `NAME=value` and the NUL that ends it: Linux counts all of it.
+    let mut longest = (KEYS_ENV, KEYS_ENV.len() + 1 + listed.len() + 1);
     if args.fence {
         // The largest token a fence can carry.
         let fences: serde_json::Map<String, serde_json::Value> = unique
             .iter()
             .map(|k| ((*k).to_owned(), u64::MAX.into()))
             .collect();
-        let size = FENCES_ENV.len() + 1 + serde_json::Value::Object(fences).to_string().len();
+        let size = FENCES_ENV.len() + 1 + serde_json::Value::Object(fences).to_string().len() + 1;
         if size > longest.1 {
             longest = (FENCES_ENV, size);
         }
     }
     match longest {
         (name, size) if size > ENV_STRING_MAX => Err(format!(
-            "the keys together are too long for COMMAND's environment: {name} would be {size}              bytes, and Linux passes at most {ENV_STRING_MAX} bytes of one environment              variable; take fewer or shorter keys"
+            "the keys together are too long for COMMAND's environment: {name} would be \
+             {size} bytes, and Linux passes at most {ENV_STRING_MAX} bytes of one \
+             environment variable; take fewer or shorter keys"
         )),
         _ => Ok(()),
     }
@@ -161,5 +164,30 @@ mod tests {
             "locks \"a\", \"b\" and \"c d\""
         );
         assert_eq!(describe(&["x", "x"]), "lock \"x\"");
+    }
+
+    fn set_with(also: &str) -> RunArgs {
+        use clap::Parser;
+        let argv = ["eventsource", "lock", "run", "a", "--also", also, "true"];
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Lock(crate::cli::LockCommand::Run(r)) => r,
+            _ => unreachable!("a lock run"),
+        }
+    }
+
+    /// Linux counts the NUL that ends `NAME=value`: a set one byte over
+    /// with it used to be taken, and COMMAND then failed to start (126).
+    #[test]
+    fn the_environment_cap_counts_the_final_nul() {
+        let around = "EVENTSOURCE_LOCK_KEYS=".len() + r#"["a",""]"#.len() + 1;
+        let fits = "y".repeat(128 * 1024 - around);
+        assert!(check_env_fits(&set_with(&fits)).is_ok());
+        let over = "y".repeat(128 * 1024 - around + 1);
+        let refused = check_env_fits(&set_with(&over)).unwrap_err();
+        assert!(refused.contains("would be 131073 bytes"), "{refused}");
+        assert!(
+            !refused.contains("  "),
+            "one space between words: {refused}"
+        );
     }
 }

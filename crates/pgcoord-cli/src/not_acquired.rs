@@ -27,14 +27,34 @@ const HOLDERS_TIMEOUT: Duration = Duration::from_secs(1);
 /// at all gets to say "granted" or "held". Only one silent for this long
 /// is a server that did not answer (exit 69).
 pub const ANSWER_FLOOR: Duration = Duration::from_millis(crate::run_args::DEFAULT_WATCHDOG_MS);
+/// Whether `e` is the lock manager's refusal of a hot standby.
+pub fn is_standby(e: &Error) -> bool {
+    e.as_backend()
+        .is_some_and(|b| b.kind() == BackendErrorKind::Standby)
+}
+
+/// A hot standby's refusal in the tool's words (the library's own message
+/// names its builder option, not the tool's flag).
+pub fn standby_refused(args: &RunArgs, db: &Database) -> String {
+    let or_allow = match args.built_for {
+        Some(_) => "",
+        None => ", or pass --allow-standby for a standby-only job",
+    };
+    format!(
+        "the server is a hot standby (in recovery), whose advisory locks do not exclude \
+         holders on the primary (database {}); point the URL at the primary{or_allow}",
+        db.shown()
+    )
+}
+
 /// Reports that `--timeout` ran out while the connection kept failing.
 pub fn gave_up(args: &RunArgs, what: &str, db: &Database, last: Option<&Error>) -> i32 {
-    let why = last
-        .map(|e| db::describe_failure("", Some(db), e))
-        .unwrap_or_else(|| "the database could not be reached".to_owned());
-    let standby = last
-        .and_then(Error::as_backend)
-        .is_some_and(|b| b.kind() == BackendErrorKind::Standby);
+    let standby = last.is_some_and(is_standby);
+    let why = match last {
+        Some(_) if standby => standby_refused(args, db),
+        Some(e) => db::describe_failure("", Some(db), e),
+        None => "the database could not be reached".to_owned(),
+    };
     let during = match standby {
         true => "only a hot standby answered (its advisory locks exclude nobody on the primary)",
         false => "connecting kept failing",
@@ -116,15 +136,9 @@ pub async fn not_acquired(
         return exit::CONFIG;
     }
     if kind == Some(BackendErrorKind::Standby) {
-        let or_allow = match args.built_for {
-            Some(_) => "",
-            None => ", or pass --allow-standby for a standby-only job",
-        };
         report!(
-            "{what} not acquired: the server is a hot standby (in recovery), whose advisory \
-             locks do not exclude holders on the primary (database {}); point the URL at the \
-             primary{or_allow}; the command was not run",
-            db.shown()
+            "{what} not acquired: {}; the command was not run",
+            standby_refused(args, db)
         );
         return exit::UNAVAILABLE;
     }

@@ -130,7 +130,8 @@ async fn a_run_with_the_standby_first_and_no_session_attrs_waits_for_its_promoti
     );
     // Within --timeout a standby is tried again: it may be promoted.
     let line = run_across_promotion(&primary, &standby, &url).await;
-    assert!(line.contains("is a standby"), "{line}");
+    assert!(line.contains("is a hot standby"), "{line}");
+    assert!(line.contains("--allow-standby"), "the tool's flag: {line}");
 }
 
 #[tokio::test]

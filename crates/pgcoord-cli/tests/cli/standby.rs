@@ -88,6 +88,9 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
         "{}",
         out.stderr
     );
+    // In the tool's words: its flag, not the library's builder option.
+    assert!(out.stderr.contains("--allow-standby"), "{}", out.stderr);
+    assert!(!out.stderr.contains("allow_standby("), "{}", out.stderr);
     // `leader run` has no --allow-standby to suggest.
     let out = on(&url, &["leader", "run", "on-standby", "--", "echo", "ran"]).await;
     assert_eq!(out.code, 69, "{out:?}");

@@ -221,6 +221,19 @@ fn from_conninfo(s: &str) -> Result<(String, TlsSettings)> {
 /// The `key=value` pairs of a conninfo string: (key, unquoted value, the
 /// pair as written).
 fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
+    // `mysql://...`, `http://...`: a URL, but not PostgreSQL's (read as
+    // `key=value` pairs it would only be "a parameter has no `=`").
+    if let Some((scheme, _)) = s.trim_start().split_once("://") {
+        if !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        {
+            return Err(invalid(format!(
+                "a URL of scheme {scheme:?}: use postgres:// or postgresql://"
+            )));
+        }
+    }
     let mut out = Vec::new();
     let mut chars = s.char_indices().peekable();
     loop {
@@ -297,19 +310,6 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
         };
         Ok((rest, tls, saw_mode))
     } else {
-        // `mysql://...`, `http://...`: a URL, but not PostgreSQL's (the
-        // conninfo parser would only say that a parameter has no `=`).
-        if let Some((scheme, _)) = s.trim_start().split_once("://") {
-            if !scheme.is_empty()
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-            {
-                return Err(invalid(format!(
-                    "a URL of scheme {scheme:?}: use postgres:// or postgresql://"
-                )));
-            }
-        }
         let saw_mode = conninfo_pairs(s)?.iter().any(|(k, _, _)| k == "sslmode");
         let (rest, tls) = from_conninfo(s)?;
         Ok((rest, tls, saw_mode))
@@ -328,6 +328,9 @@ mod tests {
         }
         // Not a scheme: a conninfo value that happens to hold "://".
         assert!(split_tls("host=h options='-c x=a://b'").is_ok());
+        // Every reader of a connection string says so, not only this one.
+        let e = params("mysql://u@h/db").unwrap_err().to_string();
+        assert!(e.contains("use postgres:// or postgresql://"), "{e}");
     }
 
     #[test]
