@@ -59,13 +59,11 @@ where
 
 impl Capture {
     pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        undecided_everywhere();
         let subscriber = tracing_subscriber::registry().with(self.clone());
         let guard = tracing::subscriber::set_default(subscriber);
-        // Tests of this binary run on many threads, most with no
-        // subscriber. A callsite first reached by one of them while this
-        // subscriber was being registered can keep the interest it computed
-        // without it ("never"), and its spans would then be missed here;
-        // recomputing every callsite's interest now includes this one.
+        // Interest computed before this subscriber existed is recomputed
+        // with it (see `undecided_everywhere` for why none is "never").
         tracing::callsite::rebuild_interest_cache();
         guard
     }
@@ -74,4 +72,45 @@ impl Capture {
         let spans = self.0.lock().unwrap();
         spans.iter().filter(|s| s.name == name).cloned().collect()
     }
+}
+
+/// Tests of this binary run on many threads, most with no subscriber. A
+/// callsite first reached by one of them caches the interest it computed
+/// there; computed as "never" at the moment a capture is being installed
+/// on another thread, it outlived that capture's recomputation, and the
+/// capture missed the callsite's spans (`lock_spans` failed so, now and
+/// then, when run with the rest of the suite). A global subscriber that
+/// answers "sometimes" for every callsite, and enables nothing itself,
+/// means no callsite is ever cached as "never": each span asks the
+/// subscriber of its own thread, which is this capture where one is
+/// installed and nothing elsewhere, as before.
+fn undecided_everywhere() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Fails only if another global subscriber is set, which then
+        // decides the interest itself.
+        let _ = tracing::subscriber::set_global_default(Undecided);
+    });
+}
+
+struct Undecided;
+
+impl tracing::Subscriber for Undecided {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1) // never called: it enables nothing
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
 }
