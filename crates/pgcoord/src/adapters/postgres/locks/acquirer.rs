@@ -194,15 +194,16 @@ impl Acquirer {
     }
 
     /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt) from
-    /// `started`, when the caller's call began. A grant whose session is
-    /// already known to have ended by the time it reaches the caller is
-    /// not returned (see [`alive`]).
+    /// `started`, when the caller's call began (read here when the caller
+    /// did not read the clock; only a deadline needs it). A grant whose
+    /// session is already known to have ended by the time it reaches the
+    /// caller is not returned (see [`alive`]).
     pub(crate) async fn acquire(
         &self,
         lock_id: i64,
         key: &Arc<str>,
         timeout: Option<Duration>,
-        started: Instant,
+        started: Option<Instant>,
     ) -> Result<Granted, AcquireFailure> {
         alive(self.acquire_granted(lock_id, key, timeout, started).await?)
     }
@@ -212,12 +213,16 @@ impl Acquirer {
         lock_id: i64,
         key: &Arc<str>,
         timeout: Option<Duration>,
-        started: Instant,
+        started: Option<Instant>,
     ) -> Result<Granted, AcquireFailure> {
         if self.ctx.closed.is_raised() {
             return Err(AcquireFailure::ManagerClosed);
         }
-        let deadline = timeout.and_then(|t| started.checked_add(t));
+        // (when the call began, its deadline)
+        let deadline = timeout.and_then(|t| {
+            let started = started.unwrap_or_else(Instant::now);
+            Some((started, started.checked_add(t)?))
+        });
         if timeout == Some(Duration::ZERO) {
             return self
                 .try_once(lock_id, key)
@@ -230,12 +235,12 @@ impl Acquirer {
         // is what tells held from free in time.
         let queue_at_once = self.lines.has_line(lock_id)
             || (!self.ctx.settings.single_session
-                && deadline.is_none_or(|d| d >= started + QUEUE_AT_ONCE_WITHIN)
+                && deadline.is_none_or(|(started, d)| d >= started + QUEUE_AT_ONCE_WITHIN)
                 && self.lines.recently_held(lock_id));
         if !queue_at_once {
             let attempt = self.try_batched(lock_id, key);
             let first = match deadline {
-                Some(d) => {
+                Some((started, d)) => {
                     let answer_by = self.answer_by(started, d);
                     tokio::time::timeout_at(answer_by, attempt)
                         .await
@@ -250,10 +255,11 @@ impl Acquirer {
             // Held elsewhere, and the answer came at or after the deadline:
             // that is the timeout. Queuing now would only leave a wait
             // behind in the server that nobody wants.
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|(_, d)| Instant::now() >= d) {
                 return Err(AcquireFailure::Timeout);
             }
         }
+        let deadline = deadline.map(|(_, d)| d);
         if self.ctx.settings.single_session {
             return self.wait_on_shared(lock_id, key, deadline).await;
         }
