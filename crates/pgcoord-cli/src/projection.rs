@@ -173,13 +173,13 @@ fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> St
         }
         _ => out += "  lag         unknown (give --events-table)\n",
     }
-    out += &format!(
-        "  rate        {}\n",
-        s.events_per_second
-            .map_or("unknown (no samples yet)".into(), |r| format!(
-                "{r:.1} events/s over the last minute"
-            ))
-    );
+    let rate = match (s.events_per_second, s.checkpoint) {
+        (Some(r), _) => format!("{r:.1} events/s over the last minute"),
+        (None, None) => "unknown (nothing applied yet)".into(),
+        // Samples under a second old, or a checkpoint that moved without one.
+        (None, Some(_)) => "unknown (too few recent samples)".into(),
+    };
+    out += &format!("  rate        {rate}\n");
     if let Some(eta) = s.eta_seconds() {
         out += &format!("  eta         {}\n", seconds(eta));
     }

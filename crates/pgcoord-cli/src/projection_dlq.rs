@@ -209,6 +209,9 @@ async fn replay(client: &Client, args: DlqChangeArgs) -> Outcome {
         true => 0,
         false => answered(request_replay(client, &args.name, &which)).await?,
     };
+    if marked == 0 && args.all {
+        note_if_no_table(client).await?;
+    }
     let runner = answered(projection_status(client, &args.name, None))
         .await?
         .runner;
@@ -268,6 +271,9 @@ async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
         true => 0,
         false => answered(drop_dead_letters(client, &which_args.name, &which)).await?,
     };
+    if dropped == 0 && which_args.all {
+        note_if_no_table(client).await?;
+    }
     let code = if which_args.json {
         print(&json(&serde_json::json!({
             "projection": which_args.name,

@@ -93,6 +93,53 @@ async fn status_shows_checkpoint_head_lag_and_the_runner() {
     assert!(json["lag_events"].is_null(), "no --events-table: no lag");
 }
 
+/// A checkpoint that moved in the last minute with no progress sample (a
+/// runner that failed before taking one) has an unknown rate, not 0; one
+/// that has not moved for an hour has rate 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_rate_is_unknown_when_the_checkpoint_moved_without_a_sample() {
+    let db = behind().await;
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(
+            r#"CREATE TABLE "eventsource_projection_progress" ("projection" TEXT NOT NULL, "slot" INTEGER NOT NULL, "at" TIMESTAMPTZ NOT NULL, "position" BIGINT NOT NULL, PRIMARY KEY ("projection", "slot"))"#,
+        )
+        .await
+        .unwrap();
+    let status = |json: bool| {
+        let mut cmd = eventsource(Some(&db));
+        cmd.args(["projection", "status", "shop"]);
+        if json {
+            cmd.arg("--json");
+        }
+        async move { output(&mut cmd).await }
+    };
+    let out = status(false).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("  rate        unknown (too few recent samples)\n"),
+        "{}",
+        out.stdout
+    );
+    let json: serde_json::Value = serde_json::from_str(status(true).await.stdout.trim()).unwrap();
+    assert!(json["events_per_second"].is_null(), "{json}");
+
+    admin
+        .batch_execute(
+            "UPDATE eventsource_projection_checkpoints SET updated_at = now() - interval '1 hour'",
+        )
+        .await
+        .unwrap();
+    let out = status(false).await;
+    assert!(
+        out.stdout
+            .contains("  rate        0.0 events/s over the last minute\n"),
+        "{}",
+        out.stdout
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_refuses_a_bad_event_table_name_and_a_missing_event_table() {
     let db = behind().await;

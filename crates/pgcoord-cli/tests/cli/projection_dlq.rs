@@ -399,3 +399,22 @@ async fn usage_names_the_projection_first_and_errors_say_what_failed() {
     );
     assert!(out.stderr.contains(&note), "{}", out.stderr);
 }
+
+/// `replay --all` and `drop --all` on a database without the dead-letter
+/// table act on nothing and, like `list`, say where they looked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_on_a_database_without_the_table_says_so() {
+    let db = database().await;
+    let note = format!(
+        "note: database \"{}\" has no table eventsource_projection_dead_letters",
+        db.name()
+    );
+    let out = dlq(&db, &["replay", "shop", "--all"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("marked 0 parked event(s)"), "{out:?}");
+    assert!(out.stderr.contains(&note), "replay --all: {out:?}");
+    let out = dlq(&db, &["drop", "shop", "--all"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("dropped 0 parked event(s)"), "{out:?}");
+    assert!(out.stderr.contains(&note), "drop --all: {out:?}");
+}

@@ -196,6 +196,12 @@ async fn a_partition_is_held_behind_its_parked_event_and_replayed_in_order() {
     assert_eq!(letters[2].error, "behind position 3");
     assert_eq!(letters[1].attempts, 0);
     assert_eq!(letters[1].partition.as_deref(), Some("odd"));
+    // One clock, the server's: the failed event's first failure is not
+    // after its last, and an event held behind it was parked at one time.
+    assert!(letters[0].first_failure <= letters[0].last_failure);
+    for l in &letters[1..] {
+        assert_eq!(l.first_failure, l.last_failure, "{l:?}");
+    }
 
     // Still poisoned: the replay fails at the head, records it, and keeps
     // the partition parked.

@@ -10,7 +10,8 @@ use pgcoord::readmodels::EventFeed;
 use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
 use pgcoord::{
     readmodels::postgres::{
-        PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable, PostgresReadModelRepository,
+        projection_status, PostgresCheckpointWatch, PostgresDatabase, PostgresEventTable,
+        PostgresReadModelRepository,
     },
     PostgresLockManager,
 };
@@ -272,12 +273,18 @@ async fn several_projections_share_one_lock_manager_and_one_pool() {
     }
 }
 
+/// The grants docs/projections.md lists for a role that runs projections
+/// on tables an owner created, and no more: DML on the checkpoint,
+/// progress and model tables, SELECT on the event table and on its
+/// sequence. Without the sequence the runner stops with an error that
+/// names the grant; `projection_status` needs no sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_role_with_only_select_insert_update_runs_the_runner() {
+async fn a_role_with_the_documented_grants_runs_the_runner_and_reads_its_status() {
     let s = setup().await;
-    // The owner prepares everything once.
+    // The owner prepares everything once and writes the events.
     let owner_projection = ReadModelProjection::new(Recorder::default(), s.db.repository::<Seen>());
     owner_projection.prepare().await.unwrap();
+    append_committed(&s.db, &s.feed, 1, 5).await;
     let admin = s.test_db.connect().await.unwrap();
     let role = format!("dml_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     admin
@@ -285,9 +292,9 @@ async fn a_role_with_only_select_insert_update_runs_the_runner() {
             "CREATE ROLE {role} LOGIN PASSWORD 'dml-pw';
              REVOKE CREATE ON SCHEMA public FROM PUBLIC;
              GRANT USAGE ON SCHEMA public TO {role};
-             GRANT SELECT, INSERT, UPDATE ON events, seen, eventsource_projection_checkpoints,
+             GRANT SELECT, INSERT, UPDATE ON seen, eventsource_projection_checkpoints,
                  eventsource_projection_progress TO {role};
-             GRANT USAGE, SELECT ON SEQUENCE events_position_seq TO {role};"
+             GRANT SELECT ON events TO {role};"
         ))
         .await
         .unwrap();
@@ -309,23 +316,47 @@ async fn a_role_with_only_select_insert_update_runs_the_runner() {
         denied.code(),
         Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
     );
+    let own = db.get().await.unwrap();
+    let before = projection_status(&own, "seen", Some("events"))
+        .await
+        .unwrap();
+    assert_eq!((before.checkpoint, before.lag_events), (None, Some(5)));
 
     let feed = PostgresEventTable::<Ev>::new(db.clone(), "events")
         .unwrap()
         .listen();
     feed.create_table().await.unwrap(); // exists: sends no DDL
-    append_committed(&db, &feed, 1, 5).await;
     let r = runner(&db, &feed, "seen");
     let locks = PostgresLockManager::builder(config.into())
         .holder_id("dml-runner")
         .build()
         .unwrap();
     let stop = CancellationToken::new();
+    let err = r.run(&locks, &stop).await.unwrap_err().to_string();
+    assert!(
+        err.contains("permission denied for sequence events_position_seq")
+            && err.contains(r#"GRANT SELECT ON SEQUENCE "events_position_seq""#),
+        "{err}"
+    );
+    assert_eq!(r.projection().checkpoint().await.unwrap(), None);
+
+    admin
+        .batch_execute(&format!(
+            "GRANT SELECT ON SEQUENCE events_position_seq TO {role}"
+        ))
+        .await
+        .unwrap();
+    let r = runner(&db, &feed, "seen");
     let mut task = spawn_run(&r, &locks, &stop);
     reach(&r, &mut task, 5).await;
     stop.cancel();
     assert_eq!(task.await.unwrap().unwrap().applied, 5);
     assert_each_applied_once(&db.repository::<Seen>(), 5).await;
+    let after = projection_status(&own, "seen", Some("events"))
+        .await
+        .unwrap();
+    assert_eq!((after.checkpoint, after.lag_events), (Some(5), Some(0)));
+    drop((own, r, feed, db, locks));
     admin
         .batch_execute(&format!("DROP OWNED BY {role}"))
         .await

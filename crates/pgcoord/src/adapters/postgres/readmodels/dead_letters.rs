@@ -182,7 +182,11 @@ pub(super) async fn record_failure<C: GenericClient + Sync>(
 }
 
 /// Writes a parked event (`behind`: the parked event of its partition it is
-/// held behind).
+/// held behind). Both failure times are on the server's clock, as every
+/// later `last_failure` is: the first is the server's `now()` less the time
+/// since `parking.first_failure` (measured on this process's clock, so a
+/// skew between the two clocks cancels out), never after the last. An
+/// event held behind another has no failure of its own: both are `now()`.
 pub(super) async fn insert<C: GenericClient + Sync>(
     c: &C,
     projection: &str,
@@ -190,9 +194,15 @@ pub(super) async fn insert<C: GenericClient + Sync>(
     behind: Option<i64>,
 ) -> Result<()> {
     let attempts = i32::try_from(parking.attempts).unwrap_or(i32::MAX);
+    let failing_for = match behind {
+        Some(_) => 0.0,
+        None => (chrono::Utc::now() - parking.first_failure)
+            .to_std()
+            .map_or(0.0, |d| d.as_secs_f64()),
+    };
     c.execute(
         &format!(
-            r#"INSERT INTO "eventsource_projection_dead_letters" ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8, false) ON CONFLICT ("projection", "position") DO NOTHING"#
+            r#"INSERT INTO "eventsource_projection_dead_letters" ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, now() - make_interval(secs => $7), now(), $8, false) ON CONFLICT ("projection", "position") DO NOTHING"#
         ),
         &[
             &projection,
@@ -201,7 +211,7 @@ pub(super) async fn insert<C: GenericClient + Sync>(
             &parking.payload,
             &parking.error,
             &attempts,
-            &parking.first_failure,
+            &failing_for,
             &behind,
         ],
     )

@@ -194,7 +194,7 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
                 &[],
             )
             .await
-            .map_err(query_error)?;
+            .map_err(|e| sequence_error(&self.table, e))?;
         let (last, called, xid): (i64, bool, String) = (row.get(0), row.get(1), row.get(2));
         let hi = if called { last } else { last - 1 };
         let xid = parse_xid(&xid)?;
@@ -287,6 +287,27 @@ fn serialization<E>(e: serde_json::Error) -> Error {
         source: Some(Box::new(e)),
     }
     .into()
+}
+
+/// A failed read of the table's sequence. A role without SELECT on it is
+/// told which grant the feed needs (the table's own grants do not cover
+/// the sequence).
+fn sequence_error(table: &str, e: tokio_postgres::Error) -> Error {
+    if e.code() != Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+        return query_error(e);
+    }
+    let said = e
+        .as_db_error()
+        .map_or_else(|| e.to_string(), |db| db.message().to_owned());
+    let message = format!(
+        "{said}: the feed reads it to know which positions are taken; \
+         GRANT SELECT ON SEQUENCE \"{table}_position_seq\" to the runner's role"
+    );
+    let error = crate::ports::error::BackendError::new(
+        crate::ports::error::BackendErrorKind::Query,
+        message,
+    );
+    Error::Backend(error.with_code("42501").with_source(e))
 }
 
 fn parse_xid(text: &str) -> Result<u64> {

@@ -31,9 +31,11 @@ pub struct ProjectionStatus {
     pub lag_seconds: Option<f64>,
     /// Events applied per second over about the last minute (from the
     /// runner's checkpoint samples, taken as it applies batches). `None`
-    /// while unknown: no checkpoint, no samples table yet, or its only
-    /// sample under a second old; `0.0` when no sample is younger than a
-    /// minute (nothing was applied in it).
+    /// while unknown: no checkpoint, no samples table yet, its only recent
+    /// sample under a second old, or a checkpoint that moved in the last
+    /// minute without a sample to say how fast (a runner that stopped
+    /// before taking one); `0.0` when neither a sample nor the checkpoint
+    /// is younger than a minute (nothing was applied in it).
     pub events_per_second: Option<f64>,
     /// The runner holding the projection's lock, if one does.
     pub runner: Option<RunnerInfo>,
@@ -108,10 +110,10 @@ pub async fn projection_status(
         .map_err(query_error)?;
     let (has_checkpoints, has_progress, has_parked): (bool, bool, bool) =
         (present.get(0), present.get(1), present.get(2));
-    let (checkpoint, checkpoint_updated_at) = if has_checkpoints {
+    let (checkpoint, checkpoint_updated_at, moved_ago) = if has_checkpoints {
         let row = client
             .query_opt(
-                r#"SELECT "position", "updated_at" FROM "eventsource_projection_checkpoints" WHERE "projection" = $1"#,
+                r#"SELECT "position", "updated_at", extract(epoch FROM now() - "updated_at")::float8 FROM "eventsource_projection_checkpoints" WHERE "projection" = $1"#,
                 &[&projection],
             )
             .await
@@ -119,9 +121,10 @@ pub async fn projection_status(
         (
             row.as_ref().map(|r| r.get(0)),
             row.as_ref().map(|r| r.get(1)),
+            row.as_ref().map(|r| r.get::<_, f64>(2)),
         )
     } else {
-        (None, None)
+        (None, None, None)
     };
     let mut status = ProjectionStatus {
         projection: projection.to_owned(),
@@ -152,7 +155,10 @@ pub async fn projection_status(
         status.lag_seconds = Some(row.get(2));
     }
     if has_progress {
-        status.events_per_second = rate(client, projection, checkpoint).await?;
+        if let Some(checkpoint) = checkpoint {
+            let oldest = oldest_sample(client, projection).await?;
+            status.events_per_second = rate(checkpoint, oldest, moved_ago);
+        }
     }
     let key = format!("projection:{projection}");
     let locks = query_holders(client, &[key.as_str()]).await?;
@@ -211,27 +217,37 @@ async fn rebuild_progress(client: &Client, projection: &str) -> Result<Option<Re
     }))
 }
 
-/// Events per second since the oldest sample of about the last minute.
-async fn rate(client: &Client, projection: &str, checkpoint: Option<i64>) -> Result<Option<f64>> {
-    let Some(checkpoint) = checkpoint else {
-        return Ok(None);
-    };
+/// How far back the rate looks, in seconds: a minute, and the width of
+/// one of the runner's sample slots.
+const WINDOW_SECONDS: f64 = 65.0;
+
+/// The oldest sample of about the last minute: its position and its age
+/// in seconds (on the server's clock, as the checkpoint's age).
+async fn oldest_sample(client: &Client, projection: &str) -> Result<Option<(i64, f64)>> {
     let row = client
         .query_opt(
             r#"SELECT "position", extract(epoch FROM now() - "at")::float8 FROM "eventsource_projection_progress"
-               WHERE "projection" = $1 AND "at" > now() - interval '65 seconds' ORDER BY "at" LIMIT 1"#,
-            &[&projection],
+               WHERE "projection" = $1 AND "at" > now() - make_interval(secs => $2) ORDER BY "at" LIMIT 1"#,
+            &[&projection, &WINDOW_SECONDS],
         )
         .await
         .map_err(query_error)?;
-    Ok(match row {
-        // No sample in the last minute: nothing was applied in it.
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+/// Events per second since the `oldest` sample of the window, given the
+/// `checkpoint` and how many seconds ago it moved; `None` when that
+/// cannot be told.
+fn rate(checkpoint: i64, oldest: Option<(i64, f64)>, moved_ago: Option<f64>) -> Option<f64> {
+    match oldest {
+        // A sample under a second old measures too short a time.
+        Some((position, age)) => (age >= 1.0).then(|| (checkpoint - position).max(0) as f64 / age),
+        // No sample, but the checkpoint moved in the window: events were
+        // applied, and nothing says how fast.
+        None if moved_ago.is_none_or(|ago| ago < WINDOW_SECONDS) => None,
+        // Neither moved in the window: nothing was applied in it.
         None => Some(0.0),
-        Some(r) => {
-            let (position, age): (i64, f64) = (r.get(0), r.get(1));
-            (age >= 1.0).then(|| (checkpoint - position).max(0) as f64 / age)
-        }
-    })
+    }
 }
 
 /// `host:pid` (the default holder label) into its parts.
@@ -254,7 +270,30 @@ fn events_table_error(table: &str, e: tokio_postgres::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::split_holder;
+    use super::{rate, split_holder};
+
+    #[test]
+    fn a_sample_under_a_second_old_gives_no_rate_and_an_older_one_does() {
+        assert_eq!(rate(100, Some((90, 0.4)), Some(0.4)), None);
+        assert_eq!(rate(100, Some((90, 2.0)), Some(0.4)), Some(5.0));
+        assert_eq!(
+            rate(100, Some((100, 30.0)), Some(30.0)),
+            Some(0.0),
+            "sampled, and nothing applied since"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_moved_in_the_window_without_a_sample_has_no_rate_not_zero() {
+        assert_eq!(rate(597, None, Some(20.0)), None);
+        assert_eq!(rate(597, None, Some(0.0)), None);
+        assert_eq!(rate(597, None, None), None, "no time: unknown");
+        assert_eq!(
+            rate(597, None, Some(3600.0)),
+            Some(0.0),
+            "neither moved in the window: nothing applied"
+        );
+    }
 
     #[test]
     fn the_default_holder_label_splits_into_host_and_pid() {
