@@ -1,6 +1,11 @@
 //! Cancel safety of the read-model projection and the SQLite gate: a
 //! projection future dropped mid-event leaves nothing of the event behind
 //! and the backend usable; a SQLite transaction makes other calls wait.
+// Some imports serve only the cases of one backend feature.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(unused_imports)
+)]
 
 use std::future::Future;
 use std::pin::pin;

@@ -1,5 +1,10 @@
 //! The connection factory: URLs to databases, SQLite pragmas, the shared
 //! in-memory connection, and the errors for bad URLs or unreachable servers.
+// Some imports serve only the cases of one backend feature.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(unused_imports)
+)]
 
 use pgcoord::readmodels::{connect, Database, Dialect};
 use pgcoord::readmodels::{Query, ReadModelRepository};

@@ -5,6 +5,11 @@
 //! projection batch on SQLite is all or nothing there too; and the
 //! PostgreSQL repository's own transactions use the connection's prepared
 //! statements, which survive a rollback.
+// Some imports serve only the cases of one backend feature.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(unused_imports)
+)]
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
