@@ -10,7 +10,7 @@ use pgcoord::Error;
 use crate::db::answered;
 use crate::db::{self, Database};
 use crate::projection_args::{ProjectionCommand, ProjectionStatusArgs};
-use crate::projection_reads::missing_table_note;
+use crate::projection_reads::{missing_table_note, other_names_note};
 use crate::signals::Signals;
 use crate::{exit, report};
 
@@ -60,7 +60,11 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
         };
         if status.checkpoint.is_none() && !noted {
             noted = true;
-            match missing_table_note(&client, CHECKPOINT_TABLE).await {
+            let note = match missing_table_note(&client, CHECKPOINT_TABLE).await {
+                Ok(None) => other_names_note(&client, CHECKPOINT_TABLE, &args.name).await,
+                missing => missing,
+            };
+            match note {
                 Ok(Some(note)) => report!("{note}"),
                 Ok(None) => {}
                 Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),

@@ -33,3 +33,39 @@ pub async fn missing_table_note(client: &Client, table: &str) -> pgcoord::Result
         )
     }))
 }
+
+/// A note for a NAME without a checkpoint where other projections have
+/// one: a misspelt name and a projection that never ran look alike
+/// otherwise. Called once the table is known to be there; `None` when it
+/// holds no name.
+pub async fn other_names_note(
+    client: &Client,
+    table: &str,
+    name: &str,
+) -> pgcoord::Result<Option<String>> {
+    const SHOWN: i64 = 10;
+    let rows = answered(async {
+        let sql = format!(r#"SELECT "projection" FROM "{table}" ORDER BY 1 LIMIT $1"#);
+        client
+            .query(sql.as_str(), &[&(SHOWN + 1)])
+            .await
+            .map_err(pgcoord::Error::from)
+    })
+    .await?;
+    let mut names: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{:?}", r.get::<_, &str>(0)))
+        .collect();
+    if names.is_empty() {
+        return Ok(None);
+    }
+    if names.len() as i64 > SHOWN {
+        names.truncate(SHOWN as usize);
+        names.push("...".to_owned());
+    }
+    Ok(Some(format!(
+        "note: projection {name:?} has no checkpoint here (it never ran against this \
+         database, or the name is misspelt); projections with one: {}",
+        names.join(", ")
+    )))
+}

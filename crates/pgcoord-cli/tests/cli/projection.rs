@@ -178,7 +178,7 @@ async fn status_names_the_database_and_role_when_the_checkpoints_are_not_visible
     let out = output(eventsource(Some(&db)).args(["projection", "status", "ghost"])).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
-        !out.stderr.contains("note:"),
+        !out.stderr.contains("has no table"),
         "the table is there: {}",
         out.stderr
     );
@@ -258,6 +258,25 @@ async fn status_of_an_unknown_projection_says_none_yet() {
         "{}",
         out.stdout
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_of_a_misspelt_name_lists_the_projections_that_have_a_checkpoint() {
+    let db = behind().await;
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "shpo"])).await;
+    assert_eq!(out.code, 0, "none yet is an answer, as documented: {out:?}");
+    assert!(out.stdout.contains("checkpoint  none yet"), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "note: projection \"shpo\" has no checkpoint here (it never ran against this \
+             database, or the name is misspelt); projections with one: \"shop\""
+        ),
+        "{}",
+        out.stderr
+    );
+    // The projection itself gets no note.
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "shop"])).await;
+    assert!(!out.stderr.contains("note:"), "{}", out.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
