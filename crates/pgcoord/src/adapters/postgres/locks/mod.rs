@@ -5,7 +5,7 @@
 //   config (builder), lock_ports, shared_lock_ports, xact_lock -> manager
 //   -> holders, inspection, verify, leader_observer, run_log
 //   -> acquirer -> wait_line -> session/* -> holdings -> held_lock -> hold_token
-//   -> settings, metrics, metrics_per_key, lock_span, fencing
+//   -> settings, metrics, metrics_gauges, metrics_per_key, lock_span, fencing
 //   (and below all of them: ../connection)
 mod acquirer;
 mod co_poll;
@@ -22,6 +22,7 @@ mod lock_ports;
 mod lock_span;
 pub(crate) mod manager;
 mod metrics;
+mod metrics_gauges;
 mod metrics_per_key;
 pub(crate) mod run_log;
 mod session;

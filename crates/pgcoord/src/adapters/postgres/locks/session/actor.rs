@@ -312,7 +312,7 @@ impl Actor {
             state.ctx.finish(lock_id, token.into());
         }
         state.mailbox.set_held(0);
-        metrics::held(-(lost as f64));
+        metrics::held(-(lost as i64));
         metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
         self.fail_queued(&ctx, session_ended());
