@@ -17,6 +17,25 @@ use std::time::Duration;
 
 pub(crate) use super::metrics_gauges::{held, WaitingTask};
 
+/// What kind of call an acquisition was, as the `operation` label: every
+/// call that waits (`acquire`, `acquire_shared`) is an `acquire`, every
+/// try (`try_lock`, `try_lock_shared`, `try_lock_any`) a `try_lock`, with
+/// or without key prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Acquire,
+    TryLock,
+}
+
+impl Operation {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Operation::Acquire => "acquire",
+            Operation::TryLock => "try_lock",
+        }
+    }
+}
+
 /// How an acquisition ended, as the `outcome` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -28,8 +47,10 @@ pub(crate) enum Outcome {
     Contended,
     /// The timeout ran out in the queue.
     Timeout,
-    /// Anything else (database, budget, closed manager).
+    /// Anything else (database, budget, closed manager, a key too long).
     Error,
+    /// The caller dropped the call's future before it ended.
+    Abandoned,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -40,6 +61,7 @@ impl Outcome {
             Outcome::Contended => "contended",
             Outcome::Timeout => "timeout",
             Outcome::Error => "error",
+            Outcome::Abandoned => "abandoned",
         }
     }
 
@@ -188,6 +210,7 @@ pub(crate) fn describe() {
         ("acquire", "contended", "false"),
         ("acquire", "timeout", "false"),
         ("acquire", "error", "false"),
+        ("acquire", "abandoned", "false"),
         ("try_lock", "granted", "false"),
         ("try_lock", "contended", "false"),
         ("try_lock", "error", "false"),
@@ -212,7 +235,7 @@ pub(crate) fn describe() {}
 /// An acquisition ended.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn acquisition(
-    operation: &'static str,
+    operation: Operation,
     outcome: Outcome,
     elapsed: Duration,
     key: Option<(&KeyPrefixes, &str)>,
@@ -238,18 +261,18 @@ pub(crate) fn acquisition(
                         Outcome::Contended => emit!($op, "contended", "false"),
                         Outcome::Timeout => emit!($op, "timeout", "false"),
                         Outcome::Error => emit!($op, "error", "false"),
+                        Outcome::Abandoned => emit!($op, "abandoned", "false"),
                     }
                 };
             }
-            if operation == "try_lock" {
-                per_outcome!("try_lock");
-            } else {
-                per_outcome!("acquire");
+            match operation {
+                Operation::TryLock => per_outcome!("try_lock"),
+                Operation::Acquire => per_outcome!("acquire"),
             }
             return;
         };
         let labels = [
-            ("operation", operation.to_owned()),
+            ("operation", operation.as_str().to_owned()),
             ("outcome", outcome.as_str().to_owned()),
             ("waited", outcome.waited().to_owned()),
             ("key_prefix", prefixes.label(key)),
