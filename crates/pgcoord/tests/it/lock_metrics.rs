@@ -2,14 +2,15 @@
 //! local to the test's thread (a current-thread runtime runs the managers'
 //! sessions on it too): every call is counted under `operation` `acquire`
 //! or `try_lock` whatever its mode, with or without key prefixes; a key
-//! too long and a dropped acquire are counted.
+//! too long and a dropped acquire are counted; a lock `release_all` takes
+//! from its guard is not a per-prefix loss.
 
 use crate::common;
 
 use std::future::Future;
 
 use pgcoord::PostgresLockManager;
-use pgcoord::{lock_id_for_key, DistributedLock, SharedLock, MAX_KEY_LEN};
+use pgcoord::{lock_id_for_key, DistributedLock, LockRegistry, SharedLock, MAX_KEY_LEN};
 use pgcoord_testkit::pg::TestDatabase;
 
 /// Runs `test` on a current-thread runtime with a Prometheus recorder local
@@ -147,4 +148,23 @@ fn a_dropped_acquire_is_counted_as_abandoned() {
     });
     let abandoned = ["operation=\"acquire\"", "outcome=\"abandoned\""];
     assert_eq!(value(&text, ACQUISITIONS, &abandoned), 1.0, "{text}");
+}
+
+#[test]
+fn a_lock_release_all_takes_from_its_guard_is_not_a_prefix_loss() {
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let text = recorded(|| async {
+        let db = TestDatabase::create().await.unwrap();
+        let m = keyed(&db, "all");
+        let g = m.acquire(&format!("all{tag}:1"), None).await.unwrap();
+        assert_eq!(m.release_all().await.unwrap(), 1);
+        assert!(g.is_lost(), "release_all takes the lock from its guard");
+        drop(g);
+    });
+    let p = format!("key_prefix=\"all{tag}\"");
+    let hold = "eventsource_lock_prefix_hold_duration_seconds_count";
+    assert_eq!(value(&text, hold, &[&p]), 1.0, "{text}");
+    let losses = "eventsource_lock_prefix_losses_total";
+    assert_eq!(value(&text, losses, &[&p]), 0.0, "{text}");
+    assert_eq!(value(&text, "eventsource_lock_losses_total", &[]), 0.0);
 }

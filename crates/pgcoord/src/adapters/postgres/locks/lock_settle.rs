@@ -78,9 +78,12 @@ impl PostgresLockManager {
             lease,
             ..
         } = g;
-        let loss = LossSignal::from_alarms(dead, loss, lease);
         let prefixes = self.ctx().settings.key_prefixes.as_deref();
-        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(lock));
+        // The lock's own alarm (raised by `release_all` only), for the
+        // per-prefix losses to leave such a deliberate release out.
+        let taken = prefixes.map(|_| loss.clone());
+        let loss = LossSignal::from_alarms(dead, loss, lease);
+        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, taken, Box::new(lock));
         LockGuard::new(info, loss, backend)
     }
 
