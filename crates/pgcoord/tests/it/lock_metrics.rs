@@ -168,3 +168,35 @@ fn a_lock_release_all_takes_from_its_guard_is_not_a_prefix_loss() {
     assert_eq!(value(&text, losses, &[&p]), 0.0, "{text}");
     assert_eq!(value(&text, "eventsource_lock_losses_total", &[]), 0.0);
 }
+
+#[test]
+fn a_shared_hold_counts_as_waited_only_when_the_server_made_it_wait() {
+    let text = recorded(|| async {
+        let db = TestDatabase::create().await.unwrap();
+        let (m, other) = (
+            common::manager(&db, "readers"),
+            common::manager(&db, "writer"),
+        );
+        let (free, busy) = (
+            format!("free:{}", uuid::Uuid::new_v4()),
+            format!("busy:{}", uuid::Uuid::new_v4()),
+        );
+        let at_once = m.acquire_shared(&free, None).await.unwrap();
+        let writer = other.acquire(&busy, None).await.unwrap();
+        let client = db.connect().await.unwrap();
+        let (waited, ()) = tokio::join!(m.acquire_shared(&busy, None), async {
+            common::wait_for_waiters(&client, lock_id_for_key(&busy), 1).await;
+            writer.release().await.unwrap();
+        });
+        drop((at_once, waited.unwrap()));
+    });
+    let granted = |waited: &str| {
+        let w = format!("waited=\"{waited}\"");
+        let labels = ["operation=\"acquire\"", "outcome=\"granted\"", &w];
+        value(&text, ACQUISITIONS, &labels)
+    };
+    // The free shared hold, and the writer's free exclusive lock.
+    assert_eq!(granted("false"), 2.0, "{text}");
+    // The shared hold behind the writer.
+    assert_eq!(granted("true"), 1.0, "{text}");
+}
