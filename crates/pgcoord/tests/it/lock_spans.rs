@@ -93,3 +93,81 @@ async fn lock_spans_carry_the_database_fields_and_the_outcome() {
     );
     assert_eq!(releases[0].fields["eventsource.lock.outcome"], "released");
 }
+
+#[tokio::test]
+async fn a_key_too_long_fails_its_span_like_any_other_error() {
+    let db = TestDatabase::create().await.unwrap();
+    let m = common::manager(&db, "long");
+    let long = "x".repeat(pgcoord::MAX_KEY_LEN + 1);
+    let capture = Capture::default();
+    let _guard = capture.install();
+
+    assert!(m.acquire(&long, None).await.is_err());
+    assert!(m.try_lock(&long).await.is_err());
+
+    for name in ["eventsource.lock.acquire", "eventsource.lock.try_lock"] {
+        let spans = capture.spans(name);
+        assert_eq!(spans.len(), 1, "{name}: {spans:#?}");
+        let f = &spans[0].fields;
+        assert_eq!(f["eventsource.lock.outcome"], "error", "{name}: {f:?}");
+        assert_eq!(f["error.type"], "key_too_long", "{name}: {f:?}");
+        assert_eq!(f["otel.status_code"], "ERROR", "{name}: {f:?}");
+    }
+}
+
+#[tokio::test]
+async fn try_lock_any_and_release_all_run_in_spans_of_their_own() {
+    let db = TestDatabase::create().await.unwrap();
+    let (m, other) = (common::manager(&db, "many"), common::manager(&db, "other"));
+    let tag = uuid::Uuid::new_v4();
+    let (held, free) = (format!("many:{tag}:held"), format!("many:{tag}:free"));
+    let _blocker = other.acquire(&held, None).await.unwrap();
+    let capture = Capture::default();
+    let _guard = capture.install();
+
+    let (i, g) = m.try_lock_any(&[&held, &free]).await.unwrap().unwrap();
+    assert_eq!(i, 1);
+    assert!(m.try_lock_any(&[&held]).await.unwrap().is_none());
+    assert_eq!(pgcoord::LockRegistry::release_all(&m).await.unwrap(), 1);
+    drop(g);
+
+    let anys = capture.spans("eventsource.lock.try_lock_any");
+    assert_eq!(anys.len(), 2, "{anys:#?}");
+    let (took, none) = (&anys[0].fields, &anys[1].fields);
+    assert_eq!(took["db.operation.name"], "try_lock_any");
+    assert_eq!(took["otel.name"], "lock try_lock_any");
+    assert_eq!(took["eventsource.lock.outcome"], "acquired");
+    assert_eq!(took["eventsource.lock.key"], free);
+    assert_eq!(
+        took["eventsource.lock.id"],
+        lock_id_for_key(&free).to_string()
+    );
+    assert_eq!(none["eventsource.lock.outcome"], "held_elsewhere");
+    assert!(!none.contains_key("eventsource.lock.key"), "{none:?}");
+    let all = capture.spans("eventsource.lock.release_all");
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!(all[0].fields["db.operation.name"], "release_all");
+    assert_eq!(all[0].fields["eventsource.lock.outcome"], "released");
+    assert_eq!(all[0].fields["eventsource.lock.count"], "1");
+}
+
+#[tokio::test]
+async fn a_dropped_acquire_closes_its_span_as_abandoned() {
+    let db = TestDatabase::create().await.unwrap();
+    let (m, other) = (common::manager(&db, "drops"), common::manager(&db, "other"));
+    let key = format!("drops:{}", uuid::Uuid::new_v4());
+    let _held = other.acquire(&key, None).await.unwrap();
+    let client = db.connect().await.unwrap();
+    let capture = Capture::default();
+    let _guard = capture.install();
+
+    tokio::select! {
+        r = m.acquire(&key, None) => panic!("granted while held elsewhere: {r:?}"),
+        () = common::wait_for_waiters(&client, lock_id_for_key(&key), 1) => {}
+    }
+
+    let spans = capture.spans("eventsource.lock.acquire");
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(spans[0].fields["eventsource.lock.outcome"], "abandoned");
+    assert!(!spans[0].fields.contains_key("error.type"));
+}

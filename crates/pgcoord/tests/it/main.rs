@@ -82,6 +82,8 @@ mod holders;
 mod holders_fences;
 #[cfg(feature = "postgres")]
 mod lease;
+#[cfg(all(feature = "postgres", feature = "metrics"))]
+mod lock_metrics;
 #[cfg(feature = "postgres")]
 mod lock_spans;
 mod locks_memory;

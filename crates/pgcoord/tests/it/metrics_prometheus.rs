@@ -157,7 +157,14 @@ async fn contended_run() {
         .build()
         .unwrap();
     fenced.install_fencing().await.unwrap();
+    // A lock taken before the recorder exists and released after: the
+    // gauges show what is true (0 held; the batched sessions of both
+    // managers open), not the changes since the recorder came (-1 held,
+    // only the session `locks` opens below). `other` opens its session
+    // here, so `locks` opens the first one the recorder sees.
+    let early = other.acquire("metrics:early", None).await.unwrap();
     example::install(addr);
+    early.release().await.unwrap();
     let election = Election::new(fenced, "metrics-election").expect("a fencing lock manager");
     let first = locks.try_lock("metrics:first").await.unwrap().unwrap();
     first.release().await.unwrap();
@@ -188,6 +195,11 @@ async fn contended_run() {
         );
         assert_eq!(value(&zero, series, labels), 0.0, "{series}");
     }
+    let batched = ["kind=\"batched\""];
+    assert!(
+        value(&zero, "eventsource_lock_sessions", &batched) >= 2.0,
+        "{zero:#?}"
+    );
 
     let leading = election.campaign(None).await.unwrap();
     let s = samples(&scrape(addr).await);
@@ -253,9 +265,10 @@ async fn contended_run() {
         &["operation=\"try_lock\"", "outcome=\"contended\""],
     );
     assert_eq!(contended, 1.0);
-    // Every hold ended (the lost one when its guard was dropped).
+    // Every hold ended (the lost one when its guard was dropped; the
+    // early one, taken before the recorder, too).
     let holds = value(&s, "eventsource_lock_hold_duration_seconds_count", &[]);
-    assert_eq!(holds, (tasks * rounds + 4) as f64);
+    assert_eq!(holds, (tasks * rounds + 5) as f64);
     let waits = value(&s, "eventsource_lock_acquire_duration_seconds_count", &[]);
     assert_eq!(waits, (tasks * rounds + 5) as f64);
     let past_30s = value(

@@ -9,139 +9,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::lock_span::{error_type, lock_span, outcome_name};
+use super::lock_settle::{acquisition, mark_failed};
+use super::lock_span::lock_span;
 use super::manager::PostgresLockManager;
-use super::metrics::{self, Outcome};
-use super::session::Granted;
-use crate::ports::error::{AcquireFailure, Error, LockAcquisitionError, LockNotHeldError, Result};
+use super::metrics::{Operation, Outcome};
+use crate::ports::error::{Error, LockNotHeldError, Result};
 use crate::ports::lock_id::checked_lock_id;
-use crate::ports::locks::{
-    DistributedLock, GuardBackend, LockGuard, LockMode, LockRegistry, LossSignal,
-};
-
-/// The port's error for a failed acquisition of `key`: the one place where
-/// the key and the timeout are attached.
-fn acquisition(key: &str, failure: AcquireFailure, timeout: Option<Duration>) -> Error {
-    Error::LockAcquisition(LockAcquisitionError::new(key, failure, timeout))
-}
-
-impl PostgresLockManager {
-    /// The guard of a grant: its info, and a loss signal that also watches
-    /// the session's lease in lease mode.
-    pub(super) fn guard(&self, key: &str, lock_id: i64, g: Granted) -> LockGuard {
-        let info = self.info(lock_id, &g);
-        // Moved, not cloned: the session's alarm is shared by all of its
-        // locks, and each clone and drop of it is a write to one counter
-        // that every worker thread touches.
-        let Granted {
-            lock,
-            dead,
-            loss,
-            lease,
-            ..
-        } = g;
-        let loss = LossSignal::from_alarms(dead, loss, lease);
-        let prefixes = self.ctx().settings.key_prefixes.as_deref();
-        let backend = super::metrics_per_key::wrap(prefixes, key, &loss, Box::new(lock));
-        LockGuard::new(info, loss, backend)
-    }
-
-    /// An acquisition in either mode, inside the caller's span: the key's
-    /// check, the acquirer's path for the mode, then [`settle`](Self::settle).
-    pub(super) async fn acquire_in(
-        &self,
-        mode: LockMode,
-        key: &str,
-        timeout: Option<Duration>,
-    ) -> Result<LockGuard> {
-        // The clock is read only for what uses it: a deadline, the
-        // metrics, a span that records the wait (two reads a lock were a
-        // few percent of the client's work at 1,024 tasks).
-        let span = tracing::Span::current();
-        let timed = timeout.is_some() || cfg!(feature = "metrics") || !span.is_disabled();
-        let started = timed.then(Instant::now);
-        let lock_id = checked_lock_id(key, timeout)?;
-        span.record("eventsource.lock.id", lock_id);
-        let key_arc: Arc<str> = Arc::from(key);
-        let acquirer = &self.state.acquirer;
-        let (operation, granted) = match mode {
-            LockMode::Exclusive => (
-                "acquire",
-                acquirer.acquire(lock_id, &key_arc, timeout, started).await,
-            ),
-            LockMode::Shared => (
-                "acquire_shared",
-                acquirer.acquire_shared(lock_id, &key_arc, timeout).await,
-            ),
-        };
-        let result = self.settle(operation, key, lock_id, timeout, started, granted);
-        tracing::debug!(
-            outcome = outcome_name(&result),
-            operation,
-            "acquisition finished"
-        );
-        result
-    }
-
-    /// The end of an acquisition in either mode: the guard, or the port's
-    /// error with the key and the timeout; the metrics; the span's outcome
-    /// fields (of the span the caller runs in).
-    pub(super) fn settle(
-        &self,
-        operation: &'static str,
-        key: &str,
-        lock_id: i64,
-        timeout: Option<Duration>,
-        started: Option<Instant>,
-        granted: std::result::Result<Granted, AcquireFailure>,
-    ) -> Result<LockGuard> {
-        let outcome = match &granted {
-            Ok(g) if g.waited => Outcome::GrantedAfterWait,
-            Ok(_) => Outcome::Granted,
-            Err(AcquireFailure::Timeout) if timeout == Some(Duration::ZERO) => Outcome::Contended,
-            Err(AcquireFailure::Timeout) => Outcome::Timeout,
-            Err(_) => Outcome::Error,
-        };
-        let result = match granted {
-            Ok(g) => Ok(self.guard(key, lock_id, g)),
-            Err(failure) => Err(acquisition(key, failure, timeout)),
-        };
-        let span = tracing::Span::current();
-        if let Some(elapsed) = started.map(|s| s.elapsed()) {
-            self.record(operation, outcome, elapsed, key);
-            span.record("eventsource.lock.wait_us", elapsed.as_micros() as u64);
-        }
-        span.record("eventsource.lock.outcome", outcome_name(&result));
-        match &result {
-            Ok(g) => {
-                if let Some(f) = g.fence() {
-                    span.record("eventsource.lock.fence", f);
-                }
-            }
-            Err(e) => {
-                span.record("error.type", error_type(e));
-                span.record("otel.status_code", "ERROR");
-            }
-        }
-        result
-    }
-
-    /// Records an acquisition's metrics (with the opt-in key prefix).
-    pub(super) fn record(
-        &self,
-        operation: &'static str,
-        outcome: Outcome,
-        elapsed: Duration,
-        key: &str,
-    ) {
-        let prefixes = self.ctx().settings.key_prefixes.as_deref();
-        metrics::acquisition(operation, outcome, elapsed, prefixes.map(|p| (p, key)));
-    }
-}
+use crate::ports::locks::{DistributedLock, GuardBackend, LockGuard, LockMode, LockRegistry};
 
 impl DistributedLock for PostgresLockManager {
     /// Acquires `key`: first a try-lock on a batched session; if another
@@ -186,7 +63,7 @@ impl DistributedLock for PostgresLockManager {
             "error.type" = tracing::field::Empty,
             "otel.status_code" = tracing::field::Empty,
         );
-        self.acquire_in(LockMode::Exclusive, key, timeout)
+        self.acquire_in(Operation::Acquire, LockMode::Exclusive, key, timeout)
             .instrument(span)
     }
 
@@ -213,11 +90,16 @@ impl DistributedLock for PostgresLockManager {
             "server.port" = port,
             "eventsource.lock.id" = tracing::field::Empty,
             "eventsource.lock.fence" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
         );
         async move {
             let started = Instant::now();
             let zero = Some(Duration::ZERO);
-            let lock_id = checked_lock_id(key, zero)?;
+            let lock_id = match checked_lock_id(key, zero) {
+                Ok(id) => id,
+                Err(e) => return Err(self.refused(Operation::TryLock, key, Some(started), e)),
+            };
             tracing::Span::current().record("eventsource.lock.id", lock_id);
             let key_arc: Arc<str> = Arc::from(key);
             let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
@@ -225,25 +107,22 @@ impl DistributedLock for PostgresLockManager {
                 Ok(None) => Ok(None),
                 Err(failure) => Err(acquisition(key, failure, zero)),
             };
-            let outcome = match &r {
-                Ok(Some(_)) => "acquired",
-                Ok(None) => "held_elsewhere",
-                Err(_) => "error",
+            let (outcome, counted) = match &r {
+                Ok(Some(_)) => ("acquired", Outcome::Granted),
+                Ok(None) => ("held_elsewhere", Outcome::Contended),
+                Err(_) => ("error", Outcome::Error),
             };
-            self.record(
-                "try_lock",
-                match &r {
-                    Ok(Some(_)) => Outcome::Granted,
-                    Ok(None) => Outcome::Contended,
-                    Err(_) => Outcome::Error,
-                },
-                started.elapsed(),
-                key,
-            );
+            self.record(Operation::TryLock, counted, started.elapsed(), key);
             let span = tracing::Span::current();
             span.record("eventsource.lock.outcome", outcome);
-            if let Ok(Some(fence)) = r.as_ref().map(|g| g.as_ref().and_then(LockGuard::fence)) {
-                span.record("eventsource.lock.fence", fence);
+            match &r {
+                Ok(Some(g)) => {
+                    if let Some(fence) = g.fence() {
+                        span.record("eventsource.lock.fence", fence);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => mark_failed(e),
             }
             tracing::debug!(outcome, "try_lock finished");
             r
@@ -292,34 +171,7 @@ impl DistributedLock for PostgresLockManager {
     /// Cancel safe (it never queues): a lock taken for a dropped call is
     /// released at once, so calling again finds the keys as they were.
     async fn try_lock_any(&self, keys: &[&str]) -> Result<Option<(usize, LockGuard)>> {
-        let zero = Some(Duration::ZERO);
-        let mut ids = Vec::with_capacity(keys.len());
-        for key in keys {
-            ids.push((checked_lock_id(key, zero)?, Arc::<str>::from(*key)));
-        }
-        let settings = &self.ctx().settings;
-        if settings.fencing || settings.single_session {
-            for (i, key) in keys.iter().enumerate() {
-                if let Some(guard) = self.try_lock(key).await? {
-                    return Ok(Some((i, guard)));
-                }
-            }
-            return Ok(None);
-        }
-        let started = Instant::now();
-        let taken = self.state.acquirer.try_any(&ids).await;
-        let outcome = match &taken {
-            Ok(Some(_)) => Outcome::Granted,
-            Ok(None) => Outcome::Contended,
-            Err(_) => Outcome::Error,
-        };
-        let first = keys.first().copied().unwrap_or_default();
-        self.record("try_acquire", outcome, started.elapsed(), first);
-        match taken {
-            Ok(Some((i, g))) => Ok(Some((i, self.guard(keys[i], ids[i].0, g)))),
-            Ok(None) => Ok(None),
-            Err(failure) => Err(acquisition(first, failure, zero)),
-        }
+        self.try_lock_any_in(keys).await
     }
 
     /// Whether this manager holds `key` now, in either mode. A lock whose
@@ -345,32 +197,7 @@ impl LockRegistry for PostgresLockManager {
     /// The unlocks are sent before the first await; dropping the future
     /// loses only the count.
     fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
-        let items = self.ctx().holdings.take_all_held();
-        let count = items.len();
-        let mut waits = Vec::with_capacity(count);
-        for item in items {
-            match item.manual {
-                Some(lock) => waits.push(Box::new(lock).release()),
-                None => {
-                    let (tx, rx) = oneshot::channel();
-                    if !item.session.send_unlock(item.lock_id, item.token, Some(tx)) {
-                        self.ctx().finish(item.lock_id, item.token);
-                    }
-                    waits.push(Box::pin(async move {
-                        let _ = rx.await;
-                        Ok(())
-                    }));
-                }
-            }
-        }
-        async move {
-            for w in waits {
-                // A lock whose session already ended is released all the same.
-                let _ = w.await;
-            }
-            tracing::debug!(count, "release_all finished");
-            Ok(count)
-        }
+        self.release_all_in()
     }
 
     /// Locks held in either mode (each shared hold counts once).

@@ -15,6 +15,27 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub(crate) use super::metrics_gauges::{held, WaitingTask};
+
+/// What kind of call an acquisition was, as the `operation` label: every
+/// call that waits (`acquire`, `acquire_shared`) is an `acquire`, every
+/// try (`try_lock`, `try_lock_shared`, `try_lock_any`) a `try_lock`, with
+/// or without key prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Acquire,
+    TryLock,
+}
+
+impl Operation {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Operation::Acquire => "acquire",
+            Operation::TryLock => "try_lock",
+        }
+    }
+}
+
 /// How an acquisition ended, as the `outcome` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -26,8 +47,10 @@ pub(crate) enum Outcome {
     Contended,
     /// The timeout ran out in the queue.
     Timeout,
-    /// Anything else (database, budget, closed manager).
+    /// Anything else (database, budget, closed manager, a key too long).
     Error,
+    /// The caller dropped the call's future before it ended.
+    Abandoned,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -38,6 +61,7 @@ impl Outcome {
             Outcome::Contended => "contended",
             Outcome::Timeout => "timeout",
             Outcome::Error => "error",
+            Outcome::Abandoned => "abandoned",
         }
     }
 
@@ -134,9 +158,7 @@ mod names {
     pub(super) const ACQUIRE_DURATION: &str = "eventsource_lock_acquire_duration_seconds";
     pub(super) const HOLD_DURATION: &str = "eventsource_lock_hold_duration_seconds";
     pub(super) const LOSSES: &str = "eventsource_lock_losses_total";
-    pub(super) const HELD: &str = "eventsource_lock_held";
-    pub(super) const WAITING: &str = "eventsource_lock_waiting";
-    pub(super) const SESSIONS: &str = "eventsource_lock_sessions";
+    pub(super) use super::super::metrics_gauges::{HELD, SESSIONS, WAITING};
     pub(super) const BATCH_SIZE: &str = "eventsource_lock_batch_size";
 }
 
@@ -145,7 +167,8 @@ mod names {
 /// rather than nothing before the first event. Called when a manager is
 /// built and whenever a lock session opens, so a recorder installed after
 /// the manager was built gets them too; registering again changes no value
-/// (a counter is incremented by 0, a gauge by 0.0).
+/// (a counter is incremented by 0; a gauge is set to its count, which it
+/// already shows).
 #[cfg(feature = "metrics")]
 pub(crate) fn describe() {
     use metrics::Unit;
@@ -187,6 +210,7 @@ pub(crate) fn describe() {
         ("acquire", "contended", "false"),
         ("acquire", "timeout", "false"),
         ("acquire", "error", "false"),
+        ("acquire", "abandoned", "false"),
         ("try_lock", "granted", "false"),
         ("try_lock", "contended", "false"),
         ("try_lock", "error", "false"),
@@ -202,11 +226,7 @@ pub(crate) fn describe() {
     ] {
         metrics::counter!(names::LOSSES, "cause" => cause.as_str()).increment(0);
     }
-    metrics::gauge!(names::HELD).increment(0.0);
-    metrics::gauge!(names::WAITING).increment(0.0);
-    for kind in ["batched", "dedicated"] {
-        metrics::gauge!(names::SESSIONS, "kind" => kind).increment(0.0);
-    }
+    super::metrics_gauges::publish_all();
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -215,7 +235,7 @@ pub(crate) fn describe() {}
 /// An acquisition ended.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn acquisition(
-    operation: &'static str,
+    operation: Operation,
     outcome: Outcome,
     elapsed: Duration,
     key: Option<(&KeyPrefixes, &str)>,
@@ -241,18 +261,18 @@ pub(crate) fn acquisition(
                         Outcome::Contended => emit!($op, "contended", "false"),
                         Outcome::Timeout => emit!($op, "timeout", "false"),
                         Outcome::Error => emit!($op, "error", "false"),
+                        Outcome::Abandoned => emit!($op, "abandoned", "false"),
                     }
                 };
             }
-            if operation == "try_lock" {
-                per_outcome!("try_lock");
-            } else {
-                per_outcome!("acquire");
+            match operation {
+                Operation::TryLock => per_outcome!("try_lock"),
+                Operation::Acquire => per_outcome!("acquire"),
             }
             return;
         };
         let labels = [
-            ("operation", operation.to_owned()),
+            ("operation", operation.as_str().to_owned()),
             ("outcome", outcome.as_str().to_owned()),
             ("waited", outcome.waited().to_owned()),
             ("key_prefix", prefixes.label(key)),
@@ -260,6 +280,15 @@ pub(crate) fn acquisition(
         metrics::counter!(names::ACQUISITIONS, &labels).increment(1);
         metrics::histogram!(names::ACQUIRE_DURATION, &labels).record(elapsed);
     }
+}
+
+/// A session of `kind` (`batched` or `dedicated`) opened (`1`) or closed
+/// (`-1`).
+pub(crate) fn sessions(kind: &'static str, delta: i64) {
+    if delta > 0 {
+        describe(); // a recorder installed since the manager was built
+    }
+    super::metrics_gauges::sessions(kind, delta);
 }
 
 /// A held lock granted at `granted_at` ended (released, or its guard
@@ -280,51 +309,9 @@ pub(crate) fn lost(n: usize, cause: LossCause) {
     }
 }
 
-/// The number of held locks changed by `delta`.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn held(delta: f64) {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!(names::HELD).increment(delta);
-}
-
-/// The number of waiting tasks changed by `delta`.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn waiting(delta: f64) {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!(names::WAITING).increment(delta);
-}
-
-/// A session of `kind` (`shared` or `dedicated`) opened (`1.0`) or closed (`-1.0`).
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn sessions(kind: &'static str, delta: f64) {
-    #[cfg(feature = "metrics")]
-    {
-        if delta > 0.0 {
-            describe(); // a recorder installed since the manager was built
-        }
-        metrics::gauge!(names::SESSIONS, "kind" => kind).increment(delta);
-    }
-}
-
 /// A batched-session statement carried `n` items.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn batch(n: usize) {
     #[cfg(feature = "metrics")]
     metrics::histogram!(names::BATCH_SIZE).record(n as f64);
-}
-
-/// Counts one waiting task in `eventsource_lock_waiting` while it lives.
-pub(crate) struct WaitingTask(());
-
-impl WaitingTask {
-    pub(crate) fn start() -> Self {
-        waiting(1.0);
-        Self(())
-    }
-}
-
-impl Drop for WaitingTask {
-    fn drop(&mut self) {
-        waiting(-1.0);
-    }
 }

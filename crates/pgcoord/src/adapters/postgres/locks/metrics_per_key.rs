@@ -7,14 +7,18 @@
 //! - `eventsource_lock_prefix_hold_duration_seconds{key_prefix}`: from the
 //!   grant to the guard's release or drop;
 //! - `eventsource_lock_prefix_losses_total{key_prefix}`: guards that ended
-//!   lost (counted when the guard ends, not when the session did).
+//!   lost (counted when the guard ends, not when the session did), as
+//!   `eventsource_lock_losses_total` counts them: a lock that `release_all`
+//!   took away from its live guard was released on purpose, not lost.
 //!
 //! A guard turned into a manual lock (`into_manual`) leaves these metrics
 //! there: its later `release(key)` is not seen here.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::metrics::KeyPrefixes;
+use crate::ports::alarm::Alarm;
 use crate::ports::error::Result;
 use crate::ports::locks::{BoxFuture, GuardBackend, LossSignal};
 
@@ -56,10 +60,12 @@ fn register(prefix: &str) {
 }
 
 /// `backend` as is without a key prefix; else counted under `key`'s.
+/// `taken` is the lock's own alarm, raised when `release_all` takes it.
 pub(super) fn wrap(
     prefixes: Option<&KeyPrefixes>,
     key: &str,
     loss: &LossSignal,
+    taken: Option<Arc<Alarm>>,
     backend: Box<dyn GuardBackend>,
 ) -> Box<dyn GuardBackend> {
     match prefixes {
@@ -67,32 +73,42 @@ pub(super) fn wrap(
         Some(p) => {
             let label = p.label(key);
             register(&label);
-            Box::new(PrefixHold::begin(
-                label,
-                loss.clone(),
-                Instant::now(),
-                backend,
-            ))
+            let loss = Loss {
+                signal: loss.clone(),
+                taken,
+            };
+            Box::new(PrefixHold::begin(label, loss, Instant::now(), backend))
         }
+    }
+}
+
+/// How a hold ended: lost (its session, its lease), or released on
+/// purpose by `release_all` (not a loss).
+#[derive(Clone)]
+struct Loss {
+    signal: LossSignal,
+    taken: Option<Arc<Alarm>>,
+}
+
+impl Loss {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn lost(&self) -> bool {
+        let released = self.taken.as_ref().is_some_and(|a| a.is_raised());
+        self.signal.is_lost() && !released
     }
 }
 
 struct PrefixHold {
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     label: String,
-    loss: LossSignal,
+    loss: Loss,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     since: Instant,
     inner: Option<Box<dyn GuardBackend>>,
 }
 
 impl PrefixHold {
-    fn begin(
-        label: String,
-        loss: LossSignal,
-        since: Instant,
-        inner: Box<dyn GuardBackend>,
-    ) -> Self {
+    fn begin(label: String, loss: Loss, since: Instant, inner: Box<dyn GuardBackend>) -> Self {
         #[cfg(feature = "metrics")]
         metrics::gauge!(HELD, "key_prefix" => label.clone()).increment(1.0);
         Self {
@@ -112,7 +128,7 @@ impl PrefixHold {
             metrics::gauge!(HELD, "key_prefix" => label.clone()).decrement(1.0);
             metrics::histogram!(HOLD_DURATION, "key_prefix" => label.clone())
                 .record(self.since.elapsed());
-            if self.loss.is_lost() {
+            if self.loss.lost() {
                 metrics::counter!(LOSSES, "key_prefix" => label).increment(1);
             }
         }

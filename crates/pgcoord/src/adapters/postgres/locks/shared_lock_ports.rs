@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use super::lock_span::lock_span;
 use super::manager::PostgresLockManager;
+use super::metrics::Operation;
 use crate::ports::error::Result;
 use crate::ports::locks::LockGuard;
 use crate::ports::shared_locks::{LockMode, SharedLock};
@@ -38,8 +39,33 @@ impl SharedLock for PostgresLockManager {
         key: &str,
         timeout: Option<Duration>,
     ) -> impl std::future::Future<Output = Result<LockGuard>> + Send {
+        self.acquire_in(Operation::Acquire, LockMode::Shared, key, timeout)
+            .instrument(self.shared_span(key))
+    }
+
+    /// One attempt at a shared hold (see the trait), in the span of
+    /// `acquire_shared` but counted as a try (`operation="try_lock"`).
+    fn try_lock_shared(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + Send {
+        let zero = Some(Duration::ZERO);
+        let attempt = self.acquire_in(Operation::TryLock, LockMode::Shared, key, zero);
+        async move {
+            match attempt.await {
+                Ok(guard) => Ok(Some(guard)),
+                Err(e) if e.is_timeout() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        .instrument(self.shared_span(key))
+    }
+}
+
+impl PostgresLockManager {
+    fn shared_span(&self, key: &str) -> tracing::Span {
         let (address, port) = &self.ctx().server;
-        let span = lock_span!(
+        lock_span!(
             "eventsource.lock.acquire_shared",
             "acquire_shared",
             key,
@@ -49,8 +75,6 @@ impl SharedLock for PostgresLockManager {
             "eventsource.lock.wait_us" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
             "otel.status_code" = tracing::field::Empty,
-        );
-        self.acquire_in(LockMode::Shared, key, timeout)
-            .instrument(span)
+        )
     }
 }

@@ -181,8 +181,11 @@ impl Actor {
                 }
                 _ = tick.tick() => {
                     if !state.ping().await {
-                        tracing::warn!(pid = state.mailbox.pid(), "lock session failed its liveness check");
-                        mailbox.end(LossCause::LivenessFailed);
+                        // The ping's wait may outlast the lease: then the
+                        // lease ran out first, and that is the cause.
+                        let cause = ping_failure_cause(state.lease.as_deref());
+                        tracing::warn!(pid = state.mailbox.pid(), ?cause, "lock session failed its liveness check");
+                        mailbox.end(cause);
                         break;
                     }
                 }
@@ -312,13 +315,23 @@ impl Actor {
             state.ctx.finish(lock_id, token.into());
         }
         state.mailbox.set_held(0);
-        metrics::held(-(lost as f64));
+        metrics::held(-(lost as i64));
         metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
         self.fail_queued(&ctx, session_ended());
         drop(state);
         ctx.session_closed(self.kind);
         tracing::debug!(kind = ?self.kind, "lock session closed");
+    }
+}
+
+/// Why a session whose ping failed lost its locks: in lease mode, a
+/// lease that has run out by then (the server may already have ended the
+/// session); else the failed check.
+fn ping_failure_cause(lease: Option<&LeaseClock>) -> LossCause {
+    match lease {
+        Some(clock) if clock.expired() => LossCause::LeaseExpired,
+        _ => LossCause::LivenessFailed,
     }
 }
 
@@ -333,5 +346,25 @@ async fn lease_expiry(state: &SessionState) {
             return;
         }
         tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_failed_ping_after_the_lease_ran_out_is_a_lease_loss() {
+        let past = Instant::now() - Duration::from_millis(1);
+        let later = Instant::now() + Duration::from_secs(60);
+        let expired = LeaseClock::new(past);
+        let running = LeaseClock::new(later);
+        assert_eq!(ping_failure_cause(Some(&expired)), LossCause::LeaseExpired);
+        assert_eq!(
+            ping_failure_cause(Some(&running)),
+            LossCause::LivenessFailed
+        );
+        assert_eq!(ping_failure_cause(None), LossCause::LivenessFailed);
     }
 }

@@ -52,12 +52,12 @@ impl SessionContext {
 
     pub(super) fn session_opened(&self, kind: Kind) {
         self.open_sessions.fetch_add(1, Ordering::Relaxed);
-        super::super::metrics::sessions(kind.as_str(), 1.0);
+        super::super::metrics::sessions(kind.as_str(), 1);
     }
 
     pub(super) fn session_closed(&self, kind: Kind) {
         self.open_sessions.fetch_sub(1, Ordering::Relaxed);
-        super::super::metrics::sessions(kind.as_str(), -1.0);
+        super::super::metrics::sessions(kind.as_str(), -1);
     }
 }
 

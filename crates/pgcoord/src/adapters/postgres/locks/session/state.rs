@@ -121,7 +121,7 @@ impl SessionState {
         let session: SessionRef = self.mailbox.clone();
         self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
-        super::super::metrics::held(1.0);
+        super::super::metrics::held(1);
         let book = self.ctx.holdings.clone();
         Granted {
             lock: HeldLock::new(lock_id, token, key, session, book, time.at),
@@ -146,7 +146,7 @@ impl SessionState {
         self.held.insert(lock_id, token.into());
         self.mailbox.set_held(self.held.len());
         self.shared_mode.insert(lock_id);
-        super::super::metrics::held(1.0);
+        super::super::metrics::held(1);
         Granted {
             lock: HeldLock::new(lock_id, token, key, session, book.clone(), time.at),
             dead: self.mailbox.dead.clone(),
@@ -181,7 +181,7 @@ impl SessionState {
         self.shared_mode.remove(&lock_id);
         if self.held.remove(&lock_id).is_some() {
             self.mailbox.set_held(self.held.len());
-            super::super::metrics::held(-1.0);
+            super::super::metrics::held(-1);
         }
         if let Some(r) = reply {
             let _ = r.send(Ok(ok));

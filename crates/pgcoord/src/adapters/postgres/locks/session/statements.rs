@@ -115,8 +115,13 @@ const LOCK_FENCED: &str = "WITH l AS (SELECT pg_catalog.pg_advisory_lock($1) \
 /// any write does).
 const FIRST_TOKEN: &str = "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL \
      ELSE (eventsource_lock_epoch() << 40) + 1 END";
-/// Shared holds (never fenced: fencing protects writes).
-const LOCK_SHARED: &str = "SELECT pg_catalog.pg_advisory_lock_shared($1) \
+/// Shared holds (never fenced: fencing protects writes). The wait first
+/// tries, and blocks only when the try fails, in one statement: its answer
+/// says whether the server made it wait (`true`) or granted at once. The
+/// try fails while a writer waits for the key, so the wait then queues
+/// behind that writer as a plain `pg_advisory_lock_shared` would.
+const LOCK_SHARED: &str = "SELECT CASE WHEN pg_catalog.pg_try_advisory_lock_shared($1) THEN false \
+       ELSE pg_catalog.pg_advisory_lock_shared($1) IS NOT NULL END \
      WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";
 const TRY_SHARED: &str = "SELECT pg_catalog.pg_try_advisory_lock_shared($1) \
      WHERE pg_catalog.current_setting('eventsource.lock_session', true) = $2";

@@ -1,4 +1,5 @@
-//! Dedicated sessions: one blocking `pg_advisory_lock` wait.
+//! Dedicated sessions: one blocking `pg_advisory_lock` wait (for a shared
+//! hold, a try first and the wait only if it fails: see `LOCK_SHARED`).
 //!
 //! The session's state is established after every wait, never assumed.
 //! PostgreSQL can report `55P03` (lock_timeout) or `57014` (cancel) after
@@ -60,20 +61,22 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             // Fenced: the wait and the key's fence increment, one statement.
             // A shared hold takes no fencing token. `None`: the statement
             // reached another server connection and did nothing (`claim.rs`).
+            // A grant's (fence, whether the server made it wait): an
+            // exclusive wait comes after a failed try, so it always waited.
             let lock = async {
                 match &st.fenced {
                     _ if shared => client
-                        .execute(&st.lock_shared, &[&lock_id, tag])
+                        .query_opt(&st.lock_shared, &[&lock_id, tag])
                         .await
-                        .map(|n| (n == 1).then_some(None)),
+                        .map(|row| row.map(|r| (None, r.get::<_, bool>(0)))),
                     Some(f) => client
                         .query_opt(&f.lock, &[&lock_id, &&*key, &f.first_token, tag])
                         .await
-                        .map(|row| row.map(|r| Some(r.get::<_, i64>(0) as u64))),
+                        .map(|row| row.map(|r| (Some(r.get::<_, i64>(0) as u64), true))),
                     None => client
                         .execute(&st.lock, &[&lock_id, tag])
                         .await
-                        .map(|n| (n == 1).then_some(None)),
+                        .map(|n| (n == 1).then_some((None, true))),
                 }
             };
             match &ms {
@@ -124,7 +127,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         });
         return false;
     }
-    let lock = lock.map(|waited| waited.unwrap_or_default());
+    let lock = lock.map(|granted| granted.unwrap_or((None, true)));
     if tail.is_err() {
         // The session did not outlive the wait (or lock_timeout may be left
         // set): whatever it was granted is gone with it, or goes now.
@@ -169,9 +172,9 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             let _ = reply.send(WaitOutcome::Failed(session_ended()));
             false
         }
-        Ok(fence) => {
+        Ok((fence, waited)) => {
             let g = match shared {
-                true => s.grant_reader(lock_id, key, true),
+                true => s.grant_reader(lock_id, key, waited),
                 false => s.grant(lock_id, key, None, fence, GrantTime::now()),
             };
             if let Err(WaitOutcome::Granted(g)) = reply.send(WaitOutcome::Granted(g)) {
