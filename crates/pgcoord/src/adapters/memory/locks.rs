@@ -9,15 +9,16 @@ use chrono::Utc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+mod held;
 mod lock_ports;
 mod slot;
 mod testing;
 
 use slot::{Holder, Slot, Waiter};
 
-use crate::ports::error::{AcquireFailure, LockAcquisitionError, LockLostError, Result};
+use crate::ports::error::{AcquireFailure, LockAcquisitionError, Result};
 use crate::ports::lock_id::checked_lock_id;
-use crate::ports::locks::{BoxFuture, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal};
+use crate::ports::locks::{LockGuard, LockInfo, LockRegistry, LossSignal};
 use crate::ports::shared_locks::LockMode;
 
 /// A lock manager for tests: excludes tasks of **one process** only.
@@ -76,45 +77,6 @@ impl Drop for Held {
     fn drop(&mut self) {
         self.inner.release_token(self.lock_id, self.token);
     }
-}
-
-impl GuardBackend for Held {
-    fn release(self: Box<Self>) -> BoxFuture<'static, Result<()>> {
-        let lost = !self.inner.holds(self.lock_id, self.token);
-        let key = self.info.key.clone();
-        drop(self);
-        Box::pin(async move {
-            if lost {
-                Err(lost_error(key.to_string()))
-            } else {
-                Ok(())
-            }
-        })
-    }
-
-    fn into_manual(self: Box<Self>) {
-        let inner = self.inner.clone();
-        let mut state = inner.lock();
-        state.manual.insert(self.token, *self);
-    }
-
-    fn downgrade(mut self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
-        let outcome = if self.inner.downgrade(self.lock_id, self.token) {
-            self.info.mode = LockMode::Shared;
-            Ok(self as Box<dyn GuardBackend>)
-        } else {
-            Err(lost_error(self.info.key.to_string()))
-        };
-        Box::pin(std::future::ready(outcome))
-    }
-}
-
-fn lost_error(key: String) -> crate::Error {
-    LockLostError {
-        key,
-        reason: "released by release_all or a simulated loss".into(),
-    }
-    .into()
 }
 
 /// Grants made under the mutex, to be sent to their waiters after it is
