@@ -34,7 +34,7 @@ impl DistributedLock for InMemoryLockManager {
     async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>> {
         let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
         match self.take_or_queue(lock_id, key, LockMode::Exclusive, false) {
-            Ok(held) => Ok(Some(self.guard_for(held))),
+            Ok(held) => self.guard_for(held, Some(Duration::ZERO)).map(Some),
             Err(_) => Ok(None),
         }
     }
@@ -90,7 +90,9 @@ impl SharedLock for InMemoryLockManager {
 }
 
 impl LockRegistry for InMemoryLockManager {
-    /// Releases every held lock; guards still alive observe a loss.
+    /// Releases every held lock; guards still alive observe a loss (a
+    /// manual lock's signal does not fire), and an acquisition handed a
+    /// lock but not yet returned fails.
     ///
     /// # Cancel safety
     ///
