@@ -113,3 +113,18 @@ async fn a_simulated_loss_during_a_hand_off_fails_the_acquisition() {
 async fn release_all_during_a_hand_off_fails_the_acquisition() {
     lost_on_hand_off(async |l| assert_eq!(l.release_all().await.unwrap(), 1)).await;
 }
+
+/// A simulated loss is a dead session: a manual lock's signal fires, as
+/// PostgreSQL's does when the backend is terminated (`release_all` and
+/// `release(key)` leave it alone).
+#[tokio::test]
+async fn a_simulated_loss_fires_a_manual_locks_signal() {
+    let locks = InMemoryLockManager::new(None);
+    let guard = locks.acquire("manual-loss", None).await.unwrap();
+    let signal = guard.loss_signal();
+    guard.into_manual();
+    assert!(locks.simulate_loss("manual-loss"));
+    assert!(signal.is_lost(), "the manual lock's signal did not fire");
+    signal.lost().await;
+    assert!(!locks.is_held("manual-loss"));
+}
