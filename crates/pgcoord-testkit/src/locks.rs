@@ -24,10 +24,14 @@
 //! case ends (e.g. the case's own test database). The case functions are
 //! public for the macro and hidden from the docs (in `locks/cases.rs`,
 //! `locks/cancel_cases.rs`, `locks/fence_cases.rs`; this file keeps the
-//! macros and the helpers they share); each one's comment in the source says
-//! what it checks. Cases use `observer` to check from outside
-//! that a lock is really free or really held. The calling crate needs
-//! `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
+//! macros and the helpers they share); each one's comment in the source
+//! says what it checks. Cases use `observer` to check from outside that a
+//! lock is really free or really held. Each case runs under
+//! [`hang_guard::CASE_LIMIT`](crate::hang_guard::CASE_LIMIT): a case still
+//! running after two minutes (an implementation that never gives up a
+//! wait, say) fails with its name instead of hanging the run; the factory
+//! runs outside that limit. The calling crate needs `tokio` (features
+//! `macros`, `rt-multi-thread`) as a dev-dependency.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -103,7 +107,9 @@ macro_rules! __lock_conformance_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
-                $crate::locks::$case(&primary, &observer).await;
+                let case = $crate::locks::$case(&primary, &observer);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
@@ -117,7 +123,9 @@ macro_rules! __lock_fence_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
-                $crate::locks::$case(&primary, &observer, $fencing).await;
+                let case = $crate::locks::$case(&primary, &observer, $fencing);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
