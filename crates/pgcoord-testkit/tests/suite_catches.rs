@@ -1,6 +1,7 @@
-//! The loss cases of the lock suite fail an implementation that breaks
-//! what they check: each test runs one case against a deliberately broken
-//! wrapper of the in-memory manager and expects that case to fail.
+//! The loss cases of the lock and shared-lock suites fail an
+//! implementation that breaks what they check: each test runs one case
+//! against a deliberately broken wrapper of the in-memory manager and
+//! expects that case to fail.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,6 +13,7 @@ use pgcoord::error::LockLostError;
 use pgcoord::tokio_util::sync::CancellationToken;
 use pgcoord::{
     DistributedLock, Error, InMemoryLockManager, LockGuard, LockRegistry, LossSignal, Result,
+    SharedLock,
 };
 use pgcoord_testkit::{hang_guard, locks};
 
@@ -22,6 +24,8 @@ enum Flaw {
     /// Giving a manual lock back (by key or `release_all`) fires its signal
     /// too (signals otherwise fire on `release_all` as they should).
     ManualReleaseFires,
+    /// A guard whose lock is gone is downgraded all the same.
+    DowngradeIgnoresLoss,
 }
 
 #[derive(Clone)]
@@ -49,7 +53,9 @@ impl Broken {
         let token = CancellationToken::new();
         let loss = match self.flaw {
             Flaw::NeverLoses => LossSignal::never(),
-            Flaw::ManualReleaseFires => LossSignal::from_token(token.clone()),
+            Flaw::ManualReleaseFires | Flaw::DowngradeIgnoresLoss => {
+                LossSignal::from_token(token.clone())
+            }
         };
         let info = guard.into_manual();
         let mut signals = self.signals.lock().unwrap();
@@ -101,6 +107,21 @@ impl GuardBackend for Backend {
     fn into_manual(mut self: Box<Self>) {
         self.done = true;
     }
+
+    /// Keeps the hold as it is (the wrapper has no real downgrade): enough
+    /// for the case, which downgrades a lost lock.
+    fn downgrade(self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
+        let lost = !self.owner.inner.is_held(&self.key);
+        let outcome = match self.owner.flaw {
+            Flaw::DowngradeIgnoresLoss => Ok(self as Box<dyn GuardBackend>),
+            _ if lost => {
+                let (key, reason) = (self.key.clone(), "taken by release_all".into());
+                Err(Error::LockLost(LockLostError { key, reason }))
+            }
+            _ => Ok(self as Box<dyn GuardBackend>),
+        };
+        Box::pin(std::future::ready(outcome))
+    }
 }
 
 impl Drop for Backend {
@@ -129,6 +150,12 @@ impl DistributedLock for Broken {
 
     fn fences(&self) -> bool {
         self.inner.fences()
+    }
+}
+
+impl SharedLock for Broken {
+    async fn acquire_shared(&self, key: &str, timeout: Option<Duration>) -> Result<LockGuard> {
+        Ok(self.wrap(self.inner.acquire_shared(key, timeout).await?))
     }
 }
 
@@ -167,6 +194,13 @@ async fn a_manual_lock_whose_release_fires_its_signal_fails() {
     locks::releasing_a_manual_lock_fires_no_signal(&lock, &lock.clone()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[should_panic(expected = "a lock taken by release_all was downgraded")]
+async fn a_downgrade_that_ignores_a_loss_fails() {
+    let lock = Broken::new(Flaw::DowngradeIgnoresLoss);
+    locks::downgrade_of_a_lost_lock_is_lock_lost(&lock, &lock.clone()).await;
+}
+
 /// The control: the same wrapper without a flaw in play passes the cases
 /// that do not touch it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,4 +210,5 @@ async fn the_wrapper_passes_where_its_flaw_is_not_in_play() {
     locks::with_lock_stops_the_work_when_the_lock_is_lost(&lock, &lock.clone()).await;
     let lock = Broken::new(Flaw::NeverLoses);
     locks::releasing_a_manual_lock_fires_no_signal(&lock, &lock.clone()).await;
+    locks::downgrade_of_a_lost_lock_is_lock_lost(&lock, &lock.clone()).await;
 }
