@@ -12,6 +12,10 @@
 //!   primitives (`try_lock_any`, `acquire_many`, `Semaphore`),
 //!   [`coordination_conformance_tests!`], and of leader election,
 //!   [`election_conformance_tests!`].
+//! - [`hang_guard`] (feature `suites`): every case of the lock, shared-lock,
+//!   coordination and election macros runs under a limit of
+//!   [`hang_guard::CASE_LIMIT`] (two minutes): a case that hangs fails
+//!   with its name instead of stalling the run.
 //! - [`readmodels`] (feature `suites`): the read-model conformance suite.
 //! - [`pg`] (feature `cluster`): a throwaway PostgreSQL cluster booted from
 //!   the installed server binaries, and a fresh database per test.
@@ -23,6 +27,8 @@
 
 #[cfg(feature = "suites")]
 pub mod coordination;
+#[cfg(feature = "suites")]
+pub mod hang_guard;
 #[cfg(feature = "suites")]
 pub mod locks;
 #[cfg(feature = "suites")]

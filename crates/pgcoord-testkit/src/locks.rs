@@ -23,11 +23,17 @@
 //! in-memory manager, a clone). The third value is kept alive until the
 //! case ends (e.g. the case's own test database). The case functions are
 //! public for the macro and hidden from the docs (in `locks/cases.rs`,
-//! `locks/cancel_cases.rs`, `locks/fence_cases.rs`; this file keeps the
-//! macros and the helpers they share); each one's comment in the source says
-//! what it checks. Cases use `observer` to check from outside
-//! that a lock is really free or really held. The calling crate needs
-//! `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
+//! `locks/cancel_cases.rs`, `locks/fence_cases.rs`, `locks/loss_cases.rs`;
+//! this file keeps the macros and the helpers they share); each one's
+//! comment in the source says what it checks. Cases use `observer` to
+//! check from outside that a lock is really free or really held. The loss
+//! cases take locks away with `release_all`, the one way to lose a lock
+//! that every implementation offers. Each case runs under
+//! [`hang_guard::CASE_LIMIT`](crate::hang_guard::CASE_LIMIT): a case still
+//! running after two minutes (an implementation that never gives up a
+//! wait, say) fails with its name instead of hanging the run; the factory
+//! runs outside that limit. The calling crate needs `tokio` (features
+//! `macros`, `rt-multi-thread`) as a dev-dependency.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -41,10 +47,12 @@ use pgcoord::{DistributedLock, LockRegistry};
 mod cancel_cases;
 mod cases;
 mod fence_cases;
+mod loss_cases;
 mod shared_cases;
 pub use cancel_cases::*;
 pub use cases::*;
 pub use fence_cases::*;
+pub use loss_cases::*;
 pub use shared_cases::*;
 
 /// What a conformance case needs of an implementation.
@@ -81,6 +89,9 @@ macro_rules! lock_conformance_tests {
             cancel_release_at_every_poll,
             cancel_contended_acquire_at_every_poll,
             timeouts_racing_handovers_leave_the_key_free,
+            release_all_makes_a_live_guard_lost,
+            with_lock_stops_the_work_when_the_lock_is_lost,
+            releasing_a_manual_lock_fires_no_signal,
         );
         $crate::__lock_fence_cases!($fencing, $make;
             fences_increase_on_every_path,
@@ -103,7 +114,9 @@ macro_rules! __lock_conformance_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
-                $crate::locks::$case(&primary, &observer).await;
+                let case = $crate::locks::$case(&primary, &observer);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
@@ -117,7 +130,9 @@ macro_rules! __lock_fence_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
-                $crate::locks::$case(&primary, &observer, $fencing).await;
+                let case = $crate::locks::$case(&primary, &observer, $fencing);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };

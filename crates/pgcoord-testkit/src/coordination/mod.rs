@@ -16,6 +16,8 @@
 //!
 //! `primary` runs the primitive under test; `observer` (a second manager
 //! on the same lock space) checks from outside what is held, and competes.
+//! As in the lock suite, each case fails with its name once it has run for
+//! [`hang_guard::CASE_LIMIT`](crate::hang_guard::CASE_LIMIT).
 //!
 //! Elections have a macro of their own, [`election_conformance_tests!`](crate::election_conformance_tests):
 //! they need fencing tokens (the terms), a view of who leads
@@ -82,7 +84,9 @@ macro_rules! __coordination_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _keep) = ($make)().await;
-                $crate::coordination::$module::$case(&primary, &observer).await;
+                let case = $crate::coordination::$module::$case(&primary, &observer);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
@@ -123,7 +127,9 @@ macro_rules! __election_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _breaker) = ($make)().await;
-                $crate::coordination::election_run::$case(&primary, &observer).await;
+                let case = $crate::coordination::election_run::$case(&primary, &observer);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
@@ -132,7 +138,9 @@ macro_rules! __election_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, breaker) = ($make)().await;
-                $crate::coordination::election_run::$case(&primary, &observer, &breaker).await;
+                let case = $crate::coordination::election_run::$case(&primary, &observer, &breaker);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
@@ -141,7 +149,9 @@ macro_rules! __election_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, breaker) = ($make)().await;
-                $crate::coordination::election::$case(&primary, &observer, &breaker).await;
+                let case = $crate::coordination::election::$case(&primary, &observer, &breaker);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };
@@ -150,7 +160,9 @@ macro_rules! __election_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (primary, observer, _breaker) = ($make)().await;
-                $crate::coordination::election::$case(&primary, &observer).await;
+                let case = $crate::coordination::election::$case(&primary, &observer);
+                $crate::hang_guard::within(stringify!($case), $crate::hang_guard::CASE_LIMIT, case)
+                    .await;
             }
         )*
     };

@@ -1,7 +1,7 @@
 //! Conformance cases for reader-writer locks ([`SharedLock`]): shared holds
 //! coexist and exclude exclusive ones, the queue is first come first served
-//! across both modes (a writer behind a stream of readers is served), and a
-//! downgrade leaves no gap.
+//! across both modes (a writer behind a stream of readers is served), a
+//! downgrade leaves no gap, and a lock taken away cannot be downgraded.
 //!
 //! ```no_run
 //! use pgcoord::InMemoryLockManager;
@@ -45,6 +45,7 @@ macro_rules! shared_lock_conformance_tests {
             cancel_downgrade_at_every_poll,
             release_all_counts_shared_holds,
             manual_shared_hold_releases_by_key,
+            downgrade_of_a_lost_lock_is_lock_lost,
         );
     };
 }
@@ -331,4 +332,18 @@ pub async fn manual_shared_hold_releases_by_key<L: SharedConformant>(lock: &L, o
     lock.release(&k).await.unwrap();
     assert_becomes_free(observer, &k).await;
     assert!(lock.release(&k).await.unwrap_err().is_not_held());
+}
+
+/// Downgrading a guard whose lock `release_all` took away is a lock-lost
+/// error, and leaves nothing held.
+#[doc(hidden)]
+pub async fn downgrade_of_a_lost_lock_is_lock_lost<L: SharedConformant>(lock: &L, observer: &L) {
+    let k = key("rw-lost-downgrade");
+    let guard = lock.acquire(&k, WAIT).await.unwrap();
+    assert_eq!(lock.release_all().await.unwrap(), 1);
+    match guard.downgrade().await {
+        Ok(_) => panic!("a lock taken by release_all was downgraded"),
+        Err(err) => assert!(err.is_lock_lost(), "{err:?}"),
+    }
+    assert_left_nothing(lock, observer, &k).await;
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use pgcoord::error::BackendErrorKind;
 use pgcoord::{DistributedLock, InMemoryLockManager, LockRegistry};
 use pgcoord_testkit::locks::Fencing;
 
@@ -77,4 +78,53 @@ async fn current_fence_follows_each_grant_and_a_stale_token_is_visible() {
     // Another key has its own sequence.
     let other = locks.acquire("other", None).await.unwrap();
     assert_eq!(other.fence(), Some(1));
+}
+
+/// A waiter is handed the lock and, before it runs again, the lock is
+/// taken away (`end`): its acquisition must fail, as the PostgreSQL
+/// manager's does for a grant whose session ended, rather than return a
+/// guard that holds nothing and never learns it.
+async fn lost_on_hand_off(end: impl AsyncFnOnce(&InMemoryLockManager)) {
+    let locks = InMemoryLockManager::new(None);
+    let holder = locks.acquire("handoff", None).await.unwrap();
+    let l2 = locks.clone();
+    let waiter = tokio::spawn(async move { l2.acquire("handoff", Some(HANG_GUARD)).await });
+    // On this current-thread runtime the waiter runs until it queues.
+    tokio::task::yield_now().await;
+    drop(holder);
+    assert!(locks.is_held("handoff"), "the waiter was handed the lock");
+    end(&locks).await;
+    let err = waiter.await.unwrap().unwrap_err();
+    let closed = err.as_backend().map(|b| b.kind()) == Some(BackendErrorKind::Closed);
+    assert!(closed && err.key() == Some("handoff"), "{err:?}");
+    assert_eq!(locks.held_lock_count(), 0);
+    let again = locks.try_lock("handoff").await.unwrap().expect("free");
+    again.release().await.unwrap();
+}
+
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+#[tokio::test]
+async fn a_simulated_loss_during_a_hand_off_fails_the_acquisition() {
+    lost_on_hand_off(async |l| assert!(l.simulate_loss("handoff"))).await;
+}
+
+#[tokio::test]
+async fn release_all_during_a_hand_off_fails_the_acquisition() {
+    lost_on_hand_off(async |l| assert_eq!(l.release_all().await.unwrap(), 1)).await;
+}
+
+/// A simulated loss is a dead session: a manual lock's signal fires, as
+/// PostgreSQL's does when the backend is terminated (`release_all` and
+/// `release(key)` leave it alone).
+#[tokio::test]
+async fn a_simulated_loss_fires_a_manual_locks_signal() {
+    let locks = InMemoryLockManager::new(None);
+    let guard = locks.acquire("manual-loss", None).await.unwrap();
+    let signal = guard.loss_signal();
+    guard.into_manual();
+    assert!(locks.simulate_loss("manual-loss"));
+    assert!(signal.is_lost(), "the manual lock's signal did not fire");
+    signal.lost().await;
+    assert!(!locks.is_held("manual-loss"));
 }

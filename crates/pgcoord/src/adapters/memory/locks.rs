@@ -9,15 +9,17 @@ use chrono::Utc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+mod held;
 mod lock_ports;
 mod slot;
 mod testing;
 
 use slot::{Holder, Slot, Waiter};
 
-use crate::ports::error::{AcquireFailure, LockAcquisitionError, LockLostError, Result};
+use crate::ports::backend_error::{BackendError, BackendErrorKind};
+use crate::ports::error::{AcquireFailure, LockAcquisitionError, Result};
 use crate::ports::lock_id::checked_lock_id;
-use crate::ports::locks::{BoxFuture, GuardBackend, LockGuard, LockInfo, LockRegistry, LossSignal};
+use crate::ports::locks::{LockGuard, LockInfo, LockRegistry, LossSignal};
 use crate::ports::shared_locks::LockMode;
 
 /// A lock manager for tests: excludes tasks of **one process** only.
@@ -76,45 +78,6 @@ impl Drop for Held {
     fn drop(&mut self) {
         self.inner.release_token(self.lock_id, self.token);
     }
-}
-
-impl GuardBackend for Held {
-    fn release(self: Box<Self>) -> BoxFuture<'static, Result<()>> {
-        let lost = !self.inner.holds(self.lock_id, self.token);
-        let key = self.info.key.clone();
-        drop(self);
-        Box::pin(async move {
-            if lost {
-                Err(lost_error(key.to_string()))
-            } else {
-                Ok(())
-            }
-        })
-    }
-
-    fn into_manual(self: Box<Self>) {
-        let inner = self.inner.clone();
-        let mut state = inner.lock();
-        state.manual.insert(self.token, *self);
-    }
-
-    fn downgrade(mut self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
-        let outcome = if self.inner.downgrade(self.lock_id, self.token) {
-            self.info.mode = LockMode::Shared;
-            Ok(self as Box<dyn GuardBackend>)
-        } else {
-            Err(lost_error(self.info.key.to_string()))
-        };
-        Box::pin(std::future::ready(outcome))
-    }
-}
-
-fn lost_error(key: String) -> crate::Error {
-    LockLostError {
-        key,
-        reason: "released by release_all or a simulated loss".into(),
-    }
-    .into()
 }
 
 /// Grants made under the mutex, to be sent to their waiters after it is
@@ -275,18 +238,26 @@ impl InMemoryLockManager {
         self.inner.fencing
     }
 
-    fn guard_for(&self, held: Held) -> LockGuard {
+    /// The guard of a grant. A hold already gone (taken by `release_all` or
+    /// a simulated loss between the hand-off and now) fails the acquisition,
+    /// as the PostgreSQL manager refuses a grant whose session has ended.
+    fn guard_for(&self, held: Held, timeout: Option<Duration>) -> Result<LockGuard> {
         let loss = {
             let state = self.inner.lock();
             let slot = state.slots.get(&held.lock_id);
-            let holder = slot.and_then(|s| s.holder(held.token));
-            holder.map(|h| h.loss.clone()).unwrap_or_default()
+            slot.and_then(|s| s.holder(held.token))
+                .map(|h| h.loss.clone())
         };
-        LockGuard::new(
-            held.info.clone(),
-            LossSignal::from_token(loss),
-            Box::new(held),
-        )
+        let Some(loss) = loss else {
+            let key = held.info.key.to_string();
+            drop(held);
+            let gone = BackendError::new(BackendErrorKind::Closed, "the lock was lost as granted");
+            return Err(
+                LockAcquisitionError::new(key, AcquireFailure::Backend(gone), timeout).into(),
+            );
+        };
+        let loss = LossSignal::from_token(loss);
+        Ok(LockGuard::new(held.info.clone(), loss, Box::new(held)))
     }
 
     /// Takes the lock now if the queue admits it; otherwise queues a waiter
@@ -350,7 +321,7 @@ impl InMemoryLockManager {
         let lock_id = checked_lock_id(key, timeout)?;
         let queue = timeout != Some(Duration::ZERO);
         let (token, rx) = match self.take_or_queue(lock_id, key, mode, queue) {
-            Ok(held) => return Ok(self.guard_for(held)),
+            Ok(held) => return self.guard_for(held, timeout),
             Err(None) => {
                 return Err(LockAcquisitionError::new(key, AcquireFailure::Timeout, timeout).into())
             }
@@ -368,7 +339,7 @@ impl InMemoryLockManager {
         };
         drop(leave);
         match outcome {
-            Some(held) => Ok(self.guard_for(held)),
+            Some(held) => self.guard_for(held, timeout),
             None => Err(LockAcquisitionError::new(key, AcquireFailure::Timeout, timeout).into()),
         }
     }

@@ -34,7 +34,7 @@ impl DistributedLock for InMemoryLockManager {
     async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>> {
         let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
         match self.take_or_queue(lock_id, key, LockMode::Exclusive, false) {
-            Ok(held) => Ok(Some(self.guard_for(held))),
+            Ok(held) => self.guard_for(held, Some(Duration::ZERO)).map(Some),
             Err(_) => Ok(None),
         }
     }
@@ -90,13 +90,15 @@ impl SharedLock for InMemoryLockManager {
 }
 
 impl LockRegistry for InMemoryLockManager {
-    /// Releases every held lock; guards still alive observe a loss.
+    /// Releases every held lock; guards still alive observe a loss (a
+    /// manual lock's signal does not fire), and an acquisition handed a
+    /// lock but not yet returned fails.
     ///
     /// # Cancel safety
     ///
     /// The locks are released when this is called.
     fn release_all(&self) -> impl std::future::Future<Output = Result<usize>> + Send {
-        std::future::ready(Ok(self.release_where(|_| true)))
+        std::future::ready(Ok(self.release_where(|_| true, false)))
     }
 
     fn held_lock_count(&self) -> usize {
@@ -105,9 +107,11 @@ impl LockRegistry for InMemoryLockManager {
 }
 
 impl InMemoryLockManager {
-    /// Releases every hold of the lock ids `which` selects; guards see a
-    /// loss, manual locks are just given back. Returns how many.
-    pub(super) fn release_where(&self, which: impl Fn(i64) -> bool) -> usize {
+    /// Releases every hold of the lock ids `which` selects and returns how
+    /// many. Guards see a loss; a manual lock's signal fires only with
+    /// `manual_lost` (a simulated loss: its session died), not for
+    /// `release_all`, which gives manual locks back as `release(key)` does.
+    pub(super) fn release_where(&self, which: impl Fn(i64) -> bool, manual_lost: bool) -> usize {
         let (holders, manual) = {
             let mut state = self.inner.lock();
             let tokens: Vec<u64> = state
@@ -132,7 +136,7 @@ impl InMemoryLockManager {
         let count = holders.len();
         drop(manual);
         for (lock_id, token, loss) in holders {
-            if !manual_tokens.contains(&token) {
+            if manual_lost || !manual_tokens.contains(&token) {
                 loss.cancel();
             }
             self.inner.release_token(lock_id, token);

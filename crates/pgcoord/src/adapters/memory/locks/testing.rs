@@ -14,11 +14,13 @@ impl InMemoryLockManager {
     }
 
     /// Makes every holder of `key` (one exclusive, or all shared ones) lose
-    /// the lock as a dead session would (the next waiters get it, the
-    /// holders' [`LossSignal`](crate::LossSignal)s fire); for testing code
-    /// that reacts to lock loss. Returns whether the key was held.
+    /// the lock as a dead session would: the next waiters get it, and the
+    /// holders' [`LossSignal`](crate::LossSignal)s fire, a manual lock's
+    /// included. A waiter that was handed the lock but has not yet returned
+    /// its guard fails its acquisition instead. For testing code that
+    /// reacts to lock loss. Returns whether the key was held.
     pub fn simulate_loss(&self, key: &str) -> bool {
         let lock_id = crate::lock_id_for_key(key);
-        self.release_where(|id| id == lock_id) > 0
+        self.release_where(|id| id == lock_id, true) > 0
     }
 }
