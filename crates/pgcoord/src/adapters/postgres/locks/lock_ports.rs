@@ -31,10 +31,14 @@ impl DistributedLock for PostgresLockManager {
     /// to be answered, connecting included: a free key is granted, a key
     /// held elsewhere is [`AcquireFailure::Timeout`], as with `Some(ZERO)`.
     ///
-    /// Only a server silent for that long is an [`AcquireFailure::Backend`]
-    /// error of kind [`BackendErrorKind::NoAnswer`](crate::error::BackendErrorKind::NoAnswer) ("the server did not
-    /// answer"), never [`AcquireFailure::Timeout`] (which means the key was
-    /// held elsewhere and not granted in time).
+    /// Only a server silent for that long is an
+    /// [`AcquireFailure::Backend`] error of kind
+    /// [`BackendErrorKind::NoAnswer`](crate::error::BackendErrorKind::NoAnswer)
+    /// ("the server did not answer"), never [`AcquireFailure::Timeout`]
+    /// (which means the key was held elsewhere and not granted in time).
+    ///
+    /// [`AcquireFailure::Timeout`]: crate::error::AcquireFailure::Timeout
+    /// [`AcquireFailure::Backend`]: crate::error::AcquireFailure::Backend
     ///
     /// # Cancel safety
     ///
@@ -43,8 +47,9 @@ impl DistributedLock for PostgresLockManager {
     /// cancelled, or, when its own `lock_timeout` ends within 50 ms, left to
     /// end by itself (a cancel costs a connection); a grant that raced the
     /// drop, or came in those 50 ms, is released within about a round trip,
-    /// so another process may see the key held for that moment. Not cancel safe in tokio's sense: a dropped wait loses
-    /// its place in the queue, as `tokio::sync::Semaphore::acquire` does.
+    /// so another process may see the key held for that moment. Not cancel
+    /// safe in tokio's sense: a dropped wait loses its place in the queue,
+    /// as `tokio::sync::Semaphore::acquire` does.
     fn acquire(
         &self,
         key: &str,
