@@ -6,27 +6,11 @@
 //! from its guard is not a per-prefix loss.
 
 use crate::common;
-
-use std::future::Future;
+use crate::recorder::recorded;
 
 use pgcoord::PostgresLockManager;
 use pgcoord::{lock_id_for_key, DistributedLock, LockRegistry, SharedLock, MAX_KEY_LEN};
 use pgcoord_testkit::pg::TestDatabase;
-
-/// Runs `test` on a current-thread runtime with a Prometheus recorder local
-/// to this thread; the rendered text.
-fn recorded<F: Future<Output = ()>>(test: impl FnOnce() -> F) -> String {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(test());
-    });
-    handle.render()
-}
 
 /// The sum of the samples of `name` whose labels contain all of `labels`.
 fn value(text: &str, name: &str, labels: &[&str]) -> f64 {

@@ -124,6 +124,8 @@ mod readmodels_sqlite;
 mod readmodels_sqlite_thread;
 #[cfg(feature = "postgres")]
 mod readmodels_tls;
+#[cfg(feature = "metrics")]
+mod recorder;
 #[cfg(feature = "postgres")]
 mod shared_locks_checker;
 mod shared_locks_memory;

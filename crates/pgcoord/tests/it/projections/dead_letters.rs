@@ -351,33 +351,24 @@ async fn entries_marked_for_replay_are_applied_by_the_running_runner() {
 #[cfg(feature = "metrics")]
 #[test]
 fn parked_events_are_a_gauge_and_a_counter_per_projection() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let s = setup().await;
-            append_committed(&s.db, &s.feed, 1, 4).await;
-            let r = dlq_runner(&s, Picky::poisoned(&[2, 3]), DeadLetterPolicy::new());
-            let stop = CancellationToken::new();
-            let progress = r.progress();
-            let watch = async {
-                progress
-                    .wait_for(4, Some(Duration::from_secs(60)))
-                    .await
-                    .unwrap();
-                stop.cancel();
-            };
-            let (summary, ()) = tokio::join!(r.run(&s.locks, &stop), watch);
-            assert_eq!(summary.unwrap().parked, 2);
-            let one = DeadLetterSelection::Positions(vec![2]);
-            assert_eq!(r.drop_dead_letters(&one).await.unwrap(), 1);
-        });
+    let text = crate::recorder::recorded(|| async {
+        let s = setup().await;
+        append_committed(&s.db, &s.feed, 1, 4).await;
+        let r = dlq_runner(&s, Picky::poisoned(&[2, 3]), DeadLetterPolicy::new());
+        let stop = CancellationToken::new();
+        let progress = r.progress();
+        let watch = async {
+            progress
+                .wait_for(4, Some(Duration::from_secs(60)))
+                .await
+                .unwrap();
+            stop.cancel();
+        };
+        let (summary, ()) = tokio::join!(r.run(&s.locks, &stop), watch);
+        assert_eq!(summary.unwrap().parked, 2);
+        let one = DeadLetterSelection::Positions(vec![2]);
+        assert_eq!(r.drop_dead_letters(&one).await.unwrap(), 1);
     });
-    let text = handle.render();
     assert!(
         text.contains(r#"eventsource_projection_events_parked_total{projection="seen"} 2"#),
         "{text}"

@@ -10,36 +10,27 @@ use super::support::*;
 
 #[test]
 fn applied_events_and_batch_durations_are_counted_per_projection() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let feed = InMemoryFeed::new();
-            for n in 1..=5 {
-                feed.append(ev(n));
-            }
-            let projection =
-                ReadModelProjection::new(Recorder::default(), InMemoryReadModelRepository::new())
-                    .named("metered");
-            let runner = ProjectionRunner::new(projection, feed.clone())
-                .batch_size(2)
-                .idle_interval(None);
-            let (locks, stop) = (InMemoryLockManager::new(None), CancellationToken::new());
-            let progress = runner.progress();
-            let run = runner.run(&locks, &stop);
-            let watch = async {
-                progress.wait_for(5, None).await.unwrap();
-                stop.cancel();
-            };
-            let (summary, ()) = tokio::join!(run, watch);
-            assert_eq!(summary.unwrap().batches, 3);
-        });
+    let text = crate::recorder::recorded(|| async {
+        let feed = InMemoryFeed::new();
+        for n in 1..=5 {
+            feed.append(ev(n));
+        }
+        let projection =
+            ReadModelProjection::new(Recorder::default(), InMemoryReadModelRepository::new())
+                .named("metered");
+        let runner = ProjectionRunner::new(projection, feed.clone())
+            .batch_size(2)
+            .idle_interval(None);
+        let (locks, stop) = (InMemoryLockManager::new(None), CancellationToken::new());
+        let progress = runner.progress();
+        let run = runner.run(&locks, &stop);
+        let watch = async {
+            progress.wait_for(5, None).await.unwrap();
+            stop.cancel();
+        };
+        let (summary, ()) = tokio::join!(run, watch);
+        assert_eq!(summary.unwrap().batches, 3);
     });
-    let text = handle.render();
     assert!(
         text.contains(r#"eventsource_projection_events_applied_total{projection="metered"} 5"#),
         "{text}"
@@ -69,41 +60,31 @@ fn retries_and_parked_events_are_counted_per_projection() {
     use pgcoord::readmodels::{DeadLetterPolicy, RetryPolicy};
     use std::time::Duration;
 
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let s = super::postgres::setup().await;
-            super::postgres::append_committed(&s.db, &s.feed, 1, 6).await;
-            let projection =
-                ReadModelProjection::new(Picky::poisoned(&[3]), s.db.repository::<Seen>())
-                    .named("metered")
-                    .with_retry(RetryPolicy {
-                        max_attempts: 2,
-                        initial_backoff: Duration::from_millis(1),
-                        max_backoff: Duration::from_millis(1),
-                        multiplier: 1.0,
-                    });
-            let runner = ProjectionRunner::new(projection, s.feed.clone())
-                .batch_size(4)
-                .idle_interval(None)
-                .with_dead_letters(DeadLetterPolicy::new());
-            let stop = CancellationToken::new();
-            let progress = runner.progress();
-            let run = runner.run(&s.locks, &stop);
-            let watch = async {
-                progress.wait_for(6, None).await.unwrap();
-                stop.cancel();
-            };
-            let (summary, ()) = tokio::join!(run, watch);
-            assert_eq!(summary.unwrap().applied, 5);
-        });
+    let text = crate::recorder::recorded(|| async {
+        let s = super::postgres::setup().await;
+        super::postgres::append_committed(&s.db, &s.feed, 1, 6).await;
+        let projection = ReadModelProjection::new(Picky::poisoned(&[3]), s.db.repository::<Seen>())
+            .named("metered")
+            .with_retry(RetryPolicy {
+                max_attempts: 2,
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+                multiplier: 1.0,
+            });
+        let runner = ProjectionRunner::new(projection, s.feed.clone())
+            .batch_size(4)
+            .idle_interval(None)
+            .with_dead_letters(DeadLetterPolicy::new());
+        let stop = CancellationToken::new();
+        let progress = runner.progress();
+        let run = runner.run(&s.locks, &stop);
+        let watch = async {
+            progress.wait_for(6, None).await.unwrap();
+            stop.cancel();
+        };
+        let (summary, ()) = tokio::join!(run, watch);
+        assert_eq!(summary.unwrap().applied, 5);
     });
-    let text = handle.render();
     let of = |name: &str| sample(&text, &format!(r#"{name}{{projection="metered"}}"#));
     assert_eq!(
         of("eventsource_projection_events_parked_total"),
