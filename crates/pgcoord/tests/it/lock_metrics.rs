@@ -3,7 +3,8 @@
 //! sessions on it too): every call is counted under `operation` `acquire`
 //! or `try_lock` whatever its mode, with or without key prefixes; a key
 //! too long and a dropped acquire are counted; a lock `release_all` takes
-//! from its guard is not a per-prefix loss.
+//! from its guard is not a per-prefix loss; a recorder installed while a
+//! prefixed guard is held reads its release as 0, not -1.
 
 use crate::common;
 use crate::recorder::recorded;
@@ -183,4 +184,37 @@ fn a_shared_hold_counts_as_waited_only_when_the_server_made_it_wait() {
     assert_eq!(granted("false"), 2.0, "{text}");
     // The shared hold behind the writer.
     assert_eq!(granted("true"), 1.0, "{text}");
+}
+
+#[test]
+fn a_recorder_installed_while_a_prefixed_guard_is_held_reads_its_release_as_0_not_below() {
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Taken before any recorder: the +1 goes nowhere.
+    let (db, m, g) = rt.block_on(async {
+        let db = TestDatabase::create().await.unwrap();
+        let m = keyed(&db, "late");
+        let g = m.acquire(&format!("late{tag}:1"), None).await.unwrap();
+        (db, m, g)
+    });
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            let other = m.acquire(&format!("late{tag}:2"), None).await.unwrap();
+            g.release().await.unwrap();
+            drop(other);
+        })
+    });
+    drop((m, db));
+    let text = handle.render();
+    let p = format!("key_prefix=\"late{tag}\"");
+    assert_eq!(
+        value(&text, "eventsource_lock_prefix_held", &[&p]),
+        0.0,
+        "{text}"
+    );
 }

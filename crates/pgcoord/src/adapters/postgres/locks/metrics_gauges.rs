@@ -28,7 +28,7 @@ pub(super) const SESSIONS: &str = "eventsource_lock_sessions";
 /// two changes race, the one that set an older value sees the newer count
 /// and sets it again, so the last value set is never a stale one.
 #[cfg(feature = "metrics")]
-fn publish(gauge: metrics::Gauge, count: &AtomicI64) {
+pub(super) fn publish(gauge: metrics::Gauge, count: &AtomicI64) {
     loop {
         let v = count.load(Ordering::SeqCst);
         gauge.set(v as f64);

@@ -29,23 +29,32 @@ const HOLD_DURATION: &str = "eventsource_lock_prefix_hold_duration_seconds";
 #[cfg(feature = "metrics")]
 const LOSSES: &str = "eventsource_lock_prefix_losses_total";
 
+/// Guards held now under one prefix, process-wide: the gauge is *set* to
+/// it on every change (as `metrics_gauges.rs` does for the manager's
+/// gauges), so a recorder installed while guards were held reads the
+/// true count, never a change below 0.
+#[derive(Default)]
+struct HeldCount(std::sync::atomic::AtomicI64);
+
 /// Describes the per-prefix metrics and registers `prefix`'s series at 0,
 /// the first time this process sees the prefix (the labels are bounded by
-/// each manager's limit, so the set is too).
+/// each manager's limit, so the set is too); the prefix's count of holds.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-fn register(prefix: &str) {
+fn register(prefix: &str) -> Arc<HeldCount> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<String, Arc<HeldCount>>>> = OnceLock::new();
+    let mut seen = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(count) = seen.get(prefix) {
+        return count.clone();
+    }
+    let count = Arc::new(HeldCount::default());
+    seen.insert(prefix.to_owned(), count.clone());
     #[cfg(feature = "metrics")]
     {
-        use std::collections::HashSet;
-        use std::sync::{Mutex, OnceLock};
-        static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-        let mut seen = SEEN
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if !seen.insert(prefix.to_owned()) {
-            return;
-        }
         use metrics::Unit;
         metrics::describe_gauge!(HELD, Unit::Count, "Guards held now, by key prefix");
         metrics::describe_histogram!(
@@ -56,6 +65,21 @@ fn register(prefix: &str) {
         metrics::describe_counter!(LOSSES, Unit::Count, "Guards that ended lost, by key prefix");
         metrics::gauge!(HELD, "key_prefix" => prefix.to_owned()).increment(0.0);
         metrics::counter!(LOSSES, "key_prefix" => prefix.to_owned()).increment(0);
+    }
+    count
+}
+
+impl HeldCount {
+    /// The count changed by `delta`; the prefix's gauge set to it.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    fn change(&self, label: &str, delta: i64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.0.fetch_add(delta, SeqCst);
+        #[cfg(feature = "metrics")]
+        super::metrics_gauges::publish(
+            metrics::gauge!(HELD, "key_prefix" => label.to_owned()),
+            &self.0,
+        );
     }
 }
 
@@ -72,12 +96,13 @@ pub(super) fn wrap(
         None => backend,
         Some(p) => {
             let label = p.label(key);
-            register(&label);
+            let count = register(&label);
             let loss = Loss {
                 signal: loss.clone(),
                 taken,
             };
-            Box::new(PrefixHold::begin(label, loss, Instant::now(), backend))
+            let hold = Hold { label, count, loss };
+            Box::new(PrefixHold::begin(hold, Instant::now(), backend))
         }
     }
 }
@@ -98,22 +123,27 @@ impl Loss {
     }
 }
 
-struct PrefixHold {
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+/// What a hold is counted under.
+#[derive(Clone)]
+struct Hold {
     label: String,
+    count: Arc<HeldCount>,
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     loss: Loss,
+}
+
+struct PrefixHold {
+    hold: Hold,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     since: Instant,
     inner: Option<Box<dyn GuardBackend>>,
 }
 
 impl PrefixHold {
-    fn begin(label: String, loss: Loss, since: Instant, inner: Box<dyn GuardBackend>) -> Self {
-        #[cfg(feature = "metrics")]
-        metrics::gauge!(HELD, "key_prefix" => label.clone()).increment(1.0);
+    fn begin(hold: Hold, since: Instant, inner: Box<dyn GuardBackend>) -> Self {
+        hold.count.change(&hold.label, 1);
         Self {
-            label,
-            loss,
+            hold,
             since,
             inner: Some(inner),
         }
@@ -122,14 +152,14 @@ impl PrefixHold {
     /// Ends the counted hold; the inner backend, if not taken yet.
     fn end(&mut self) -> Option<Box<dyn GuardBackend>> {
         let inner = self.inner.take()?;
+        let label = &self.hold.label;
+        self.hold.count.change(label, -1);
         #[cfg(feature = "metrics")]
         {
-            let label = self.label.clone();
-            metrics::gauge!(HELD, "key_prefix" => label.clone()).decrement(1.0);
             metrics::histogram!(HOLD_DURATION, "key_prefix" => label.clone())
                 .record(self.since.elapsed());
-            if self.loss.lost() {
-                metrics::counter!(LOSSES, "key_prefix" => label).increment(1);
+            if self.hold.loss.lost() {
+                metrics::counter!(LOSSES, "key_prefix" => label.clone()).increment(1);
             }
         }
         Some(inner)
@@ -156,13 +186,11 @@ impl GuardBackend for PrefixHold {
     fn downgrade(mut self: Box<Self>) -> BoxFuture<'static, Result<Box<dyn GuardBackend>>> {
         // The hold goes on in the other mode: counted on, from the same grant.
         let inner = self.inner.take().expect("a hold not yet ended");
-        let (label, loss, since) = (self.label.clone(), self.loss.clone(), self.since);
-        #[cfg(feature = "metrics")]
-        metrics::gauge!(HELD, "key_prefix" => label.clone()).decrement(1.0);
+        let (hold, since) = (self.hold.clone(), self.since);
+        hold.count.change(&hold.label, -1);
         Box::pin(async move {
             let shared = inner.downgrade().await?;
-            let kept: Box<dyn GuardBackend> =
-                Box::new(PrefixHold::begin(label, loss, since, shared));
+            let kept: Box<dyn GuardBackend> = Box::new(PrefixHold::begin(hold, since, shared));
             Ok(kept)
         })
     }
