@@ -166,9 +166,21 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
 /// whole seconds).
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
-/// Parses `--lease`: at least [`MIN_LEASE`].
+/// The longest `--lease`, in days: PostgreSQL's largest
+/// `idle_session_timeout` is `INT_MAX` ms (about 24.8 days), and the
+/// server must not free a silent holder's lock before its lease runs out.
+pub const MAX_LEASE_DAYS: u64 = 24;
+
+/// Parses `--lease`: at least [`MIN_LEASE`], at most [`MAX_LEASE_DAYS`].
 pub fn parse_lease(text: &str) -> Result<Duration, String> {
-    parse_at_least(text, MIN_LEASE, "for a lease")
+    let lease = parse_at_least(text, MIN_LEASE, "for a lease")?;
+    if lease > Duration::from_secs(MAX_LEASE_DAYS * 86_400) {
+        return Err(format!(
+            "{text:?} is too long for a lease: at most {MAX_LEASE_DAYS}d (PostgreSQL ends a \
+             silent session after at most about 24.8 days)"
+        ));
+    }
+    Ok(lease)
 }
 
 /// Parses `--min-interval`: more than 0.
@@ -219,6 +231,18 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Longer leases than the server's largest idle_session_timeout would
+    /// let it free a silent holder's lock before the tool counts it lost.
+    #[test]
+    fn leases_are_ones_the_server_keeps() {
+        assert_eq!(parse_lease("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_lease("24d"), Ok(Duration::from_secs(24 * 86_400)));
+        for bad in ["999ms", "24d1s", "25d", "30d"] {
+            assert!(parse_lease(bad).is_err(), "{bad}");
+        }
+        assert!(parse_lease("30d").unwrap_err().contains("at most 24d"));
+    }
 
     #[test]
     fn intervals_below_the_minimum_or_malformed_are_refused() {

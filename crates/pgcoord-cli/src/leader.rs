@@ -16,7 +16,8 @@ pub use crate::leader_args::{LeaderCommand, LeaderRunArgs};
 
 /// Runs `leader run` or `leader show`; returns the exit code.
 pub async fn leader(command: LeaderCommand, db: Database) -> i32 {
-    // NAME was checked by its parser (`names::parse_name`).
+    // NAME was checked by its parser (`names::parse_election_name` for
+    // `run`: it fits in COMMAND's environment).
     match command {
         LeaderCommand::Run(args) => crate::run::run(run_args(args), db).await,
         LeaderCommand::Show(args) => crate::leader_show::show(args, db).await,

@@ -79,8 +79,10 @@ pub struct LeaderRunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_lease)]
     pub lease: Option<Duration>,
 
-    /// The election's name.
-    #[arg(value_name = "NAME", value_parser = crate::names::parse_name)]
+    /// The election's name: one line of at most 131,041 bytes (COMMAND
+    /// gets it in EVENTSOURCE_LOCK_KEY as election:NAME, and Linux caps one
+    /// environment string at 128 KiB).
+    #[arg(value_name = "NAME", value_parser = crate::names::parse_election_name)]
     pub name: String,
 
     /// The command to run while leading, and its arguments (after `--`).

@@ -2,13 +2,16 @@
 //!
 //! Every line on stderr, the tool's own and the library's `tracing`
 //! events alike, reads `eventsource: MESSAGE`; events add their level
-//! (`eventsource: warning: ...`) and their fields as `name=value`. Colour
+//! (`eventsource: warning: ...`) and their fields after the message, in
+//! parentheses, as words of the sentence (`... count as lost (pid 20329)`,
+//! `(lock id 42, error ...)`), not as a log line's `name=value`. Colour
 //! (the level word only) is used only when stderr is a terminal and
 //! `NO_COLOR` is unset or empty.
 
 use std::fmt;
 use std::io::IsTerminal;
 
+use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -23,7 +26,7 @@ pub fn colour_wanted() -> bool {
     !no_colour && std::io::stderr().is_terminal()
 }
 
-/// `eventsource: LEVEL: message field=value ...`
+/// `eventsource: LEVEL: message (field value, ...)`
 #[derive(Debug, Clone, Copy)]
 struct ToolFormat {
     colour: bool,
@@ -46,7 +49,7 @@ where
 {
     fn format_event(
         &self,
-        ctx: &FmtContext<'_, S, N>,
+        _ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
@@ -56,8 +59,49 @@ where
         } else {
             write!(writer, "eventsource: {word}: ")?;
         }
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
+        // The fields are words of the sentence, not the field formatter's.
+        let mut sentence = Sentence::default();
+        event.record(&mut sentence);
+        writeln!(writer, "{}", sentence.render())
+    }
+}
+
+/// An event's message and fields, gathered to be written as one sentence.
+#[derive(Default)]
+struct Sentence {
+    message: String,
+    fields: Vec<String>,
+}
+
+impl Sentence {
+    /// `message (name value, ...)`; the fields alone, without a message.
+    fn render(&self) -> String {
+        let fields = self.fields.join(", ");
+        match (self.message.is_empty(), fields.is_empty()) {
+            (_, true) => self.message.clone(),
+            (true, false) => fields,
+            (false, false) => format!("{} ({fields})", self.message),
+        }
+    }
+
+    fn add(&mut self, field: &Field, value: String) {
+        if field.name() == "message" {
+            self.message = value;
+        } else {
+            // `lock_id` reads "lock id"; `log.target` and the like as given.
+            let name = field.name().replace('_', " ");
+            self.fields.push(format!("{name} {value}"));
+        }
+    }
+}
+
+impl Visit for Sentence {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.add(field, value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.add(field, format!("{value:?}"));
     }
 }
 
@@ -72,4 +116,65 @@ pub fn init() {
         .with_ansi(colour)
         .event_format(ToolFormat { colour })
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use super::ToolFormat;
+
+    /// What `emit` logs through the tool's format, without colour.
+    fn logged(emit: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .event_format(ToolFormat { colour: false })
+            .finish();
+        tracing::subscriber::with_default(subscriber, emit);
+        let bytes = buffer.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// Fields read as words of the sentence, like the tool's own lines,
+    /// not as a log line's `pid=20329`.
+    #[test]
+    fn fields_are_part_of_the_sentence() {
+        let line = logged(|| {
+            tracing::warn!(
+                pid = 20329,
+                "lock session's lease ran out unconfirmed; its locks count as lost"
+            )
+        });
+        assert_eq!(
+            line,
+            "eventsource: warning: lock session's lease ran out unconfirmed; its locks count \
+             as lost (pid 20329)\n"
+        );
+        let error = std::io::Error::other("connection refused");
+        let line = logged(|| tracing::warn!(lock_id = 42, error = %error, "lock batch failed"));
+        assert_eq!(
+            line,
+            "eventsource: warning: lock batch failed (lock id 42, error connection refused)\n"
+        );
+        let line = logged(|| tracing::info!(key = "nightly", "acquired"));
+        assert_eq!(line, "eventsource: info: acquired (key nightly)\n");
+        let line = logged(|| tracing::warn!("no fields"));
+        assert_eq!(line, "eventsource: warning: no fields\n");
+        assert!(!logged(|| tracing::warn!(pid = 1, "x")).contains('='));
+    }
 }

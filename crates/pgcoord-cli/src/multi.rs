@@ -94,7 +94,7 @@ pub fn describe(keys: &[&str]) -> String {
 /// fits alone (its parser checks); several long ones together may not,
 /// and COMMAND would then fail to start (126) after the locks were taken.
 pub fn check_env_fits(args: &RunArgs) -> Result<(), String> {
-    const ENV_STRING_MAX: usize = 128 * 1024;
+    use crate::names::ENV_STRING_MAX;
     if !is_set(args) {
         return Ok(());
     }

@@ -99,7 +99,7 @@ pub struct RunArgs {
 
     /// Lease mode: if this tool stops talking to the server (frozen,
     /// cut off), the server frees the lock about DURATION after its last
-    /// statement (at least 1s; PostgreSQL 14+), and the tool counts the
+    /// statement (1s to 24d; PostgreSQL 14+), and the tool counts the
     /// lock lost before that. Also bounds --watchdog to half of DURATION.
     /// A tool cut off but running stops COMMAND with SIGTERM and SIGKILL
     /// after --kill-grace cut to what remains of the lease, so that COMMAND

@@ -236,6 +236,79 @@ async fn before_lock_install_show_and_run_say_to_run_it() {
     );
 }
 
+/// Its start and end: a NAME of 128 KiB must not flood a failed
+/// assertion's message.
+fn ends(text: &str) -> String {
+    match text.len() {
+        0..=400 => text.to_owned(),
+        n => format!(
+            "{} [... {} bytes ...] {}",
+            &text[..200],
+            n - 400,
+            &text[n - 200..]
+        ),
+    }
+}
+
+/// A NAME too long for COMMAND's environment (as `election:NAME` in
+/// EVENTSOURCE_LOCK_KEY, 128 KiB at most with the NUL) is a usage error
+/// before the election is entered: it used to lead, write a term, and
+/// only then fail to start COMMAND (126, "Argument list too long").
+#[tokio::test]
+async fn a_name_too_long_for_commands_environment_is_refused_before_leading() {
+    let db = installed().await;
+    let longest = "n".repeat(131_041);
+    let over = format!("{longest}n");
+    let out = output(eventsource(Some(&db)).args([
+        "leader",
+        "run",
+        "--no-wait",
+        &over,
+        "--",
+        "echo",
+        "ran",
+    ]))
+    .await;
+    assert_eq!(out.code, 2, "{}", ends(&out.stderr));
+    assert_eq!(out.stdout, "", "COMMAND ran");
+    assert!(
+        out.stderr
+            .contains("NAME is 131042 bytes: COMMAND gets it in EVENTSOURCE_LOCK_KEY")
+            && out.stderr.contains("NAME has at most 131041 bytes"),
+        "{}",
+        ends(&out.stderr)
+    );
+    // Nobody led: no term written, for this name or any.
+    let shown = show(&db, &over).await;
+    assert!(
+        shown.ends_with("n\tvacant\t-\t-\tlast_term=-\n"),
+        "{}",
+        ends(&shown)
+    );
+    let client = db.connect().await.unwrap();
+    let terms: i64 = client
+        .query_one("SELECT count(*) FROM eventsource_lock_fences", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(terms, 0);
+
+    // The longest NAME reaches COMMAND whole.
+    let out = output(eventsource(Some(&db)).args([
+        "leader",
+        "run",
+        "--no-wait",
+        &longest,
+        "--",
+        "bash",
+        "-c",
+        "echo ${#EVENTSOURCE_LOCK_KEY} ${#EVENTSOURCE_LEADER_NAME}",
+    ]))
+    .await;
+    assert_eq!(out.code, 0, "{}", ends(&out.stderr));
+    assert_eq!(out.stdout, "131050 131041\n");
+}
+
 #[tokio::test]
 async fn show_watch_uses_one_named_session_and_opens_another_when_it_ends() {
     let db = installed().await;

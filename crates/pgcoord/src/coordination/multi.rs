@@ -6,13 +6,15 @@ use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use super::multi_guard::MultiLockGuard;
+use crate::ports::deadline::deadline_in;
 use crate::ports::error::{AcquireFailure, Error, LockAcquisitionError, Result};
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::{DistributedLock, LockGuard};
 
 /// Acquires every key of `keys`, or none: one deadline (`timeout`) for the
 /// whole set, with the semantics of [`DistributedLock::acquire`] (`None`:
-/// wait as long as it takes; zero: one attempt).
+/// wait as long as it takes, as for a timeout too long for the clock such
+/// as `Duration::MAX`; zero: one attempt).
 ///
 /// Keys are de-duplicated by lock id and taken in canonical order (by
 /// [`lock_id_for_key`](crate::lock_id_for_key), then by key), so callers
@@ -77,7 +79,7 @@ where
     L: DistributedLock + ?Sized,
     K: AsRef<str> + Sync,
 {
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let deadline = deadline_in(timeout);
     let keys = canonical(keys, timeout)?;
     let mut held: Vec<LockGuard> = Vec::with_capacity(keys.len());
     loop {

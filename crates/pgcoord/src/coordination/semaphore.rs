@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::semaphore_permit::SemaphorePermit;
+use crate::ports::deadline::deadline_in;
 use crate::ports::error::{AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, Result};
 use crate::ports::lock_id::MAX_KEY_LEN;
 use crate::ports::locks::DistributedLock;
@@ -150,8 +151,9 @@ impl<L: DistributedLock> Semaphore<L> {
             .map(|(i, guard)| SemaphorePermit::new(i as u32, guard)))
     }
 
-    /// Takes a permit, waiting up to `timeout` (`None`: as long as it
-    /// takes; zero: one attempt, as [`try_acquire`](Self::try_acquire)).
+    /// Takes a permit, waiting up to `timeout` (`None`, or a timeout too
+    /// long for the clock such as `Duration::MAX`: as long as it takes;
+    /// zero: one attempt, as [`try_acquire`](Self::try_acquire)).
     ///
     /// Waiters are served in arrival order: they queue on the turnstile
     /// (the lock's own fair queue: PostgreSQL's, across processes) and only
@@ -184,7 +186,7 @@ impl<L: DistributedLock> Semaphore<L> {
         if timeout.is_some_and(|t| t.is_zero()) {
             return Err(self.timed_out(timeout));
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = deadline_in(timeout);
         let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // Queue behind the earlier waiters; the turnstile is released (by
         // drop) once this waiter has a permit or gives up.

@@ -236,7 +236,9 @@ impl fmt::Debug for LockGuard {
 /// `InMemoryLockManager` (one process, for tests).
 pub trait DistributedLock: Send + Sync {
     /// Acquires `key`, waiting up to `timeout` (`None`: indefinitely;
-    /// `Some(Duration::ZERO)`: exactly one attempt).
+    /// `Some(Duration::ZERO)`: exactly one attempt). A timeout too long
+    /// for the clock to hold its deadline (`Some(Duration::MAX)`) also
+    /// waits indefinitely.
     ///
     /// Fails with a [`LockAcquisitionError`](crate::ports::error::LockAcquisitionError)
     /// carrying the key, the reason and the timeout.

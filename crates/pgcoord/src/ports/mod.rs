@@ -6,6 +6,7 @@
 
 pub(crate) mod alarm;
 pub mod backend_error;
+pub(crate) mod deadline;
 pub mod dyn_lock;
 pub mod error;
 pub mod fenced;

@@ -91,6 +91,8 @@ mod locks_memory;
 mod locks_postgres;
 #[cfg(feature = "postgres")]
 mod locks_postgres_fenced;
+#[cfg(feature = "postgres")]
+mod long_timeouts;
 #[cfg(all(feature = "postgres", feature = "metrics"))]
 mod metrics_prometheus;
 #[cfg(feature = "postgres")]

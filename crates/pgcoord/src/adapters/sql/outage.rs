@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::ports::deadline::deadline_in;
 use crate::ports::error::{BackendErrorKind, Error, Result};
 use crate::ports::locks::LockGuard;
 use crate::ports::readmodels::ReadModelError;
@@ -102,7 +103,7 @@ where
     F: Fn(Option<Duration>) -> Fut,
     Fut: Future<Output = Result<LockGuard>>,
 {
-    let deadline = wait.map(|w| Instant::now() + w);
+    let deadline = deadline_in(wait);
     let mut outage = Outage::new(patience);
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));

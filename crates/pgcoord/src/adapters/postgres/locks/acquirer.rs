@@ -20,6 +20,7 @@ use super::session::{
     self, session_ended, Granted, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
 use super::wait_line::WaitLines;
+use crate::ports::deadline::deadline_after;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 mod reply;
@@ -105,9 +106,10 @@ impl Acquirer {
     /// `deadline` is given its answer: the deadline, but never less than
     /// the liveness timeout. A server that answers at all gets to say
     /// "granted" or "held", however short the deadline; only one silent
-    /// for the liveness timeout is a server that did not answer.
-    fn answer_by(&self, sent: Instant, deadline: Instant) -> Instant {
-        deadline.max(sent + self.ctx.settings.liveness_timeout)
+    /// for the liveness timeout is a server that did not answer. `None`
+    /// (no bound) for a liveness timeout too long for the clock.
+    fn answer_by(&self, sent: Instant, deadline: Instant) -> Option<Instant> {
+        deadline_after(sent, self.ctx.settings.liveness_timeout).map(|floor| deadline.max(floor))
     }
 
     async fn try_batched(
@@ -221,7 +223,7 @@ impl Acquirer {
         // (when the call began, its deadline)
         let deadline = timeout.and_then(|t| {
             let started = started.unwrap_or_else(Instant::now);
-            Some((started, started.checked_add(t)?))
+            Some((started, deadline_after(started, t)?))
         });
         if timeout == Some(Duration::ZERO) {
             return self
@@ -239,13 +241,12 @@ impl Acquirer {
                 && self.lines.recently_held(lock_id));
         if !queue_at_once {
             let attempt = self.try_batched(lock_id, key);
-            let first = match deadline {
-                Some((started, d)) => {
-                    let answer_by = self.answer_by(started, d);
-                    tokio::time::timeout_at(answer_by, attempt)
-                        .await
-                        .map_err(|_| no_answer(answer_by - started))?
-                }
+            let first = match deadline
+                .and_then(|(started, d)| Some((started, self.answer_by(started, d)?)))
+            {
+                Some((started, answer_by)) => tokio::time::timeout_at(answer_by, attempt)
+                    .await
+                    .map_err(|_| no_answer(answer_by - started))?,
                 None => attempt.await,
             };
             if let Some(granted) = first? {
@@ -264,9 +265,9 @@ impl Acquirer {
             return self.wait_on_shared(lock_id, key, deadline).await;
         }
         let mut ticket = self.lines.join(lock_id, key, deadline);
-        let result = match deadline {
+        let result = match deadline.and_then(|d| deadline_after(d, LINE_BACKSTOP)) {
             None => (&mut ticket.rx).await,
-            Some(d) => match tokio::time::timeout_at(d + LINE_BACKSTOP, &mut ticket.rx).await {
+            Some(backstop) => match tokio::time::timeout_at(backstop, &mut ticket.rx).await {
                 Ok(r) => r,
                 Err(_) => return Err(AcquireFailure::Timeout),
             },

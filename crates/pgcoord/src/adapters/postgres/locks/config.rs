@@ -226,8 +226,10 @@ impl PostgresLockManagerBuilder {
     /// least 50 ms less than the lease), so the holder knows before the
     /// server can release the lock; the check is made on every
     /// [`is_lost`](crate::LockGuard::is_lost), so a holder that resumes
-    /// from a freeze sees it first. At least one second ([`build`](Self::build)
-    /// refuses less). Default: off. See `docs/fencing.md`.
+    /// from a freeze sees it first. At least one second, at most `INT_MAX`
+    /// ms (about 24.8 days, PostgreSQL's largest `idle_session_timeout`);
+    /// [`build`](Self::build) refuses others. Default: off. See
+    /// `docs/fencing.md`.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.settings.lease = Some(lease);
         self
@@ -353,6 +355,9 @@ mod tests {
             ("liveness_interval", builder().liveness_interval(ms(5))),
             ("liveness_timeout", builder().liveness_timeout(ms(9))),
             ("lease", builder().lease(ms(999))),
+            // Longer than the server's largest idle_session_timeout.
+            ("lease", builder().lease(ms(i32::MAX as u64 + 1))),
+            ("lease", builder().lease(Duration::MAX)),
             ("connect_timeout", builder().connect_timeout(Duration::ZERO)),
         ];
         for (name, b) in cases {
@@ -381,5 +386,7 @@ mod tests {
             "follows batched_sessions up when unset"
         );
         assert_eq!(s.lease, Some(Duration::from_secs(1)));
+        let longest = Duration::from_millis(i32::MAX as u64);
+        assert!(builder().lease(longest).build().is_ok());
     }
 }

@@ -34,3 +34,4 @@ mod shared_lock_ports;
 pub(crate) mod verify;
 mod wait_line;
 pub(crate) mod xact_lock;
+mod xact_savepoint;

@@ -15,6 +15,12 @@ use std::time::Duration;
 /// how evenly concurrent callers spread their locks does not.)
 pub(crate) const LOCKS_PER_BATCHED_SESSION: usize = 5_000;
 
+/// The longest lease: PostgreSQL's largest `idle_session_timeout` (and
+/// `tcp_user_timeout`), `INT_MAX` ms, about 24.8 days. With a longer one
+/// the server would end a silent holder's session (and free its locks)
+/// before the holder's lease clock counts them lost.
+pub(crate) const MAX_LEASE: Duration = Duration::from_millis(i32::MAX as u64);
+
 /// While the other batched sessions hold nothing, new work stays on the
 /// first one until it holds more than this many locks. One session's
 /// statements carry every caller queued behind them, and the server's cost
@@ -100,6 +106,11 @@ impl Settings {
             Some(lease) if lease < Duration::from_secs(1) => {
                 bad(format!("lease must be at least 1s, got {lease:?}"))
             }
+            Some(lease) if lease > MAX_LEASE => bad(format!(
+                "lease must be at most {}ms (PostgreSQL's largest idle_session_timeout, \
+                 about 24.8 days), got {lease:?}",
+                MAX_LEASE.as_millis()
+            )),
             _ => Ok(()),
         }
     }

@@ -26,7 +26,9 @@
 //! the future was dropped) the savepoint is rolled back instead, so the
 //! caller's transaction survives and stays usable, with everything it did
 //! before the call. The wait is bounded by a `lock_timeout` set inside the
-//! savepoint; the caller's own `lock_timeout` is put back afterwards.
+//! savepoint (a savepoint per turn of at most PostgreSQL's largest
+//! `lock_timeout`, for longer timeouts); the caller's own `lock_timeout`
+//! is put back afterwards. The statements are in `xact_savepoint`.
 //!
 //! Dropped futures and early errors clean up by queueing `ROLLBACK TO
 //! SAVEPOINT` on the transaction's connection at once (without waiting for
@@ -40,31 +42,17 @@
 //! statement pipelined behind the lock's would run inside its savepoint,
 //! and be rolled back with it when the lock is not granted.
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::error::SqlState;
-use tokio_postgres::{SimpleQueryMessage, Transaction};
+use tokio_postgres::Transaction;
 use tracing::Instrument;
 
 use super::lock_span::lock_span;
-use crate::adapters::postgres::connection::connect::pg_error;
-use crate::ports::error::{
-    AcquireFailure, BackendError, BackendErrorKind, Error, LockAcquisitionError, Result,
-};
+pub use super::xact_savepoint::XACT_ANSWER_GRACE;
+use super::xact_savepoint::{attempt, wait};
+use crate::ports::error::{AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, Result};
 use crate::ports::lock_id::checked_lock_id;
-
-/// How long past its deadline (and, for [`try_acquire_xact`], at all) a
-/// call waits for the server to answer before it reports
-/// [`BackendErrorKind::NoAnswer`]: the server answers a wait that reached its
-/// `lock_timeout` within a round trip, so silence beyond this is a server or
-/// network that does not answer, not a lock held elsewhere.
-pub const XACT_ANSWER_GRACE: Duration = Duration::from_secs(2);
-
-const SAVEPOINT: &str = "eventsource_xact_lock";
 
 /// A lock held by a transaction until it commits or rolls back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +70,15 @@ pub struct XactLock {
 /// `pg_catalog.pg_advisory_xact_lock`. Released when `tx` commits or rolls
 /// back (there is no explicit release; PostgreSQL has none for this scope).
 ///
+/// Any timeout is taken: the wait is bounded by a `lock_timeout`, whose
+/// largest value is `INT_MAX` milliseconds (about 24.8 days), so a longer
+/// timeout is waited for in turns of at most that, each a request of its
+/// own (between two turns the request queues again, behind those made
+/// meanwhile), and still ends with [`AcquireFailure::Timeout`] only once
+/// the whole timeout has passed. A timeout too long for the clock to hold
+/// its deadline (`Some(Duration::MAX)`) waits as long as it takes, as
+/// `None` does.
+///
 /// Errors (each a [`LockAcquisitionError`] carrying the key and timeout):
 /// - [`AcquireFailure::Timeout`] ([`Error::is_timeout`]): the request was
 ///   queued by the server and not granted in time. `tx` is still usable:
@@ -89,9 +86,9 @@ pub struct XactLock {
 /// - [`AcquireFailure::Cancelled`]: the server cancelled the wait (your
 ///   `statement_timeout`, `pg_cancel_backend`); `tx` is usable.
 /// - [`AcquireFailure::Backend`] with [`BackendErrorKind::NoAnswer`]: the
-///   server did not answer within `timeout` + [`XACT_ANSWER_GRACE`] (a
-///   statement of yours queued ahead on the same connection counts
-///   against it). Nobody said the key is held.
+///   server did not answer within `timeout` (past 24.8 days: within a
+///   turn) + [`XACT_ANSWER_GRACE`] (a statement of yours queued ahead on
+///   the same connection counts against it). Nobody said the key is held.
 /// - [`AcquireFailure::Backend`] with SQLSTATE `40P01`: PostgreSQL found a
 ///   deadlock (two transactions each waiting for a lock the other holds)
 ///   and chose this wait; `tx` is usable. Take several keys in one order
@@ -237,155 +234,5 @@ fn granted(key: &str, lock_id: i64) -> XactLock {
         key: key.to_owned(),
         lock_id,
         acquired_at: Utc::now(),
-    }
-}
-
-/// One try-lock in a savepoint.
-async fn attempt(tx: &Transaction<'_>, lock_id: i64) -> Result<bool, AcquireFailure> {
-    let sql =
-        format!("SAVEPOINT {SAVEPOINT}; SELECT pg_catalog.pg_try_advisory_xact_lock({lock_id})");
-    let rows = run_in_savepoint(tx, &sql, Some(XACT_ANSWER_GRACE)).await?;
-    let got = first_values(&rows).last().is_some_and(|v| v == "t");
-    // Granted or not, the savepoint's work is kept: the lock passes to `tx`.
-    send_now(tx, &format!("RELEASE SAVEPOINT {SAVEPOINT}"));
-    Ok(got)
-}
-
-/// A bounded (or unbounded) wait in a savepoint, the caller's
-/// `lock_timeout` put back afterwards.
-async fn wait(
-    tx: &Transaction<'_>,
-    lock_id: i64,
-    timeout: Option<Duration>,
-) -> Result<(), AcquireFailure> {
-    // lock_timeout counts whole milliseconds and 0 means "none": round up.
-    let lock_timeout = match timeout {
-        Some(t) => format!("{}ms", t.as_micros().div_ceil(1000).max(1)),
-        None => "0".to_owned(),
-    };
-    let sql = format!(
-        "SAVEPOINT {SAVEPOINT}; SELECT pg_catalog.current_setting('lock_timeout'); \
-         SET LOCAL lock_timeout = '{lock_timeout}'; \
-         SELECT pg_catalog.pg_advisory_xact_lock({lock_id})"
-    );
-    let bound = timeout.map(|t| t + XACT_ANSWER_GRACE);
-    let rows = run_in_savepoint(tx, &sql, bound).await?;
-    let restore = match first_values(&rows).first() {
-        Some(prev) if is_plain_setting(prev) => {
-            format!("SELECT pg_catalog.set_config('lock_timeout', '{prev}', true)")
-        }
-        _ => "SET LOCAL lock_timeout TO DEFAULT".to_owned(),
-    };
-    send_now(tx, &format!("{restore}; RELEASE SAVEPOINT {SAVEPOINT}"));
-    Ok(())
-}
-
-/// `lock_timeout` as the server shows it (`0`, `250ms`, `1min`): safe to
-/// put back inside quotes.
-fn is_plain_setting(value: &str) -> bool {
-    !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.')
-}
-
-/// The first column of each row, in order.
-fn first_values(messages: &[SimpleQueryMessage]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Runs `sql` (which opens the savepoint) and, if it fails or the future is
-/// dropped after sending it, rolls the savepoint back. On success the
-/// savepoint is left open for the caller to release.
-async fn run_in_savepoint(
-    tx: &Transaction<'_>,
-    sql: &str,
-    bound: Option<Duration>,
-) -> Result<Vec<SimpleQueryMessage>, AcquireFailure> {
-    let mut undo = Undo { tx, armed: false };
-    let mut query = pin!(tx.simple_query(sql));
-    // tokio-postgres sends a simple query on its first poll: from then on a
-    // drop must undo the savepoint.
-    let sent = std::future::poll_fn(|cx| {
-        undo.armed = true;
-        query.as_mut().poll(cx)
-    });
-    let answer = match bound {
-        Some(bound) => match tokio::time::timeout(bound, sent).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                return Err(AcquireFailure::Backend(BackendError::new(
-                    BackendErrorKind::NoAnswer,
-                    format!("the server did not answer within {bound:?}"),
-                )))
-            }
-        },
-        None => sent.await,
-    };
-    match answer {
-        Ok(rows) => {
-            undo.armed = false;
-            Ok(rows)
-        }
-        Err(e) => Err(failure(e)),
-    }
-}
-
-fn failure(e: tokio_postgres::Error) -> AcquireFailure {
-    match e.code() {
-        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => AcquireFailure::Timeout,
-        Some(c) if *c == SqlState::QUERY_CANCELED => AcquireFailure::Cancelled {
-            reason: e
-                .as_db_error()
-                .map(|d| d.message().to_owned())
-                .unwrap_or_else(|| e.to_string()),
-        },
-        _ => AcquireFailure::Backend(pg_error(e, BackendErrorKind::Query)),
-    }
-}
-
-/// Rolls the savepoint back when dropped armed.
-struct Undo<'a, 't> {
-    tx: &'a Transaction<'t>,
-    armed: bool,
-}
-
-impl Drop for Undo<'_, '_> {
-    fn drop(&mut self) {
-        if self.armed {
-            send_now(
-                self.tx,
-                &format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"),
-            );
-        }
-    }
-}
-
-/// Queues `sql` on the transaction's connection without waiting for it:
-/// tokio-postgres sends a statement batch on the first poll of its future,
-/// and discards the answer of one whose future was dropped. Statements on
-/// one connection run in order, so it runs before anything sent later.
-fn send_now(tx: &Transaction<'_>, sql: &str) {
-    let mut batch = pin!(tx.batch_execute(sql));
-    let mut cx = Context::from_waker(Waker::noop());
-    if let Poll::Ready(Err(e)) = batch.as_mut().poll(&mut cx) {
-        tracing::debug!(error = %e, "could not queue a savepoint statement");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn settings_put_back_are_plain() {
-        assert!(is_plain_setting("0") && is_plain_setting("250ms") && is_plain_setting("1min"));
-        assert!(!is_plain_setting("") && !is_plain_setting("1'; DROP") && !is_plain_setting("a b"));
     }
 }

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::no_answer;
 use crate::adapters::postgres::locks::session::session_ended;
 use crate::adapters::postgres::locks::session::{Granted, WaitOutcome};
+use crate::ports::deadline::deadline_after;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
 /// The answer to a wait sent straight to a session (not through a wait
@@ -22,9 +23,11 @@ pub(super) async fn wait_reply(
     grace: Duration,
 ) -> Result<Granted, AcquireFailure> {
     let sent = Instant::now();
-    let outcome = match deadline {
+    // A deadline so far away that `grace` past it overflows the clock is
+    // none.
+    let outcome = match deadline.and_then(|d| deadline_after(d, grace)) {
         None => rx.await,
-        Some(d) => match tokio::time::timeout_at(d + grace, rx).await {
+        Some(by) => match tokio::time::timeout_at(by, rx).await {
             Ok(r) => r,
             Err(_) => return Err(no_answer(sent.elapsed())),
         },

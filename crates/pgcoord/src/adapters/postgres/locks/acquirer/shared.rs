@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::{alive, wait_reply, Acquirer};
 use crate::adapters::postgres::locks::metrics::WaitingTask;
 use crate::adapters::postgres::locks::session::{self, Granted, Op, WaitMode, WaitRequest};
+use crate::ports::deadline::deadline_in;
 use crate::ports::error::AcquireFailure;
 
 impl Acquirer {
@@ -39,7 +40,7 @@ impl Acquirer {
             let limit = self.ctx.holdings.budget();
             return Err(AcquireFailure::BudgetExceeded { limit });
         }
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = deadline_in(timeout);
         let try_only = timeout == Some(Duration::ZERO);
         // A queued shared request takes a place in the server's lock table.
         let Ok(_slot) = self.ctx.holdings.reserve_wait() else {
