@@ -24,6 +24,7 @@ mod connection;
 mod database_url;
 mod outage;
 mod projection;
+mod projection_apply;
 mod rebuild;
 mod rebuild_steps;
 mod retry;

@@ -11,12 +11,9 @@ use tokio::sync::OnceCell;
 
 pub use super::catch_up::CatchUp;
 use super::retry::{is_transient, RetryPolicy};
-use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
 use crate::ports::locks::DistributedLock;
-use crate::ports::readmodels::{
-    Applied, ReadModel, ReadModelError, ReadModelHandler, TransactionalReadModels,
-};
+use crate::ports::readmodels::{Applied, ReadModel, ReadModelHandler, TransactionalReadModels};
 
 /// Feeds events to a read model's handler.
 ///
@@ -34,6 +31,8 @@ use crate::ports::readmodels::{
 /// other failure, the projection stops with
 /// [`ReadModelError::ProjectionFailed`] naming the event's position and the
 /// cause. It never retries without waiting.
+///
+/// [`ReadModelError::ProjectionFailed`]: crate::ports::readmodels::ReadModelError::ProjectionFailed
 pub struct ReadModelProjection<H, B> {
     handler: H,
     backend: B,
@@ -142,7 +141,7 @@ where
             match self.backend.apply(&self.handler, event).await {
                 Ok(()) => return Ok(()),
                 Err(e) if attempt < self.retry.max_attempts && (self.classify)(&e) => {
-                    self.wait_before_retry(attempt, None, &e).await;
+                    self.wait_before_retry(&self.name, attempt, None, &e).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -173,7 +172,7 @@ where
     /// [`TransactionalReadModels::apply_at`]), skipping it when the
     /// checkpoint is at or past `position`. Transient failures are retried
     /// with jittered backoff; the last failure comes back as
-    /// [`ReadModelError::ProjectionFailed`].
+    /// [`ReadModelError::ProjectionFailed`](crate::ports::readmodels::ReadModelError::ProjectionFailed).
     ///
     /// # Cancel safety
     ///
@@ -181,29 +180,8 @@ where
     /// checkpointed or neither; calling again applies or skips it.
     pub async fn handle_at(&self, position: i64, event: &H::Event) -> Result<Applied> {
         self.prepare().await?;
-        let mut attempt = 1;
-        loop {
-            match self
-                .backend
-                .apply_at(&self.name, position, &self.handler, event)
-                .await
-            {
-                Ok(applied) => return Ok(applied),
-                Err(e) if attempt < self.retry.max_attempts && (self.classify)(&e) => {
-                    self.wait_before_retry(attempt, Some(position), &e).await;
-                    attempt += 1;
-                }
-                Err(e) => {
-                    return Err(ReadModelError::ProjectionFailed {
-                        projection: self.name.clone(),
-                        position,
-                        attempts: attempt,
-                        cause: Box::new(e),
-                    }
-                    .into())
-                }
-            }
-        }
+        self.handle_at_on(&self.backend, &self.name, position, event)
+            .await
     }
 
     /// Applies `(position, event)` pairs in order with checkpoints
@@ -275,26 +253,7 @@ where
     /// Either way, applying the same batch again applies each event once.
     pub async fn apply_batch(&self, events: &[(i64, &H::Event)]) -> Result<CatchUp> {
         self.prepare().await?;
-        let mut done = CatchUp::default();
-        match self
-            .backend
-            .apply_batch_at(&self.name, events, &self.handler)
-            .await
-        {
-            Ok(applied) => {
-                done.applied += applied;
-                done.skipped += events.len() as u64 - applied;
-            }
-            Err(_) => {
-                for (position, event) in events {
-                    match self.handle_at(*position, event).await? {
-                        Applied::Applied => done.applied += 1,
-                        Applied::Skipped => done.skipped += 1,
-                    }
-                }
-            }
-        }
-        Ok(done)
+        self.apply_batch_on(&self.backend, &self.name, events).await
     }
 
     /// [`catch_up`](Self::catch_up) as the one runner of this projection:
@@ -367,20 +326,6 @@ where
     pub async fn reset(&self) -> Result<u64> {
         self.prepare().await?;
         self.backend.reset(&self.name).await
-    }
-
-    async fn wait_before_retry(&self, attempt: u32, position: Option<i64>, e: &Error) {
-        let wait = self.retry.jittered_backoff(attempt);
-        runner_metrics::retried(&self.name);
-        tracing::warn!(
-            projection = %self.name,
-            ?position,
-            attempt,
-            ?wait,
-            error = %e,
-            "read-model projection: transient failure, retrying"
-        );
-        tokio::time::sleep(wait).await;
     }
 }
 

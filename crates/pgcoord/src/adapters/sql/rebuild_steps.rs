@@ -55,21 +55,19 @@ where
         }
     }
 
+    /// Applies `events` to `target` under the version's checkpoint
+    /// `vname`, as the live runner applies a batch: one transaction, and
+    /// when it fails, one event per transaction with the projection's
+    /// retries, so the events before a poison event are kept and the
+    /// failure is [`ReadModelError::ProjectionFailed`] naming `vname` and
+    /// the event's position.
+    ///
+    /// [`ReadModelError::ProjectionFailed`]: crate::ports::readmodels::ReadModelError::ProjectionFailed
     async fn apply(&self, target: &B, vname: &str, events: &[(i64, &H::Event)]) -> Result<u64> {
-        let (policy, transient) = self.projection.retry_policy();
-        let handler = self.projection.handler();
-        let mut attempt = 1;
-        loop {
-            match target.apply_batch_at(vname, events, handler).await {
-                Ok(applied) => return Ok(applied),
-                Err(e) if attempt < policy.max_attempts && transient(&e) => {
-                    tracing::warn!(projection = %vname, attempt, error = %e,
-                        "projection rebuild: transient failure, retrying");
-                    tokio::time::sleep(policy.jittered_backoff(attempt)).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let done = self
+            .projection
+            .apply_batch_on(target, vname, events)
+            .await?;
+        Ok(done.applied)
     }
 }
