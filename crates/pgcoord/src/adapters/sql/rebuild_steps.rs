@@ -29,14 +29,18 @@ where
         if let Some(until) = until {
             batch.retain(|(p, _)| *p <= until);
         }
-        let Some(last) = batch.last().map(|(p, _)| *p) else {
+        let (Some((first, _)), Some((last, _))) = (batch.first(), batch.last()) else {
             return Ok(None);
         };
+        let last = *last;
+        // The sample goes before the batch, so that the batch counts.
+        if let Some(from) = self.samples.due(checkpoint, *first) {
+            target.record_progress(vname, from).await?;
+        }
         let refs: Vec<(i64, &H::Event)> = batch.iter().map(|(p, e)| (*p, e)).collect();
         let applied = guarded(guard, lost, self.apply(target, vname, &refs)).await?;
         let checkpoint = Some(last).max(checkpoint);
         self.publisher.publish(checkpoint);
-        target.record_progress(vname, last).await?;
         Ok(Some((applied, checkpoint)))
     }
 
