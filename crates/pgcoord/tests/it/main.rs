@@ -121,6 +121,8 @@ mod readmodels_spans;
 #[cfg(feature = "sqlite")]
 mod readmodels_sqlite;
 #[cfg(feature = "sqlite")]
+mod readmodels_sqlite_close;
+#[cfg(feature = "sqlite")]
 mod readmodels_sqlite_thread;
 #[cfg(feature = "postgres")]
 mod readmodels_tls;
