@@ -77,7 +77,7 @@ impl SqliteDatabase {
         let p = path.clone();
         let worker = Worker::start(move || {
             let conn = Connection::open(&p).map_err(|e| connect_error(&p, e))?;
-            configure(&conn, false)?;
+            configure(&conn, Some(&p))?;
             Ok(conn)
         })
         .await?;
@@ -95,7 +95,7 @@ impl SqliteDatabase {
         let worker = Worker::start(|| {
             let conn = Connection::open_in_memory()
                 .map_err(|e| connect_error(Path::new(":memory:"), e))?;
-            configure(&conn, true)?;
+            configure(&conn, None)?;
             Ok(conn)
         })
         .await?;
