@@ -118,6 +118,8 @@ mod readmodels_postgres;
 mod readmodels_projection;
 mod readmodels_proptest;
 mod readmodels_spans;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod readmodels_spawn;
 #[cfg(feature = "sqlite")]
 mod readmodels_sqlite;
 #[cfg(feature = "sqlite")]

@@ -18,9 +18,9 @@ where
     B: TransactionalReadModels<H::Model>,
 {
     /// [`handle_at`](Self::handle_at) on `backend` under the checkpoint
-    /// `name`: transient failures are retried with jittered backoff, the
-    /// last failure comes back as [`ReadModelError::ProjectionFailed`]
-    /// naming `name` and `position`.
+    /// `name` (after [`prepare`](Self::prepare)): transient failures are
+    /// retried with jittered backoff, the last failure comes back as
+    /// [`ReadModelError::ProjectionFailed`] naming `name` and `position`.
     pub(super) async fn handle_at_on(
         &self,
         backend: &B,
@@ -28,6 +28,7 @@ where
         position: i64,
         event: &H::Event,
     ) -> Result<Applied> {
+        self.prepare().await?;
         let (policy, transient) = self.retry_policy();
         let mut attempt = 1;
         loop {
@@ -55,7 +56,7 @@ where
     }
 
     /// [`apply_batch`](Self::apply_batch) on `backend` under the checkpoint
-    /// `name`: the batch in one transaction; when it fails, rolled back and
+    /// `name` (after [`prepare`](Self::prepare)): the batch in one transaction; when it fails, rolled back and
     /// replayed one event per transaction with
     /// [`handle_at_on`](Self::handle_at_on), so the events before a failing
     /// one are applied and checkpointed and the failure names its position.
@@ -65,6 +66,7 @@ where
         name: &str,
         events: &[(i64, &H::Event)],
     ) -> Result<CatchUp> {
+        self.prepare().await?;
         let mut done = CatchUp::default();
         match backend.apply_batch_at(name, events, self.handler()).await {
             Ok(applied) => {
