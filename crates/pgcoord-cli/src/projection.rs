@@ -180,7 +180,8 @@ fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> St
     let rate = match (s.events_per_second, s.checkpoint) {
         (Some(r), _) => format!("{r:.1} events/s over the last minute"),
         (None, None) => "unknown (nothing applied yet)".into(),
-        // Samples under a second old, or a checkpoint that moved without one.
+        // A sample under a second old, or a checkpoint that moved in the
+        // last minute without a sample from before the move.
         (None, Some(_)) => "unknown (too few recent samples)".into(),
     };
     out += &format!("  rate        {rate}\n");

@@ -120,8 +120,12 @@ mod readmodels_postgres;
 mod readmodels_projection;
 mod readmodels_proptest;
 mod readmodels_spans;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod readmodels_spawn;
 #[cfg(feature = "sqlite")]
 mod readmodels_sqlite;
+#[cfg(feature = "sqlite")]
+mod readmodels_sqlite_close;
 #[cfg(feature = "sqlite")]
 mod readmodels_sqlite_thread;
 #[cfg(feature = "postgres")]

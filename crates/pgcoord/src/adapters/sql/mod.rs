@@ -23,7 +23,9 @@ mod connection;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod database_url;
 mod outage;
+mod progress_samples;
 mod projection;
+mod projection_apply;
 mod rebuild;
 mod rebuild_steps;
 mod retry;

@@ -5,18 +5,16 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
 pub use super::catch_up::CatchUp;
 use super::retry::{is_transient, RetryPolicy};
-use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
 use crate::ports::locks::DistributedLock;
-use crate::ports::readmodels::{
-    Applied, ReadModel, ReadModelError, ReadModelHandler, TransactionalReadModels,
-};
+use crate::ports::readmodels::{Applied, ReadModel, ReadModelHandler, TransactionalReadModels};
 
 /// Feeds events to a read model's handler.
 ///
@@ -34,6 +32,20 @@ use crate::ports::readmodels::{
 /// other failure, the projection stops with
 /// [`ReadModelError::ProjectionFailed`] naming the event's position and the
 /// cause. It never retries without waiting.
+///
+/// The futures of its calls are `Send` on every backend (spawn them, on an
+/// `Arc` of the projection): [`prepare`](Self::prepare),
+/// [`handle`](Self::handle), [`handle_at`](Self::handle_at),
+/// [`apply_batch`](Self::apply_batch), [`checkpoint`](Self::checkpoint)
+/// and [`reset`](Self::reset) state it, so it is proved once from the
+/// port's bounds rather than for each backend's own futures (where the
+/// compiler fails to prove it for the PostgreSQL backend's transactions:
+/// "implementation of `PgClientSource` is not general enough");
+/// [`catch_up`](Self::catch_up), [`catch_up_batched`](Self::catch_up_batched),
+/// [`handle_all`](Self::handle_all) and [`run`](Self::run) are `Send` when
+/// the events given are.
+///
+/// [`ReadModelError::ProjectionFailed`]: crate::ports::readmodels::ReadModelError::ProjectionFailed
 pub struct ReadModelProjection<H, B> {
     handler: H,
     backend: B,
@@ -104,7 +116,11 @@ where
     ///
     /// Cancel safe: dropped, the table was created or not, and the next
     /// call tries again.
-    pub async fn prepare(&self) -> Result<()> {
+    pub fn prepare(&self) -> impl Future<Output = Result<()>> + Send + '_ {
+        self.prepare_once()
+    }
+
+    async fn prepare_once(&self) -> Result<()> {
         self.prepared
             .get_or_try_init(|| self.backend.prepare_checkpoints())
             .await
@@ -136,13 +152,20 @@ where
     /// back (earlier attempts had rolled back already) and the event is not
     /// applied. Not cancel safe, as the event is not checkpointed: calling
     /// again after a drop that came after the commit applies it twice.
-    pub async fn handle(&self, event: &H::Event) -> Result<()> {
+    pub fn handle<'a>(
+        &'a self,
+        event: &'a H::Event,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        self.handle_retrying(event)
+    }
+
+    async fn handle_retrying(&self, event: &H::Event) -> Result<()> {
         let mut attempt = 1;
         loop {
             match self.backend.apply(&self.handler, event).await {
                 Ok(()) => return Ok(()),
                 Err(e) if attempt < self.retry.max_attempts && (self.classify)(&e) => {
-                    self.wait_before_retry(attempt, None, &e).await;
+                    self.wait_before_retry(&self.name, attempt, None, &e).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -173,37 +196,18 @@ where
     /// [`TransactionalReadModels::apply_at`]), skipping it when the
     /// checkpoint is at or past `position`. Transient failures are retried
     /// with jittered backoff; the last failure comes back as
-    /// [`ReadModelError::ProjectionFailed`].
+    /// [`ReadModelError::ProjectionFailed`](crate::ports::readmodels::ReadModelError::ProjectionFailed).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropped at any point, the event is either applied and
     /// checkpointed or neither; calling again applies or skips it.
-    pub async fn handle_at(&self, position: i64, event: &H::Event) -> Result<Applied> {
-        self.prepare().await?;
-        let mut attempt = 1;
-        loop {
-            match self
-                .backend
-                .apply_at(&self.name, position, &self.handler, event)
-                .await
-            {
-                Ok(applied) => return Ok(applied),
-                Err(e) if attempt < self.retry.max_attempts && (self.classify)(&e) => {
-                    self.wait_before_retry(attempt, Some(position), &e).await;
-                    attempt += 1;
-                }
-                Err(e) => {
-                    return Err(ReadModelError::ProjectionFailed {
-                        projection: self.name.clone(),
-                        position,
-                        attempts: attempt,
-                        cause: Box::new(e),
-                    }
-                    .into())
-                }
-            }
-        }
+    pub fn handle_at<'a>(
+        &'a self,
+        position: i64,
+        event: &'a H::Event,
+    ) -> impl Future<Output = Result<Applied>> + Send + 'a {
+        self.handle_at_on(&self.backend, &self.name, position, event)
     }
 
     /// Applies `(position, event)` pairs in order with checkpoints
@@ -273,28 +277,11 @@ where
     /// Cancel safe: dropped during the batch transaction, none of it is
     /// applied; during the replay, the events before the current one are.
     /// Either way, applying the same batch again applies each event once.
-    pub async fn apply_batch(&self, events: &[(i64, &H::Event)]) -> Result<CatchUp> {
-        self.prepare().await?;
-        let mut done = CatchUp::default();
-        match self
-            .backend
-            .apply_batch_at(&self.name, events, &self.handler)
-            .await
-        {
-            Ok(applied) => {
-                done.applied += applied;
-                done.skipped += events.len() as u64 - applied;
-            }
-            Err(_) => {
-                for (position, event) in events {
-                    match self.handle_at(*position, event).await? {
-                        Applied::Applied => done.applied += 1,
-                        Applied::Skipped => done.skipped += 1,
-                    }
-                }
-            }
-        }
-        Ok(done)
+    pub fn apply_batch<'a>(
+        &'a self,
+        events: &'a [(i64, &'a H::Event)],
+    ) -> impl Future<Output = Result<CatchUp>> + Send + 'a {
+        self.apply_batch_on(&self.backend, &self.name, events)
     }
 
     /// [`catch_up`](Self::catch_up) as the one runner of this projection:
@@ -353,8 +340,8 @@ where
     /// # Cancel safety
     ///
     /// Cancel safe: a read.
-    pub async fn checkpoint(&self) -> Result<Option<i64>> {
-        self.backend.checkpoint(&self.name).await
+    pub fn checkpoint(&self) -> impl Future<Output = Result<Option<i64>>> + Send + '_ {
+        self.backend.checkpoint(&self.name)
     }
 
     /// Empties the read model's table and removes the projection's
@@ -364,23 +351,13 @@ where
     /// # Cancel safety
     ///
     /// Cancel safe: dropped, both or neither went.
-    pub async fn reset(&self) -> Result<u64> {
-        self.prepare().await?;
-        self.backend.reset(&self.name).await
+    pub fn reset(&self) -> impl Future<Output = Result<u64>> + Send + '_ {
+        self.reset_prepared()
     }
 
-    async fn wait_before_retry(&self, attempt: u32, position: Option<i64>, e: &Error) {
-        let wait = self.retry.jittered_backoff(attempt);
-        runner_metrics::retried(&self.name);
-        tracing::warn!(
-            projection = %self.name,
-            ?position,
-            attempt,
-            ?wait,
-            error = %e,
-            "read-model projection: transient failure, retrying"
-        );
-        tokio::time::sleep(wait).await;
+    async fn reset_prepared(&self) -> Result<u64> {
+        self.prepare().await?;
+        self.backend.reset(&self.name).await
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::progress_samples::ProgressSamples;
 use super::projection::ReadModelProjection;
 use super::runner::DEFAULT_BATCH_SIZE;
 use crate::ports::error::{Error, LockLostError, Result};
@@ -63,6 +64,7 @@ pub struct ProjectionRebuild<H: ReadModelHandler, B, F> {
     pub(super) batch_size: usize,
     lock_wait: Option<Duration>,
     pub(super) publisher: CheckpointPublisher,
+    pub(super) samples: ProgressSamples,
 }
 
 impl<H, B, F> ProjectionRebuild<H, B, F>
@@ -81,6 +83,7 @@ where
             batch_size: DEFAULT_BATCH_SIZE,
             lock_wait: None,
             publisher: CheckpointPublisher::new(),
+            samples: ProgressSamples::default(),
         }
     }
 
@@ -173,6 +176,7 @@ where
         let vname = version_name(name, version);
         let mut checkpoint = target.checkpoint(&vname).await?;
         self.publisher.publish(checkpoint);
+        self.samples.restart();
         tracing::info!(projection = %name, version, ?checkpoint, "projection rebuild started");
         let switched = during_warm_up(async {
             let mut wakeup = self.feed.signal().map(|s| s.subscribe());

@@ -29,14 +29,18 @@ where
         if let Some(until) = until {
             batch.retain(|(p, _)| *p <= until);
         }
-        let Some(last) = batch.last().map(|(p, _)| *p) else {
+        let (Some((first, _)), Some((last, _))) = (batch.first(), batch.last()) else {
             return Ok(None);
         };
+        let last = *last;
+        // The sample goes before the batch, so that the batch counts.
+        if let Some(from) = self.samples.due(checkpoint, *first) {
+            target.record_progress(vname, from).await?;
+        }
         let refs: Vec<(i64, &H::Event)> = batch.iter().map(|(p, e)| (*p, e)).collect();
         let applied = guarded(guard, lost, self.apply(target, vname, &refs)).await?;
         let checkpoint = Some(last).max(checkpoint);
         self.publisher.publish(checkpoint);
-        target.record_progress(vname, last).await?;
         Ok(Some((applied, checkpoint)))
     }
 
@@ -55,21 +59,19 @@ where
         }
     }
 
+    /// Applies `events` to `target` under the version's checkpoint
+    /// `vname`, as the live runner applies a batch: one transaction, and
+    /// when it fails, one event per transaction with the projection's
+    /// retries, so the events before a poison event are kept and the
+    /// failure is [`ReadModelError::ProjectionFailed`] naming `vname` and
+    /// the event's position.
+    ///
+    /// [`ReadModelError::ProjectionFailed`]: crate::ports::readmodels::ReadModelError::ProjectionFailed
     async fn apply(&self, target: &B, vname: &str, events: &[(i64, &H::Event)]) -> Result<u64> {
-        let (policy, transient) = self.projection.retry_policy();
-        let handler = self.projection.handler();
-        let mut attempt = 1;
-        loop {
-            match target.apply_batch_at(vname, events, handler).await {
-                Ok(applied) => return Ok(applied),
-                Err(e) if attempt < policy.max_attempts && transient(&e) => {
-                    tracing::warn!(projection = %vname, attempt, error = %e,
-                        "projection rebuild: transient failure, retrying");
-                    tokio::time::sleep(policy.jittered_backoff(attempt)).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let done = self
+            .projection
+            .apply_batch_on(target, vname, events)
+            .await?;
+        Ok(done.applied)
     }
 }

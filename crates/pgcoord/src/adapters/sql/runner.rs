@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::dead_letter_policy::DeadLetterPolicy;
 use super::outage::{take_lock, DEFAULT_RECONNECT_PATIENCE};
+use super::progress_samples::ProgressSamples;
 use super::projection::ReadModelProjection;
 use super::runner_metrics;
 use crate::ports::error::{Error, LockLostError, Result};
@@ -18,10 +19,6 @@ use crate::ports::readmodels::{
 
 /// The default number of events applied per transaction.
 pub const DEFAULT_BATCH_SIZE: usize = 100;
-
-/// How often a sample of the checkpoint is written for the events/s figure
-/// of a status report (at most).
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// What a run did before it stopped on its shutdown token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -232,7 +229,7 @@ where
         done.checkpoint = checkpoint;
         self.publisher.publish(checkpoint);
         let mut wakeup = wake.map(|s| s.subscribe());
-        let mut last_sample: Option<Instant> = None;
+        let samples = ProgressSamples::default();
         if self.dead_letters.is_some() {
             self.guarded(&guard, &lost, self.count_parked()).await?;
         }
@@ -271,6 +268,12 @@ where
                 }
                 continue;
             }
+            // The sample goes before the batch, so that the batch counts.
+            let sampled = samples.due(checkpoint, batch[0].0);
+            if let Some(from) = sampled {
+                let record = self.projection.backend().record_progress(name, from);
+                self.guarded(&guard, &lost, record).await?;
+            }
             let started = Instant::now();
             let refs: Vec<(i64, &H::Event)> = batch.iter().map(|(p, e)| (*p, e)).collect();
             let last = refs.last().map(|(p, _)| *p);
@@ -298,16 +301,9 @@ where
             done.checkpoint = checkpoint;
             self.publisher.publish(checkpoint);
             runner_metrics::batch(name, applied, started.elapsed());
-            if last_sample.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
-                last_sample = Some(Instant::now());
-                if let Some(cp) = checkpoint {
-                    let sample = async {
-                        self.projection.backend().record_progress(name, cp).await?;
-                        self.feed.head().await
-                    };
-                    if let Some(head) = self.guarded(&guard, &lost, sample).await? {
-                        runner_metrics::lag(name, (head - cp).max(0));
-                    }
+            if let (Some(_), Some(cp)) = (sampled, checkpoint) {
+                if let Some(head) = self.guarded(&guard, &lost, self.feed.head()).await? {
+                    runner_metrics::lag(name, (head - cp).max(0));
                 }
             }
         }

@@ -2,26 +2,29 @@
 //! the settings every connection is opened with, and reading a table's
 //! columns.
 
+use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::Connection;
 
 use crate::ports::error::Result;
 
-use super::error::sqlite_error;
+use super::error::{sqlite_error, wal_error};
 
 /// The `busy_timeout` every connection gets, in milliseconds.
 pub const BUSY_TIMEOUT_MS: u64 = 5000;
 
-pub(super) fn configure(conn: &Connection, memory: bool) -> Result<()> {
+/// Sets the pragmas of a connection to the database file at `file`
+/// (`None`: in memory, where WAL does not apply).
+pub(super) fn configure(conn: &Connection, file: Option<&Path>) -> Result<()> {
     conn.execute_batch("PRAGMA foreign_keys = ON")
         .map_err(sqlite_error)?;
     conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
         .map_err(sqlite_error)?;
-    if !memory {
+    if let Some(file) = file {
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sqlite_error)?;
+            .map_err(|e| wal_error(file, e))?;
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(%mode, "SQLite refused journal_mode=WAL");
         }

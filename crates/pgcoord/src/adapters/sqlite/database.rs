@@ -25,7 +25,13 @@ use super::worker::{inline_allowed, outcome, Worker};
 /// tasks to another thread), on a current-thread runtime on a thread of the
 /// database's own (named `eventsource-sqlite`). That thread also keeps the
 /// connection and closes it when the last clone (and the last repository or
-/// transaction made from it) is dropped. A `SqliteTransaction` holds an async gate
+/// transaction made from it) is dropped; that drop waits for the thread to
+/// run the calls queued before and to close the connection (which, for a
+/// file, checkpoints the WAL into it and removes the `-wal` and `-shm`
+/// files), so the file is complete when it returns, even if the program
+/// exits right after. The wait is brief and safe in async code: nothing
+/// new can be queued, and what was queued needs nothing of the dropping
+/// thread. A `SqliteTransaction` holds an async gate
 /// from `BEGIN` to `COMMIT`/`ROLLBACK`, so other users of the database wait
 /// for it instead of seeing (or joining) its uncommitted writes. A call
 /// whose closure panics returns an error; the database goes on working.
@@ -71,7 +77,7 @@ impl SqliteDatabase {
         let p = path.clone();
         let worker = Worker::start(move || {
             let conn = Connection::open(&p).map_err(|e| connect_error(&p, e))?;
-            configure(&conn, false)?;
+            configure(&conn, Some(&p))?;
             Ok(conn)
         })
         .await?;
@@ -89,7 +95,7 @@ impl SqliteDatabase {
         let worker = Worker::start(|| {
             let conn = Connection::open_in_memory()
                 .map_err(|e| connect_error(Path::new(":memory:"), e))?;
-            configure(&conn, true)?;
+            configure(&conn, None)?;
             Ok(conn)
         })
         .await?;

@@ -17,6 +17,37 @@ pub(super) fn connect_error(path: &Path, e: rusqlite::Error) -> Error {
     )
 }
 
+/// The switch of the file database at `path` to WAL failed. Refused as
+/// read-only (`SQLITE_READONLY`, "attempt to write a readonly database") or
+/// unable to open a file (`SQLITE_CANTOPEN`): the file, or the directory
+/// where SQLite creates its `-wal` and `-shm` files, is not writable by
+/// this process; the error says so and names them.
+pub(super) fn wal_error(path: &Path, e: rusqlite::Error) -> Error {
+    if !matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+    ) {
+        return sqlite_error(e);
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let file = path.display();
+    Error::Backend(
+        BackendError::new(
+            BackendErrorKind::Connect,
+            format!(
+                "cannot open SQLite database {file} in WAL mode: {e}; the file and its \
+                 directory {} must be writable by this process (SQLite creates \
+                 {file}-wal and {file}-shm beside the file)",
+                dir.display()
+            ),
+        )
+        .with_source(e),
+    )
+}
+
 /// Converts a rusqlite error; busy/locked errors carry the codes
 /// `SQLITE_BUSY` / `SQLITE_LOCKED` (transient for the projection).
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
@@ -31,4 +62,53 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
         be = be.with_code(crate::ports::sql_state::SqlState::new(code));
     }
     Error::Backend(be.with_source(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::wal_error;
+
+    fn failure(code: std::ffi::c_int, message: &str) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(message.into()))
+    }
+
+    #[test]
+    fn a_read_only_wal_switch_names_the_file_and_its_directory() {
+        let e = wal_error(
+            Path::new("/srv/data/app.db"),
+            failure(
+                rusqlite::ffi::SQLITE_READONLY,
+                "attempt to write a readonly database",
+            ),
+        );
+        let text = e.to_string();
+        for part in [
+            "/srv/data/app.db",
+            "attempt to write a readonly database",
+            "directory /srv/data must be writable",
+            "/srv/data/app.db-wal",
+            "/srv/data/app.db-shm",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        let plain = wal_error(
+            Path::new("app.db"),
+            failure(rusqlite::ffi::SQLITE_CANTOPEN, "x"),
+        );
+        assert!(plain.to_string().contains("directory . must"), "{plain}");
+    }
+
+    #[test]
+    fn other_failures_are_left_as_they_are() {
+        let e = wal_error(
+            Path::new("/srv/data/app.db"),
+            failure(
+                rusqlite::ffi::SQLITE_CORRUPT,
+                "database disk image is malformed",
+            ),
+        );
+        assert!(!e.to_string().contains("/srv/data"), "{e}");
+    }
 }

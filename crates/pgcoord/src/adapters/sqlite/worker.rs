@@ -19,9 +19,17 @@
 //!
 //! The thread ends when the last [`Worker`] handle (the database's last
 //! clone) drops: the queue's receiver then sees the channel closed, runs
-//! nothing more, and drops the connection, so closing it (which may
-//! checkpoint the WAL) is file I/O on that thread too. A panic in a call is
-//! caught and comes back as an error of that call; the database goes on.
+//! what was queued before, and drops the connection, so closing it (which
+//! checkpoints the WAL and removes the `-wal` and `-shm` files) is file I/O
+//! on that thread too. The drop of the handle waits for the thread to end
+//! (it joins it), so the file is whole when the drop returns: a program
+//! that exits right after it does not kill the thread before the close.
+//! The wait is short and cannot deadlock: nothing can be queued any more,
+//! the calls queued before are plain SQLite calls that need nothing of the
+//! dropping thread (a lock wait is bounded by `busy_timeout`), and a drop
+//! on the database's own thread (a queued closure that held the last
+//! clone) does not wait for itself. A panic in a call is caught and comes
+//! back as an error of that call; the database goes on.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -45,7 +53,29 @@ pub(super) struct Worker {
     // other reference, is the last owner and closes the connection.
     conn: Arc<Mutex<Connection>>,
     pending: Arc<AtomicUsize>,
+    // Dropped before `thread`: the closed queue ends the thread's loop.
     jobs: mpsc::Sender<Job>,
+    _thread: Joined,
+}
+
+/// The database's thread, joined when dropped (after the queue closed):
+/// the connection is closed when the last handle's drop returns.
+struct Joined(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        let Some(thread) = self.0.take() else {
+            return;
+        };
+        // Dropped by a call on the thread itself: it ends once this
+        // call returns, and cannot wait for itself.
+        if thread.thread().id() == std::thread::current().id() {
+            return;
+        }
+        if thread.join().is_err() {
+            tracing::warn!("the SQLite thread panicked while closing its connection");
+        }
+    }
 }
 
 /// True when a call may run on the caller's thread: on a multi-thread
@@ -66,7 +96,7 @@ impl Worker {
         let (opened, ready) = oneshot::channel::<Result<Arc<Mutex<Connection>>>>();
         let pending = Arc::new(AtomicUsize::new(0));
         let left = pending.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(THREAD_NAME.into())
             .spawn(move || {
                 let conn = match catch_unwind(AssertUnwindSafe(open))
@@ -92,6 +122,7 @@ impl Worker {
             conn,
             pending,
             jobs,
+            _thread: Joined(Some(thread)),
         })
     }
 

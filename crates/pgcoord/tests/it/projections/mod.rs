@@ -26,6 +26,8 @@ mod rebuild;
 #[cfg(feature = "postgres")]
 mod rebuild_crash;
 #[cfg(feature = "postgres")]
+mod rebuild_failure;
+#[cfg(feature = "postgres")]
 mod rebuild_grants;
 #[cfg(feature = "postgres")]
 mod rebuild_parked;

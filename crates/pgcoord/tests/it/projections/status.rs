@@ -1,10 +1,14 @@
 //! `projection_status`: checkpoint, head, lag, the runner holding the
 //! lock; `eta_seconds`.
 
+use std::sync::Arc;
+
 use pgcoord::readmodels::postgres::projection_status;
+use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, reach, runner, setup};
+use super::support::{Recorder, Seen};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_names_checkpoint_head_lag_and_runner() {
@@ -70,4 +74,91 @@ async fn the_status_names_checkpoint_head_lag_and_runner() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no event table"), "{err}");
+}
+
+/// Moves the projection's progress samples and checkpoint `secs` seconds
+/// into the past (time passing, without waiting for it).
+async fn age(client: &tokio_postgres::Client, samples: f64, checkpoint: f64) {
+    client
+        .execute(
+            r#"UPDATE "eventsource_projection_progress" SET "at" = "at" - make_interval(secs => $1) WHERE "projection" = 'seen'"#,
+            &[&samples],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            r#"UPDATE "eventsource_projection_checkpoints" SET "updated_at" = "updated_at" - make_interval(secs => $1) WHERE "projection" = 'seen'"#,
+            &[&checkpoint],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_one_batch_counts_in_the_rate_and_zero_means_the_checkpoint_stood_still() {
+    let s = setup().await;
+    let client = s.test_db.connect().await.unwrap();
+    append_committed(&s.db, &s.feed, 1, 300).await;
+    let projection =
+        ReadModelProjection::new(Recorder::default(), s.db.repository::<Seen>()).named("seen");
+    let r = Arc::new(
+        ProjectionRunner::new(projection, s.feed.clone())
+            .batch_size(300)
+            .idle_interval(None),
+    );
+    let stop = CancellationToken::new();
+    let mut task = tokio::spawn({
+        let (r, l, s) = (r.clone(), s.locks.clone(), stop.clone());
+        async move { r.run(&l, &s).await }
+    });
+    reach(&r, &mut task, 300).await;
+    stop.cancel();
+    let summary = task.await.unwrap().unwrap();
+    assert_eq!((summary.applied, summary.batches), (300, 1));
+
+    // The run's one sample is from before its batch, where it started.
+    let samples: Vec<i64> = client
+        .query(
+            r#"SELECT "position" FROM "eventsource_projection_progress" WHERE "projection" = 'seen'"#,
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(samples, [0]);
+    let status = |client| async move {
+        projection_status(client, "seen", Some("events"))
+            .await
+            .unwrap()
+            .events_per_second
+    };
+    let now = status(&client).await;
+    assert!(
+        now.is_none_or(|r| r > 0.0),
+        "300 events just applied: {now:?}"
+    );
+
+    // Ten seconds later: 300 events over about ten seconds.
+    age(&client, 10.0, 10.0).await;
+    let rate = status(&client).await.expect("a rate");
+    assert!(rate > 0.0, "{rate}");
+
+    // A sample taken after the batch, at the checkpoint it reached (no
+    // sample from before it in the window): unknown, not 0.0.
+    client
+        .execute(
+            r#"UPDATE "eventsource_projection_progress" SET "position" = 300 WHERE "projection" = 'seen'"#,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status(&client).await, None);
+
+    // Two minutes on, the checkpoint has not moved within the last minute:
+    // nothing was applied in it.
+    age(&client, 120.0, 120.0).await;
+    assert_eq!(status(&client).await, Some(0.0));
 }

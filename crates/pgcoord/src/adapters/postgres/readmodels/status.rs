@@ -30,12 +30,13 @@ pub struct ProjectionStatus {
     /// (0 when caught up; with an event table).
     pub lag_seconds: Option<f64>,
     /// Events applied per second over about the last minute (from the
-    /// runner's checkpoint samples, taken as it applies batches). `None`
-    /// while unknown: no checkpoint, no samples table yet, its only recent
-    /// sample under a second old, or a checkpoint that moved in the last
-    /// minute without a sample to say how fast (a runner that stopped
-    /// before taking one); `0.0` when neither a sample nor the checkpoint
-    /// is younger than a minute (nothing was applied in it).
+    /// runner's checkpoint samples, each taken before a batch, at the
+    /// checkpoint the batch starts from). `None` while unknown: no
+    /// checkpoint, no samples table yet, a recent sample under a second
+    /// old, or a checkpoint that moved in the last minute without a sample
+    /// from before the move to say how far (a runner that stopped before
+    /// taking one); `0.0` only when the checkpoint did not move in the last
+    /// minute (nothing was applied in it).
     pub events_per_second: Option<f64>,
     /// The runner holding the projection's lock, if one does.
     pub runner: Option<RunnerInfo>,
@@ -239,14 +240,19 @@ async fn oldest_sample(client: &Client, projection: &str) -> Result<Option<(i64,
 /// `checkpoint` and how many seconds ago it moved; `None` when that
 /// cannot be told.
 fn rate(checkpoint: i64, oldest: Option<(i64, f64)>, moved_ago: Option<f64>) -> Option<f64> {
+    let moved_in_window = moved_ago.is_none_or(|ago| ago < WINDOW_SECONDS);
     match oldest {
         // A sample under a second old measures too short a time.
-        Some((position, age)) => (age >= 1.0).then(|| (checkpoint - position).max(0) as f64 / age),
-        // No sample, but the checkpoint moved in the window: events were
-        // applied, and nothing says how fast.
-        None if moved_ago.is_none_or(|ago| ago < WINDOW_SECONDS) => None,
-        // Neither moved in the window: nothing was applied in it.
-        None => Some(0.0),
+        Some((position, age)) if checkpoint > position => {
+            (age >= 1.0).then(|| (checkpoint - position) as f64 / age)
+        }
+        // The checkpoint moved in the window, but no sample in it is from
+        // before the move (a sample taken after a batch, at the checkpoint
+        // it reached, or none at all): events were applied, and nothing
+        // says how many.
+        _ if moved_in_window => None,
+        // The checkpoint did not move in the window: nothing was applied.
+        _ => Some(0.0),
     }
 }
 
@@ -277,10 +283,23 @@ mod tests {
         assert_eq!(rate(100, Some((90, 0.4)), Some(0.4)), None);
         assert_eq!(rate(100, Some((90, 2.0)), Some(0.4)), Some(5.0));
         assert_eq!(
-            rate(100, Some((100, 30.0)), Some(30.0)),
+            rate(100, Some((100, 30.0)), Some(3600.0)),
             Some(0.0),
-            "sampled, and nothing applied since"
+            "sampled, and the checkpoint has not moved for an hour"
         );
+        assert_eq!(
+            rate(100, Some((100, 0.2)), Some(3600.0)),
+            Some(0.0),
+            "a fresh sample, and the checkpoint has not moved for an hour"
+        );
+    }
+
+    #[test]
+    fn a_sample_at_the_checkpoint_after_a_move_in_the_window_has_no_rate_not_zero() {
+        // 300 events applied in one batch 40 s ago, sampled after the
+        // batch at 300: not 0.0 events/s.
+        assert_eq!(rate(300, Some((300, 39.0)), Some(40.0)), None);
+        assert_eq!(rate(300, Some((300, 39.0)), None), None);
     }
 
     #[test]
