@@ -9,10 +9,11 @@ use std::future::Future;
 
 use tokio_postgres::Client;
 
-use crate::Res;
+use crate::{leftovers, Res};
 
 /// Which of `tables` do not exist yet (in the search path): the ones the
-/// run may drop again afterwards.
+/// run may drop again afterwards. They are registered as the run's own
+/// ([`leftovers::created`]), so an interrupted run drops them too.
 pub async fn absent(client: &Client, tables: &[&str]) -> Res<Vec<String>> {
     let mut out = Vec::new();
     for t in tables {
@@ -21,19 +22,22 @@ pub async fn absent(client: &Client, tables: &[&str]) -> Res<Vec<String>> {
             .await?
             .get(0);
         if missing {
+            leftovers::created(t);
             out.push((*t).to_owned());
         }
     }
     Ok(out)
 }
 
-/// Drops `tables` (with their owned sequences) if they exist.
+/// Drops `tables` (with their owned sequences) if they exist, and
+/// forgets them ([`leftovers::dropped`]).
 pub async fn drop_tables(client: &Client, tables: &[String]) -> Res<()> {
-    for t in tables {
-        let t = t.replace('"', "\"\"");
+    for table in tables {
+        let t = table.replace('"', "\"\"");
         client
             .batch_execute(&format!("DROP TABLE IF EXISTS \"{t}\""))
             .await?;
+        leftovers::dropped(table);
     }
     Ok(())
 }

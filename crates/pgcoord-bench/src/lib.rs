@@ -17,7 +17,8 @@
 //! `ctx` (what scenarios get and return), `scenarios` (the registry),
 //! `report` / `ratios` / `targets` (output), `transport` (TLS or plaintext,
 //! the same for every session), `preflight` (the server sessions a run needs),
-//! `cleanup` (what scenarios create, dropped again), `sweep` (the series behind the plots),
+//! `cleanup` (what scenarios create, dropped again), `leftovers` (what an
+//! interrupted or earlier run left) and `interrupt` (SIGINT, SIGTERM), `sweep` (the series behind the plots),
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
@@ -42,6 +43,8 @@ mod failover_trial;
 mod fenced;
 mod figures;
 mod holders;
+mod interrupt;
+mod leftovers;
 mod lock_bench;
 mod metrics_overhead;
 mod order;
@@ -102,6 +105,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<interrupt::Interrupted>() => {
+            let stop = e.downcast_ref::<interrupt::Interrupted>().copied();
+            ExitCode::from(stop.map_or(1, |s| s.exit_code))
+        }
         Err(e) => {
             eprintln!("Error: {}", errors::describe(&*e));
             ExitCode::FAILURE
