@@ -71,11 +71,12 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub trials: Option<usize>,
     /// Internal: run as one worker process of the `contention` scenario
-    /// (its spec as JSON); prints its results as one JSON line.
+    /// (its spec as JSON in `PGCOORD_BENCH_SPEC`, never on the command
+    /// line: it holds the password); prints its results as one JSON line.
     #[arg(long, hide = true)]
-    pub contention_worker: Option<String>,
+    pub contention_worker: bool,
     /// Internal: run as the leader process of `election_failover` (its
-    /// spec as JSON); prints one JSON line once it leads.
+    /// spec as JSON in `PGCOORD_BENCH_SPEC`); prints one JSON line once it leads.
     #[arg(long, hide = true, conflicts_with = "contention_worker")]
-    pub election_leader: Option<String>,
+    pub election_leader: bool,
 }

@@ -3,8 +3,8 @@
 //! (`contention_sqlx`: each task takes a pooled connection and runs
 //! `pg_advisory_lock` / `pg_advisory_unlock` through `PgAdvisoryLock`).
 //!
-//! The workers are this binary, started with `--contention-worker SPEC`
-//! (like the CLI demo and the exclusion checker start theirs). They share
+//! The workers are this binary, started with `--contention-worker` and
+//! their spec in the environment (`child.rs`; like the CLI demo and the exclusion checker start theirs). They share
 //! the window by wall-clock time and print their results as one JSON line.
 //! Reported: hand-overs/s (acquisitions of the hot keys), wait p50 / p99
 //! (the `acquire` call), sessions per process (`pg_stat_activity`, sampled
@@ -114,9 +114,7 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
             measure_ns: (w.end - w.start).as_nanos() as u64,
             batched_sessions: ctx.batched_sessions,
         };
-        let child = tokio::process::Command::new(&exe)
-            .arg("--contention-worker")
-            .arg(serde_json::to_string(&spec)?)
+        let child = crate::child::command(&exe, "--contention-worker", &spec)?
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .kill_on_drop(true)

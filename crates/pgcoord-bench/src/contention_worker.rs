@@ -1,4 +1,5 @@
-//! One worker process of the `contention` scenario (`--contention-worker SPEC`).
+//! One worker process of the `contention` scenario (`--contention-worker`,
+//! its spec in `PGCOORD_BENCH_SPEC`: see `child.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! The leader process of the `election_failover` scenario
-//! (`--election-leader SPEC`): wins the election, prints one JSON line
+//! (`--election-leader`, its spec in `PGCOORD_BENCH_SPEC`): wins the election, prints one JSON line
 //! (its term and pid), then leads until the bench kills it (or closes its
 //! stdin, or the leadership is lost).
 

@@ -30,6 +30,7 @@
 mod abandoned;
 mod alloc;
 mod args;
+mod child;
 mod cleanup;
 mod contention;
 mod contention_worker;
@@ -97,10 +98,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match (&args.contention_worker, &args.election_leader) {
-            (Some(spec), _) => contention_worker::run(spec).await,
-            (None, Some(spec)) => election_leader::run(spec).await,
-            (None, None) => run::bench(&args).await,
+        match (args.contention_worker, args.election_leader) {
+            (true, _) => contention_worker::run(&child::spec()?).await,
+            (false, true) => election_leader::run(&child::spec()?).await,
+            (false, false) => run::bench(&args).await,
         }
     });
     match result {
