@@ -85,3 +85,49 @@ where
 pub const FENCE_TABLE: &str =
     "the fencing table eventsource_lock_fences (or run `eventsource lock \
                                install` once as a role that may)";
+
+/// Whether the fencing table and its functions are in place as this
+/// version installs them (in the search path of `client`, a session of the
+/// run's role): the table with its `last_run_started` column and
+/// `fence >= 0` check, and the five SQL functions.
+pub async fn fencing_installed(client: &Client) -> Res<bool> {
+    let row = client
+        .query_one(
+            "SELECT to_regclass('eventsource_lock_fences') IS NOT NULL \
+               AND EXISTS (SELECT 1 FROM pg_attribute a \
+                   WHERE a.attrelid = to_regclass('eventsource_lock_fences') \
+                     AND a.attname = 'last_run_started' AND NOT a.attisdropped) \
+               AND NOT EXISTS (SELECT 1 FROM pg_constraint k \
+                   WHERE k.conrelid = to_regclass('eventsource_lock_fences') \
+                     AND k.conname = 'eventsource_lock_fences_fence_check' \
+                     AND pg_get_constraintdef(k.oid) = 'CHECK ((fence > 0))') \
+               AND to_regprocedure('eventsource_lock_epoch()') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_id(text)') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_fence_check(bigint, bigint)') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_fence_check_key(text, bigint)') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_claim_run(bigint[], text[], bigint)') \
+                   IS NOT NULL",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Runs `install` (`install_fencing()` or `fencing::install`) only when
+/// the fencing table and its functions are not all there yet
+/// ([`fencing_installed`], asked on `client`): installing checks the
+/// schema's CREATE privilege even when everything exists, so a role
+/// without it could not run the fenced scenarios on a database where
+/// another role ran `eventsource lock install`.
+pub async fn install_fencing<E>(
+    client: &Client,
+    install: impl Future<Output = Result<(), E>>,
+) -> Res<()>
+where
+    E: StdError + Send + Sync + 'static,
+{
+    if fencing_installed(client).await? {
+        return Ok(());
+    }
+    creating(FENCE_TABLE, install).await
+}

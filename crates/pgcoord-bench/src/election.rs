@@ -48,7 +48,7 @@ const WARM: usize = 2;
 /// A fencing manager of the bench process, warmed (its sessions open).
 async fn candidate(ctx: &Ctx, holder: &str) -> Res<PostgresLockManager> {
     let m = manager_with(ctx, holder, true);
-    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, m.install_fencing()).await?;
+    crate::cleanup::install_fencing(ctx.monitor.client(), m.install_fencing()).await?;
     m.acquire(&format!("bench/{holder}/warm"), None)
         .await?
         .release()

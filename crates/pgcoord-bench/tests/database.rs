@@ -1,6 +1,6 @@
 //! The bench binary against private clusters, as a user runs it with
-//! `DATABASE_URL`: what it leaves in the database, TLS for every session,
-//! and a pooler whose pool is too small.
+//! `DATABASE_URL`: what it leaves in the database, privileges, TLS for
+//! every session, and a pooler whose pool is too small.
 
 use std::process::Output;
 use std::sync::Arc;
@@ -95,6 +95,28 @@ async fn a_role_without_create_is_told_what_was_to_be_created() {
         "{text}"
     );
     assert!(text.contains("round 1/1 ours_seq"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_role_without_create_runs_the_fenced_scenarios_on_an_installed_table() {
+    let db = TestDatabase::create_on(cluster().await).await.unwrap();
+    let mut owner = db.connect().await.unwrap();
+    // As `eventsource lock install` by a role that may, then a grant.
+    pgcoord::postgres::fencing::install(&mut owner).await.unwrap();
+    owner
+        .batch_execute(
+            "CREATE ROLE plain LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC; \
+             GRANT SELECT, INSERT, UPDATE ON eventsource_lock_fences TO plain",
+        )
+        .await
+        .unwrap();
+    let url = db.url().replacen("postgres@", "plain@", 1);
+    let out = bench(&url, &["--only", "ours_seq_fenced,raw_seq_fenced"]).await;
+    let text = said(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("needs CREATE"), "{text}");
+    assert!(text.contains("round 1/1 ours_seq_fenced"), "{text}");
+    assert!(text.contains("round 1/1 raw_seq_fenced"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
