@@ -37,8 +37,9 @@ pub async fn run(spec_json: &str) -> Res<()> {
             Locks::Ours(mgr)
         }
         Impl::Sqlx => {
-            let opts = crate::transport::sqlx_options(&options, &spec.app)?;
+            let opts = crate::transport::sqlx_connectable(&options, &spec.app).await?;
             let pool = PgPoolOptions::new()
+                .acquire_timeout(crate::transport::SESSION_LIMIT)
                 .max_connections(spec.tasks as u32)
                 .min_connections(spec.tasks as u32)
                 .connect_with(opts)

@@ -102,7 +102,9 @@ async fn a_role_without_create_runs_the_fenced_scenarios_on_an_installed_table()
     let db = TestDatabase::create_on(cluster().await).await.unwrap();
     let mut owner = db.connect().await.unwrap();
     // As `eventsource lock install` by a role that may, then a grant.
-    pgcoord::postgres::fencing::install(&mut owner).await.unwrap();
+    pgcoord::postgres::fencing::install(&mut owner)
+        .await
+        .unwrap();
     owner
         .batch_execute(
             "CREATE ROLE plain LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC; \
@@ -197,4 +199,21 @@ async fn a_pool_too_small_is_said_before_the_scenarios() {
     assert!(text.contains("fifo: 21"), "{text}");
     assert!(!text.contains("round 1/1"), "no scenario ran: {text}");
     assert!(!text.contains("db error"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_host_url_whose_first_host_is_down_reaches_sqlx_too() {
+    let db = TestDatabase::create_on(cluster().await).await.unwrap();
+    // A port nobody listens on (taken and freed), before the real one.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let url = db.url();
+    let (head, rest) = url.split_once('@').unwrap();
+    let url = format!("{head}@127.0.0.1:{dead_port},{rest}");
+    let out = bench(&url, &["--only", "sqlx_seq,contention_sqlx"]).await;
+    let text = said(&out);
+    assert!(out.status.success(), "{url}: {text}");
+    assert!(text.contains("round 1/1 sqlx_seq"), "{text}");
+    assert!(text.contains("round 1/1 contention_sqlx"), "{text}");
 }
