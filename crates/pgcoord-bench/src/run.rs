@@ -159,6 +159,7 @@ async fn bench_on(
     if sweep_rounds > 0 && selected("sweep") {
         needs.push("sweep");
     }
+    preflight::session_locks(&ctx.options).await?;
     if let Some(most) = needs.iter().max_by_key(|n| preflight::sessions_needed(n)) {
         let n = preflight::sessions_needed(most);
         preflight::check(&ctx.options, n, &format!("{most}: {n}")).await?;

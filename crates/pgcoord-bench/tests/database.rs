@@ -217,3 +217,27 @@ async fn a_multi_host_url_whose_first_host_is_down_reaches_sqlx_too() {
     assert!(text.contains("round 1/1 sqlx_seq"), "{text}");
     assert!(text.contains("round 1/1 contention_sqlx"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transaction_pooling_is_refused_before_the_scenarios() {
+    let Some(bin) = pgbouncer_or_skip() else {
+        return;
+    };
+    let c = cluster().await;
+    let db = TestDatabase::create_on(c.clone()).await.unwrap();
+    let bouncer = Bouncer::start(&bin, c.port(), "transaction").unwrap();
+    // PgBouncer gives no sign that it listens but accepting a connection.
+    let addr = format!("127.0.0.1:{}", bouncer.port());
+    let mut tries = 0;
+    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        tries += 1;
+        assert!(tries < 200, "pgbouncer does not listen: {}", bouncer.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let out = bench(&bouncer.url(db.name()), &["--only", "ours_seq,raw_seq"]).await;
+    let text = said(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("pool_mode = session"), "{text}");
+    assert!(!text.contains("round 1/1"), "no scenario ran: {text}");
+    assert!(!text.contains("already exists"), "{text}");
+}
