@@ -23,7 +23,7 @@ enum Locks {
 
 pub async fn run(spec_json: &str) -> Res<()> {
     let spec: Spec = serde_json::from_str(spec_json)?;
-    let options = crate::transport::pin(pgcoord::ConnectOptions::parse(&spec.url)?, spec.transport);
+    let options = crate::transport::pin(crate::ctx::user_options(&spec.url)?, spec.transport);
     let locks = match spec.imp {
         Impl::Ours => {
             let holder = spec.app.trim_start_matches("eventsource/").to_owned();
