@@ -21,8 +21,8 @@ pub struct Args {
     /// streaming standbys, a few minutes) runs only when named here.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Write the plots (SVG) into this directory
-    /// [default: <cargo target dir>/bench-plots].
+    /// Write the plots (SVG) into this directory [default: <cargo target
+    /// dir>/bench-plots; ./bench-plots for a binary outside a cargo target dir].
     #[arg(long, value_name = "DIR", conflicts_with = "docs_plots")]
     pub plots: Option<PathBuf>,
     /// Write the plots into the repository's docs/plots (the ones

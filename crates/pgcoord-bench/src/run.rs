@@ -85,6 +85,11 @@ async fn bench_on(
     db: &Option<pgcoord_testkit::pg::TestDatabase>,
     monitor: &Arc<Monitor>,
 ) -> Res<()> {
+    let plot_dir = match (&args.plots, args.docs_plots) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => plots::docs_dir()?,
+        (None, false) => plots::default_dir(),
+    };
     let selected = |name: &str| {
         args.only.is_empty()
             || args
@@ -321,11 +326,6 @@ async fn bench_on(
     if let Some(s) = &sweeps {
         sweep::print(s);
     }
-    let plot_dir = match (&args.plots, args.docs_plots) {
-        (Some(dir), _) => dir.clone(),
-        (None, true) => plots::workspace_dir().join("docs/plots"),
-        (None, false) => plots::default_dir(),
-    };
     match figures::write(&plot_dir, sweeps.as_ref(), &scenarios, &round_ratios) {
         Ok(written) if written.is_empty() => {}
         Ok(written) => {
