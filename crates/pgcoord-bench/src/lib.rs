@@ -87,6 +87,12 @@ pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// every scenario ran.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = Args::parse_from(args);
+    if let Err(why) = args.check() {
+        use clap::CommandFactory;
+        Args::command()
+            .error(clap::error::ErrorKind::ValueValidation, why)
+            .exit();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
