@@ -29,18 +29,7 @@ pub async fn absent(client: &Client, tables: &[&str]) -> Res<Vec<String>> {
     Ok(out)
 }
 
-/// Drops `tables` (with their owned sequences) if they exist, and
-/// forgets them ([`leftovers::dropped`]).
-pub async fn drop_tables(client: &Client, tables: &[String]) -> Res<()> {
-    for table in tables {
-        let t = table.replace('"', "\"\"");
-        client
-            .batch_execute(&format!("DROP TABLE IF EXISTS \"{t}\""))
-            .await?;
-        leftovers::dropped(table);
-    }
-    Ok(())
-}
+pub use crate::leftovers::drop_tables;
 
 /// The SQLSTATE of the first server error in `e`'s chain.
 fn sqlstate(e: &(dyn StdError + 'static)) -> Option<(String, String)> {

@@ -2,11 +2,10 @@
 //! (SIGINT, SIGTERM) still takes it away, and what an earlier run that
 //! could not (SIGKILL, a crash, a version before this) left behind.
 //!
-//! The scenarios register each table they are about to create
-//! ([`cleanup::absent`](crate::cleanup::absent) does, for the tables it
-//! finds missing) and the bookkeeping rows they are about to write in
-//! tables that were there before; [`cleanup::drop_tables`](crate::cleanup::drop_tables)
-//! forgets what it dropped. On a signal the run stops its scenarios and
+//! The scenarios register each table they are about to create (the
+//! cleanup module's `absent` does, for the tables it finds missing) and
+//! the bookkeeping rows they are about to write in tables that were there
+//! before; [`drop_tables`] forgets what it dropped. On a signal the run stops its scenarios and
 //! [`take_away`] drops whatever is still registered.
 //!
 //! At the start of a run, [`sweep`] drops the tables that are unmistakably
@@ -71,6 +70,19 @@ pub fn registered() -> (Vec<String>, Vec<(String, String)>) {
     )
 }
 
+/// Drops `tables` (with their owned sequences) if they exist, and
+/// forgets them ([`dropped`]).
+pub async fn drop_tables(client: &Client, tables: &[String]) -> Res<()> {
+    for table in tables {
+        let t = table.replace('"', "\"\"");
+        client
+            .batch_execute(&format!("DROP TABLE IF EXISTS \"{t}\""))
+            .await?;
+        dropped(table);
+    }
+    Ok(())
+}
+
 /// Drops every registered table and deletes every registered row, on
 /// `client` (the run's monitor session: the scenarios' own sessions went
 /// with them). A statement waits at most 10 s for a lock, so a session
@@ -96,7 +108,7 @@ pub async fn take_away(client: &Client) -> Res<Vec<String>> {
         }
         rows_deleted(table, pattern);
     }
-    crate::cleanup::drop_tables(client, &tables).await?;
+    drop_tables(client, &tables).await?;
     done.extend(tables);
     Ok(done)
 }
@@ -182,7 +194,7 @@ pub async fn sweep(client: &Client) -> Res<()> {
         return Ok(());
     }
     for (name, why) in stale {
-        match crate::cleanup::drop_tables(client, std::slice::from_ref(&name)).await {
+        match drop_tables(client, std::slice::from_ref(&name)).await {
             Ok(()) => eprintln!("note: dropped {name}: {why}"),
             Err(e) => eprintln!(
                 "note: cannot drop {name} ({why}): {}",
