@@ -9,10 +9,11 @@ use std::future::Future;
 
 use tokio_postgres::Client;
 
-use crate::Res;
+use crate::{leftovers, Res};
 
 /// Which of `tables` do not exist yet (in the search path): the ones the
-/// run may drop again afterwards.
+/// run may drop again afterwards. They are registered as the run's own
+/// ([`leftovers::created`]), so an interrupted run drops them too.
 pub async fn absent(client: &Client, tables: &[&str]) -> Res<Vec<String>> {
     let mut out = Vec::new();
     for t in tables {
@@ -21,22 +22,14 @@ pub async fn absent(client: &Client, tables: &[&str]) -> Res<Vec<String>> {
             .await?
             .get(0);
         if missing {
+            leftovers::created(t);
             out.push((*t).to_owned());
         }
     }
     Ok(out)
 }
 
-/// Drops `tables` (with their owned sequences) if they exist.
-pub async fn drop_tables(client: &Client, tables: &[String]) -> Res<()> {
-    for t in tables {
-        let t = t.replace('"', "\"\"");
-        client
-            .batch_execute(&format!("DROP TABLE IF EXISTS \"{t}\""))
-            .await?;
-    }
-    Ok(())
-}
+pub use crate::leftovers::drop_tables;
 
 /// The SQLSTATE of the first server error in `e`'s chain.
 fn sqlstate(e: &(dyn StdError + 'static)) -> Option<(String, String)> {
@@ -81,3 +74,49 @@ where
 pub const FENCE_TABLE: &str =
     "the fencing table eventsource_lock_fences (or run `eventsource lock \
                                install` once as a role that may)";
+
+/// Whether the fencing table and its functions are in place as this
+/// version installs them (in the search path of `client`, a session of the
+/// run's role): the table with its `last_run_started` column and
+/// `fence >= 0` check, and the five SQL functions.
+pub async fn fencing_installed(client: &Client) -> Res<bool> {
+    let row = client
+        .query_one(
+            "SELECT to_regclass('eventsource_lock_fences') IS NOT NULL \
+               AND EXISTS (SELECT 1 FROM pg_attribute a \
+                   WHERE a.attrelid = to_regclass('eventsource_lock_fences') \
+                     AND a.attname = 'last_run_started' AND NOT a.attisdropped) \
+               AND NOT EXISTS (SELECT 1 FROM pg_constraint k \
+                   WHERE k.conrelid = to_regclass('eventsource_lock_fences') \
+                     AND k.conname = 'eventsource_lock_fences_fence_check' \
+                     AND pg_get_constraintdef(k.oid) = 'CHECK ((fence > 0))') \
+               AND to_regprocedure('eventsource_lock_epoch()') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_id(text)') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_fence_check(bigint, bigint)') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_fence_check_key(text, bigint)') IS NOT NULL \
+               AND to_regprocedure('eventsource_lock_claim_run(bigint[], text[], bigint)') \
+                   IS NOT NULL",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Runs `install` (`install_fencing()` or `fencing::install`) only when
+/// the fencing table and its functions are not all there yet
+/// ([`fencing_installed`], asked on `client`): installing checks the
+/// schema's CREATE privilege even when everything exists, so a role
+/// without it could not run the fenced scenarios on a database where
+/// another role ran `eventsource lock install`.
+pub async fn install_fencing<E>(
+    client: &Client,
+    install: impl Future<Output = Result<(), E>>,
+) -> Res<()>
+where
+    E: StdError + Send + Sync + 'static,
+{
+    if fencing_installed(client).await? {
+        return Ok(());
+    }
+    creating(FENCE_TABLE, install).await
+}

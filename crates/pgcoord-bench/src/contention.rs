@@ -3,8 +3,8 @@
 //! (`contention_sqlx`: each task takes a pooled connection and runs
 //! `pg_advisory_lock` / `pg_advisory_unlock` through `PgAdvisoryLock`).
 //!
-//! The workers are this binary, started with `--contention-worker SPEC`
-//! (like the CLI demo and the exclusion checker start theirs). They share
+//! The workers are this binary, started with `--contention-worker` and
+//! their spec in the environment (`child.rs`; like the CLI demo and the exclusion checker start theirs). They share
 //! the window by wall-clock time and print their results as one JSON line.
 //! Reported: hand-overs/s (acquisitions of the hot keys), wait p50 / p99
 //! (the `acquire` call), sessions per process (`pg_stat_activity`, sampled
@@ -114,11 +114,10 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
             measure_ns: (w.end - w.start).as_nanos() as u64,
             batched_sessions: ctx.batched_sessions,
         };
-        let child = tokio::process::Command::new(&exe)
-            .arg("--contention-worker")
-            .arg(serde_json::to_string(&spec)?)
+        let child = crate::child::command(&exe, "--contention-worker", &spec)?
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
         children.push(child);
@@ -135,14 +134,34 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
     let mut reports = Vec::with_capacity(PROCESSES);
     for (p, mut child) in children.into_iter().enumerate() {
         let mut stdout = child.stdout.take().ok_or("worker stdout not piped")?;
+        let stderr = child.stderr.take().ok_or("worker stderr not piped")?;
+        // Read while it runs, so a chatty worker never blocks on the pipe.
+        let said = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = tokio::io::BufReader::new(stderr)
+                .read_to_string(&mut text)
+                .await;
+            text
+        });
         let mut text = String::new();
         let limit = tokio::time::Instant::from_std(w.end + OVERRUN);
         let read = tokio::time::timeout_at(limit, stdout.read_to_string(&mut text)).await;
         let status = tokio::time::timeout_at(limit, child.wait()).await;
-        match (read, status) {
-            (Ok(Ok(_)), Ok(Ok(st))) if st.success() => {}
-            (_, Ok(Ok(st))) => return Err(format!("{name}: worker {p} exited with {st}").into()),
-            _ => return Err(format!("{name}: worker {p} did not finish in time").into()),
+        let failed = match (read, status) {
+            (Ok(Ok(_)), Ok(Ok(st))) if st.success() => None,
+            (_, Ok(Ok(st))) => Some(format!("exited with {st}")),
+            _ => {
+                // Its stderr ends once it is gone.
+                let _ = child.kill().await;
+                Some(format!(
+                    "did not finish within {} s of the window's end",
+                    OVERRUN.as_secs()
+                ))
+            }
+        };
+        if let Some(how) = failed {
+            let said = said.await.unwrap_or_default();
+            return Err(format!("{name}: worker {p} {how}{}", worker_error(&said)).into());
         }
         let line = text.lines().last().unwrap_or_default();
         let report: WorkerReport = serde_json::from_str(line)
@@ -180,4 +199,40 @@ pub async fn contention(ctx: &Ctx, round: usize, imp: Impl) -> Res<RunOut> {
         .with("manager_session_count_max", json!(manager_max))
         .with("worker_ready_lead_ms", json!(ready_lead_ms))
         .with("process_ops", json!(process_ops)))
+}
+
+/// What a failed worker said on standard error, for the scenario's error:
+/// its `Error: ...` line (or its last line), after ": ".
+fn worker_error(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    match lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("Error: "))
+        .or(lines.last())
+    {
+        Some(l) => format!(": {}", l.trim_start_matches("Error: ")),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_error;
+
+    #[test]
+    fn a_workers_own_error_is_passed_on() {
+        let said =
+            "note: x\nError: error connecting to server: Connection refused (os error 111)\n";
+        assert_eq!(
+            worker_error(said),
+            ": error connecting to server: Connection refused (os error 111)"
+        );
+        assert_eq!(worker_error("panicked at x\n"), ": panicked at x");
+        assert_eq!(worker_error(""), "");
+    }
 }

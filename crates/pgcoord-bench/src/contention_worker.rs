@@ -1,4 +1,5 @@
-//! One worker process of the `contention` scenario (`--contention-worker SPEC`).
+//! One worker process of the `contention` scenario (`--contention-worker`,
+//! its spec in `PGCOORD_BENCH_SPEC`: see `child.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ enum Locks {
 
 pub async fn run(spec_json: &str) -> Res<()> {
     let spec: Spec = serde_json::from_str(spec_json)?;
-    let options = crate::transport::pin(pgcoord::ConnectOptions::parse(&spec.url)?, spec.transport);
+    let options = crate::transport::pin(crate::ctx::user_options(&spec.url)?, spec.transport);
     let locks = match spec.imp {
         Impl::Ours => {
             let holder = spec.app.trim_start_matches("eventsource/").to_owned();
@@ -36,8 +37,9 @@ pub async fn run(spec_json: &str) -> Res<()> {
             Locks::Ours(mgr)
         }
         Impl::Sqlx => {
-            let opts = crate::transport::sqlx_options(&options, &spec.app)?;
+            let opts = crate::transport::sqlx_connectable(&options, &spec.app).await?;
             let pool = PgPoolOptions::new()
+                .acquire_timeout(crate::transport::SESSION_LIMIT)
                 .max_connections(spec.tasks as u32)
                 .min_connections(spec.tasks as u32)
                 .connect_with(opts)

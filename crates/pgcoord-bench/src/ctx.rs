@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pgcoord::postgres::LibpqEnv;
 use pgcoord::ConnectOptions;
 use pgcoord_testkit::pg::{ClusterOptions, TestCluster, TestDatabase};
 use pgcoord_workloads::LockTableRoom;
@@ -153,7 +154,13 @@ pub struct ScenarioReport {
 /// `pg_stat_statements` preloaded for exact statement counts).
 pub async fn setup() -> Res<(ConnectOptions, String, Option<TestDatabase>)> {
     match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Ok((ConnectOptions::parse(&url)?, url, None)),
+        Ok(url) if !url.trim().is_empty() => {
+            let options = user_options(&url)?;
+            for w in options.warnings() {
+                eprintln!("note: {w}");
+            }
+            Ok((options, url, None))
+        }
         _ => {
             let cluster = tokio::task::spawn_blocking(|| {
                 TestCluster::start_with(ClusterOptions {
@@ -175,6 +182,19 @@ pub async fn setup() -> Res<(ConnectOptions, String, Option<TestDatabase>)> {
             Ok((ConnectOptions::parse(&url)?, url, Some(db)))
         }
     }
+}
+
+/// The settings of a user's `DATABASE_URL` (or a child process's copy of
+/// it), with libpq's rules: what the URL leaves out comes from `PGPASSWORD`,
+/// the password file (`PGPASSFILE`, else `~/.pgpass`), `PGSSLMODE` and the
+/// other `PG*` variables, as `psql` would take it.
+pub fn user_options(url: &str) -> Res<ConnectOptions> {
+    options_in(url, &LibpqEnv::from_process())
+}
+
+/// [`user_options`] over a given environment.
+fn options_in(url: &str, env: &LibpqEnv) -> Res<ConnectOptions> {
+    Ok(ConnectOptions::resolve(Some(url), env)?)
 }
 
 /// Locks the scenarios that hold 10,000 at once need room for.
@@ -211,6 +231,21 @@ mod tests {
             backend_slots: backends,
             slots: per * backends,
         }
+    }
+
+    #[test]
+    fn a_database_url_follows_libpqs_environment() {
+        let env =
+            LibpqEnv::from_vars([("PGPASSWORD", "from-env-S3cret"), ("PGSSLMODE", "disable")]);
+        let o = options_in("postgres://app@db.example:5433/app", &env).unwrap();
+        assert_eq!(o.config().get_password(), Some(&b"from-env-S3cret"[..]));
+        assert_eq!(o.ssl_mode(), pgcoord::postgres::SslMode::Disable);
+        // The sqlx baselines get the same password.
+        let s = crate::transport::sqlx_options(&o, "bench/t").unwrap();
+        assert_eq!(s.get_port(), 5433);
+        // The URL wins over the environment.
+        let o = options_in("postgres://app:in-url@db.example/app", &env).unwrap();
+        assert_eq!(o.config().get_password(), Some(&b"in-url"[..]));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! without a leader.
 //!
 //! - `election_failover`: the leader is another process (this binary,
-//!   started with `--election-leader SPEC`, see `election_leader.rs`); a
+//!   started with `--election-leader`, see `election_leader.rs`); a
 //!   candidate of the bench process campaigns and is seen queued in
 //!   `pg_locks`; then the leader gets SIGKILL. Measured: from the `kill()`
 //!   call to the candidate's `campaign` returning its `Leadership` (the
@@ -48,7 +48,7 @@ const WARM: usize = 2;
 /// A fencing manager of the bench process, warmed (its sessions open).
 async fn candidate(ctx: &Ctx, holder: &str) -> Res<PostgresLockManager> {
     let m = manager_with(ctx, holder, true);
-    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, m.install_fencing()).await?;
+    crate::cleanup::install_fencing(ctx.monitor.client(), m.install_fencing()).await?;
     m.acquire(&format!("bench/{holder}/warm"), None)
         .await?
         .release()
@@ -65,9 +65,7 @@ async fn start_leader(ctx: &Ctx, election: &str) -> Res<(tokio::process::Child, 
         holder_id: "bench-election-leader".into(),
         batched_sessions: ctx.batched_sessions,
     };
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .arg("--election-leader")
-        .arg(serde_json::to_string(&spec)?)
+    let mut child = crate::child::command(&std::env::current_exe()?, "--election-leader", &spec)?
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

@@ -1,5 +1,5 @@
 //! The leader process of the `election_failover` scenario
-//! (`--election-leader SPEC`): wins the election, prints one JSON line
+//! (`--election-leader`, its spec in `PGCOORD_BENCH_SPEC`): wins the election, prints one JSON line
 //! (its term and pid), then leads until the bench kills it (or closes its
 //! stdin, or the leadership is lost).
 
@@ -35,7 +35,7 @@ pub struct Leading {
 
 pub async fn run(spec_json: &str) -> Res<()> {
     let spec: LeaderSpec = serde_json::from_str(spec_json)?;
-    let options = crate::transport::pin(pgcoord::ConnectOptions::parse(&spec.url)?, spec.transport);
+    let options = crate::transport::pin(crate::ctx::user_options(&spec.url)?, spec.transport);
     let mut b = PostgresLockManager::builder(options)
         .holder_id(spec.holder_id)
         .fencing(true);

@@ -21,7 +21,7 @@ const TABLE: &str = "CREATE TABLE IF NOT EXISTS bench_fenced_write \
 pub async fn ours_seq_fenced(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let holder = "bench-ours_seq_fenced";
     let mgr = manager_with(ctx, holder, true);
-    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, mgr.install_fencing()).await?;
+    crate::cleanup::install_fencing(ctx.monitor.client(), mgr.install_fencing()).await?;
     let key = format!("bench/ours_seq_fenced/{round}/0");
     let (w, probe) = ctx.start_window(&app(holder));
     // On a runtime worker, as `raw_seq_fenced` runs its loop: the limit
@@ -68,7 +68,7 @@ pub async fn write(ctx: &Ctx, round: usize, mode: Write) -> Res<RunOut> {
     };
     let app_name = format!("bench/{name}");
     let mgr = manager_with(ctx, &format!("bench-{name}"), true);
-    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, mgr.install_fencing()).await?;
+    crate::cleanup::install_fencing(ctx.monitor.client(), mgr.install_fencing()).await?;
     let mut client = connect(&ctx.options, &app_name).await?;
     let created = crate::cleanup::absent(&client, &["bench_fenced_write"]).await?;
     crate::cleanup::creating("bench_fenced_write", client.batch_execute(TABLE)).await?;

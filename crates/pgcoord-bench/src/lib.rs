@@ -17,7 +17,8 @@
 //! `ctx` (what scenarios get and return), `scenarios` (the registry),
 //! `report` / `ratios` / `targets` (output), `transport` (TLS or plaintext,
 //! the same for every session), `preflight` (the server sessions a run needs),
-//! `cleanup` (what scenarios create, dropped again), `sweep` (the series behind the plots),
+//! `cleanup` (what scenarios create, dropped again), `leftovers` (what an
+//! interrupted or earlier run left) and `interrupt` (SIGINT, SIGTERM), `sweep` (the series behind the plots),
 //! `plots` (SVG) and `figures` (which plot from which results), one file
 //! per family of scenarios (`raw`, `ours`, `ours_load`, `fenced`,
 //! `holders`, `abandoned`, `contention` + `contention_worker`,
@@ -29,6 +30,7 @@
 mod abandoned;
 mod alloc;
 mod args;
+mod child;
 mod cleanup;
 mod contention;
 mod contention_worker;
@@ -42,6 +44,8 @@ mod failover_trial;
 mod fenced;
 mod figures;
 mod holders;
+mod interrupt;
+mod leftovers;
 mod lock_bench;
 mod metrics_overhead;
 mod order;
@@ -83,6 +87,12 @@ pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// every scenario ran.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = Args::parse_from(args);
+    if let Err(why) = args.check() {
+        use clap::CommandFactory;
+        Args::command()
+            .error(clap::error::ErrorKind::ValueValidation, why)
+            .exit();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -94,14 +104,18 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match (&args.contention_worker, &args.election_leader) {
-            (Some(spec), _) => contention_worker::run(spec).await,
-            (None, Some(spec)) => election_leader::run(spec).await,
-            (None, None) => run::bench(&args).await,
+        match (args.contention_worker, args.election_leader) {
+            (true, _) => contention_worker::run(&child::spec()?).await,
+            (false, true) => election_leader::run(&child::spec()?).await,
+            (false, false) => run::bench(&args).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<interrupt::Interrupted>() => {
+            let stop = e.downcast_ref::<interrupt::Interrupted>().copied();
+            ExitCode::from(stop.map_or(1, |s| s.exit_code))
+        }
         Err(e) => {
             eprintln!("Error: {}", errors::describe(&*e));
             ExitCode::FAILURE

@@ -44,7 +44,7 @@ pub async fn ours_conc_with(
     let holder = format!("bench-{name}");
     let mgr = manager_with(ctx, &holder, fenced);
     if fenced {
-        crate::cleanup::creating(crate::cleanup::FENCE_TABLE, mgr.install_fencing()).await?;
+        crate::cleanup::install_fencing(ctx.monitor.client(), mgr.install_fencing()).await?;
     }
     let mut fill_ms = None;
     if held > 0 {

@@ -36,21 +36,37 @@ fn err(e: impl std::fmt::Display) -> Box<dyn std::error::Error + Send + Sync> {
 /// Where the plots go when not told: `<cargo target dir>/bench-plots`,
 /// found as the ancestor of the running executable that holds cargo's
 /// `CACHEDIR.TAG` (so `cargo run` and `cargo bench` agree, whatever the
-/// current directory), else `target/bench-plots` under the workspace.
+/// current directory); for a binary outside a cargo target directory
+/// (installed, copied), `bench-plots` in the current directory, never a
+/// path of the machine it was built on.
 pub fn default_dir() -> PathBuf {
-    let from_exe = std::env::current_exe().ok().and_then(|exe| {
-        exe.ancestors()
-            .find(|d| d.join("CACHEDIR.TAG").is_file())
-            .map(Path::to_path_buf)
-    });
-    from_exe
-        .unwrap_or_else(|| workspace_dir().join("target"))
-        .join("bench-plots")
+    default_dir_for(std::env::current_exe().ok().as_deref())
 }
 
-/// The workspace root (two levels above this crate's manifest).
-pub fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// [`default_dir`] for the executable `exe`.
+fn default_dir_for(exe: Option<&Path>) -> PathBuf {
+    exe.and_then(|exe| {
+        exe.ancestors()
+            .find(|d| d.join("CACHEDIR.TAG").is_file())
+            .map(|d| d.join("bench-plots"))
+    })
+    .unwrap_or_else(|| PathBuf::from("bench-plots"))
+}
+
+/// The repository's `docs/plots` (`--docs-plots`): the workspace this
+/// binary was built from. Err for a binary whose source tree is not here
+/// (built on another machine, or moved).
+pub fn docs_dir() -> Result<PathBuf, String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plots");
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "--docs-plots writes into the repository's docs/plots, which is not at {} \
+             (this binary was built elsewhere): give --plots DIR",
+            dir.display()
+        ))
+    }
 }
 
 /// Pairs/s against tasks, one line per implementation, log-log; each point

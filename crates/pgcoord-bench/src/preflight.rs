@@ -58,3 +58,28 @@ pub async fn check(options: &ConnectOptions, n: usize, needs: &str) -> Result<()
     }
     Ok(())
 }
+
+/// Whether the server gives session-level advisory locks through
+/// `options`, as the library's [`verify`](pgcoord::PostgresLockManager::verify)
+/// checks: behind a transaction- or statement-mode pooler (PgBouncer's
+/// `pool_mode = transaction`), one client is served by different server
+/// sessions, so the scenarios would fail with words that do not name the
+/// pooler (`prepared statement "s0" already exists`) and leave advisory
+/// locks held on the pooler's server sessions. Err: why, in words that do.
+pub async fn session_locks(options: &ConnectOptions) -> Result<(), String> {
+    let checker = pgcoord::PostgresLockManager::builder(options.clone())
+        .holder_id("bench-preflight")
+        .build()
+        .map_err(|e| e.to_string())?;
+    let verdict = checker.verify().await;
+    let _ = checker.close().await;
+    verdict.map(|_| ()).map_err(|e| {
+        format!(
+            "the connection does not keep session-level advisory locks, which every scenario \
+             needs: {}; behind PgBouncer, use pool_mode = session (transaction and statement \
+             pooling hand one client's statements to different server sessions), or connect \
+             to PostgreSQL directly",
+            crate::errors::describe(&e)
+        )
+    })
+}

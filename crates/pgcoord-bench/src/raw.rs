@@ -96,10 +96,10 @@ pub async fn raw_batched(ctx: &Ctx, round: usize) -> Res<RunOut> {
     RunOut::finish(w, vec![out], probe).await
 }
 
-/// sqlx's options: the same server, user, database and transport as the
-/// library's sessions (see `transport.rs`).
-fn sqlx_options(ctx: &Ctx, app: &str) -> Res<PgConnectOptions> {
-    crate::transport::sqlx_options(&ctx.options, app)
+/// sqlx's options: the same server (the first host that answers), user,
+/// database and transport as the library's sessions (see `transport.rs`).
+async fn sqlx_options(ctx: &Ctx, app: &str) -> Res<PgConnectOptions> {
+    crate::transport::sqlx_connectable(&ctx.options, app).await
 }
 
 /// Why the diagnostics that poll the tokio-postgres `Connection`
@@ -119,7 +119,7 @@ pub fn inline_skip_reason(ctx: &Ctx) -> Option<String> {
 /// sqlx: `PgAdvisoryLock::try_acquire` + `release_now` on one connection, sequential.
 pub async fn sqlx_seq(ctx: &Ctx, round: usize) -> Res<RunOut> {
     let app = "bench/sqlx_seq";
-    let mut conn = sqlx_options(ctx, app)?.connect().await?;
+    let mut conn = sqlx_options(ctx, app).await?.connect().await?;
     let id = lock_id_for_key(&format!("bench/sqlx_seq/{round}/0"));
     let lock = PgAdvisoryLock::with_key(PgAdvisoryLockKey::BigInt(id));
     let (w, probe) = ctx.start_window(app);
@@ -146,7 +146,7 @@ pub async fn sqlx_pool(ctx: &Ctx, round: usize, tasks: usize) -> Res<RunOut> {
     let pool = PgPoolOptions::new()
         .max_connections(size)
         .min_connections(size)
-        .connect_with(sqlx_options(ctx, &app)?)
+        .connect_with(sqlx_options(ctx, &app).await?)
         .await?;
     let (w, probe) = ctx.start_window(&app);
     let mut handles = Vec::with_capacity(tasks);

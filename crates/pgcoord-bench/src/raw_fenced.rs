@@ -39,7 +39,7 @@ pub async fn raw_fenced(ctx: &Ctx, round: usize, tasks: usize, epoch: bool) -> R
     };
     let app = format!("bench/{name}");
     let mut client = connect(&ctx.options, &app).await?;
-    crate::cleanup::creating(crate::cleanup::FENCE_TABLE, fencing::install(&mut client)).await?;
+    crate::cleanup::install_fencing(ctx.monitor.client(), fencing::install(&mut client)).await?;
     client.batch_execute("SET synchronous_commit = on").await?;
     let client = Arc::new(client);
     let lock = client

@@ -9,13 +9,15 @@ use serde_json::json;
 
 use crate::args::Args;
 use crate::ctx::{Ctx, ScenarioReport};
+use crate::interrupt::{self, Signals};
 use crate::probe::Monitor;
 use crate::scenarios::{COORDINATION, ON_REQUEST, OTHERS, RATIOS, THROUGHPUT};
 use crate::stats::Aggregate;
 use crate::transport::Transport;
 use crate::{
-    ctx, election, errors, failover, figures, holders, metrics_overhead, plots, preflight, ratios,
-    readmodels, report, scenarios, semaphore_fifo, sweep, targets, transport, Res,
+    ctx, election, errors, failover, figures, holders, leftovers, metrics_overhead, plots,
+    preflight, ratios, readmodels, report, scenarios, semaphore_fifo, sweep, targets, transport,
+    Res,
 };
 
 /// Runs `f`, prefixing any error with the scenario's name and the server's own words.
@@ -35,10 +37,17 @@ pub async fn bench(args: &Args) -> Res<()> {
         return readmodels::run(&url, rounds, measure, args.quick, args.catch_up_events).await;
     }
     let (options, transport) = transport::resolve(options).await?;
+    let mut signals = Signals::install()?;
     let monitor = Arc::new(Monitor::open(&options).await?);
     // From here on the monitor may have created pg_stat_statements: drop
     // it again whatever happens.
-    let result = bench_on(
+    if let Err(e) = leftovers::sweep(monitor.client()).await {
+        eprintln!(
+            "note: cannot look for tables earlier runs left: {}",
+            errors::describe(&*e)
+        );
+    }
+    let run = bench_on(
         args,
         rounds,
         warmup,
@@ -48,8 +57,9 @@ pub async fn bench(args: &Args) -> Res<()> {
         &url,
         &db,
         &monitor,
-    )
-    .await;
+    );
+    // A signal stops the scenarios and takes away what they had created.
+    let result = interrupt::or_stop(run, &mut signals, &monitor).await;
     let cleaned = monitor.clean_up().await;
     drop(monitor);
     drop(db);
@@ -75,6 +85,11 @@ async fn bench_on(
     db: &Option<pgcoord_testkit::pg::TestDatabase>,
     monitor: &Arc<Monitor>,
 ) -> Res<()> {
+    let plot_dir = match (&args.plots, args.docs_plots) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => plots::docs_dir()?,
+        (None, false) => plots::default_dir(),
+    };
     let selected = |name: &str| {
         args.only.is_empty()
             || args
@@ -149,6 +164,7 @@ async fn bench_on(
     if sweep_rounds > 0 && selected("sweep") {
         needs.push("sweep");
     }
+    preflight::session_locks(&ctx.options).await?;
     if let Some(most) = needs.iter().max_by_key(|n| preflight::sessions_needed(n)) {
         let n = preflight::sessions_needed(most);
         preflight::check(&ctx.options, n, &format!("{most}: {n}")).await?;
@@ -310,11 +326,6 @@ async fn bench_on(
     if let Some(s) = &sweeps {
         sweep::print(s);
     }
-    let plot_dir = match (&args.plots, args.docs_plots) {
-        (Some(dir), _) => dir.clone(),
-        (None, true) => plots::workspace_dir().join("docs/plots"),
-        (None, false) => plots::default_dir(),
-    };
     match figures::write(&plot_dir, sweeps.as_ref(), &scenarios, &round_ratios) {
         Ok(written) if written.is_empty() => {}
         Ok(written) => {

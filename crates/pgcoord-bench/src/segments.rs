@@ -102,18 +102,28 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
     let db = PostgresDatabase::builder(ctx.options.clone()).build()?;
     let client = db.get().await?;
     let created = cleanup::absent(&client, &SHARED_TABLES).await?;
-    let result = run_layouts(ctx, &db).await;
     let mut tables: Vec<String> = LAYOUTS.iter().map(|(c, r)| event_table(*c, *r)).collect();
+    let pattern = format!("bench\\_segment\\_events\\_%\\_{}%", std::process::id());
+    // Registered before anything is created, so an interrupted run
+    // (SIGINT, SIGTERM) takes them away too: see leftovers.rs.
+    let kept: Vec<&str> = BOOKKEEPING
+        .iter()
+        .copied()
+        .filter(|t| !created.iter().any(|c| c == t))
+        .collect();
+    for t in &tables {
+        crate::leftovers::created(t);
+    }
+    for t in &kept {
+        crate::leftovers::rows(t, &pattern);
+    }
+    let result = run_layouts(ctx, &db).await;
     tables.extend(created.iter().cloned());
     let cleaned = async {
         cleanup::drop_tables(&client, &tables).await?;
-        let pattern = format!("bench\\_segment\\_events\\_%\\_{}%", std::process::id());
-        for t in BOOKKEEPING
-            .iter()
-            .filter(|t| !created.iter().any(|c| c == *t))
-        {
+        for t in kept {
             let present: bool = client
-                .query_one("SELECT to_regclass($1) IS NOT NULL", &[t])
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&t])
                 .await?
                 .get(0);
             if present {
@@ -124,6 +134,7 @@ pub async fn segments(ctx: &Ctx) -> Res<ScenarioReport> {
                     )
                     .await?;
             }
+            crate::leftovers::rows_deleted(t, &pattern);
         }
         Res::Ok(())
     }
@@ -187,6 +198,9 @@ async fn run_layouts(ctx: &Ctx, db: &PostgresDatabase) -> Res<ScenarioReport> {
             })
             .collect();
         let stop = CancellationToken::new();
+        // The runners are spawned: stopped when this future is dropped
+        // (an interrupted run) as when it ends.
+        let _stop_on_drop = stop.clone().drop_guard();
         let start = Instant::now();
         let mut tasks = Vec::new();
         for r in 0..runners {

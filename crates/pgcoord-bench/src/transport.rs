@@ -99,16 +99,66 @@ fn root_file(options: &ConnectOptions) -> Option<PathBuf> {
 /// `options` (pinned by [`resolve`]): its first host, and its TLS mode,
 /// root file and client certificate. Built field by field (not by parsing
 /// the URL), so key=value strings and libpq-only parameters work too.
+/// With several hosts, [`sqlx_connectable`] picks the one that answers.
 pub fn sqlx_options(options: &ConnectOptions, app: &str) -> Res<PgConnectOptions> {
+    sqlx_options_at(options, app, 0)
+}
+
+/// How many hosts `options` lists (at least 1: none means the default).
+fn host_count(options: &ConnectOptions) -> usize {
+    options.config().get_hosts().len().max(1)
+}
+
+/// sqlx's options for the first host of `options` that accepts a
+/// session, tried in order as the library (and libpq) tries them: sqlx
+/// takes one host only, so a multi-host URL whose first host is down
+/// would otherwise send the sqlx baselines to it. Err: every host's
+/// reason. A single host is returned untried.
+pub async fn sqlx_connectable(options: &ConnectOptions, app: &str) -> Res<PgConnectOptions> {
+    let n = host_count(options);
+    if n == 1 {
+        return sqlx_options(options, app);
+    }
+    let mut why = Vec::with_capacity(n);
+    for i in 0..n {
+        let o = sqlx_options_at(options, app, i)?;
+        let place = format!("{}:{}", o.get_host(), o.get_port());
+        match tokio::time::timeout(SESSION_LIMIT, o.connect()).await {
+            Ok(Ok(conn)) => {
+                let _ = sqlx::Connection::close(conn).await;
+                return Ok(o);
+            }
+            Ok(Err(e)) => why.push(format!("{place}: {e}")),
+            Err(_) => why.push(format!(
+                "{place}: no session within {} s",
+                SESSION_LIMIT.as_secs()
+            )),
+        }
+    }
+    Err(format!(
+        "sqlx could connect to none of the hosts: {}",
+        why.join("; ")
+    )
+    .into())
+}
+
+/// [`sqlx_options`] for the `i`th host of `options` (with its port: the
+/// `i`th, or the only one given).
+fn sqlx_options_at(options: &ConnectOptions, app: &str, i: usize) -> Res<PgConnectOptions> {
     let c = options.config();
     let mut o = PgConnectOptions::new_without_pgpass().application_name(app);
-    match c.get_hosts().first() {
+    match c.get_hosts().get(i) {
         Some(Host::Tcp(h)) => o = o.host(h),
         #[cfg(unix)]
         Some(Host::Unix(p)) => o = o.socket(p),
         None => {}
     }
-    if let Some(port) = c.get_ports().first() {
+    let ports = c.get_ports();
+    if let Some(port) = ports.get(i).or(if ports.len() == 1 {
+        ports.first()
+    } else {
+        None
+    }) {
         o = o.port(*port);
     }
     if let Some(u) = c.get_user() {
@@ -178,5 +228,38 @@ mod tests {
         let d = ConnectOptions::parse("postgres://u@db.example/x?sslmode=disable").unwrap();
         let s = sqlx_options(&d, "bench/t").unwrap();
         assert!(matches!(s.get_ssl_mode(), PgSslMode::Disable));
+    }
+
+    #[test]
+    fn each_host_of_a_multi_host_url_has_its_port() {
+        let o = ConnectOptions::parse("postgres://u@h1:5433,h2:5434/x").unwrap();
+        assert_eq!(host_count(&o), 2);
+        let second = sqlx_options_at(&o, "bench/t", 1).unwrap();
+        assert_eq!((second.get_host(), second.get_port()), ("h2", 5434));
+        let one_port = ConnectOptions::parse("host=h1,h2 port=6000 user=u dbname=x").unwrap();
+        let second = sqlx_options_at(&one_port, "bench/t", 1).unwrap();
+        assert_eq!((second.get_host(), second.get_port()), ("h2", 6000));
+    }
+
+    #[tokio::test]
+    async fn sqlx_takes_the_first_host_that_answers() {
+        // Two hosts on a port nobody listens on (taken and freed): the
+        // error names each host's refusal, not only the first.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead_port = dead.local_addr().unwrap().port();
+        drop(dead);
+        let o = ConnectOptions::parse(&format!(
+            "postgres://u@127.0.0.1:{dead_port},127.0.0.1:{dead_port}/x?sslmode=disable"
+        ))
+        .unwrap();
+        let e = sqlx_connectable(&o, "bench/t")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e.matches(&format!("127.0.0.1:{dead_port}")).count(),
+            2,
+            "{e}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The bench binary against private clusters, as a user runs it with
-//! `DATABASE_URL`: what it leaves in the database, TLS for every session,
-//! and a pooler whose pool is too small.
+//! `DATABASE_URL`: what it leaves in the database, privileges, TLS for
+//! every session, and a pooler whose pool is too small.
 
 use std::process::Output;
 use std::sync::Arc;
@@ -98,6 +98,30 @@ async fn a_role_without_create_is_told_what_was_to_be_created() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_role_without_create_runs_the_fenced_scenarios_on_an_installed_table() {
+    let db = TestDatabase::create_on(cluster().await).await.unwrap();
+    let mut owner = db.connect().await.unwrap();
+    // As `eventsource lock install` by a role that may, then a grant.
+    pgcoord::postgres::fencing::install(&mut owner)
+        .await
+        .unwrap();
+    owner
+        .batch_execute(
+            "CREATE ROLE plain LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC; \
+             GRANT SELECT, INSERT, UPDATE ON eventsource_lock_fences TO plain",
+        )
+        .await
+        .unwrap();
+    let url = db.url().replacen("postgres@", "plain@", 1);
+    let out = bench(&url, &["--only", "ours_seq_fenced,raw_seq_fenced"]).await;
+    let text = said(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("needs CREATE"), "{text}");
+    assert!(text.contains("round 1/1 ours_seq_fenced"), "{text}");
+    assert!(text.contains("round 1/1 raw_seq_fenced"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn with_tls_every_session_uses_it() {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
@@ -175,4 +199,45 @@ async fn a_pool_too_small_is_said_before_the_scenarios() {
     assert!(text.contains("fifo: 21"), "{text}");
     assert!(!text.contains("round 1/1"), "no scenario ran: {text}");
     assert!(!text.contains("db error"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_host_url_whose_first_host_is_down_reaches_sqlx_too() {
+    let db = TestDatabase::create_on(cluster().await).await.unwrap();
+    // A port nobody listens on (taken and freed), before the real one.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let url = db.url();
+    let (head, rest) = url.split_once('@').unwrap();
+    let url = format!("{head}@127.0.0.1:{dead_port},{rest}");
+    let out = bench(&url, &["--only", "sqlx_seq,contention_sqlx"]).await;
+    let text = said(&out);
+    assert!(out.status.success(), "{url}: {text}");
+    assert!(text.contains("round 1/1 sqlx_seq"), "{text}");
+    assert!(text.contains("round 1/1 contention_sqlx"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transaction_pooling_is_refused_before_the_scenarios() {
+    let Some(bin) = pgbouncer_or_skip() else {
+        return;
+    };
+    let c = cluster().await;
+    let db = TestDatabase::create_on(c.clone()).await.unwrap();
+    let bouncer = Bouncer::start(&bin, c.port(), "transaction").unwrap();
+    // PgBouncer gives no sign that it listens but accepting a connection.
+    let addr = format!("127.0.0.1:{}", bouncer.port());
+    let mut tries = 0;
+    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        tries += 1;
+        assert!(tries < 200, "pgbouncer does not listen: {}", bouncer.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let out = bench(&bouncer.url(db.name()), &["--only", "ours_seq,raw_seq"]).await;
+    let text = said(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("pool_mode = session"), "{text}");
+    assert!(!text.contains("round 1/1"), "no scenario ran: {text}");
+    assert!(!text.contains("already exists"), "{text}");
 }

@@ -56,3 +56,21 @@ fn thousands_groups_digits() {
     assert_eq!(thousands(1_234_567.0), "1,234,567");
     assert_eq!(thousands(-4200.0), "-4,200");
 }
+
+#[test]
+fn a_binary_outside_a_target_dir_plots_into_the_current_directory() {
+    let dir = std::env::temp_dir().join(format!("bench-plots-dir-{}", std::process::id()));
+    let bin = dir.join("release");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("pgcoord-bench");
+    assert_eq!(default_dir_for(Some(&exe)), PathBuf::from("bench-plots"));
+    assert_eq!(default_dir_for(None), PathBuf::from("bench-plots"));
+    // Inside cargo's target directory (it holds CACHEDIR.TAG): beside it.
+    std::fs::write(
+        dir.join("CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .unwrap();
+    assert_eq!(default_dir_for(Some(&exe)), dir.join("bench-plots"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -22,7 +22,7 @@ pub(super) async fn pg_catch_up_raw(url: &str, events: usize, batch: usize) -> R
     // The library's TLS connector, as PostgresDatabase's sessions use:
     // both sides on the same transport.
     let mut raw =
-        crate::probe::connect(&pgcoord::ConnectOptions::parse(url)?, "bench/catch_up_raw").await?;
+        crate::probe::connect(&crate::ctx::user_options(url)?, "bench/catch_up_raw").await?;
     let name = format!("bench-raw-{}", Uuid::new_v4());
     let read = raw
         .prepare(&format!(

@@ -30,11 +30,8 @@ pub(super) async fn postgres_round(url: &str, secs: Duration) -> Res<Round> {
 
     // The library's TLS connector, as PostgresDatabase's sessions use:
     // both sides on the same transport.
-    let raw = crate::probe::connect(
-        &pgcoord::ConnectOptions::parse(url)?,
-        "bench/readmodels_raw",
-    )
-    .await?;
+    let raw =
+        crate::probe::connect(&crate::ctx::user_options(url)?, "bench/readmodels_raw").await?;
     let get = raw
         .prepare(&format!(
             "SELECT {COLS} FROM bench_orders WHERE id = $1 AND deleted_at IS NULL"
