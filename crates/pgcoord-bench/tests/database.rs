@@ -181,14 +181,7 @@ async fn a_pool_too_small_is_said_before_the_scenarios() {
     let c = cluster().await;
     let db = TestDatabase::create_on(c.clone()).await.unwrap();
     let bouncer = Bouncer::start_with(&bin, c.port(), "session", "default_pool_size = 3").unwrap();
-    // PgBouncer gives no sign that it listens but accepting a connection.
-    let addr = format!("127.0.0.1:{}", bouncer.port());
-    let mut tries = 0;
-    while tokio::net::TcpStream::connect(&addr).await.is_err() {
-        tries += 1;
-        assert!(tries < 200, "pgbouncer does not listen: {}", bouncer.log());
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    until_listening(&bouncer).await;
     let out = bench(&bouncer.url(db.name()), &["--only", "ours_seq,fifo"]).await;
     let text = said(&out);
     assert!(!out.status.success(), "{text}");
@@ -226,7 +219,18 @@ async fn transaction_pooling_is_refused_before_the_scenarios() {
     let c = cluster().await;
     let db = TestDatabase::create_on(c.clone()).await.unwrap();
     let bouncer = Bouncer::start(&bin, c.port(), "transaction").unwrap();
-    // PgBouncer gives no sign that it listens but accepting a connection.
+    until_listening(&bouncer).await;
+    let out = bench(&bouncer.url(db.name()), &["--only", "ours_seq,raw_seq"]).await;
+    let text = said(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("pool_mode = session"), "{text}");
+    assert!(!text.contains("round 1/1"), "no scenario ran: {text}");
+    assert!(!text.contains("already exists"), "{text}");
+}
+
+/// Waits until `bouncer` accepts connections: PgBouncer gives no other
+/// sign that it listens.
+async fn until_listening(bouncer: &Bouncer) {
     let addr = format!("127.0.0.1:{}", bouncer.port());
     let mut tries = 0;
     while tokio::net::TcpStream::connect(&addr).await.is_err() {
@@ -234,10 +238,4 @@ async fn transaction_pooling_is_refused_before_the_scenarios() {
         assert!(tries < 200, "pgbouncer does not listen: {}", bouncer.log());
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let out = bench(&bouncer.url(db.name()), &["--only", "ours_seq,raw_seq"]).await;
-    let text = said(&out);
-    assert!(!out.status.success(), "{text}");
-    assert!(text.contains("pool_mode = session"), "{text}");
-    assert!(!text.contains("round 1/1"), "no scenario ran: {text}");
-    assert!(!text.contains("already exists"), "{text}");
 }
