@@ -1,5 +1,5 @@
-//! The statements of [`acquire_xact`](super::xact_lock::acquire_xact) and
-//! [`try_acquire_xact`](super::xact_lock::try_acquire_xact): a try or a
+//! The statements of `acquire_xact` and `try_acquire_xact` (in
+//! `xact_lock`, which imports this file, not the other way): a try or a
 //! wait in a savepoint of the caller's transaction, which is released to
 //! keep the lock or rolled back to give up (see `xact_lock` for why).
 
@@ -16,8 +16,7 @@ use crate::adapters::postgres::connection::connect::pg_error;
 use crate::ports::deadline::deadline_in;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
-/// How long past its deadline (and, for
-/// [`try_acquire_xact`](super::xact_lock::try_acquire_xact), at all) a
+/// How long past its deadline (and, for `try_acquire_xact`, at all) a
 /// call waits for the server to answer before it reports
 /// [`BackendErrorKind::NoAnswer`]: the server answers a wait that reached its
 /// `lock_timeout` within a round trip, so silence beyond this is a server or
