@@ -228,7 +228,9 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
             // lock was granted on (a pooler in transaction mode): nothing
             // of this process frees it.
             report!(
-                "warning: releasing {what} failed ({}); it may stay held on the server connection                  it was granted on until the pooler closes that connection (`eventsource lock                  holders` shows it; pg_terminate_backend of that pid frees it)",
+                "warning: releasing {what} failed ({}); it may stay held on the server connection \
+                 it was granted on until the pooler closes that connection (`eventsource lock \
+                 holders` shows it; pg_terminate_backend of that pid frees it)",
                 db::error_chain(&e)
             );
             code
