@@ -226,14 +226,22 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
         {
             // The unlock reached a server connection other than the one the
             // lock was granted on (a pooler in transaction mode): nothing
-            // of this process frees it.
+            // of this process frees it. Nor can it tell whether the lock
+            // was still there: such a pooler closes a server connection
+            // (and the lock on it) when any client leaves it mid-statement,
+            // telling nobody. So the run cannot claim exclusion.
             report!(
-                "warning: releasing {what} failed ({}); it may stay held on the server connection \
-                 it was granted on until the pooler closes that connection (`eventsource lock \
-                 holders` shows it; pg_terminate_backend of that pid frees it)",
-                db::error_chain(&e)
+                "releasing {what} failed ({}): the lock could not be confirmed held until the \
+                 command finished (a pooler in transaction mode may have closed the server \
+                 connection it lived on, and another holder may have run meanwhile), and if \
+                 it is still there it may stay held on that server connection until the pooler \
+                 closes it (`eventsource lock holders` shows it; pg_terminate_backend of that \
+                 pid frees it); the command {}; exiting with {} (the lock-lost code)",
+                db::error_chain(&e),
+                describe_status(status),
+                args.lost_exit_code
             );
-            code
+            args.lost_exit_code
         }
         Ok(Err(e)) => {
             report!(

@@ -44,4 +44,5 @@ mod tls_hosts;
 mod top;
 mod unix_socket;
 mod watch;
+mod watch_fence;
 mod watchdog;

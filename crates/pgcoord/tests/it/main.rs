@@ -90,6 +90,8 @@ mod locks_memory;
 #[cfg(feature = "postgres")]
 mod locks_postgres;
 #[cfg(feature = "postgres")]
+mod locks_postgres_failures;
+#[cfg(feature = "postgres")]
 mod locks_postgres_fenced;
 #[cfg(feature = "postgres")]
 mod long_timeouts;
@@ -98,12 +100,15 @@ mod metrics_prometheus;
 #[cfg(feature = "postgres")]
 mod once_per;
 #[cfg(feature = "postgres")]
+mod pgbouncer_pipelining;
+#[cfg(feature = "postgres")]
 mod pgbouncer_stock;
 #[cfg(feature = "postgres")]
 mod primitives_examples;
 mod projections;
 mod readmodels_atomic;
 mod readmodels_cancellation;
+mod readmodels_checkpoint_stops;
 mod readmodels_checkpoints;
 mod readmodels_conformance;
 mod readmodels_derive;

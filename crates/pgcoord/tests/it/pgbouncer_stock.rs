@@ -20,7 +20,7 @@ use pgcoord_testkit::pgbouncer::{pgbouncer_or_skip, Bouncer};
 const SECS: Duration = Duration::from_secs(30);
 
 /// A private cluster, a database on it and a stock PgBouncer in front.
-async fn behind_pgbouncer(
+pub(crate) async fn behind_pgbouncer(
     pool_mode: &str,
 ) -> Option<(Bouncer, String, pgcoord_testkit::pg::TestDatabase)> {
     behind_pgbouncer_with(pool_mode, "").await
@@ -55,7 +55,7 @@ async fn behind_pgbouncer_with(
 }
 
 /// A lock manager through the pooler at `url`, as `holder`.
-fn manager_via(url: &str, holder: &str) -> PostgresLockManager {
+pub(crate) fn manager_via(url: &str, holder: &str) -> PostgresLockManager {
     url.parse()
         .map(PostgresLockManager::builder)
         .unwrap()

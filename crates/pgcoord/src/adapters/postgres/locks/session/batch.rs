@@ -4,13 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
 use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::{Removed, Reservation};
+use super::answer::{self, Kind};
 use super::batch_form::{batch_item, outcomes};
 use super::claim::{ended_by_pooler, not_its_connection};
+use super::downgrade::unlock_shared;
 use super::mailbox::{session_ended, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
@@ -133,7 +136,9 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
             }
         }
     }
-    unlock_shared(s, shared_unlocks).await;
+    for u in shared_unlocks {
+        unlock_shared(s, u.lock_id, u.token, u.reply).await;
+    }
     if locks.is_empty() && unlocks.is_empty() {
         return;
     }
@@ -196,8 +201,12 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
             };
             if busy_row {
                 tracing::debug!("fence row busy with a protected write; giving the try back");
-            } else {
+            } else if locks.is_empty() {
+                // Only unlocks: no caller is told the error, so it is logged.
                 tracing::warn!(error = %err, size = ids.len(), "lock batch failed; reconciling");
+            } else {
+                // The acquisitions report it; a warning would say it twice.
+                tracing::debug!(error = %err, size = ids.len(), "lock batch failed; reconciling");
             }
             if let Some(done) = reconcile(s, ids, is_lock).await {
                 // Failed try-locks report the error; unlocks what the server says.
@@ -317,7 +326,9 @@ async fn query(
     match (&st.fenced, ids.len()) {
         // An unlock is the same fenced or not.
         (Some(_), 1) if !is_lock[0] => {
-            let Some(row) = client.query_opt(&st.unlock_one, &[&ids[0], tag]).await? else {
+            let stamp = st.stamps.next(Kind::UnlockOne);
+            let params: [&(dyn ToSql + Sync); 3] = [&ids[0], tag, &stamp.sent];
+            let Some(row) = answer::one(client, &st.unlock_one, &params, stamp).await? else {
                 return Ok(false);
             };
             out.push((row.get(0), None));
@@ -325,9 +336,10 @@ async fn query(
         }
         (Some(fenced), 1) => {
             let key: &str = &locks[0].key;
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-                [&ids[0], &key, &fenced.first_token, tag];
-            let Some(row) = client.query_opt(&fenced.try_one, &params).await? else {
+            let stamp = st.stamps.next(Kind::TryOneFenced);
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&ids[0], &key, &fenced.first_token, tag, &stamp.sent];
+            let Some(row) = answer::one(client, &fenced.try_one, &params, stamp).await? else {
                 return Ok(false);
             };
             let fence = row.get::<_, Option<i64>>(1).map(|f| f as u64);
@@ -342,12 +354,12 @@ async fn query(
             .map(|l| &*l.key)
             .chain(std::iter::repeat_n("", ids.len() - locks.len()))
             .collect();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&ids, &is_lock, &keys, &fenced.first_token, tag];
-        let rows = client.query(&fenced.batch, &params).await?;
-        if rows.is_empty() {
+        let stamp = st.stamps.next(Kind::BatchFenced);
+        let params: [&(dyn ToSql + Sync); 6] =
+            [&ids, &is_lock, &keys, &fenced.first_token, tag, &stamp.sent];
+        let Some(rows) = answer::rows(client, &fenced.batch, &params, stamp).await? else {
             return Ok(false);
-        }
+        };
         out.extend(
             rows.iter()
                 .map(|r| (r.get(0), r.get::<_, Option<i64>>(1).map(|f| f as u64))),
@@ -355,44 +367,24 @@ async fn query(
         return Ok(true);
     }
     if ids.len() == 1 {
-        let stmt = if is_lock[0] {
-            &st.try_one
+        let (stmt, stamp) = if is_lock[0] {
+            (&st.try_one, st.stamps.next(Kind::TryOne))
         } else {
-            &st.unlock_one
+            (&st.unlock_one, st.stamps.next(Kind::UnlockOne))
         };
-        let Some(row) = client.query_opt(stmt, &[&ids[0], tag]).await? else {
+        let params: [&(dyn ToSql + Sync); 3] = [&ids[0], tag, &stamp.sent];
+        let Some(row) = answer::one(client, stmt, &params, stamp).await? else {
             return Ok(false);
         };
         out.push((row.get(0), None));
         return Ok(true);
     }
-    let Some(row) = client.query_opt(&st.batch, &[&items, tag]).await? else {
+    let stamp = st.stamps.next(Kind::Batch);
+    let params: [&(dyn ToSql + Sync); 3] = [&items, tag, &stamp.sent];
+    let Some(row) = answer::one(client, &st.batch, &params, stamp).await? else {
         return Ok(false);
     };
     let failed: Option<Vec<i64>> = row.get(0);
     outcomes(ids.len(), &failed.unwrap_or_default(), out);
     Ok(true)
-}
-
-/// `pg_advisory_unlock_shared` for each shared-mode hold, one at a time. A
-/// failure closes the session (which frees what it held).
-async fn unlock_shared(s: &mut SessionState, unlocks: Vec<PendingUnlock>) {
-    for u in unlocks {
-        let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(1));
-        let sent = std::time::Instant::now();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
-            [&u.lock_id, &s.statements.tag];
-        let query = s.client.query_opt(&s.statements.unlock_shared, &params);
-        let ok = match tokio::time::timeout(limit, query).await {
-            Ok(Ok(Some(row))) if !s.dead().is_raised() => {
-                s.confirmed(sent);
-                row.get::<_, bool>(0)
-            }
-            _ => {
-                s.dead().raise();
-                false
-            }
-        };
-        s.settle_unlock(u.lock_id, u.token, ok, u.reply);
-    }
 }

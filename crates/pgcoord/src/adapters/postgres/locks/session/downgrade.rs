@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
+use tokio_postgres::types::ToSql;
 
 use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
+use super::answer::{self, Kind};
 use super::claim::not_its_connection;
 use super::mailbox::{session_ended, WaitOutcome};
 use super::state::SessionState;
@@ -30,8 +32,9 @@ pub(super) async fn run_try_shared(
     reply: oneshot::Sender<WaitOutcome>,
 ) -> bool {
     let sent = Instant::now();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&lock_id, &s.statements.tag];
-    let query = s.client.query_opt(&s.statements.try_shared, &params);
+    let stamp = s.statements.stamps.next(Kind::TryShared);
+    let params: [&(dyn ToSql + Sync); 3] = [&lock_id, &s.statements.tag, &stamp.sent];
+    let query = answer::one(&s.client, &s.statements.try_shared, &params, stamp);
     match tokio::time::timeout(answer_limit(s), query).await {
         Ok(Ok(None)) => {
             s.dead().raise();
@@ -104,8 +107,9 @@ pub(super) async fn run_downgrade(
         return;
     }
     let sent = Instant::now();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&lock_id, &s.statements.tag];
-    let query = s.client.query_opt(&s.statements.downgrade, &params);
+    let stamp = s.statements.stamps.next(Kind::Downgrade);
+    let params: [&(dyn ToSql + Sync); 3] = [&lock_id, &s.statements.tag, &stamp.sent];
+    let query = answer::one(&s.client, &s.statements.downgrade, &params, stamp);
     match tokio::time::timeout(answer_limit(s), query).await {
         Ok(Ok(None)) => {
             s.dead().raise();
@@ -131,4 +135,29 @@ pub(super) async fn run_downgrade(
             let _ = reply.send(Ok(false));
         }
     }
+}
+
+/// `pg_advisory_unlock_shared` of one shared-mode hold of a batched
+/// session. A failure closes the session (which frees what it held).
+pub(super) async fn unlock_shared(
+    s: &mut SessionState,
+    lock_id: i64,
+    token: HoldToken,
+    reply: Option<UnlockReply>,
+) {
+    let sent = Instant::now();
+    let stamp = s.statements.stamps.next(Kind::UnlockShared);
+    let params: [&(dyn ToSql + Sync); 3] = [&lock_id, &s.statements.tag, &stamp.sent];
+    let query = answer::one(&s.client, &s.statements.unlock_shared, &params, stamp);
+    let ok = match tokio::time::timeout(answer_limit(s), query).await {
+        Ok(Ok(Some(row))) if !s.dead().is_raised() => {
+            s.confirmed(sent);
+            row.get::<_, bool>(0)
+        }
+        _ => {
+            s.dead().raise();
+            false
+        }
+    };
+    s.settle_unlock(lock_id, token, ok, reply);
 }

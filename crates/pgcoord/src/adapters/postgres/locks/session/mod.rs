@@ -13,16 +13,20 @@
 //! ```text
 //! actor ──> drive
 //! actor ──> batch ──────┬──> reconcile ──┐
-//!   │  ├──> wait ───────┼─────────────────┴──> state ──> statements
+//!   │  ├──> wait ───────┼─────────────────┴──> state ──> statements ──> sql
 //!   │  └──> downgrade ──┤
 //!   └──> pool ──────┴──> mailbox ──> queue
 //! ```
+//!
+//! Every file that runs a lock statement checks its answer with `answer`
+//! (the request numbers), which imports none of them.
 //!
 //! A session is either *shared* (uncontended locks of many owners,
 //! concurrent requests batched into one statement) or *dedicated* (one
 //! blocking wait at a time, then the one lock it was granted).
 
 mod actor;
+mod answer;
 mod batch;
 mod batch_form;
 mod claim;
@@ -33,6 +37,7 @@ mod mailbox;
 mod pool;
 mod queue;
 mod reconcile;
+mod sql;
 mod state;
 mod statements;
 mod try_any;

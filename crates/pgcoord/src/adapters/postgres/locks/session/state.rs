@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 use super::super::held_lock::{HeldLock, SessionRef, UnlockReply};
 use super::super::hold_token::{HoldToken, PackedToken};
 use super::super::holdings::Reservation;
 use super::super::id_map::{IdMap, IdSet};
+use super::answer::{self, Kind};
 use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
 use super::statements::Statements;
@@ -68,8 +70,9 @@ impl SessionState {
     /// success moves the lease on.
     pub(super) async fn ping(&self) -> bool {
         let sent = Instant::now();
-        let tag: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.statements.tag];
-        let check = self.client.query_opt(&self.statements.ping, &tag);
+        let stamp = self.statements.stamps.next(Kind::Ping);
+        let params: [&(dyn ToSql + Sync); 2] = [&self.statements.tag, &stamp.sent];
+        let check = answer::one(&self.client, &self.statements.ping, &params, stamp);
         let ok = match tokio::time::timeout(self.ctx.settings.ping_timeout(), check).await {
             Ok(Ok(Some(_))) => true,
             Ok(Ok(None)) => {
@@ -198,13 +201,15 @@ impl SessionState {
             .settings
             .liveness_timeout
             .max(Duration::from_secs(1));
-        let tag: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.statements.tag];
         for _ in 0..2 {
-            let run = self.client.execute(&self.statements.unlock_all, &tag);
+            let stamp = self.statements.stamps.next(Kind::UnlockAll);
+            let params: [&(dyn ToSql + Sync); 2] = [&self.statements.tag, &stamp.sent];
+            let run = answer::one(&self.client, &self.statements.unlock_all, &params, stamp);
             match tokio::time::timeout(limit, run).await {
-                Ok(Ok(1)) => return true,
-                // Another server connection's (`claim.rs`): nothing done.
-                Ok(Ok(_)) => break,
+                Ok(Ok(Some(_))) => return true,
+                // Another server connection's (`claim.rs`), or an answer
+                // not this request's (`answer.rs`): nothing known done.
+                Ok(Ok(None)) => break,
                 Ok(Err(e)) if e.code() == Some(&SqlState::QUERY_CANCELED) => continue,
                 _ => break,
             }

@@ -6,13 +6,16 @@
 //! list order. Each candidate was reserved in the book first (ids this
 //! manager holds or is taking are left out by the caller).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio_postgres::types::ToSql;
+
 use super::super::holdings::Reservation;
+use super::answer::{self, Kind};
 use super::claim::not_its_connection;
 use super::mailbox::{session_ended, Granted, Reply};
+use super::reconcile::held_ids;
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::error::BackendErrorKind;
@@ -29,12 +32,14 @@ pub(super) async fn run_try_any(
     let ids: Vec<i64> = candidates.iter().map(|(r, _)| r.lock_id()).collect();
     let sent = Instant::now();
     let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&ids, &s.statements.tag];
-    let query = s.client.query_opt(&s.statements.try_first, &params);
+    let stamp = s.statements.stamps.next(Kind::TryFirst);
+    let params: [&(dyn ToSql + Sync); 3] = [&ids, &s.statements.tag, &stamp.sent];
+    let query = answer::one(&s.client, &s.statements.try_first, &params, stamp);
     let outcome = tokio::time::timeout(limit, query).await;
     let taken = match outcome {
         Ok(Ok(None)) => {
-            // Another server connection's: nothing was tried there.
+            // Another server connection's (nothing was tried there), or an
+            // answer not this request's (`answer.rs`).
             s.dead().raise();
             let _ = reply.send(Err(not_its_connection()));
             return;
@@ -73,21 +78,17 @@ pub(super) async fn run_try_any(
 /// Unlocks the candidates the server says this session holds but the
 /// session's own book does not; false if that could not be established.
 async fn give_back(s: &SessionState, ids: &[i64]) -> bool {
-    let Ok(rows) = s.client.query(&s.statements.held_ids, &[]).await else {
+    let Some(on_server) = held_ids(s).await else {
         return false;
     };
-    let on_server: HashSet<i64> = rows.iter().map(|r| r.get::<_, i64>(0)).collect();
     for id in ids {
-        let ours_already = s.held.contains_key(id);
-        if on_server.contains(id)
-            && !ours_already
-            && s.client
-                .query_opt(&s.statements.unlock_one, &[id, &s.statements.tag])
-                .await
-                .ok()
-                .flatten()
-                .is_none()
-        {
+        if !on_server.contains(id) || s.held.contains_key(id) {
+            continue;
+        }
+        let stamp = s.statements.stamps.next(Kind::UnlockOne);
+        let params: [&(dyn ToSql + Sync); 3] = [id, &s.statements.tag, &stamp.sent];
+        let unlocked = answer::one(&s.client, &s.statements.unlock_one, &params, stamp).await;
+        if !matches!(unlocked, Ok(Some(_))) {
             return false;
         }
     }

@@ -20,6 +20,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
+use super::answer::{self, Kind};
 use super::claim::ended_by_pooler;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
 use super::state::{GrantTime, SessionState};
@@ -57,42 +58,58 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
             // lock as it exits; its grant is then never reported.
             let zero = "0";
             let tag = &st.tag;
-            let reset: [&(dyn ToSql + Sync); 2] = [&zero, tag];
+            let reset_stamp = st.stamps.next(Kind::SetLockTimeout);
+            let reset: [&(dyn ToSql + Sync); 3] = [&zero, tag, &reset_stamp.sent];
             // Fenced: the wait and the key's fence increment, one statement.
             // A shared hold takes no fencing token. `None`: the statement
             // reached another server connection and did nothing (`claim.rs`).
             // A grant's (fence, whether the server made it wait): an
             // exclusive wait comes after a failed try, so it always waited.
+            // `None` also when the answer read is not this request's
+            // (`answer.rs`): no grant is believed that was not made here.
             let lock = async {
                 match &st.fenced {
-                    _ if shared => client
-                        .query_opt(&st.lock_shared, &[&lock_id, tag])
-                        .await
-                        .map(|row| row.map(|r| (None, r.get::<_, bool>(0)))),
-                    Some(f) => client
-                        .query_opt(&f.lock, &[&lock_id, &&*key, &f.first_token, tag])
-                        .await
-                        .map(|row| row.map(|r| (Some(r.get::<_, i64>(0) as u64), true))),
-                    None => client
-                        .execute(&st.lock, &[&lock_id, tag])
-                        .await
-                        .map(|n| (n == 1).then_some((None, true))),
+                    _ if shared => {
+                        let stamp = st.stamps.next(Kind::LockShared);
+                        let params: [&(dyn ToSql + Sync); 3] = [&lock_id, tag, &stamp.sent];
+                        answer::one(client, &st.lock_shared, &params, stamp)
+                            .await
+                            .map(|row| row.map(|r| (None, r.get::<_, bool>(0))))
+                    }
+                    Some(f) => {
+                        let stamp = st.stamps.next(Kind::LockFenced);
+                        let params: [&(dyn ToSql + Sync); 5] =
+                            [&lock_id, &&*key, &f.first_token, tag, &stamp.sent];
+                        answer::one(client, &f.lock, &params, stamp)
+                            .await
+                            .map(|row| row.map(|r| (Some(r.get::<_, i64>(0) as u64), true)))
+                    }
+                    None => {
+                        let stamp = st.stamps.next(Kind::Lock);
+                        let params: [&(dyn ToSql + Sync); 3] = [&lock_id, tag, &stamp.sent];
+                        answer::one(client, &st.lock, &params, stamp)
+                            .await
+                            .map(|row| row.map(|_| (None, true)))
+                    }
                 }
             };
             match &ms {
                 Some(ms) => {
-                    let set: [&(dyn ToSql + Sync); 2] = [ms, tag];
+                    let set_stamp = st.stamps.next(Kind::SetLockTimeout);
+                    let set: [&(dyn ToSql + Sync); 3] = [ms, tag, &set_stamp.sent];
                     let (set, lock, tail) = tokio::join!(
-                        client.query_opt(&st.set_lock_timeout, &set),
+                        answer::one(client, &st.set_lock_timeout, &set, set_stamp),
                         lock,
-                        client.query_opt(&st.set_lock_timeout, &reset),
+                        answer::one(client, &st.set_lock_timeout, &reset, reset_stamp),
                     );
                     let elsewhere = matches!(set, Ok(None)) || matches!(tail, Ok(None));
                     (set.is_err(), elsewhere, lock, tail.map(drop))
                 }
                 None => {
-                    let ping: [&(dyn ToSql + Sync); 1] = [tag];
-                    let (lock, tail) = tokio::join!(lock, client.query_opt(&st.ping, &ping));
+                    let ping_stamp = st.stamps.next(Kind::Ping);
+                    let ping: [&(dyn ToSql + Sync); 2] = [tag, &ping_stamp.sent];
+                    let (lock, tail) =
+                        tokio::join!(lock, answer::one(client, &st.ping, &ping, ping_stamp));
                     (false, matches!(tail, Ok(None)), lock, tail.map(drop))
                 }
             }
