@@ -150,7 +150,28 @@ pub async fn acquire_many_of_nothing_is_an_empty_guard<L: Conformant>(lock: &L, 
     assert_eq!(lock.held_lock_count(), 0);
 }
 
-/// A timeout names the missing key and the whole timeout; nothing stays held.
+/// Right after a failed `acquire_many` returns: `lock` holds none of the
+/// set and `observer` takes each key of it (but `missing`) at once, with
+/// no waiting for a release in the background.
+async fn assert_free_at_once<L: Conformant>(lock: &L, observer: &L, keys: &[String], missing: usize) {
+    // `missing` is the observer's (and, for a clone of `lock`, `lock`'s).
+    let others = keys.iter().enumerate().filter(|(i, _)| *i != missing);
+    let held = others.filter(|(_, k)| lock.is_held(k)).map(|(_, k)| k).collect::<Vec<_>>();
+    assert!(
+        held.is_empty(),
+        "acquire_many returned its error while still holding {held:?}: the keys taken \
+         before the failure must be released before the error is returned"
+    );
+    for (i, k) in keys.iter().enumerate() {
+        if i != missing {
+            let free = free_for(observer, k).await;
+            assert!(free, "right after acquire_many failed, another manager could not take {k}");
+        }
+    }
+}
+
+/// A timeout names the missing key and the whole timeout; nothing stays
+/// held, already when the error returns.
 #[doc(hidden)]
 pub async fn acquire_many_timeout_leaves_nothing_held<L: Conformant>(lock: &L, observer: &L) {
     let keys = canonical_keys("many-timeout", 5);
@@ -166,12 +187,8 @@ pub async fn acquire_many_timeout_leaves_nothing_held<L: Conformant>(lock: &L, o
     assert!(err.is_timeout(), "{err:?}");
     assert_eq!(err.key(), Some(keys[2].as_str()));
     assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(t));
-    eventually("count back", SETTLE, || lock.held_lock_count() == before).await;
-    for (i, k) in keys.iter().enumerate() {
-        if i != 2 {
-            assert_becomes_free(observer, k).await;
-        }
-    }
+    assert_eq!(lock.held_lock_count(), before, "held after the timeout");
+    assert_free_at_once(lock, observer, &keys, 2).await;
     held.release().await.unwrap();
 }
 
@@ -188,7 +205,8 @@ pub async fn acquire_many_zero_timeout_makes_one_attempt<L: Conformant>(lock: &L
         err.is_timeout() && err.key() == Some(keys[3].as_str()),
         "{err:?}"
     );
-    eventually("count back", SETTLE, || lock.held_lock_count() == before).await;
+    assert_eq!(lock.held_lock_count(), before, "held after the timeout");
+    assert_free_at_once(lock, observer, &keys, 3).await;
     held.release().await.unwrap();
     let set = acquire_many(lock, &keys, Some(Duration::ZERO))
         .await
