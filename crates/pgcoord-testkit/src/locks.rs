@@ -198,7 +198,10 @@ pub(crate) async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
 }
 
 pub(crate) async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
-    assert!(becomes_free(observer, key).await, "key {key} never became free");
+    assert!(
+        becomes_free(observer, key).await,
+        "key {key} never became free"
+    );
 }
 
 /// Whether `observer` can take `key` within [`SETTLE`] (and gives it back).

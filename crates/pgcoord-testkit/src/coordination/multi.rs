@@ -161,10 +161,18 @@ pub async fn acquire_many_of_nothing_is_an_empty_guard<L: Conformant>(lock: &L, 
 /// Right after a failed `acquire_many` returns: `lock` holds none of the
 /// set and `observer` takes each key of it (but `missing`) at once, with
 /// no waiting for a release in the background.
-async fn assert_free_at_once<L: Conformant>(lock: &L, observer: &L, keys: &[String], missing: usize) {
+async fn assert_free_at_once<L: Conformant>(
+    lock: &L,
+    observer: &L,
+    keys: &[String],
+    missing: usize,
+) {
     // `missing` is the observer's (and, for a clone of `lock`, `lock`'s).
     let others = keys.iter().enumerate().filter(|(i, _)| *i != missing);
-    let held = others.filter(|(_, k)| lock.is_held(k)).map(|(_, k)| k).collect::<Vec<_>>();
+    let held = others
+        .filter(|(_, k)| lock.is_held(k))
+        .map(|(_, k)| k)
+        .collect::<Vec<_>>();
     assert!(
         held.is_empty(),
         "acquire_many returned its error while still holding {held:?}: the keys taken \
@@ -173,7 +181,10 @@ async fn assert_free_at_once<L: Conformant>(lock: &L, observer: &L, keys: &[Stri
     for (i, k) in keys.iter().enumerate() {
         if i != missing {
             let free = free_for(observer, k).await;
-            assert!(free, "right after acquire_many failed, another manager could not take {k}");
+            assert!(
+                free,
+                "right after acquire_many failed, another manager could not take {k}"
+            );
         }
     }
 }

@@ -60,12 +60,17 @@ pub async fn cancel_release_at_every_poll<L: Conformant>(lock: &L, observer: &L)
             "key {k} never became free for another manager (waited {SETTLE:?}): the future of \
              the manual `release({k:?})` was {done}; {rule}"
         );
-        eventually(&format!("the manager's count back to 0 after the `release` future was {done}; {rule}"), SETTLE, || {
-            lock.held_lock_count() == 0
-        })
+        eventually(
+            &format!("the manager's count back to 0 after the `release` future was {done}; {rule}"),
+            SETTLE,
+            || lock.held_lock_count() == 0,
+        )
         .await;
         assert_left_nothing(lock, observer, &k).await;
-        assert!(!lock.is_held(&k), "is_held({k:?}) after its release went ahead");
+        assert!(
+            !lock.is_held(&k),
+            "is_held({k:?}) after its release went ahead"
+        );
         if out.is_some() {
             return;
         }

@@ -307,7 +307,10 @@ pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L,
         "a key longer than MAX_KEY_LEN must fail with AcquireFailure::KeyTooLong: {err:?}"
     );
     let tried = lock.try_lock(&huge).await.map(|g| g.is_some());
-    assert!(tried.is_err(), "try_lock of a key longer than MAX_KEY_LEN returned {tried:?}");
+    assert!(
+        tried.is_err(),
+        "try_lock of a key longer than MAX_KEY_LEN returned {tried:?}"
+    );
     assert_eq!(lock.held_lock_count(), 0);
 }
 

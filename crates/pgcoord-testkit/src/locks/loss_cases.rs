@@ -53,7 +53,8 @@ pub async fn with_lock_stops_the_work_when_the_lock_is_lost<L: Conformant>(lock:
             std::future::pending::<()>().await
         })
         .await;
-    let what = "with_lock returned Ok after its lock was taken away (release_all) while the work ran";
+    let what =
+        "with_lock returned Ok after its lock was taken away (release_all) while the work ran";
     let err = expect_err(out, what);
     assert!(err.is_lock_lost(), "{err:?}");
     assert!(dropped.await.is_err(), "the work was not dropped");

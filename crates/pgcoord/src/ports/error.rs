@@ -286,7 +286,10 @@ mod tests {
         let (mut layers, mut cause) = (1, e.source());
         while let Some(c) = cause {
             let text = c.to_string();
-            assert!(!outer.contains(&text), "{text:?} repeats what {outer:?} said");
+            assert!(
+                !outer.contains(&text),
+                "{text:?} repeats what {outer:?} said"
+            );
             outer.push_str(&text);
             (layers, cause) = (layers + 1, c.source());
         }
@@ -313,7 +316,11 @@ mod tests {
             backend.to_string(),
             "could not acquire lock \"k\": database session ended: lost (timeout 300ms)"
         );
-        let lost: Error = LockLostError { key: "k".into(), reason: "gone".into() }.into();
+        let lost: Error = LockLostError {
+            key: "k".into(),
+            reason: "gone".into(),
+        }
+        .into();
         assert_eq!(assert_no_repeated_cause(&lost), 1);
     }
 

@@ -53,10 +53,17 @@ async fn clones_of_a_semaphore_share_its_permits_across_tasks() {
     let (a, b) = (spawn(sem.clone()), spawn(sem.clone()));
     let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
     assert_ne!(a.slot(), b.slot());
-    assert!(sem.try_acquire().await.unwrap().is_none(), "the clones hold both");
+    assert!(
+        sem.try_acquire().await.unwrap().is_none(),
+        "the clones hold both"
+    );
     let freed = a.slot();
     a.release().await.unwrap();
-    let c = sem.try_acquire().await.unwrap().expect("a's permit came back");
+    let c = sem
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("a's permit came back");
     assert_eq!(c.slot(), freed);
     drop((b, c));
 }

@@ -59,7 +59,10 @@ async fn simulated_loss_fires_the_signal_and_with_lock_stops() {
     assert!(err.is_lock_lost(), "{err:?}");
     // No session ended: the in-memory signal does not say why.
     let text = err.to_string();
-    assert!(text.ends_with("the lock was lost while the work ran"), "{text}");
+    assert!(
+        text.ends_with("the lock was lost while the work ran"),
+        "{text}"
+    );
     assert!(!text.contains("session"), "{text}");
     assert_eq!(locks.held_lock_count(), 0);
     let g = locks.acquire("lost", Some(Duration::ZERO)).await.unwrap();
@@ -149,5 +152,8 @@ async fn with_lock_stopped_by_release_all_does_not_blame_a_session() {
     let err = work.await.unwrap().unwrap_err();
     assert!(err.is_lock_lost() && err.key() == Some("swept"), "{err:?}");
     let text = err.to_string();
-    assert!(text.ends_with("the lock was lost while the work ran"), "{text}");
+    assert!(
+        text.ends_with("the lock was lost while the work ran"),
+        "{text}"
+    );
 }
