@@ -198,16 +198,45 @@ pub(crate) async fn free_for<L: Conformant>(observer: &L, key: &str) -> bool {
 }
 
 pub(crate) async fn assert_becomes_free<L: Conformant>(observer: &L, key: &str) {
+    assert!(
+        becomes_free(observer, key).await,
+        "key {key} never became free"
+    );
+}
+
+/// Whether `observer` can take `key` within [`SETTLE`] (and gives it back).
+pub(crate) async fn becomes_free<L: Conformant>(observer: &L, key: &str) -> bool {
     let deadline = tokio::time::Instant::now() + SETTLE;
-    loop {
-        if free_for(observer, key).await {
-            return;
+    while !free_for(observer, key).await {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "key {key} never became free"
-        );
         tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    true
+}
+
+/// The error of `result`; when it is `Ok`, the case fails with `what` (what
+/// the implementation did instead of failing).
+#[track_caller]
+pub(crate) fn expect_err<T>(result: pgcoord::Result<T>, what: &str) -> pgcoord::Error {
+    match result {
+        Ok(_) => panic!("{what}"),
+        Err(e) => e,
+    }
+}
+
+/// The guard of a `try_lock` (or `acquire`) that must have taken a free
+/// key; otherwise the case fails saying what `call` did instead.
+#[track_caller]
+pub(crate) fn expect_taken(
+    result: pgcoord::Result<Option<pgcoord::LockGuard>>,
+    call: &str,
+) -> pgcoord::LockGuard {
+    match result {
+        Ok(Some(guard)) => guard,
+        Ok(None) => panic!("{call} of a free key returned None (held elsewhere)"),
+        Err(e) => panic!("{call} of a free key failed: {e}"),
     }
 }
 

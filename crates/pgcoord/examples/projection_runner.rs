@@ -78,10 +78,8 @@ async fn main() -> pgcoord::Result<()> {
         let chunks = (events / 100).max(1);
         let mut client = db.get().await?;
         for chunk in 0..chunks {
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| pgcoord::Error::InvalidArgument(e.to_string()))?;
+            // A driver error converts into `pgcoord::Error::Backend`.
+            let tx = client.transaction().await?;
             for i in 0..100 {
                 last = feed
                     .append(
@@ -93,9 +91,7 @@ async fn main() -> pgcoord::Result<()> {
                     )
                     .await?;
             }
-            tx.commit()
-                .await
-                .map_err(|e| pgcoord::Error::InvalidArgument(e.to_string()))?;
+            tx.commit().await?;
         }
         progress
             .wait_for(last, Some(Duration::from_secs(300)))

@@ -17,7 +17,7 @@ use futures_util::{Stream, StreamExt};
 use pgcoord::coordination::{Election, Leader, LeaderObserver, Leadership};
 use pgcoord::InMemoryLockManager;
 
-use crate::locks::{eventually, key, poll_n_then_drop, Conformant, SETTLE};
+use crate::locks::{eventually, expect_err, key, poll_n_then_drop, Conformant, SETTLE};
 
 /// What an election case needs of an implementation: the lock ports with
 /// fencing tokens (the terms) and a view of who leads.
@@ -86,7 +86,9 @@ pub async fn election_campaign_times_out_while_another_leads<L: ElectionConforma
     let leading = theirs.campaign(Some(SETTLE)).await.unwrap();
     let before = lock.held_lock_count();
     for t in [SHORT, Duration::ZERO] {
-        let err = mine.campaign(Some(t)).await.unwrap_err();
+        let what = "a campaign won while another candidate leads: the implementation's \
+                    acquire granted a held key";
+        let err = expect_err(mine.campaign(Some(t)).await, what);
         assert!(err.is_timeout(), "{err:?}");
         assert_eq!(err.key(), Some(mine.key()));
     }
@@ -208,7 +210,8 @@ pub async fn election_lost_leadership_signals_and_hands_over<L, B>(
     let next = waiting.await.unwrap().unwrap();
     assert!(next.term() > leading.term());
     assert!(!next.is_lost());
-    let err = leading.resign().await.unwrap_err();
+    let what = "resign() of a leadership whose lock was lost returned Ok";
+    let err = expect_err(leading.resign().await, what);
     assert!(err.is_lock_lost(), "{err:?}");
     assert_seen_as(mine.leader().await.unwrap(), &next);
     let t = next.term();

@@ -8,12 +8,16 @@ use pgcoord::coordination::acquire_many;
 use pgcoord::{error::AcquireFailure, lock_id_for_key};
 
 use crate::locks::{
-    assert_becomes_free, eventually, free_for, key, poll_n_then_drop, Conformant, SETTLE,
+    assert_becomes_free, eventually, expect_err, expect_taken, free_for, key, poll_n_then_drop,
+    Conformant, SETTLE,
 };
 
 const MAX_POLLS: usize = 64;
 const IDLE: Duration = Duration::from_millis(50);
 const LONG: Option<Duration> = Some(Duration::from_secs(60));
+/// What an `acquire_many` that returned a set with a key held elsewhere means.
+const HELD_KEY_GRANTED: &str = "acquire_many returned a set although another manager holds one \
+    of its keys: the implementation's try_lock or acquire granted a held key";
 
 /// `n` fresh keys, sorted in canonical order (by lock id).
 fn canonical_keys(case: &str, n: usize) -> Vec<String> {
@@ -30,7 +34,7 @@ fn refs(keys: &[String]) -> Vec<&str> {
 #[doc(hidden)]
 pub async fn try_lock_any_takes_the_first_free_key<L: Conformant>(lock: &L, observer: &L) {
     let keys = canonical_keys("any", 3);
-    let held = observer.try_lock(&keys[0]).await.unwrap().unwrap();
+    let held = expect_taken(observer.try_lock(&keys[0]).await, "try_lock");
     // The observer may be the same manager (in-memory): count from here.
     let before = lock.held_lock_count();
     let (i, guard) = lock
@@ -60,7 +64,7 @@ pub async fn try_lock_any_is_none_when_all_are_held<L: Conformant>(lock: &L, obs
     let keys = canonical_keys("any-none", 3);
     let mut held = Vec::new();
     for k in &keys {
-        held.push(observer.try_lock(k).await.unwrap().unwrap());
+        held.push(expect_taken(observer.try_lock(k).await, "try_lock"));
     }
     let before = lock.held_lock_count();
     assert!(lock.try_lock_any(&refs(&keys)).await.unwrap().is_none());
@@ -75,14 +79,18 @@ pub async fn try_lock_any_is_none_when_all_are_held<L: Conformant>(lock: &L, obs
 #[doc(hidden)]
 pub async fn try_lock_any_stops_at_a_too_long_key<L: Conformant>(lock: &L, observer: &L) {
     let k = key("any-long");
-    let held = observer.try_lock(&k).await.unwrap().unwrap();
+    let held = expect_taken(observer.try_lock(&k).await, "try_lock");
     let huge = "k".repeat((1 << 20) + 1);
     let before = lock.held_lock_count();
-    let err = lock.try_lock_any(&[&k, &huge]).await.unwrap_err();
-    assert!(matches!(
-        err.as_lock_acquisition().map(|e| &e.reason),
-        Some(AcquireFailure::KeyTooLong { .. })
-    ));
+    let what = "try_lock_any of [a held key, a key longer than MAX_KEY_LEN] returned Ok";
+    let err = expect_err(lock.try_lock_any(&[&k, &huge]).await, what);
+    assert!(
+        matches!(
+            err.as_lock_acquisition().map(|e| &e.reason),
+            Some(AcquireFailure::KeyTooLong { .. })
+        ),
+        "try_lock_any must fail on a too-long key with AcquireFailure::KeyTooLong: {err:?}"
+    );
     assert_eq!(lock.held_lock_count(), before);
     held.release().await.unwrap();
 }
@@ -91,7 +99,7 @@ pub async fn try_lock_any_stops_at_a_too_long_key<L: Conformant>(lock: &L, obser
 #[doc(hidden)]
 pub async fn cancel_try_lock_any_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let keys = canonical_keys("any-cancel", 3);
-    let held = observer.try_lock(&keys[0]).await.unwrap().unwrap();
+    let held = expect_taken(observer.try_lock(&keys[0]).await, "try_lock");
     let before = lock.held_lock_count();
     for n in 0..MAX_POLLS {
         let list = refs(&keys);
@@ -150,11 +158,43 @@ pub async fn acquire_many_of_nothing_is_an_empty_guard<L: Conformant>(lock: &L, 
     assert_eq!(lock.held_lock_count(), 0);
 }
 
-/// A timeout names the missing key and the whole timeout; nothing stays held.
+/// Right after a failed `acquire_many` returns: `lock` holds none of the
+/// set and `observer` takes each key of it (but `missing`) at once, with
+/// no waiting for a release in the background.
+async fn assert_free_at_once<L: Conformant>(
+    lock: &L,
+    observer: &L,
+    keys: &[String],
+    missing: usize,
+) {
+    // `missing` is the observer's (and, for a clone of `lock`, `lock`'s).
+    let others = keys.iter().enumerate().filter(|(i, _)| *i != missing);
+    let held = others
+        .filter(|(_, k)| lock.is_held(k))
+        .map(|(_, k)| k)
+        .collect::<Vec<_>>();
+    assert!(
+        held.is_empty(),
+        "acquire_many returned its error while still holding {held:?}: the keys taken \
+         before the failure must be released before the error is returned"
+    );
+    for (i, k) in keys.iter().enumerate() {
+        if i != missing {
+            let free = free_for(observer, k).await;
+            assert!(
+                free,
+                "right after acquire_many failed, another manager could not take {k}"
+            );
+        }
+    }
+}
+
+/// A timeout names the missing key and the whole timeout; nothing stays
+/// held, already when the error returns.
 #[doc(hidden)]
 pub async fn acquire_many_timeout_leaves_nothing_held<L: Conformant>(lock: &L, observer: &L) {
     let keys = canonical_keys("many-timeout", 5);
-    let held = observer.try_lock(&keys[2]).await.unwrap().unwrap();
+    let held = expect_taken(observer.try_lock(&keys[2]).await, "try_lock");
     // Connected first: a deadline that passes before the server answered
     // at all is not "held elsewhere".
     if let Some(warm) = lock.try_lock(&key("warm")).await.unwrap() {
@@ -162,16 +202,12 @@ pub async fn acquire_many_timeout_leaves_nothing_held<L: Conformant>(lock: &L, o
     }
     let before = lock.held_lock_count();
     let t = Duration::from_millis(150);
-    let err = acquire_many(lock, &keys, Some(t)).await.unwrap_err();
+    let err = expect_err(acquire_many(lock, &keys, Some(t)).await, HELD_KEY_GRANTED);
     assert!(err.is_timeout(), "{err:?}");
     assert_eq!(err.key(), Some(keys[2].as_str()));
     assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(t));
-    eventually("count back", SETTLE, || lock.held_lock_count() == before).await;
-    for (i, k) in keys.iter().enumerate() {
-        if i != 2 {
-            assert_becomes_free(observer, k).await;
-        }
-    }
+    assert_eq!(lock.held_lock_count(), before, "held after the timeout");
+    assert_free_at_once(lock, observer, &keys, 2).await;
     held.release().await.unwrap();
 }
 
@@ -179,16 +215,18 @@ pub async fn acquire_many_timeout_leaves_nothing_held<L: Conformant>(lock: &L, o
 #[doc(hidden)]
 pub async fn acquire_many_zero_timeout_makes_one_attempt<L: Conformant>(lock: &L, observer: &L) {
     let keys = canonical_keys("many-zero", 4);
-    let held = observer.try_lock(&keys[3]).await.unwrap().unwrap();
+    let held = expect_taken(observer.try_lock(&keys[3]).await, "try_lock");
     let before = lock.held_lock_count();
-    let err = acquire_many(lock, &keys, Some(Duration::ZERO))
-        .await
-        .unwrap_err();
+    let err = expect_err(
+        acquire_many(lock, &keys, Some(Duration::ZERO)).await,
+        HELD_KEY_GRANTED,
+    );
     assert!(
         err.is_timeout() && err.key() == Some(keys[3].as_str()),
         "{err:?}"
     );
-    eventually("count back", SETTLE, || lock.held_lock_count() == before).await;
+    assert_eq!(lock.held_lock_count(), before, "held after the timeout");
+    assert_free_at_once(lock, observer, &keys, 3).await;
     held.release().await.unwrap();
     let set = acquire_many(lock, &keys, Some(Duration::ZERO))
         .await
@@ -205,7 +243,7 @@ pub async fn acquire_many_waits_holding_only_keys_below_the_missing_one<L: Confo
     observer: &L,
 ) {
     let keys = canonical_keys("many-wait", 5);
-    let held = observer.try_lock(&keys[2]).await.unwrap().unwrap();
+    let held = expect_taken(observer.try_lock(&keys[2]).await, "try_lock");
     let (l, ks) = (lock.clone(), keys.clone());
     let waiter = tokio::spawn(async move { acquire_many(&l, &ks, LONG).await });
     eventually("the keys below the missing one are held", SETTLE, || {
@@ -321,7 +359,7 @@ pub async fn cancel_acquire_many_at_every_poll<L: Conformant>(lock: &L, observer
 pub async fn cancel_contended_acquire_many_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let keys = canonical_keys("many-cancel-wait", 4);
     for n in 1..12 {
-        let held = observer.try_lock(&keys[1]).await.unwrap().unwrap();
+        let held = expect_taken(observer.try_lock(&keys[1]).await, "try_lock");
         let out = poll_n_then_drop(acquire_many(lock, &keys, None), n, IDLE).await;
         assert!(out.is_none(), "a wait for a held key ended: {out:?}");
         held.release().await.unwrap();

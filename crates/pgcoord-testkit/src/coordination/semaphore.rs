@@ -8,7 +8,8 @@ use pgcoord::coordination::{Semaphore, MAX_PERMITS};
 use pgcoord::{error::AcquireFailure, lock_id_for_key, Error};
 
 use crate::locks::{
-    assert_becomes_free, eventually, free_for, key, poll_n_then_drop, Conformant, SETTLE,
+    assert_becomes_free, eventually, expect_err, free_for, key, poll_n_then_drop, Conformant,
+    SETTLE,
 };
 
 const LONG: Option<Duration> = Some(Duration::from_secs(60));
@@ -106,7 +107,8 @@ pub async fn semaphore_timeout_names_the_semaphore_and_holds_nothing<L: Conforma
     let before = lock.held_lock_count();
     let mine = semaphore(lock, &name, 1);
     for t in [Duration::from_millis(150), Duration::ZERO] {
-        let err = mine.acquire(Some(t)).await.unwrap_err();
+        let what = "a permit was granted while another participant holds the only one";
+        let err = expect_err(mine.acquire(Some(t)).await, what);
         assert!(err.is_timeout(), "{err:?}");
         assert_eq!(err.key(), Some(name.as_str()));
         assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(t));
@@ -220,7 +222,9 @@ pub async fn semaphore_detects_a_participant_with_more_permits<L: Conformant>(lo
     }
     let mine = semaphore(lock, &name, 2);
     assert!(mine.try_acquire().await.unwrap().is_none());
-    let err = mine.acquire(LONG).await.unwrap_err();
+    let what = "a 2-permit participant got a permit while a 3-permit one holds all three \
+                slots: the implementation's try_lock or acquire granted a held key";
+    let err = expect_err(mine.acquire(LONG).await, what);
     assert!(
         matches!(
             err.as_lock_acquisition().map(|e| &e.reason),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    assert_left_nothing, drop_at_every_poll, eventually, eventually_async, free_for, key,
-    poll_n_then_drop, Conformant, IDLE, MAX_POLLS, SETTLE,
+    assert_left_nothing, becomes_free, drop_at_every_poll, eventually, eventually_async,
+    expect_taken, free_for, key, poll_n_then_drop, Conformant, IDLE, MAX_POLLS, SETTLE,
 };
 
 /// An uncontended `acquire` dropped after every possible number of polls
@@ -42,17 +42,35 @@ pub async fn cancel_try_lock_at_every_poll<L: Conformant>(lock: &L, observer: &L
 pub async fn cancel_release_at_every_poll<L: Conformant>(lock: &L, observer: &L) {
     let k = key("cancel-release");
     for n in 0..MAX_POLLS {
-        lock.try_lock(&k)
-            .await
-            .map(|g| g.map(pgcoord::LockGuard::into_manual))
-            .unwrap()
-            .unwrap();
+        expect_taken(lock.try_lock(&k).await, "try_lock").into_manual();
         let out = poll_n_then_drop(lock.release(&k), n, IDLE).await;
         if let Some(r) = &out {
-            assert!(r.is_ok(), "{r:?}");
+            assert!(r.is_ok(), "release({k:?}) of a manual lock failed: {r:?}");
         }
+        let done = match n {
+            0 => "created and dropped without being polled".to_owned(),
+            n => format!("dropped after {n} poll(s) without completing"),
+        };
+        let rule = "the trait's rule is that once `release` is called the release goes \
+                    ahead even if its future is dropped; an `async fn release` that does \
+                    nothing until polled breaks it (start the release before returning \
+                    the future, e.g. send it to a task)";
+        assert!(
+            out.is_some() || becomes_free(observer, &k).await,
+            "key {k} never became free for another manager (waited {SETTLE:?}): the future of \
+             the manual `release({k:?})` was {done}; {rule}"
+        );
+        eventually(
+            &format!("the manager's count back to 0 after the `release` future was {done}; {rule}"),
+            SETTLE,
+            || lock.held_lock_count() == 0,
+        )
+        .await;
         assert_left_nothing(lock, observer, &k).await;
-        assert!(!lock.is_held(&k));
+        assert!(
+            !lock.is_held(&k),
+            "is_held({k:?}) after its release went ahead"
+        );
         if out.is_some() {
             return;
         }

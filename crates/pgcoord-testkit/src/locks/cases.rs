@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use pgcoord::{lock_id_for_key, Error};
 
-use super::{assert_becomes_free, eventually, free_for, key, Conformant, SETTLE};
+use super::{
+    assert_becomes_free, eventually, expect_err, expect_taken, free_for, key, Conformant, SETTLE,
+};
 
 /// The lock carries the requested key, its derived id and a recent time.
 #[doc(hidden)]
@@ -101,7 +103,7 @@ pub async fn aborted_task_releases<L: Conformant>(lock: &L, observer: &L) {
 #[doc(hidden)]
 pub async fn try_lock_free_then_held<L: Conformant>(lock: &L, observer: &L) {
     let k = key("try");
-    let guard = lock.try_lock(&k).await.unwrap().expect("free key");
+    let guard = expect_taken(lock.try_lock(&k).await, "try_lock");
     assert_eq!(guard.key(), k);
     assert!(lock.is_held(&k));
     assert!(
@@ -122,12 +124,7 @@ pub async fn try_lock_free_then_held<L: Conformant>(lock: &L, observer: &L) {
 #[doc(hidden)]
 pub async fn manual_lock_is_held_until_release<L: Conformant>(lock: &L, observer: &L) {
     let k = key("manual");
-    let info = lock
-        .try_lock(&k)
-        .await
-        .unwrap()
-        .expect("free key")
-        .into_manual();
+    let info = expect_taken(lock.try_lock(&k).await, "try_lock").into_manual();
     assert_eq!(&*info.key, k.as_str());
     assert!(lock.is_held(&k));
     assert!(
@@ -136,7 +133,8 @@ pub async fn manual_lock_is_held_until_release<L: Conformant>(lock: &L, observer
     );
     lock.release(&k).await.unwrap();
     assert!(!lock.is_held(&k));
-    assert!(lock.release(&k).await.unwrap_err().is_not_held());
+    let again = "a second release(key) of a released manual lock returned Ok";
+    assert!(expect_err(lock.release(&k).await, again).is_not_held());
     assert_becomes_free(observer, &k).await;
 }
 
@@ -144,11 +142,7 @@ pub async fn manual_lock_is_held_until_release<L: Conformant>(lock: &L, observer
 #[doc(hidden)]
 pub async fn release_makes_key_acquirable<L: Conformant>(lock: &L, observer: &L) {
     let k = key("reacquire");
-    lock.try_lock(&k)
-        .await
-        .map(|g| g.map(pgcoord::LockGuard::into_manual))
-        .unwrap()
-        .unwrap();
+    expect_taken(lock.try_lock(&k).await, "try_lock").into_manual();
     lock.release(&k).await.unwrap();
     assert!(!lock.is_held(&k));
     assert!(free_for(observer, &k).await);
@@ -165,7 +159,8 @@ pub async fn release_makes_key_acquirable<L: Conformant>(lock: &L, observer: &L)
 #[doc(hidden)]
 pub async fn release_of_never_held_key_is_not_held_error<L: Conformant>(lock: &L, _o: &L) {
     let k = key("never");
-    let err = lock.release(&k).await.unwrap_err();
+    let what = "release(key) of a key this manager never held returned Ok";
+    let err = expect_err(lock.release(&k).await, what);
     assert!(err.is_not_held(), "{err:?}");
     assert_eq!(err.key(), Some(k.as_str()));
 }
@@ -182,7 +177,8 @@ pub async fn timeout_on_held_key_carries_the_timeout<L: Conformant>(lock: &L, ob
     }
     let before = lock.held_lock_count();
     let t = Duration::from_millis(150);
-    let err = lock.acquire(&k, Some(t)).await.unwrap_err();
+    let what = "acquire with a timeout on a key held by another manager returned a guard";
+    let err = expect_err(lock.acquire(&k, Some(t)).await, what);
     assert!(err.is_timeout(), "{err:?}");
     assert_eq!(err.key(), Some(k.as_str()));
     assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(t));
@@ -199,8 +195,9 @@ pub async fn timeout_on_held_key_carries_the_timeout<L: Conformant>(lock: &L, ob
 pub async fn zero_timeout_makes_one_attempt<L: Conformant>(lock: &L, observer: &L) {
     let k = key("zero");
     let guard = observer.acquire(&k, None).await.unwrap();
-    let err = lock.acquire(&k, Some(Duration::ZERO)).await.unwrap_err();
-    assert!(err.is_timeout());
+    let what = "acquire with a zero timeout on a key held by another manager returned a guard";
+    let err = expect_err(lock.acquire(&k, Some(Duration::ZERO)).await, what);
+    assert!(err.is_timeout(), "a held key with a zero timeout: {err:?}");
     assert!(lock.try_lock(&k).await.unwrap().is_none());
     guard.release().await.unwrap();
     let g = lock.acquire(&k, Some(Duration::ZERO)).await.unwrap();
@@ -227,11 +224,7 @@ pub async fn different_keys_are_independent<L: Conformant>(lock: &L, observer: &
 pub async fn release_all_returns_count_and_empties<L: Conformant>(lock: &L, observer: &L) {
     let keys: Vec<String> = (0..3).map(|i| key(&format!("all-{i}"))).collect();
     for k in &keys {
-        lock.try_lock(k)
-            .await
-            .map(|g| g.map(pgcoord::LockGuard::into_manual))
-            .unwrap()
-            .unwrap();
+        expect_taken(lock.try_lock(k).await, "try_lock").into_manual();
     }
     let guarded = key("all-guard");
     let guard = lock.acquire(&guarded, None).await.unwrap();
@@ -261,7 +254,8 @@ pub async fn into_manual_then_release_by_key<L: Conformant>(lock: &L, observer: 
     assert!(!free_for(observer, &k).await);
     lock.release(&k).await.unwrap();
     assert!(free_for(observer, &k).await);
-    assert!(lock.release(&k).await.unwrap_err().is_not_held());
+    let again = "a second release(key) of a released manual lock returned Ok";
+    assert!(expect_err(lock.release(&k).await, again).is_not_held());
 }
 
 /// `with_lock` hands back the closure's value and releases.
@@ -303,16 +297,20 @@ pub async fn empty_key_is_allowed_and_huge_key_rejected<L: Conformant>(lock: &L,
     assert!(!free_for(observer, long).await);
     g.release().await.unwrap();
     let huge = "k".repeat((1 << 20) + 1);
-    let err = lock.acquire(&huge, None).await.unwrap_err();
-    assert!(matches!(
-        err.as_lock_acquisition().map(|e| &e.reason),
-        Some(pgcoord::error::AcquireFailure::KeyTooLong { .. })
-    ));
-    assert!(lock
-        .try_lock(&huge)
-        .await
-        .map(|g| g.map(pgcoord::LockGuard::into_manual))
-        .is_err());
+    let what = "acquire of a key longer than MAX_KEY_LEN returned a guard";
+    let err = expect_err(lock.acquire(&huge, None).await, what);
+    assert!(
+        matches!(
+            err.as_lock_acquisition().map(|e| &e.reason),
+            Some(pgcoord::error::AcquireFailure::KeyTooLong { .. })
+        ),
+        "a key longer than MAX_KEY_LEN must fail with AcquireFailure::KeyTooLong: {err:?}"
+    );
+    let tried = lock.try_lock(&huge).await.map(|g| g.is_some());
+    assert!(
+        tried.is_err(),
+        "try_lock of a key longer than MAX_KEY_LEN returned {tried:?}"
+    );
     assert_eq!(lock.held_lock_count(), 0);
 }
 

@@ -8,7 +8,7 @@ use std::future::Future;
 
 use pgcoord::LockGuard;
 
-use super::{assert_becomes_free, key, Conformant, SETTLE};
+use super::{assert_becomes_free, expect_err, key, Conformant, SETTLE};
 
 /// Waits for a loss signal to fire; fails naming `what` if it has not
 /// within [`SETTLE`] (far more than any adapter needs: a hang guard).
@@ -32,7 +32,8 @@ pub async fn release_all_makes_a_live_guard_lost<L: Conformant>(lock: &L, observ
     fires("a signal taken before release_all", before.lost()).await;
     assert!(guard.is_lost() && before.is_lost());
     assert!(guard.loss_signal().is_lost(), "a signal taken after");
-    let err = guard.release().await.unwrap_err();
+    let what = "release() of a guard whose lock release_all took returned Ok";
+    let err = expect_err(guard.release().await, what);
     assert!(err.is_lock_lost(), "{err:?}");
     assert_eq!(err.key(), Some(k.as_str()));
     assert_becomes_free(observer, &k).await;
@@ -52,7 +53,9 @@ pub async fn with_lock_stops_the_work_when_the_lock_is_lost<L: Conformant>(lock:
             std::future::pending::<()>().await
         })
         .await;
-    let err = out.unwrap_err();
+    let what =
+        "with_lock returned Ok after its lock was taken away (release_all) while the work ran";
+    let err = expect_err(out, what);
     assert!(err.is_lock_lost(), "{err:?}");
     assert!(dropped.await.is_err(), "the work was not dropped");
     assert_becomes_free(observer, &k).await;

@@ -20,7 +20,7 @@ use pgcoord::{LockGuard, LockMode, SharedLock};
 
 use super::{
     assert_becomes_free, assert_left_nothing, drop_at_every_poll, eventually, eventually_async,
-    free_for, key, poll_n_then_drop, Conformant, IDLE, MAX_POLLS, SETTLE,
+    expect_err, free_for, key, poll_n_then_drop, Conformant, IDLE, MAX_POLLS, SETTLE,
 };
 
 /// What a shared-lock conformance case needs of an implementation.
@@ -231,7 +231,8 @@ pub async fn shared_timeout_carries_the_timeout<L: SharedConformant>(lock: &L, o
     let k = key("rw-timeout");
     let w = observer.acquire(&k, WAIT).await.unwrap();
     let t = Duration::from_millis(50);
-    let err = lock.acquire_shared(&k, Some(t)).await.unwrap_err();
+    let what = "acquire_shared with a timeout on a key a writer holds returned a guard";
+    let err = expect_err(lock.acquire_shared(&k, Some(t)).await, what);
     assert!(err.is_timeout(), "{err}");
     assert_eq!(err.as_lock_acquisition().unwrap().timeout, Some(t));
     w.release().await.unwrap();
@@ -331,7 +332,8 @@ pub async fn manual_shared_hold_releases_by_key<L: SharedConformant>(lock: &L, o
     assert!(!free_for(observer, &k).await);
     lock.release(&k).await.unwrap();
     assert_becomes_free(observer, &k).await;
-    assert!(lock.release(&k).await.unwrap_err().is_not_held());
+    let again = "a second release(key) of a released manual shared hold returned Ok";
+    assert!(expect_err(lock.release(&k).await, again).is_not_held());
 }
 
 /// Downgrading a guard whose lock `release_all` took away is a lock-lost

@@ -72,8 +72,9 @@ impl<L: DistributedLock> Election<L> {
     /// Returns `Ok(())` once `stop` is cancelled (while campaigning: at
     /// once; while leading: when the work has returned and the leadership
     /// is resigned). A campaign or a resign that fails with anything but a
-    /// lost leadership (the database unreachable, a manager without fencing
-    /// tokens) ends the loop with that error; call it again to go on.
+    /// lost leadership (the database unreachable, say) ends the loop with
+    /// that error; call it again to go on. A manager without fencing tokens
+    /// is not among those failures: [`Election::new`] refuses it.
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {

@@ -39,7 +39,11 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// time, carrying the caller's whole `timeout`; any other acquisition error
 /// (a failure to connect during the tries) carries that `timeout` too, on
 /// whichever key's try reported it. On any error nothing of the set stays
-/// held.
+/// held: the keys taken so far are released, and the error is returned
+/// only once those releases are done (a release that fails, for a key lost
+/// meanwhile, leaves the key free too and is not reported). Right after the
+/// error this manager holds none of the set, and another can take any key
+/// of it at once.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -67,9 +71,14 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// # Cancel safety
 ///
 /// Leaks nothing when dropped at any await point: every lock taken so far
-/// is released (in the background), so no key of the set stays held. Not
-/// cancel safe in tokio's sense: a dropped wait loses its place in the
-/// lock's queue, as [`DistributedLock::acquire`] does.
+/// is released, so no key of the set stays held. A dropped future cannot
+/// wait for those releases, though: they go on in the background (as a
+/// dropped [`LockGuard`]'s), so for a moment after the drop (on PostgreSQL,
+/// about a round trip) keys of the set may still be held, by
+/// [`is_held`](DistributedLock::is_held) and for other managers. Only a
+/// returned error guarantees that they are already free. Not cancel safe in
+/// tokio's sense: a dropped wait loses its place in the lock's queue, as
+/// [`DistributedLock::acquire`] does.
 pub async fn acquire_many<L, K>(
     locks: &L,
     keys: &[K],
@@ -79,17 +88,35 @@ where
     L: DistributedLock + ?Sized,
     K: AsRef<str> + Sync,
 {
-    let deadline = deadline_in(timeout);
     let keys = canonical(keys, timeout)?;
     let mut held: Vec<LockGuard> = Vec::with_capacity(keys.len());
+    match take_all(locks, &keys, timeout, &mut held).await {
+        Ok(()) => Ok(MultiLockGuard::new(held)),
+        Err(e) => {
+            // Given back before the error is: right after it, none of the
+            // set is held. (Dropped here, the rest goes in the background.)
+            give_back(held).await;
+            Err(e)
+        }
+    }
+}
+
+/// Takes `keys` (canonical) into `held`, all of them or up to an error.
+async fn take_all<L: DistributedLock + ?Sized>(
+    locks: &L,
+    keys: &[&str],
+    timeout: Option<Duration>,
+    held: &mut Vec<LockGuard>,
+) -> Result<()> {
+    let deadline = deadline_in(timeout);
     loop {
         // A try's error (say, connecting failed) carries the try's zero
         // timeout: give it the caller's, as for the waits below.
-        try_rest(locks, &keys, &mut held)
+        try_rest(locks, keys, held)
             .await
             .map_err(|e| with_timeout(e, timeout))?;
         let Some(next) = keys.get(held.len()) else {
-            return Ok(MultiLockGuard::new(held));
+            return Ok(());
         };
         if timeout.is_some_and(|t| t.is_zero()) {
             // One attempt of the whole set, and it failed.
@@ -102,7 +129,7 @@ where
         // end in a set with a key missing.
         let waited = tokio::select! {
             granted = locks.acquire(next, left) => Some(granted),
-            () = any_lost(&held) => None,
+            () = any_lost(held) => None,
         };
         match waited {
             Some(Ok(guard)) => held.push(guard),
@@ -111,8 +138,21 @@ where
         }
         // Also a loss noticed only as the grant came.
         if let Some(lost) = held.iter().position(LockGuard::is_lost) {
-            held.truncate(lost);
+            give_back(held.split_off(lost)).await;
         }
+    }
+}
+
+/// Releases `guards` and waits until every release is done. A failed
+/// release (the lock was lost meanwhile) leaves the key free all the same,
+/// so its error is not reported.
+///
+/// # Cancel safety
+///
+/// Dropped, the releases not yet done go ahead in the background.
+async fn give_back(guards: Vec<LockGuard>) {
+    if !guards.is_empty() {
+        join_all(guards.into_iter().map(LockGuard::release)).await;
     }
 }
 
@@ -159,18 +199,22 @@ async fn try_rest<L: DistributedLock + ?Sized>(
         return Ok(());
     }
     let tries = join_all(rest.iter().map(|key| locks.try_lock(key))).await;
-    let mut outcomes = Vec::with_capacity(tries.len());
-    for t in tries {
-        // On an error the guards taken by the other tries drop here.
-        outcomes.push(t?);
+    if let Some(failed) = tries.iter().position(Result::is_err) {
+        // The guards the other tries took are given back first.
+        let mut tries = tries;
+        let err = tries.swap_remove(failed).err();
+        give_back(tries.into_iter().filter_map(|t| t.ok().flatten()).collect()).await;
+        return Err(err.expect("the failed try"));
     }
-    for outcome in outcomes {
+    let mut outcomes = tries.into_iter().map(|t| t.ok().flatten());
+    for outcome in outcomes.by_ref() {
         match outcome {
             Some(guard) => held.push(guard),
-            // The rest is above the first missing key: dropping the
-            // iterator gives those guards back.
             None => break,
         }
     }
+    // The rest is above the first missing key: given back before the
+    // caller waits for that key, or returns.
+    give_back(outcomes.flatten().collect()).await;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! advisory locks alone (no table).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -51,13 +52,18 @@ const DEFAULT_MAX_PAUSE: Duration = Duration::from_millis(20);
 /// # Ok::<(), pgcoord::Error>(())
 /// # }).unwrap();
 /// ```
+///
+/// A clone (for a manager that is `Clone`, as both of this crate's are)
+/// is the same participant's handle, as cheap as cloning the manager and
+/// two strings: hand one to each task instead of wrapping it in an `Arc`.
+#[derive(Clone)]
 pub struct Semaphore<L> {
     locks: L,
     name: String,
     permits: u32,
     /// The slot keys, and one more: slot `permits`, which only a
-    /// participant with a larger count ever holds.
-    slots: Vec<String>,
+    /// participant with a larger count ever holds (shared by clones).
+    slots: Arc<[String]>,
     turnstile: String,
     max_pause: Duration,
 }

@@ -110,13 +110,15 @@ impl Error {
 /// A lock could not be acquired.
 ///
 /// Carries the key, the reason and the timeout the caller gave (if any).
-#[derive(Debug, thiserror::Error)]
-#[error("could not acquire lock {key:?}: {reason}{}", timeout_suffix(.timeout))]
+/// Its text includes the reason's, so [`source`](std::error::Error::source)
+/// skips the reason and returns the reason's own cause (the driver's error
+/// under [`AcquireFailure::Backend`]), or `None`: a walk of the chain
+/// (anyhow's `{:#}`, eyre) prints each cause once.
+#[derive(Debug)]
 pub struct LockAcquisitionError {
     /// The key that was asked for.
     pub key: String,
     /// Why the acquisition failed.
-    #[source]
     pub reason: AcquireFailure,
     /// The timeout the caller gave; `None` means "wait indefinitely".
     pub timeout: Option<Duration>,
@@ -135,6 +137,21 @@ fn timeout_suffix(timeout: &Option<Duration>) -> String {
             format!(" (timeout {shown:?})")
         }
         None => String::new(),
+    }
+}
+
+impl std::fmt::Display for LockAcquisitionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (key, reason) = (&self.key, &self.reason);
+        let suffix = timeout_suffix(&self.timeout);
+        write!(f, "could not acquire lock {key:?}: {reason}{suffix}")
+    }
+}
+
+impl std::error::Error for LockAcquisitionError {
+    /// The reason's cause, not the reason: the text already shows it.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.reason)
     }
 }
 
@@ -260,6 +277,51 @@ mod tests {
         // A try (timeout zero) says so, not "timeout 0ns".
         let tried = LockAcquisitionError::new("k", AcquireFailure::Timeout, Some(Duration::ZERO));
         assert!(tried.to_string().ends_with("(no wait)"), "{tried}");
+    }
+
+    /// Each layer of `e`'s `source()` chain says something its outer
+    /// layers did not: no cause printed twice by anyhow's `{:#}`.
+    fn assert_no_repeated_cause(e: &(dyn std::error::Error + 'static)) -> usize {
+        let mut outer = e.to_string();
+        let (mut layers, mut cause) = (1, e.source());
+        while let Some(c) = cause {
+            let text = c.to_string();
+            assert!(
+                !outer.contains(&text),
+                "{text:?} repeats what {outer:?} said"
+            );
+            outer.push_str(&text);
+            (layers, cause) = (layers + 1, c.source());
+        }
+        layers
+    }
+
+    #[test]
+    fn a_chain_walk_prints_each_cause_once() {
+        let t = Some(Duration::from_millis(300));
+        let timeout: Error = LockAcquisitionError::new("k", AcquireFailure::Timeout, t).into();
+        let long = AcquireFailure::KeyTooLong { len: 9, limit: 8 };
+        let too_long: Error = LockAcquisitionError::new("k", long, None).into();
+        let driver = std::io::Error::other("connection reset by peer");
+        let be = BackendError::new(BackendErrorKind::Closed, "lost").with_source(driver);
+        let backend: Error = LockAcquisitionError::new("k", AcquireFailure::Backend(be), t).into();
+        assert_eq!(assert_no_repeated_cause(&timeout), 1);
+        assert_eq!(assert_no_repeated_cause(&too_long), 1);
+        // The driver's error is still reachable, one step down.
+        assert_eq!(assert_no_repeated_cause(&backend), 2);
+        let cause = std::error::Error::source(&backend).unwrap();
+        assert_eq!(cause.to_string(), "connection reset by peer");
+        // The text is what it was.
+        assert_eq!(
+            backend.to_string(),
+            "could not acquire lock \"k\": database session ended: lost (timeout 300ms)"
+        );
+        let lost: Error = LockLostError {
+            key: "k".into(),
+            reason: "gone".into(),
+        }
+        .into();
+        assert_eq!(assert_no_repeated_cause(&lost), 1);
     }
 
     #[test]

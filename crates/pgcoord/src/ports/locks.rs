@@ -330,7 +330,10 @@ pub trait DistributedLock: Send + Sync {
     /// Runs `f` while holding `key`, then releases it.
     ///
     /// If the lock is lost while `f` runs, `f` is dropped (stopped at its
-    /// next await point) and the call returns [`Error::LockLost`].
+    /// next await point) and the call returns [`Error::LockLost`], whose
+    /// reason is the loss signal's ([`LossSignal::reason`]; "the lock was
+    /// lost" when the signal does not know why) followed by "while the
+    /// work ran".
     ///
     /// # Cancel safety
     ///
@@ -354,7 +357,10 @@ pub trait DistributedLock: Send + Sync {
                 biased;
                 _ = signal.lost() => Err(Error::LockLost(LockLostError {
                     key: guard.key().to_owned(),
-                    reason: "the session holding the lock ended while the work ran".into(),
+                    reason: format!(
+                        "{} while the work ran",
+                        signal.reason().unwrap_or("the lock was lost")
+                    ),
                 })),
                 out = work => {
                     guard.release().await?;

@@ -162,6 +162,28 @@ impl LossSignal {
         fired || self.lease.as_ref().is_some_and(|l| l.expired())
     }
 
+    /// Why the lock was lost, when the signal knows: the session holding
+    /// it ended, `release_all` took it, or (in lease mode) the server did
+    /// not confirm the session before its lease ran out. `None` while the
+    /// lock is held, and for a signal that does not know why it fired (a
+    /// token's, as the in-memory manager and third-party adapters give).
+    /// For [`any`](Self::any), the reason of the first lost member that
+    /// has one.
+    pub fn reason(&self) -> Option<&'static str> {
+        match &self.source {
+            Source::Any(members) => return members.iter().find_map(Self::reason),
+            Source::Alarms { session, .. } if session.is_raised() => {
+                return Some("the session holding the lock ended");
+            }
+            Source::Alarms { lock, .. } if lock.is_raised() => {
+                return Some("release_all released the lock");
+            }
+            _ => {}
+        }
+        let expired = self.lease.as_ref().is_some_and(|l| l.expired());
+        expired.then_some("the server did not confirm the session before its lease ran out")
+    }
+
     /// In lease mode, the end of the lease as the server last confirmed it:
     /// until then the server cannot have freed the lock for silence (a
     /// session that *ended* frees it at once, whatever this says). `None`
@@ -291,5 +313,24 @@ mod tests {
         let past = LeaseClock::new(Instant::now());
         let signal = LossSignal::from_alarms(Alarm::new(), Alarm::new(), Some(past));
         assert!(signal.is_lost());
+        assert!(signal.reason().unwrap().contains("lease"));
+    }
+
+    #[test]
+    fn the_reason_says_what_ended_the_lock_when_it_is_known() {
+        let (session, lock) = (Alarm::new(), Alarm::new());
+        let alarmed = LossSignal::from_alarms(session.clone(), lock.clone(), None);
+        let token = CancellationToken::new();
+        let plain = LossSignal::from_token(token.clone());
+        let set = LossSignal::any([plain.clone(), alarmed.clone()]);
+        assert_eq!((alarmed.reason(), set.reason()), (None, None));
+        lock.raise();
+        assert_eq!(alarmed.reason(), Some("release_all released the lock"));
+        session.raise();
+        let ended = Some("the session holding the lock ended");
+        assert_eq!(alarmed.reason(), ended);
+        token.cancel();
+        assert!(plain.is_lost() && plain.reason().is_none());
+        assert_eq!(set.reason(), ended, "the member that knows");
     }
 }

@@ -42,3 +42,28 @@ async fn a_set_is_lost_when_any_member_is() {
     assert!(err.is_lock_lost() && err.key() == Some("b"), "{err:?}");
     assert!(!pgcoord::DistributedLock::is_held(&locks, "a"));
 }
+
+#[tokio::test]
+async fn clones_of_a_semaphore_share_its_permits_across_tasks() {
+    use pgcoord::coordination::Semaphore;
+    let sem = Semaphore::new(InMemoryLockManager::new(None), "cloned", 2).unwrap();
+    let spawn = |sem: Semaphore<InMemoryLockManager>| {
+        tokio::spawn(async move { sem.acquire(Some(Duration::from_secs(30))).await })
+    };
+    let (a, b) = (spawn(sem.clone()), spawn(sem.clone()));
+    let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
+    assert_ne!(a.slot(), b.slot());
+    assert!(
+        sem.try_acquire().await.unwrap().is_none(),
+        "the clones hold both"
+    );
+    let freed = a.slot();
+    a.release().await.unwrap();
+    let c = sem
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("a's permit came back");
+    assert_eq!(c.slot(), freed);
+    drop((b, c));
+}

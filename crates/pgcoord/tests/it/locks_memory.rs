@@ -57,6 +57,13 @@ async fn simulated_loss_fires_the_signal_and_with_lock_stops() {
     assert!(locks.simulate_loss("lost"));
     let err = work.await.unwrap().unwrap_err();
     assert!(err.is_lock_lost(), "{err:?}");
+    // No session ended: the in-memory signal does not say why.
+    let text = err.to_string();
+    assert!(
+        text.ends_with("the lock was lost while the work ran"),
+        "{text}"
+    );
+    assert!(!text.contains("session"), "{text}");
     assert_eq!(locks.held_lock_count(), 0);
     let g = locks.acquire("lost", Some(Duration::ZERO)).await.unwrap();
     g.release().await.unwrap();
@@ -127,4 +134,26 @@ async fn a_simulated_loss_fires_a_manual_locks_signal() {
     assert!(signal.is_lost(), "the manual lock's signal did not fire");
     signal.lost().await;
     assert!(!locks.is_held("manual-loss"));
+}
+
+#[tokio::test]
+async fn with_lock_stopped_by_release_all_does_not_blame_a_session() {
+    let locks = InMemoryLockManager::new(None);
+    let (l2, (tx, rx)) = (locks.clone(), tokio::sync::oneshot::channel());
+    let work = tokio::spawn(async move {
+        l2.with_lock("swept", None, |_| async move {
+            tx.send(()).unwrap();
+            std::future::pending::<()>().await
+        })
+        .await
+    });
+    rx.await.unwrap();
+    assert_eq!(locks.release_all().await.unwrap(), 1);
+    let err = work.await.unwrap().unwrap_err();
+    assert!(err.is_lock_lost() && err.key() == Some("swept"), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.ends_with("the lock was lost while the work ran"),
+        "{text}"
+    );
 }
