@@ -126,6 +126,10 @@ impl Value {
         };
         Ok(match (ty, self) {
             (_, Value::Null) => return Err("NULL is not a valid filter value".into()),
+            (FieldType::Text | FieldType::Other(_), Value::Text(s)) if s.contains('\0') => {
+                // PostgreSQL refuses the operand; no backend stores such text.
+                return Err(format!("{s:?} holds a NUL character (U+0000)"));
+            }
             (FieldType::Text | FieldType::Other(_), Value::Text(s)) => Value::Text(s.clone()),
             (FieldType::Uuid, Value::Uuid(u)) => Value::Uuid(*u),
             (FieldType::Uuid, Value::Text(s)) => {
@@ -317,6 +321,7 @@ mod tests {
             .coerce_to(&FieldType::Integer)
             .is_err());
         assert!(Value::Null.coerce_to(&FieldType::Text).is_err());
+        assert!(Value::from("a\0").coerce_to(&FieldType::Text).is_err());
     }
 
     #[test]
