@@ -101,6 +101,21 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         ));
     };
 
+    if !input.generics.params.is_empty() {
+        return Err(Error::new_spanned(
+            &input.generics,
+            "generic read models are not supported: a read model is one table with fixed \
+             column types; derive on a struct with concrete field types",
+        ));
+    }
+    if let Some(attr) = input.attrs.iter().find(|a| a.path().is_ident("column")) {
+        return Err(Error::new_spanned(
+            attr,
+            "#[column(...)] goes on a field, not on the struct; container attributes are \
+             #[read_model(...)]",
+        ));
+    }
+
     let mut table: Option<LitStr> = None;
     let mut krate: Option<syn::Path> = None;
     let mut indexes: Vec<IndexSpec> = Vec::new();
@@ -147,11 +162,21 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         .map(|t| t.value())
         .unwrap_or_else(|| naming::pluralize(&naming::snake_case(&name.to_string())));
 
-    let explicit_meta = named.named.iter().any(|f| {
+    let marked_meta = |f: &&syn::Field| {
         f.attrs.iter().any(|a| {
             a.path().is_ident("read_model") && a.parse_args::<Ident>().is_ok_and(|i| i == "meta")
         })
-    });
+    };
+    let is_meta_type = |ty: &syn::Type| last_segment(ty).as_deref() == Some("ReadModelMeta");
+    let explicit_meta = named.named.iter().any(|f| marked_meta(&f));
+    // The field that will be the meta field: the marked one, else the
+    // first of type `ReadModelMeta`. Any other `ReadModelMeta` is a mistake.
+    let meta_candidate = named
+        .named
+        .iter()
+        .find(marked_meta)
+        .or_else(|| named.named.iter().find(|f| is_meta_type(&f.ty)))
+        .and_then(|f| f.ident.clone());
     let mut meta_field: Option<Ident> = None;
     let mut columns: Vec<Column> = Vec::new();
     for field in &named.named {
@@ -172,12 +197,15 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 parse_column(attr, &mut attrs)?;
             }
         }
-        if !is_meta
-            && !explicit_meta
-            && meta_field.is_none()
-            && last_segment(&field.ty).as_deref() == Some("ReadModelMeta")
-        {
-            is_meta = true;
+        if !is_meta && is_meta_type(&field.ty) {
+            if !explicit_meta && meta_field.is_none() {
+                is_meta = true;
+            } else if let Some(meta) = &meta_candidate {
+                return Err(Error::new(
+                    ident.span(),
+                    format!("a read model has exactly one `ReadModelMeta` field; `{meta}` is it"),
+                ));
+            }
         }
         if is_meta {
             if let Some(first) = &meta_field {

@@ -13,7 +13,7 @@
 //! Copied into an application, it behaves the same: the backend is chosen
 //! at run time from the URL, never by a `cfg`. Its dependencies: `pgcoord`
 //! (default features; add `features = ["sqlite"]` for `sqlite://` URLs,
-//! else such a URL is refused with "built without its feature"), `tokio`
+//! else such a URL is refused with an error naming that feature), `tokio`
 //! with `macros` and `rt-multi-thread`, and `serde` with `derive`.
 
 use pgcoord::readmodels::{

@@ -124,6 +124,7 @@ mod deletion;
 mod filters;
 mod ordering;
 mod query_errors;
+mod unique;
 mod versions;
 mod writes;
 
@@ -131,5 +132,6 @@ use self::deletion::*;
 use self::filters::*;
 use self::ordering::*;
 use self::query_errors::*;
+use self::unique::*;
 use self::versions::*;
 use self::writes::*;

@@ -19,7 +19,9 @@
 //! ```
 //!
 //! [`run_conformance`] runs every case in one call, for a repository that
-//! cannot be made per case (e.g. inside one caller's transaction):
+//! cannot be made per case (e.g. inside one caller's transaction; there,
+//! leave out the [`STATEMENT_ERROR_CASES`] with [`run_cases`]: a refused
+//! statement aborts a PostgreSQL transaction):
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -131,7 +133,8 @@ macro_rules! __readmodel_case_list {
                 version_check_rejects_stale_version,
                 version_check_on_absent_row_is_not_found,
                 reads_and_writes_do_not_alias,
-                json_round_trips_and_is_not_filterable, }
+                json_round_trips_and_is_not_filterable,
+                unique_indexes_reject_duplicate_keys, }
     };
 }
 
@@ -155,11 +158,17 @@ use pgcoord::readmodels::{ReadModel, ReadModelMeta, ReadModelRepository};
 
 pub use cases::CASES;
 
+/// The cases that make the database refuse a statement (a unique index's
+/// duplicate key). Inside a caller's PostgreSQL transaction the first such
+/// refusal aborts the transaction, and every later statement fails: run
+/// the other cases there, with [`run_cases`].
+pub const STATEMENT_ERROR_CASES: &[&str] = &["unique_indexes_reject_duplicate_keys"];
+
 /// The model the suite stores: one field of each queryable type, most of
 /// them nullable. Table `conformance_items`, with an index on
-/// `(category, quantity)`.
+/// `(category, quantity)` and a unique one on `(category, code)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ReadModel)]
-#[read_model(index(category, quantity))]
+#[read_model(index(category, quantity), unique_index(category, code))]
 pub struct ConformanceItem {
     /// Bookkeeping.
     #[serde(flatten)]
@@ -186,6 +195,9 @@ pub struct ConformanceItem {
     /// Decimal (as text), nullable.
     #[column(kind = "decimal")]
     pub amount: Option<String>,
+    /// Text, nullable; unique together with `category` (index
+    /// `idx_conformance_items_category_code`).
+    pub code: Option<String>,
 }
 
 impl ConformanceItem {
@@ -204,7 +216,14 @@ impl ConformanceItem {
             day: None,
             attributes: None,
             amount: None,
+            code: None,
         }
+    }
+
+    /// Sets the code.
+    pub fn code(mut self, c: impl Into<String>) -> Self {
+        self.code = Some(c.into());
+        self
     }
 
     /// Sets the category.
@@ -268,8 +287,17 @@ pub async fn run_conformance<R>(repo: &R) -> ConformanceReport
 where
     R: ReadModelRepository<ConformanceItem>,
 {
+    run_cases(repo, CASES).await
+}
+
+/// Runs the cases `names` (from [`CASES`]) against `repo`, each after a
+/// truncate, and reports which passed; an unknown name fails.
+pub async fn run_cases<R>(repo: &R, names: &[&'static str]) -> ConformanceReport
+where
+    R: ReadModelRepository<ConformanceItem>,
+{
     let mut report = ConformanceReport::default();
-    for &name in CASES {
+    for &name in names {
         let outcome = match repo.truncate().await {
             Ok(_) => cases::run_case(name, repo).await,
             Err(e) => Err(format!("truncate before the case failed: {e}")),

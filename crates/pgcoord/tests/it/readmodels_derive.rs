@@ -262,6 +262,19 @@ async fn derived_models_round_trip_through_a_repository() {
         .await
         .unwrap();
     assert_eq!(closed, 0);
+
+    // String names are column names: `total` is stored as `total_cents`.
+    let by_column = Query::new().filter(Filter::gte("total_cents", 0));
+    assert_eq!(repo.count(&by_column).await.unwrap(), 1);
+    let by_field = Query::new().filter(Filter::gte("total", 0));
+    let err = repo.count(&by_field).await.unwrap_err();
+    let text = err.to_string();
+    assert!(err.as_read_model().unwrap().is_invalid_query(), "{text}");
+    assert!(
+        text.contains(r#"unknown field "total": queries name columns, not Rust fields"#)
+            && text.contains(r#""total_cents""#),
+        "{text}"
+    );
 }
 
 #[test]

@@ -83,3 +83,70 @@ async fn the_suite_catches_planted_bugs() {
     let panicked = std::panic::catch_unwind(|| report.assert_passed());
     assert!(panicked.is_err());
 }
+
+/// The probe's model: one unique column. PostgreSQL refuses a second
+/// `ada@example.com` with 23505 on `idx_widgets_email`; so does memory,
+/// in every write path, including an event applied in a projection's
+/// transaction.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, pgcoord::readmodels::ReadModel)]
+#[read_model(unique_index(email))]
+struct Widget {
+    #[serde(flatten)]
+    meta: pgcoord::readmodels::ReadModelMeta,
+    email: String,
+}
+
+fn widget(email: &str) -> Widget {
+    Widget {
+        meta: pgcoord::readmodels::ReadModelMeta::new_random(),
+        email: email.into(),
+    }
+}
+
+fn assert_unique_violation<T: std::fmt::Debug>(result: Result<T>) {
+    let err = result.expect_err("a duplicate key was accepted");
+    let backend = err.as_backend().expect("a backend error");
+    assert_eq!(backend.kind(), pgcoord::error::BackendErrorKind::Query);
+    assert_eq!(
+        backend.code(),
+        Some(&pgcoord::error::SqlState::UNIQUE_VIOLATION)
+    );
+    assert_eq!(
+        backend.message(),
+        r#"duplicate key value violates unique constraint "idx_widgets_email": key (email)=("ada@example.com") already exists in widgets"#
+    );
+}
+
+#[tokio::test]
+async fn unique_indexes_hold_on_every_write_path() {
+    let repo = InMemoryReadModelRepository::<Widget>::new();
+    repo.save(&widget("ada@example.com")).await.unwrap();
+    assert_unique_violation(repo.save(&widget("ada@example.com")).await);
+    assert_unique_violation(
+        repo.save_many(&[widget("bob@example.com"), widget("ada@example.com")])
+            .await,
+    );
+    assert_eq!(repo.len(), 1, "a refused batch wrote nothing");
+
+    // In a projection's transaction the refusal fails the event, and the
+    // copy it ran on is thrown away.
+    struct SaveTwice;
+    impl pgcoord::readmodels::ReadModelHandler for SaveTwice {
+        type Model = Widget;
+        type Event = &'static str;
+        async fn handle<R: ReadModelRepository<Widget>>(
+            &self,
+            email: &&'static str,
+            repo: &R,
+        ) -> Result<()> {
+            repo.save(&widget("carol@example.com")).await?;
+            repo.save(&widget(email)).await?;
+            Ok(())
+        }
+    }
+    use pgcoord::readmodels::TransactionalReadModels;
+    assert_unique_violation(repo.apply(&SaveTwice, &"ada@example.com").await);
+    assert_eq!(repo.len(), 1);
+    repo.apply(&SaveTwice, &"dan@example.com").await.unwrap();
+    assert_eq!(repo.len(), 3);
+}

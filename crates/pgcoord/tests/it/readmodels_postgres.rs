@@ -11,7 +11,9 @@ use pgcoord::{
     },
 };
 use pgcoord_testkit::pg::TestDatabase;
-use pgcoord_testkit::readmodels::{run_conformance, ConformanceItem};
+use pgcoord_testkit::readmodels::{
+    run_cases, run_conformance, ConformanceItem, CASES, STATEMENT_ERROR_CASES,
+};
 use serde::{Deserialize, Serialize};
 
 async fn pool(db: &TestDatabase) -> PostgresDatabase {
@@ -40,7 +42,14 @@ async fn repository_inside_a_caller_transaction_never_commits() {
     let tx = client.transaction().await.unwrap();
     {
         let repo = PostgresReadModelRepository::<ConformanceItem, _>::new(&tx);
-        run_conformance(&repo).await.assert_passed();
+        // A refused statement would abort the caller's transaction.
+        let cases: Vec<&'static str> = CASES
+            .iter()
+            .copied()
+            .filter(|c| !STATEMENT_ERROR_CASES.contains(c))
+            .collect();
+        assert!(cases.len() < CASES.len());
+        run_cases(&repo, &cases).await.assert_passed();
         repo.truncate().await.unwrap();
         repo.save(&ConformanceItem::new("uncommitted"))
             .await

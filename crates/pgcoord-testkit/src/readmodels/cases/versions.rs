@@ -31,15 +31,22 @@ pub(super) async fn version_check_rejects_stale_version<R: ReadModelRepository<I
     let mut stale = stored.clone();
     stale.quantity = 99;
     match repo.save_with_version_check(&stale).await {
-        Err(Error::ReadModel(ReadModelError::VersionConflict {
-            id,
-            expected,
-            actual,
-            ..
-        })) => {
+        Err(Error::ReadModel(
+            e @ ReadModelError::VersionConflict {
+                id,
+                expected,
+                actual,
+                ..
+            },
+        )) => {
             ensure_eq!(id, stored.meta.id);
             ensure_eq!(expected, 1);
             ensure_eq!(actual, Some(2));
+            let text = e.to_string();
+            ensure!(
+                text.ends_with("expected version 1, found version 2"),
+                "the message reads {text:?}"
+            );
         }
         other => return Err(format!("expected a version conflict, got {other:?}")),
     }

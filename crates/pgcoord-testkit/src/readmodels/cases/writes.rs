@@ -262,6 +262,16 @@ pub(super) async fn invalid_models_are_rejected_before_writing<R: ReadModelRepos
         is_invalid(repo.save_with_version_check(&stale).await.map(|_| ())),
         "version check with version -1 was accepted"
     );
+    // A NUL character, which PostgreSQL cannot store in text or JSON, is
+    // refused the same way on every backend.
+    let mut nul_json = Item::new("json");
+    nul_json.attributes = Some(serde_json::json!({ "k": "a\u{0}b" }));
+    for (item, what) in [(Item::new("a\0b"), "text"), (nul_json, "JSON")] {
+        ensure!(
+            is_invalid(repo.save(&item).await.map(|_| ())),
+            "a NUL in {what} was accepted"
+        );
+    }
     // Nothing of the rejected writes reached the store.
     ensure_eq!(
         repo.count(&Query::new().include_deleted(true))

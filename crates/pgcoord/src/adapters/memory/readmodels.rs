@@ -16,6 +16,7 @@ use crate::ports::readmodels::{
 };
 
 mod repository;
+mod unique;
 
 type Rows = BTreeMap<Uuid, Record>;
 
@@ -57,6 +58,7 @@ pub struct InMemoryReadModelRepository<M> {
     checkpoints: Arc<Mutex<HashMap<String, i64>>>,
     apply_lock: Arc<tokio::sync::Mutex<()>>,
     fields: Arc<[FieldDescriptor]>,
+    unique: Arc<[unique::UniqueIndex]>,
     table: Arc<str>,
     _model: PhantomData<fn() -> M>,
 }
@@ -68,12 +70,14 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
     }
 
     fn with_rows(rows: Rows) -> Self {
+        let table = M::table_name();
         Self {
             rows: Arc::new(Mutex::new(rows)),
             checkpoints: Arc::default(),
             apply_lock: Arc::new(tokio::sync::Mutex::new(())),
             fields: M::fields().into(),
-            table: M::table_name().into(),
+            unique: unique::unique_indexes(&table, &M::indexes()),
+            table: table.into(),
             _model: PhantomData,
         }
     }
@@ -94,7 +98,7 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
 
     fn lock(&self) -> MutexGuard<'_, Rows> {
         // A panic while holding the lock cannot leave `Rows` half-updated:
-        // every mutation is a single map operation.
+        // nothing that mutates them panics.
         self.rows.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -146,6 +150,37 @@ impl<M: ReadModel> InMemoryReadModelRepository<M> {
         record
     }
 
+    /// Upserts `records` in order, all or none: when a written row ends up
+    /// with the key of another row under a unique index, every write is
+    /// undone and the call fails as PostgreSQL's would.
+    fn write(&self, rows: &mut Rows, records: Vec<Record>) -> Result<Vec<Record>> {
+        if self.unique.is_empty() {
+            return Ok(records.into_iter().map(|r| Self::upsert(rows, r)).collect());
+        }
+        let mut undo = Vec::with_capacity(records.len());
+        let mut stored = Vec::with_capacity(records.len());
+        for record in records {
+            undo.push((record.meta.id, rows.get(&record.meta.id).cloned()));
+            stored.push(Self::upsert(rows, record));
+        }
+        // Each written row as the batch leaves it (a repeated id: its last
+        // write), against every row as the batch leaves them.
+        let clash = stored.iter().find_map(|s| {
+            let row = rows.get(&s.meta.id)?;
+            unique::check(&self.unique, &self.table, &self.fields, rows, row).err()
+        });
+        if let Some(e) = clash {
+            for (id, old) in undo.into_iter().rev() {
+                match old {
+                    Some(old) => rows.insert(id, old),
+                    None => rows.remove(&id),
+                };
+            }
+            return Err(e);
+        }
+        Ok(stored)
+    }
+
     fn set_deleted(&self, id: Uuid, deleted: bool) -> bool {
         let mut rows = self.lock();
         match rows.get_mut(&id) {
@@ -173,6 +208,7 @@ impl<M> Clone for InMemoryReadModelRepository<M> {
             checkpoints: self.checkpoints.clone(),
             apply_lock: self.apply_lock.clone(),
             fields: self.fields.clone(),
+            unique: self.unique.clone(),
             table: self.table.clone(),
             _model: PhantomData,
         }

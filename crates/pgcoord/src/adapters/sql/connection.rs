@@ -7,7 +7,7 @@
 use std::fmt;
 use uuid::Uuid;
 
-use crate::ports::error::{Error, Result};
+use crate::ports::error::Result;
 use crate::ports::readmodels::{
     Applied, DeadLetter, DeadLetterSelection, HeldBatch, HoldingBatch, Parking, Query, ReadModel,
     ReadModelHandler, ReadModelRepository, TransactionalReadModels,
@@ -53,7 +53,7 @@ pub enum Database {
 /// refused: SQLite has no host. SQLite connections get `foreign_keys=ON`,
 /// `busy_timeout=5000` and (files only) `journal_mode=WAL`.
 ///
-/// Fails with [`Error::InvalidArgument`] for an unknown scheme or a backend
+/// Fails with [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unknown scheme or a backend
 /// whose cargo feature is off, and with a backend error when the database
 /// cannot be reached.
 ///
@@ -80,10 +80,7 @@ pub async fn connect(url: &str) -> Result<Database> {
         #[cfg(feature = "sqlite")]
         DatabaseUrl::SqliteFile(path) => Ok(Database::Sqlite(SqliteDatabase::open(path).await?)),
         #[allow(unreachable_patterns)]
-        other => Err(Error::InvalidArgument(format!(
-            "the URL names a {:?} database, but the crate was built without its feature",
-            other.dialect()
-        ))),
+        other => Err(super::database_url::feature_missing(other.dialect())),
     }
 }
 

@@ -83,6 +83,19 @@ impl DatabaseUrl {
     }
 }
 
+/// The refusal of a URL whose backend this build of `pgcoord` left out:
+/// it names the feature to turn on.
+pub(super) fn feature_missing(dialect: Dialect) -> Error {
+    let (database, feature) = match dialect {
+        Dialect::Postgres => ("PostgreSQL", "postgres"),
+        Dialect::Sqlite => ("SQLite", "sqlite"),
+    };
+    Error::InvalidArgument(format!(
+        "the URL names a {database} database, but pgcoord was built without its \
+         feature: add `features = [\"{feature}\"]` to the `pgcoord` dependency"
+    ))
+}
+
 impl std::fmt::Debug for DatabaseUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -104,6 +117,20 @@ fn decode_path(path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_left_out_backend_is_refused_naming_its_feature() {
+        assert_eq!(
+            feature_missing(Dialect::Sqlite).to_string(),
+            "invalid argument: the URL names a SQLite database, but pgcoord was built \
+             without its feature: add `features = [\"sqlite\"]` to the `pgcoord` dependency"
+        );
+        let pg = feature_missing(Dialect::Postgres).to_string();
+        assert!(
+            pg.contains("PostgreSQL database") && pg.contains(r#"features = ["postgres"]"#),
+            "{pg}"
+        );
+    }
 
     #[test]
     fn urls_follow_the_sqlalchemy_convention() {

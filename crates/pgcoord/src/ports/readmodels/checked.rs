@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 
+use super::field::FieldDescriptor;
 use super::field_type::FieldType;
 use super::terms::{Direction, Operand, Operator};
 use super::value::Value;
@@ -107,4 +108,39 @@ pub struct CheckedQuery {
     pub offset: u64,
     /// Soft-deleted rows policy.
     pub deleted: DeletedRows,
+}
+
+/// Why [`Query::check`](super::Query::check) refused the name `name`: names
+/// are column names (a renamed field's `#[column(rename = "...")]`, not
+/// its Rust name), so the message lists the model's columns.
+pub(super) fn unknown_field(name: &str, fields: &[FieldDescriptor]) -> String {
+    let base = r#"the base columns "id", "created_at", "updated_at", "version", "deleted_at""#;
+    let columns: Vec<String> = fields.iter().map(|f| format!("{:?}", f.name)).collect();
+    let known = if columns.is_empty() {
+        format!("this model has only {base}")
+    } else {
+        format!("this model's are {} and {base}", columns.join(", "))
+    };
+    format!(
+        "unknown field {name:?}: queries name columns, not Rust fields (a renamed field \
+         by its `rename`, as its constant `Model::FIELD` does); {known}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_name_is_answered_with_the_column_names() {
+        let fields = [
+            FieldDescriptor::new("name", FieldType::Text),
+            FieldDescriptor::new("nick_name", FieldType::Text),
+        ];
+        assert_eq!(
+            unknown_field("nick", &fields),
+            r#"unknown field "nick": queries name columns, not Rust fields (a renamed field by its `rename`, as its constant `Model::FIELD` does); this model's are "name", "nick_name" and the base columns "id", "created_at", "updated_at", "version", "deleted_at""#
+        );
+        assert!(unknown_field("x", &[]).contains(r#"this model has only the base columns "id""#));
+    }
 }

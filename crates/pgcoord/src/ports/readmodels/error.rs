@@ -18,7 +18,10 @@ pub enum ReadModelError {
         id: Uuid,
     },
     /// An optimistic version check failed.
-    #[error("version conflict on {table} {id}: expected {expected}, found {actual:?}")]
+    #[error(
+        "version conflict on {table} {id}: expected version {expected}, found {}",
+        found_version(*.actual)
+    )]
     VersionConflict {
         /// The table.
         table: String,
@@ -92,6 +95,12 @@ pub enum ReadModelError {
     },
 }
 
+/// "version 2", or "no row" when the row is gone: the end of a
+/// [`ReadModelError::VersionConflict`] message.
+fn found_version(actual: Option<i64>) -> String {
+    actual.map_or_else(|| "no row".to_owned(), |v| format!("version {v}"))
+}
+
 impl ReadModelError {
     /// A [`ReadModelError::SchemaMismatch`] without a driver error.
     pub fn schema_mismatch(
@@ -139,5 +148,29 @@ impl ReadModelError {
     /// True for [`ReadModelError::InvalidQuery`].
     pub fn is_invalid_query(&self) -> bool {
         matches!(self, ReadModelError::InvalidQuery(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReadModelError;
+
+    #[test]
+    fn version_conflicts_read_as_prose() {
+        let conflict = |actual| ReadModelError::VersionConflict {
+            table: "widgets".into(),
+            id: uuid::Uuid::nil(),
+            expected: 1,
+            actual,
+        };
+        let nil = uuid::Uuid::nil();
+        assert_eq!(
+            conflict(Some(2)).to_string(),
+            format!("version conflict on widgets {nil}: expected version 1, found version 2")
+        );
+        assert_eq!(
+            conflict(None).to_string(),
+            format!("version conflict on widgets {nil}: expected version 1, found no row")
+        );
     }
 }

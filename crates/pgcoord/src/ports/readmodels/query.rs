@@ -231,7 +231,7 @@ impl Query {
                 .chain(fields)
                 .find(|f| f.name == name)
                 .map(|f| f.field_type.clone())
-                .ok_or_else(|| bad(format!("unknown field {name:?}")))
+                .ok_or_else(|| bad(super::checked::unknown_field(name, fields)))
         };
         let mut filters = Vec::with_capacity(self.filters.len());
         for filter in &self.filters {

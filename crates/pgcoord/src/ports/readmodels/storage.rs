@@ -52,8 +52,10 @@ impl Record {
     /// truncated to microseconds.
     ///
     /// Fails with [`ReadModelError::InvalidModel`] when the version is below
-    /// 1, a non-nullable field is NULL or missing from the serde form, or a
-    /// descriptor reuses a base column's name; with
+    /// 1, a non-nullable field is NULL or missing from the serde form, a
+    /// text, decimal or JSON value holds a NUL character (U+0000, which
+    /// PostgreSQL cannot store), or a descriptor reuses a base column's
+    /// name; with
     /// [`ReadModelError::Serialization`] when a value cannot be converted.
     pub fn from_model<M: ReadModel>(
         model: &M,
@@ -82,6 +84,14 @@ impl Record {
             if value.is_null() && !field.nullable {
                 return Err(ReadModelError::InvalidModel(format!(
                     "{}: field {:?} is NULL but not nullable",
+                    short_type_name::<M>(),
+                    field.name
+                )));
+            }
+            if holds_nul(value) {
+                return Err(ReadModelError::InvalidModel(format!(
+                    "{}: field {:?} holds a NUL character (U+0000), which PostgreSQL cannot \
+                     store in text or JSON",
                     short_type_name::<M>(),
                     field.name
                 )));
@@ -125,6 +135,24 @@ impl Record {
                 .position(|f| f.name == name)
                 .map(|i| self.values[i].clone()),
         }
+    }
+}
+
+/// True when a text-like value holds U+0000, which PostgreSQL refuses in
+/// `TEXT` (22021) and `JSONB` (22P05): refused on every backend alike.
+fn holds_nul(value: &Value) -> bool {
+    fn json(j: &serde_json::Value) -> bool {
+        match j {
+            serde_json::Value::String(s) => s.contains('\0'),
+            serde_json::Value::Array(items) => items.iter().any(json),
+            serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || json(v)),
+            _ => false,
+        }
+    }
+    match value {
+        Value::Text(s) | Value::Decimal(s) => s.contains('\0'),
+        Value::Json(j) => json(j),
+        _ => false,
     }
 }
 
@@ -181,5 +209,26 @@ mod tests {
             Record::from_model(&thing, &[FieldDescriptor::of::<i64>("label")]),
             Err(ReadModelError::Serialization { .. })
         ));
+    }
+
+    #[test]
+    fn nul_characters_are_refused_as_postgresql_refuses_them() {
+        let with = |label: &str| Thing {
+            meta: ReadModelMeta::new_random(),
+            label: label.into(),
+        };
+        let text = [FieldDescriptor::of::<String>("label")];
+        let err = Record::from_model(&with("a\0b"), &text).unwrap_err();
+        assert!(
+            matches!(&err, ReadModelError::InvalidModel(m) if m.contains(r#"field "label" holds a NUL"#)),
+            "{err}"
+        );
+        assert!(Record::from_model(&with("a\\u0000b"), &text).is_ok());
+        assert!(holds_nul(&Value::Json(
+            serde_json::json!({"a": [1, "x\u{0}"]})
+        )));
+        assert!(holds_nul(&Value::Json(serde_json::json!({"k\u{0}": 1}))));
+        assert!(!holds_nul(&Value::Json(serde_json::json!({"a": "x"}))));
+        assert!(!holds_nul(&Value::Bytes(vec![0])));
     }
 }

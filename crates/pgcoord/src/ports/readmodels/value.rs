@@ -116,9 +116,20 @@ impl Value {
     /// timestamps (RFC 3339), dates and decimals. NULL is refused: a NULL
     /// field never equals anything, so a NULL operand is always a mistake.
     pub fn coerce_to(&self, ty: &FieldType) -> Result<Value, String> {
-        let wrong = || format!("a {} value does not fit a {ty} field", self.kind());
+        let wrong = || {
+            let (kind, ty) = (self.kind(), ty.to_string());
+            format!(
+                "{} {kind} value does not fit {} {ty} field",
+                article(kind),
+                article(&ty)
+            )
+        };
         Ok(match (ty, self) {
             (_, Value::Null) => return Err("NULL is not a valid filter value".into()),
+            (FieldType::Text | FieldType::Other(_), Value::Text(s)) if s.contains('\0') => {
+                // PostgreSQL refuses the operand; no backend stores such text.
+                return Err(format!("{s:?} holds a NUL character (U+0000)"));
+            }
             (FieldType::Text | FieldType::Other(_), Value::Text(s)) => Value::Text(s.clone()),
             (FieldType::Uuid, Value::Uuid(u)) => Value::Uuid(*u),
             (FieldType::Uuid, Value::Text(s)) => {
@@ -257,6 +268,15 @@ impl<T: Into<Value>> From<Option<T>> for Value {
     }
 }
 
+/// The indefinite article for a type name in a message: "an integer", "a
+/// uuid" (said "you-you-id"), "a text".
+fn article(word: &str) -> &'static str {
+    match word.bytes().next().map(|b| b.to_ascii_lowercase()) {
+        Some(b'a' | b'e' | b'i' | b'o') => "an",
+        _ => "a",
+    }
+}
+
 /// Parses a `YYYY-MM-DD` date. For adapters.
 pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()
@@ -301,5 +321,27 @@ mod tests {
             .coerce_to(&FieldType::Integer)
             .is_err());
         assert!(Value::Null.coerce_to(&FieldType::Text).is_err());
+        assert!(Value::from("a\0").coerce_to(&FieldType::Text).is_err());
+    }
+
+    #[test]
+    fn mismatch_messages_use_the_right_article() {
+        let said = |v: Value, ty: FieldType| v.coerce_to(&ty).unwrap_err();
+        assert_eq!(
+            said(Value::from("ten"), FieldType::Integer),
+            "a text value does not fit an integer field"
+        );
+        assert_eq!(
+            said(Value::Integer(1), FieldType::Bool),
+            "an integer value does not fit a bool field"
+        );
+        assert_eq!(
+            said(Value::Bool(true), FieldType::Other("OrderState".into())),
+            "a bool value does not fit an OrderState field"
+        );
+        assert_eq!(
+            said(Value::Float(1.5), FieldType::Uuid),
+            "a float value does not fit a uuid field"
+        );
     }
 }

@@ -38,8 +38,8 @@ impl<M: ReadModel> ReadModelRepository<M> for InMemoryReadModelRepository<M> {
         let span = repo_span!("memory", &*self.table, None, "save");
         traced(span, async move {
             let record = Record::from_model(model, &self.fields)?;
-            let stored = Self::upsert(&mut self.lock(), record);
-            self.decode(&stored)
+            let stored = self.write(&mut self.lock(), vec![record])?;
+            self.decode(&stored[0])
         })
         .await
     }
@@ -51,13 +51,7 @@ impl<M: ReadModel> ReadModelRepository<M> for InMemoryReadModelRepository<M> {
                 .iter()
                 .map(|m| Record::from_model(m, &self.fields))
                 .collect::<Result<Vec<_>, _>>()?;
-            let stored: Vec<Record> = {
-                let mut rows = self.lock();
-                records
-                    .into_iter()
-                    .map(|r| Self::upsert(&mut rows, r))
-                    .collect()
-            };
+            let stored = self.write(&mut self.lock(), records)?;
             stored.iter().map(|r| self.decode(r)).collect()
         })
         .await
@@ -177,10 +171,10 @@ impl<M: ReadModel> ReadModelRepository<M> for InMemoryReadModelRepository<M> {
                         }
                         .into())
                     }
-                    Some(_) => Self::upsert(&mut rows, record),
+                    Some(_) => self.write(&mut rows, vec![record])?,
                 }
             };
-            self.decode(&stored)
+            self.decode(&stored[0])
         })
         .await
     }
