@@ -233,7 +233,7 @@ fn all_shaped(st: &Statements) -> bool {
         (&st.unlock_shared, &flag),
         (&st.downgrade, &flag),
     ];
-    let fenced = st.fenced.as_ref().map_or(true, |f| {
+    let fenced = st.fenced.as_ref().is_none_or(|f| {
         shaped(&f.batch, &[T::BOOL, T::INT8, T::BOOL, T::INT8])
             && shaped(&f.try_one, &[T::BOOL, T::INT8, T::INT8])
             && shaped(&f.lock, &[T::INT8, T::INT8])
