@@ -86,3 +86,23 @@ async fn demo_worker_whose_wait_is_cut_short_by_the_end_of_its_run_exits_0() {
         "{recorded}"
     );
 }
+
+#[tokio::test]
+async fn demo_as_root_finds_runuser_outside_a_minimal_path() {
+    // cron's PATH: runuser lives in /usr/sbin or /sbin, which it leaves out.
+    if !pgcoord_testkit::pg::is_root() {
+        eprintln!("skipped: not running as root (the demo then needs no runuser)");
+        return;
+    }
+    let out = output(eventsource(None).env("PATH", "/usr/bin:/bin").args([
+        "demo",
+        "--workers",
+        "2",
+        "--seconds",
+        "2",
+    ]))
+    .await;
+    assert!(!out.stderr.contains("runuser"), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("stopped and removed"), "{}", out.stderr);
+}
