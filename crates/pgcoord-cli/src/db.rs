@@ -315,4 +315,30 @@ mod tests {
             assert!(!hint.contains("URL"), "{kind:?} {code:?}: {hint}");
         }
     }
+
+    #[test]
+    fn a_read_only_command_through_a_transaction_pooler_is_told_to_connect_directly() {
+        let db = Database::parse("postgres://u@bouncer.internal:6432/app").unwrap();
+        for code in ["42P05", "26000"] {
+            let e: Error = BackendError::new(
+                BackendErrorKind::Query,
+                "prepared statement \"s2\" already exists",
+            )
+            .with_code(code)
+            .into();
+            let line = describe_failure("cannot read the projection's status", Some(&db), &e);
+            assert!(
+                line.starts_with("cannot read the projection's status: "),
+                "{line}"
+            );
+            assert!(
+                line.contains("a pooler in transaction or statement mode"),
+                "{line}"
+            );
+            assert!(
+                line.contains("a direct connection or the pooler's session mode"),
+                "{line}"
+            );
+        }
+    }
 }
