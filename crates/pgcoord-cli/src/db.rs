@@ -13,6 +13,7 @@ use pgcoord::{
 use tokio_postgres::config::Host;
 use tokio_postgres::Client;
 
+use crate::duration::format_duration;
 pub use crate::error_line::error_chain;
 use crate::error_line::one_line;
 use crate::redact::redact_url;
@@ -28,6 +29,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// instead of hanging it.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
+/// Why a server may not answer, as the tool's messages put it: a session
+/// pooler whose server connections are all taken (PgBouncer's
+/// `pool_size`) holds the query without a word, as a silent server does.
+pub const NO_ANSWER_CAUSES: &str = "(silent, a pooler with no server connection free, or the \
+                                    query waits for another session's lock)";
+
 /// `work`, or a [`BackendErrorKind::NoAnswer`] error once [`ANSWER_WITHIN`]
 /// has passed.
 pub async fn answered<T>(
@@ -38,8 +45,8 @@ pub async fn answered<T>(
         Err(_) => Err(pgcoord::error::BackendError::new(
             BackendErrorKind::NoAnswer,
             format!(
-                "the server did not answer within {ANSWER_WITHIN:?} (silent, or the query waits \
-                 for another session's lock)"
+                "the server did not answer within {} {NO_ANSWER_CAUSES}",
+                format_duration(ANSWER_WITHIN)
             ),
         )
         .into()),
