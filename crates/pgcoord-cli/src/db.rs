@@ -240,10 +240,11 @@ pub fn require_url(url: Option<String>) -> Result<Database, i32> {
 /// The one line for a library error that ends the tool: the error with
 /// its causes, the database, and a hint of ours where one is right.
 pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> String {
+    let chain = with_own_timeout(err, error_chain(err));
     let mut line = if context.is_empty() {
-        error_chain(err)
+        chain
     } else {
-        format!("{context}: {}", error_chain(err))
+        format!("{context}: {chain}")
     };
     // The server's own HINT, when the error's text does not carry it (a
     // copy of an error the engine reported to several callers keeps it in
@@ -263,6 +264,29 @@ pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> St
         line.push_str(&format!("; {hint}"));
     }
     line
+}
+
+/// `chain` with an acquisition's timeout as the tool writes durations
+/// (`(timeout 100d)`), not as the library's error does (`Duration`'s
+/// `Debug`, `(timeout 8640000s)`).
+fn with_own_timeout(err: &Error, chain: String) -> String {
+    let Some(a) = err.as_lock_acquisition() else {
+        return chain;
+    };
+    let Some(t) = a.timeout.filter(|t| !t.is_zero()) else {
+        return chain;
+    };
+    let library = a.to_string();
+    let Some(at) = library.rfind(" (timeout ") else {
+        return chain;
+    };
+    // To the millisecond, as the library's.
+    let shown = match t.as_millis() {
+        0 => t,
+        ms => Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)),
+    };
+    let ours = format!(" (timeout {})", format_duration(shown));
+    chain.replacen(&library[at..], &ours, 1)
 }
 
 /// Our hint for `err`, told by where the settings and the password came from.
@@ -321,6 +345,27 @@ mod tests {
             let hint = hint(Some(&db), &e.into()).expect("a hint");
             assert!(!hint.contains("URL"), "{kind:?} {code:?}: {hint}");
         }
+    }
+
+    #[test]
+    fn an_acquisition_timeout_is_written_as_the_tool_writes_durations() {
+        use pgcoord::error::{AcquireFailure, LockAcquisitionError};
+        let db = Database::parse("postgres://u@db.internal/app").unwrap();
+        let failed = |timeout: Duration| -> Error {
+            LockAcquisitionError::new(
+                "election:nightly",
+                AcquireFailure::Backend(BackendError::new(BackendErrorKind::Connect, "refused")),
+                Some(timeout),
+            )
+            .into()
+        };
+        let line = describe_failure("", Some(&db), &failed(Duration::from_secs(100 * 86_400)));
+        assert!(line.contains("(timeout 100d)"), "{line}");
+        assert!(!line.contains("8640000s"), "{line}");
+        let line = describe_failure("", Some(&db), &failed(Duration::from_millis(4_999_959)));
+        assert!(line.contains("(timeout 1h23m19s)"), "{line}");
+        let line = describe_failure("", Some(&db), &failed(Duration::from_millis(1500)));
+        assert!(line.contains("(timeout 1.5s)"), "{line}");
     }
 
     #[test]
