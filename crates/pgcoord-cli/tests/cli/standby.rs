@@ -116,3 +116,59 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     let out = output(eventsource(Some(&db)).args(["lock", "holders", "on-standby"])).await;
     assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projection_status_on_a_standby_cannot_know_the_runner_and_says_so() {
+    use pgcoord::{DistributedLock, PostgresLockManager};
+    let (cluster, db) = private_db(&[]).await;
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(
+            "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
+             position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
+             INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);",
+        )
+        .await
+        .unwrap();
+    let primary = cluster.clone();
+    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
+        .await
+        .unwrap()
+        .expect("a standby");
+    let url = standby.url(db.name());
+    // A runner holds the projection's lock on the primary.
+    let locks = PostgresLockManager::builder(db.config().into())
+        .holder_id("shop-runner")
+        .build()
+        .unwrap();
+    let guard = locks.acquire("projection:shop", None).await.unwrap();
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "shop"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("runner      shop-runner"), "{out:?}");
+    assert!(!out.stderr.contains("standby"), "{out:?}");
+
+    // The standby has the checkpoint, not the lock: no "none holds".
+    let out = on(&url, &["projection", "status", "shop"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("checkpoint  3"), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("runner      unknown on a standby (locks live on the primary)"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("none holds"), "{out:?}");
+    assert!(
+        out.stderr.contains("hot standby")
+            && out.stderr.contains("exclude nobody on the primary")
+            && out
+                .stderr
+                .contains("point the URL at the primary to see the runner"),
+        "{out:?}"
+    );
+    let out = on(&url, &["projection", "status", "--json", "shop"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(json["in_recovery"], true, "{json}");
+    assert_eq!(json["checkpoint"], 3, "{json}");
+    guard.release().await.unwrap();
+}
