@@ -141,6 +141,10 @@ fn json(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, standby: bool)
     let mut value = serde_json::to_value(s).expect("plain data");
     value["eta_seconds"] = serde_json::json!(s.eta_seconds());
     value["in_recovery"] = serde_json::json!(standby);
+    if standby {
+        // A standby session holding the key is no runner of the primary's.
+        value["runner"] = serde_json::Value::Null;
+    }
     if let (Some(r), Some(obj)) = (rebuild, value["rebuild"].as_object_mut()) {
         obj.insert("lag_events".into(), serde_json::json!(r.lag_events));
         obj.insert("lag_seconds".into(), serde_json::json!(r.lag_seconds));
@@ -149,7 +153,8 @@ fn json(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, standby: bool)
             serde_json::json!(r.events_per_second),
         );
         obj.insert("eta_seconds".into(), serde_json::json!(r.eta_seconds()));
-        obj.insert("runner".into(), serde_json::json!(r.runner));
+        let runner = r.runner.as_ref().filter(|_| !standby);
+        obj.insert("runner".into(), serde_json::json!(runner));
     }
     value.to_string()
 }
