@@ -13,6 +13,7 @@ use pgcoord::{
 use tokio_postgres::config::Host;
 use tokio_postgres::Client;
 
+use crate::duration::format_duration;
 pub use crate::error_line::error_chain;
 use crate::error_line::one_line;
 use crate::redact::redact_url;
@@ -28,6 +29,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// instead of hanging it.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
+/// Why a server may not answer, as the tool's messages put it: a session
+/// pooler whose server connections are all taken (PgBouncer's
+/// `pool_size`) holds the query without a word, as a silent server does.
+pub const NO_ANSWER_CAUSES: &str = "(silent, a pooler with no server connection free, or the \
+                                    query waits for another session's lock)";
+
 /// `work`, or a [`BackendErrorKind::NoAnswer`] error once [`ANSWER_WITHIN`]
 /// has passed.
 pub async fn answered<T>(
@@ -38,8 +45,8 @@ pub async fn answered<T>(
         Err(_) => Err(pgcoord::error::BackendError::new(
             BackendErrorKind::NoAnswer,
             format!(
-                "the server did not answer within {ANSWER_WITHIN:?} (silent, or the query waits \
-                 for another session's lock)"
+                "the server did not answer within {} {NO_ANSWER_CAUSES}",
+                format_duration(ANSWER_WITHIN)
             ),
         )
         .into()),
@@ -51,6 +58,23 @@ pub async fn answered<T>(
 /// what the command shows there (`shown`: "\"not held\"", "\"vacant\"")
 /// says nothing about the primary. True for a standby.
 pub async fn warn_if_standby(client: &Client, shown: &str) -> Result<bool, Error> {
+    let in_recovery = in_recovery(client).await?;
+    if in_recovery {
+        report!(
+            "{STANDBY_WARNING}, so {shown} here says nothing about the primary; point the URL \
+             at the primary to see the holders that count"
+        );
+    }
+    Ok(in_recovery)
+}
+
+/// How the warning of a command run on a hot standby begins.
+pub const STANDBY_WARNING: &str = "warning: the server is a hot standby (in recovery): its \
+                                   advisory locks are those of its own sessions only and \
+                                   exclude nobody on the primary";
+
+/// Whether `client`'s server is a hot standby (`pg_is_in_recovery()`).
+pub async fn in_recovery(client: &Client) -> Result<bool, Error> {
     let row = answered(async {
         client
             .query_one("SELECT pg_catalog.pg_is_in_recovery()", &[])
@@ -58,16 +82,7 @@ pub async fn warn_if_standby(client: &Client, shown: &str) -> Result<bool, Error
             .map_err(Error::from)
     })
     .await?;
-    let in_recovery: bool = row.get(0);
-    if in_recovery {
-        report!(
-            "warning: the server is a hot standby (in recovery): its advisory locks are \
-             those of its own sessions only and exclude nobody on the primary, so {shown} \
-             here says nothing about the primary; point the URL at the primary to see the \
-             holders that count"
-        );
-    }
-    Ok(in_recovery)
+    Ok(row.get(0))
 }
 
 /// The connection settings of a command.
@@ -233,10 +248,11 @@ pub fn require_url(url: Option<String>) -> Result<Database, i32> {
 /// The one line for a library error that ends the tool: the error with
 /// its causes, the database, and a hint of ours where one is right.
 pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> String {
+    let chain = with_own_timeout(err, error_chain(err));
     let mut line = if context.is_empty() {
-        error_chain(err)
+        chain
     } else {
-        format!("{context}: {}", error_chain(err))
+        format!("{context}: {chain}")
     };
     // The server's own HINT, when the error's text does not carry it (a
     // copy of an error the engine reported to several callers keeps it in
@@ -256,6 +272,29 @@ pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> St
         line.push_str(&format!("; {hint}"));
     }
     line
+}
+
+/// `chain` with an acquisition's timeout as the tool writes durations
+/// (`(timeout 100d)`), not as the library's error does (`Duration`'s
+/// `Debug`, `(timeout 8640000s)`).
+fn with_own_timeout(err: &Error, chain: String) -> String {
+    let Some(a) = err.as_lock_acquisition() else {
+        return chain;
+    };
+    let Some(t) = a.timeout.filter(|t| !t.is_zero()) else {
+        return chain;
+    };
+    let library = a.to_string();
+    let Some(at) = library.rfind(" (timeout ") else {
+        return chain;
+    };
+    // To the millisecond, as the library's.
+    let shown = match t.as_millis() {
+        0 => t,
+        ms => Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)),
+    };
+    let ours = format!(" (timeout {})", format_duration(shown));
+    chain.replacen(&library[at..], &ours, 1)
 }
 
 /// Our hint for `err`, told by where the settings and the password came from.
@@ -290,29 +329,5 @@ pub fn fail(context: &str, db: Option<&Database>, err: &Error) -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use pgcoord::error::BackendError;
-
-    #[test]
-    fn without_a_url_no_hint_mentions_the_database_url() {
-        let db = Database {
-            url: None,
-            options: ConnectOptions::parse("host=db.internal dbname=orders").unwrap(),
-        };
-        for (kind, code) in [
-            (BackendErrorKind::Connect, None),
-            (BackendErrorKind::Tls, None),
-            (BackendErrorKind::Connect, Some("3D000")),
-            (BackendErrorKind::Connect, Some("28000")),
-            (BackendErrorKind::Connect, Some("28P01")),
-        ] {
-            let mut e = BackendError::new(kind, "refused");
-            if let Some(code) = code {
-                e = e.with_code(code);
-            }
-            let hint = hint(Some(&db), &e.into()).expect("a hint");
-            assert!(!hint.contains("URL"), "{kind:?} {code:?}: {hint}");
-        }
-    }
-}
+#[path = "db_tests.rs"]
+mod tests;

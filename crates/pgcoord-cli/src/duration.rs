@@ -194,7 +194,9 @@ pub fn parse_min_interval(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`.
+/// Formats a duration for messages: `30s`, `500ms`, `2m5s`, `1.5s`,
+/// `100d`, `99d23h59m55s` (days from 24 hours on, as `--timeout 100d` is
+/// typed).
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if d.is_zero() {
@@ -214,8 +216,16 @@ pub fn format_duration(d: Duration) -> String {
         let number = format!("{:.3}", d.as_secs_f64());
         return format!("{}s", number.trim_end_matches('0').trim_end_matches('.'));
     }
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let (d, h, m, s) = (
+        secs / 86_400,
+        (secs % 86_400) / 3600,
+        (secs % 3600) / 60,
+        secs % 60,
+    );
     let mut out = String::new();
+    if d > 0 {
+        out.push_str(&format!("{d}d"));
+    }
     if h > 0 {
         out.push_str(&format!("{h}h"));
     }
@@ -317,5 +327,15 @@ mod tests {
         assert_eq!(format_duration(Duration::ZERO), "0s");
         assert_eq!(format_duration(Duration::from_micros(250)), "250us");
         assert_eq!(format_duration(Duration::from_nanos(1)), "1ns");
+        // Long ones in days, as typed: not 2400h, nor 8640000s.
+        assert_eq!(format_duration(Duration::from_secs(23 * 3600)), "23h");
+        assert_eq!(format_duration(Duration::from_secs(86_400)), "1d");
+        assert_eq!(format_duration(ok("100d")), "100d");
+        assert_eq!(
+            format_duration(ok("100d") - Duration::from_secs(5)),
+            "99d23h59m55s"
+        );
+        assert_eq!(format_duration(ok("1d30s")), "1d30s");
+        assert_eq!(format_duration(MAX_DURATION), "365d");
     }
 }

@@ -133,10 +133,14 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
             "the server cancelled the statement (pg_cancel_backend, or a pooler's query timeout); \
              it answered, it was not unreachable"
         }
+        // Every command's, the read-only ones too: the driver prepares
+        // each statement on the session it believes it has.
         (_, Some("42P05" | "26000")) => {
-            "this session's prepared statements were mixed up with another's: a pooler in \
-             transaction or statement mode? Locks need session mode (`eventsource lock doctor` \
-             checks)"
+            "this session's prepared statements were mixed up with another client's: a pooler \
+             in transaction or statement mode hands each transaction any server session, mixing \
+             prepared statements between clients; eventsource's commands (the read-only ones \
+             too) need a direct connection or the pooler's session mode (`eventsource lock \
+             doctor` checks)"
         }
         _ => return None,
     })
@@ -229,6 +233,17 @@ mod tests {
                 .into();
             let hint = backend_hint(&e).expect("a hint");
             assert!(hint.contains("transaction or statement mode"), "{hint}");
+            assert!(
+                hint.contains("mixing prepared statements between clients"),
+                "{hint}"
+            );
+            assert!(
+                hint.contains("need a direct connection or the pooler's session mode"),
+                "{hint}"
+            );
+            // Not a word about locks only: `leader show` and `projection
+            // status` fail the same way.
+            assert!(!hint.contains("Locks need"), "{hint}");
         }
     }
 

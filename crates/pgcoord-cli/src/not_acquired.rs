@@ -11,6 +11,8 @@ use pgcoord::{
     Error,
 };
 
+use tokio_postgres::config::TargetSessionAttrs;
+
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
@@ -42,9 +44,30 @@ pub fn standby_refused(args: &RunArgs, db: &Database) -> String {
     };
     format!(
         "the server is a hot standby (in recovery), whose advisory locks do not exclude \
-         holders on the primary (database {}); point the URL at the primary{or_allow}",
-        db.shown()
+         holders on the primary (database {}); {}{or_allow}",
+        db.shown(),
+        to_the_primary(db)
     )
+}
+
+/// How to reach the primary instead: with several hosts (a standby listed
+/// first, the driver taking the first that answers), ask for the one that
+/// takes writes; with one, name another.
+fn to_the_primary(db: &Database) -> &'static str {
+    let c = db.options.config();
+    let hosts = c.get_hosts().len().max(c.get_hostaddrs().len());
+    let picks_the_primary = c.get_target_session_attrs() == TargetSessionAttrs::ReadWrite;
+    match (hosts > 1 && !picks_the_primary, db.url.is_some()) {
+        (true, true) => {
+            "the URL lists several hosts: add target_session_attrs=read-write to it, so that \
+             the one that takes writes (the primary) is used"
+        }
+        (true, false) => {
+            "the settings list several hosts: set PGTARGETSESSIONATTRS=read-write, so that \
+             the one that takes writes (the primary) is used"
+        }
+        (false, _) => "point the URL at the primary",
+    }
 }
 
 /// Reports that `--timeout` ran out while the connection kept failing.
@@ -159,4 +182,29 @@ pub async fn not_acquired(
     }
     // The error names the key already, or (a set's failure to connect) not.
     db::fail(&crate::multi::failed(&what, e), Some(db), e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(url: &str) -> Database {
+        Database::parse(url).expect("valid settings")
+    }
+
+    #[test]
+    fn a_standby_listed_first_among_several_hosts_gets_target_session_attrs() {
+        let several = parsed("postgres://app@standby.internal,primary.internal/app");
+        let hint = to_the_primary(&several);
+        assert!(hint.contains("target_session_attrs=read-write"), "{hint}");
+        assert!(!hint.contains("point the URL at the primary"), "{hint}");
+        // One host: another URL is the only way.
+        let one = parsed("postgres://app@standby.internal/app");
+        assert_eq!(to_the_primary(&one), "point the URL at the primary");
+        // Several hosts already asking for the primary: name it.
+        let asking = parsed(
+            "postgres://app@standby.internal,primary.internal/app?target_session_attrs=read-write",
+        );
+        assert_eq!(to_the_primary(&asking), "point the URL at the primary");
+    }
 }

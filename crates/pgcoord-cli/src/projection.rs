@@ -33,6 +33,19 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
         Ok(c) => c,
         Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),
     };
+    // A standby's advisory locks are its own sessions' only: who runs the
+    // projection (a lock on the primary) cannot be seen there; the rest can.
+    let standby = match db::in_recovery(&client).await {
+        Ok(standby) => standby,
+        Err(e) => return db::fail("cannot read the projection's status", Some(&db), &e),
+    };
+    if standby {
+        report!(
+            "{}, so who runs the projection cannot be seen here (its checkpoint and lag \
+             can); point the URL at the primary to see the runner",
+            db::STANDBY_WARNING
+        );
+    }
     let bar = std::io::stderr().is_terminal();
     let mut signals = match args.watch.then(Signals::catch).transpose() {
         Ok(s) => s,
@@ -71,9 +84,9 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
             }
         }
         let text = match (args.json, args.watch) {
-            (true, _) => format!("{}\n", json(&status, rebuild.as_ref())),
-            (false, true) => line(&status, rebuild.as_ref()),
-            (false, false) => render_report(&status, rebuild.as_ref()),
+            (true, _) => format!("{}\n", json(&status, rebuild.as_ref(), standby)),
+            (false, true) => line(&status, rebuild.as_ref(), standby),
+            (false, false) => render_report(&status, rebuild.as_ref(), standby),
         };
         if bar && args.watch {
             // The bar of the last look goes before the next line.
@@ -122,10 +135,16 @@ async fn look(
 }
 
 /// The library's status as JSON, with `eta_seconds`, and the rebuild's
-/// lag, rate, ETA and runner in its `rebuild` object.
-fn json(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
+/// lag, rate, ETA and runner in its `rebuild` object; `in_recovery`
+/// true on a hot standby, where `runner` is null whoever runs it.
+fn json(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, standby: bool) -> String {
     let mut value = serde_json::to_value(s).expect("plain data");
     value["eta_seconds"] = serde_json::json!(s.eta_seconds());
+    value["in_recovery"] = serde_json::json!(standby);
+    if standby {
+        // A standby session holding the key is no runner of the primary's.
+        value["runner"] = serde_json::Value::Null;
+    }
     if let (Some(r), Some(obj)) = (rebuild, value["rebuild"].as_object_mut()) {
         obj.insert("lag_events".into(), serde_json::json!(r.lag_events));
         obj.insert("lag_seconds".into(), serde_json::json!(r.lag_seconds));
@@ -134,7 +153,8 @@ fn json(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
             serde_json::json!(r.events_per_second),
         );
         obj.insert("eta_seconds".into(), serde_json::json!(r.eta_seconds()));
-        obj.insert("runner".into(), serde_json::json!(r.runner));
+        let runner = r.runner.as_ref().filter(|_| !standby);
+        obj.insert("runner".into(), serde_json::json!(runner));
     }
     value.to_string()
 }
@@ -152,7 +172,11 @@ fn seconds(s: f64) -> String {
 }
 
 /// The one-shot text report.
-fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
+fn render_report(
+    s: &ProjectionStatus,
+    rebuild: Option<&ProjectionStatus>,
+    standby: bool,
+) -> String {
     let mut out = format!("projection {}\n", s.projection);
     let updated = s
         .checkpoint_updated_at
@@ -188,7 +212,7 @@ fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> St
     if let Some(eta) = s.eta_seconds() {
         out += &format!("  eta         {}\n", seconds(eta));
     }
-    out += &format!("  runner      {}\n", runner(s));
+    out += &format!("  runner      {}\n", runner(s, standby));
     out += &format!("  parked      {}\n", s.parked);
     if let Some(r) = &s.rebuild {
         let at = r
@@ -206,14 +230,20 @@ fn render_report(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> St
             if let Some(rate) = b.events_per_second {
                 out += &format!("              {rate:.1} events/s over the last minute\n");
             }
-            out += &format!("              runner {}\n", runner(b));
+            out += &format!("              runner {}\n", runner(b, standby));
         }
     }
     out
 }
 
+/// What a hot standby says of the runner: its locks are not the primary's.
+const RUNNER_ON_A_STANDBY: &str = "unknown on a standby (locks live on the primary)";
+
 /// Who holds the projection's runner lock, for the report.
-fn runner(s: &ProjectionStatus) -> String {
+fn runner(s: &ProjectionStatus, standby: bool) -> String {
+    if standby {
+        return RUNNER_ON_A_STANDBY.to_owned();
+    }
     let Some(r) = &s.runner else {
         return format!("none holds projection:{}", s.projection);
     };
@@ -235,7 +265,11 @@ fn runner(s: &ProjectionStatus) -> String {
 }
 
 /// One line per look of `--watch`.
-fn line(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
+fn line(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, standby: bool) -> String {
+    let runner = match standby {
+        true => "?".to_owned(),
+        false => or_dash(s.runner.as_ref().and_then(|r| r.holder_id.clone())),
+    };
     let rebuilding = match (&s.rebuild, rebuild) {
         (Some(r), Some(b)) => format!(
             " rebuild=v{} rebuild_checkpoint={} rebuild_lag={} rebuild_eta={}",
@@ -254,7 +288,7 @@ fn line(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>) -> String {
         or_dash(s.lag_seconds.map(|v| format!("{v:.1}"))),
         or_dash(s.events_per_second.map(|v| format!("{v:.1}"))),
         or_dash(s.eta_seconds().map(|v| format!("{v:.1}"))),
-        or_dash(s.runner.as_ref().and_then(|r| r.holder_id.clone())),
+        runner,
         s.parked,
     )
 }

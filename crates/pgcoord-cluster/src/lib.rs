@@ -12,7 +12,8 @@
 //! database; the test kit (`pgcoord-testkit`) builds its fresh-database-per-
 //! test harness, its standbys and its PgBouncer on it. It needs the server
 //! binaries (`initdb`, `pg_ctl`; on Debian and Ubuntu the `postgresql`
-//! package) on `PATH` or under `/usr/lib/postgresql/VERSION/bin`. Unix only.
+//! package) on `PATH` or under `/usr/lib/postgresql/VERSION/bin`, and as
+//! root `runuser` (util-linux) on `PATH` or in `/usr/sbin` or `/sbin`. Unix only.
 //!
 //! ```no_run
 //! let cluster = pgcoord_cluster::TestCluster::start()?;
@@ -33,6 +34,7 @@ use pgcoord::{
     Error, Result,
 };
 
+mod runuser;
 mod standby;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -78,7 +80,8 @@ pub struct TestCluster {
     data_dir: PathBuf,
     port: u16,
     settings: Vec<(String, String)>,
-    as_postgres: bool,
+    /// `runuser`, when the server's programs run as `postgres` (started as root).
+    runuser: Option<PathBuf>,
 }
 
 fn find_bin_dir() -> Result<PathBuf> {
@@ -144,7 +147,9 @@ impl TestCluster {
     /// Creates and starts a private cluster with extra settings.
     pub fn start_with(options: ClusterOptions) -> Result<Self> {
         let bin_dir = find_bin_dir()?;
-        let as_postgres = is_root();
+        // Looked up before anything is created: a root without runuser
+        // cannot run the server at all.
+        let runuser = is_root().then(runuser::find_runuser).transpose()?;
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let data_dir = std::env::temp_dir().join(format!(
             "eventsource-pg-{}-{}-{}",
@@ -159,9 +164,9 @@ impl TestCluster {
             data_dir,
             port: 0,
             settings: options.settings,
-            as_postgres,
+            runuser,
         };
-        if as_postgres {
+        if cluster.runuser.is_some() {
             cluster.run_checked(
                 Command::new("chown")
                     .arg("postgres:")
@@ -194,8 +199,8 @@ impl TestCluster {
 
     fn pg_command(&self, program: &str) -> Command {
         let exe = self.bin_dir.join(program);
-        if self.as_postgres {
-            let mut c = Command::new("runuser");
+        if let Some(runuser) = &self.runuser {
+            let mut c = Command::new(runuser);
             c.args(["-u", "postgres", "--"]).arg(exe);
             c
         } else {
@@ -276,7 +281,7 @@ impl TestCluster {
             .map_err(|e| harness_error(format!("cannot write {}: {e}", path.display())))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| harness_error(format!("cannot chmod {}: {e}", path.display())))?;
-        if self.as_postgres {
+        if self.runuser.is_some() {
             self.run_checked(Command::new("chown").arg("postgres:").arg(&path))?;
         }
         Ok(path)
@@ -349,9 +354,10 @@ impl TestCluster {
     fn spawn_reaper(&self) {
         let pg_ctl = self.bin_dir.join("pg_ctl");
         let data = self.data_dir.join("data");
-        let stop = if self.as_postgres {
+        let stop = if let Some(runuser) = &self.runuser {
             format!(
-                "runuser -u postgres -- {} -D {} -m immediate stop",
+                "{} -u postgres -- {} -D {} -m immediate stop",
+                runuser.display(),
                 pg_ctl.display(),
                 data.display()
             )

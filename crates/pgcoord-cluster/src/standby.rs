@@ -27,9 +27,9 @@ impl TestCluster {
             data_dir,
             port: 0,
             settings: self.settings.clone(),
-            as_postgres: self.as_postgres,
+            runuser: self.runuser.clone(),
         };
-        if standby.as_postgres {
+        if standby.runuser.is_some() {
             standby.run_checked(
                 Command::new("chown")
                     .arg("postgres:")

@@ -152,12 +152,23 @@ pub async fn demo(args: DemoArgs, url: Option<String>) -> i32 {
                 }
             }
         };
-    let code = run_workers(&args, &db, &mut signals).await;
+    // With a throwaway server the record goes into its directory, which
+    // its reaper removes however the demo ends (SIGKILL included).
+    let record_dir = throwaway
+        .as_ref()
+        .and_then(|t| t.cluster.as_ref())
+        .map_or_else(std::env::temp_dir, |c| c.dir().to_path_buf());
+    let code = run_workers(&args, &db, &mut signals, &record_dir).await;
     drop(throwaway);
     code
 }
 
-async fn run_workers(args: &DemoArgs, db: &Database, signals: &mut Signals) -> i32 {
+async fn run_workers(
+    args: &DemoArgs,
+    db: &Database,
+    signals: &mut Signals,
+    record_dir: &Path,
+) -> i32 {
     let inspector = match db.connect().await {
         Ok(c) => c,
         Err(e) => return db::fail("demo", Some(db), &e),
@@ -165,7 +176,7 @@ async fn run_workers(args: &DemoArgs, db: &Database, signals: &mut Signals) -> i
     let run_id = format!("{:x}", record::now_ns() ^ u64::from(std::process::id()));
     let prefix = format!("demo:{run_id}:k");
     let keys: Vec<String> = (0..args.keys).map(|k| format!("{prefix}{k}")).collect();
-    let record_path: PathBuf = std::env::temp_dir().join(format!(
+    let record_path: PathBuf = record_dir.join(format!(
         "eventsource-demo-{}-{run_id}.log",
         std::process::id()
     ));

@@ -36,8 +36,7 @@ impl Screen {
         &self,
         build: impl FnOnce(Option<(usize, usize)>) -> Vec<String>,
     ) -> std::io::Result<()> {
-        let (w, h) = terminal::size()?;
-        let lines = build(Some((usize::from(w), usize::from(h))));
+        let lines = build(Some(usable_size(terminal::size()?)));
         let mut out = std::io::stdout().lock();
         for (i, line) in lines.iter().enumerate() {
             let row = u16::try_from(i).unwrap_or(u16::MAX);
@@ -50,6 +49,16 @@ impl Screen {
         }
         queue!(out, Clear(ClearType::FromCursorDown))?;
         out.flush()
+    }
+}
+
+/// The size to draw for: the terminal's, or 80x24 when it reports 0 in
+/// either dimension (a pty nobody sized: `docker exec -t`, some CI
+/// runners), where drawing for 0 would print escape codes alone.
+fn usable_size((w, h): (u16, u16)) -> (usize, usize) {
+    match (w, h) {
+        (0, _) | (_, 0) => (80, 24),
+        (w, h) => (usize::from(w), usize::from(h)),
     }
 }
 
@@ -186,5 +195,14 @@ mod tests {
             KeyCode::Char('c'),
             KeyModifiers::NONE
         )));
+    }
+
+    #[test]
+    fn an_unsized_pty_is_drawn_for_80x24() {
+        assert_eq!(usable_size((0, 0)), (80, 24));
+        assert_eq!(usable_size((0, 50)), (80, 24));
+        assert_eq!(usable_size((120, 0)), (80, 24));
+        assert_eq!(usable_size((120, 50)), (120, 50));
+        assert_eq!(usable_size((1, 1)), (1, 1));
     }
 }

@@ -86,3 +86,73 @@ async fn demo_worker_whose_wait_is_cut_short_by_the_end_of_its_run_exits_0() {
         "{recorded}"
     );
 }
+
+#[tokio::test]
+async fn demo_as_root_finds_runuser_outside_a_minimal_path() {
+    // cron's PATH: runuser lives in /usr/sbin or /sbin, which it leaves out.
+    if !pgcoord_testkit::pg::is_root() {
+        eprintln!("skipped: not running as root (the demo then needs no runuser)");
+        return;
+    }
+    let out = output(eventsource(None).env("PATH", "/usr/bin:/bin").args([
+        "demo",
+        "--workers",
+        "2",
+        "--seconds",
+        "2",
+    ]))
+    .await;
+    assert!(!out.stderr.contains("runuser"), "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("stopped and removed"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_sigkilled_demo_leaves_no_record_behind() {
+    let mut demo = Running::start(eventsource(None).args(["demo", "--seconds", "60"]));
+    let listening = demo.expect_stderr("PostgreSQL listening on").await;
+    let dir = std::path::PathBuf::from(
+        listening
+            .split_once(" in ")
+            .map(|(_, dir)| dir.trim())
+            .expect("the line names the server's directory"),
+    );
+    // The record exists once the workers are announced.
+    demo.expect_stderr("workers contend").await;
+    let records = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("eventsource-demo-"))
+            })
+            .collect()
+    };
+    let inside = records(&dir);
+    assert_eq!(inside.len(), 1, "the record in {}", dir.display());
+    let pid = demo.pid();
+    demo.signal(nix::sys::signal::Signal::SIGKILL);
+    // Reaped, so that its pid is gone (a zombie would keep the reaper waiting).
+    let status = tokio::time::timeout(BOUND, demo.child.wait())
+        .await
+        .expect("the demo ends")
+        .unwrap();
+    assert_eq!(exit_code(status), 128 + 9);
+    // The reaper (a process of its own) notices the demo's end, stops the
+    // server and removes its directory, the record with it.
+    until("the reaper removing the server's directory", || {
+        !dir.exists()
+    })
+    .await;
+    assert!(!inside[0].exists(), "{}", inside[0].display());
+    let prefix = format!("eventsource-demo-{pid}-");
+    let in_tmp: Vec<_> = records(&std::env::temp_dir())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(&prefix))
+        .collect();
+    assert!(in_tmp.is_empty(), "{in_tmp:?}");
+}

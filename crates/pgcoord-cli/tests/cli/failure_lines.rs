@@ -79,3 +79,33 @@ async fn a_semaphore_that_cannot_connect_names_the_semaphore_and_its_real_wait()
     let out = run(&["--permits", "2", "--no-wait", "sp"]).await;
     assert!(out.stderr.contains("(no wait)"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn a_long_timeout_reads_in_days_as_typed() {
+    // The first failure is reported at once; the retries would go on for
+    // 100 days, so the test ends the tool itself.
+    let mut leader = Running::start(
+        eventsource(None)
+            .env("DATABASE_URL", closed_port_url())
+            .args([
+                "leader",
+                "run",
+                "--timeout",
+                "100d",
+                "nightly",
+                "--",
+                "echo",
+                "ran",
+            ]),
+    );
+    let line = leader
+        .expect_stderr("retrying until --timeout runs out")
+        .await;
+    assert!(line.contains("(timeout 100d)"), "{line}");
+    assert!(line.contains("(99d23h59m"), "{line}");
+    assert!(!line.contains("8640000s"), "{line}");
+    assert!(!line.contains("2399h"), "{line}");
+    leader.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = leader.finish().await;
+    assert_eq!(out.stdout, "", "the command must not run: {out:?}");
+}

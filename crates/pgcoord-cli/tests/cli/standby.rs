@@ -1,7 +1,9 @@
 //! A hot standby: `lock doctor` fails with the reason (its advisory locks
 //! exclude only its own sessions), `lock run` refuses it unless
-//! `--allow-standby`, `lock holders` warns that it shows the standby's own. The standby is the test kit's `pg_basebackup -R` of
-//! a private primary.
+//! `--allow-standby`, `lock holders` warns that it shows the standby's own,
+//! `projection status` cannot know the runner there, and a URL listing the
+//! standby first among several hosts is told to ask for read-write. The
+//! standby is the test kit's `pg_basebackup -R` of a private primary.
 
 use crate::common::*;
 
@@ -115,4 +117,93 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     assert_eq!(out.code, 0, "{out:?}");
     let out = output(eventsource(Some(&db)).args(["lock", "holders", "on-standby"])).await;
     assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projection_status_on_a_standby_cannot_know_the_runner_and_says_so() {
+    use pgcoord::{DistributedLock, PostgresLockManager};
+    let (cluster, db) = private_db(&[]).await;
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(
+            "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
+             position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
+             INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);",
+        )
+        .await
+        .unwrap();
+    let primary = cluster.clone();
+    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
+        .await
+        .unwrap()
+        .expect("a standby");
+    let url = standby.url(db.name());
+    // A runner holds the projection's lock on the primary.
+    let locks = PostgresLockManager::builder(db.config().into())
+        .holder_id("shop-runner")
+        .build()
+        .unwrap();
+    let guard = locks.acquire("projection:shop", None).await.unwrap();
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "shop"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("runner      shop-runner"), "{out:?}");
+    assert!(!out.stderr.contains("standby"), "{out:?}");
+
+    // The standby has the checkpoint, not the lock: no "none holds".
+    let out = on(&url, &["projection", "status", "shop"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("checkpoint  3"), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("runner      unknown on a standby (locks live on the primary)"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("none holds"), "{out:?}");
+    assert!(
+        out.stderr.contains("hot standby")
+            && out.stderr.contains("exclude nobody on the primary")
+            && out
+                .stderr
+                .contains("point the URL at the primary to see the runner"),
+        "{out:?}"
+    );
+    let out = on(&url, &["projection", "status", "--json", "shop"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(json["in_recovery"], true, "{json}");
+    assert_eq!(json["checkpoint"], 3, "{json}");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn several_hosts_with_a_standby_first_are_told_to_ask_for_read_write() {
+    let (cluster, db) = private_db(&[]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let primary = cluster.clone();
+    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
+        .await
+        .unwrap()
+        .expect("a standby");
+    let hosts = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}",
+        standby.port(),
+        cluster.port(),
+        db.name()
+    );
+    let out = on(&hosts, &["lock", "run", "several", "--", "echo", "ran"]).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("lists several hosts: add target_session_attrs=read-write"),
+        "{out:?}"
+    );
+    assert!(
+        !out.stderr.contains("point the URL at the primary"),
+        "{out:?}"
+    );
+    // As told: the primary is found, and the command runs.
+    let asked = format!("{hosts}?target_session_attrs=read-write");
+    let out = on(&asked, &["lock", "run", "several", "--", "echo", "ran"]).await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, "ran\n"), "{out:?}");
 }

@@ -370,6 +370,10 @@ async fn a_silent_server_is_reported_and_the_watch_goes_on_on_a_new_session() {
     relay.cut();
     let error = watch.expect_stderr("did not answer within 30s").await;
     assert!(error.contains("cannot list lock holders"), "{error}");
+    assert!(
+        error.contains("(silent, a pooler with no server connection free, or the query waits"),
+        "{error}"
+    );
     relay.mend();
     watch.expect_stderr("listing lock holders again").await;
     holder
