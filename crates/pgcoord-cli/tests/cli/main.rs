@@ -26,6 +26,7 @@ mod min_interval;
 mod multi_key;
 mod output;
 mod permits;
+mod pooler_release;
 mod projection;
 mod projection_dlq;
 mod projection_rebuild;
