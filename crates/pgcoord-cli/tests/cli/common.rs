@@ -312,6 +312,17 @@ pub async fn private_db(
     (cluster, db)
 }
 
+/// A streaming hot standby of `primary` (the test kit's `pg_basebackup -R`).
+pub async fn standby_of(
+    primary: &std::sync::Arc<pgcoord_testkit::pg::TestCluster>,
+) -> pgcoord_testkit::pg::TestCluster {
+    let p = primary.clone();
+    tokio::task::spawn_blocking(move || p.start_standby())
+        .await
+        .unwrap()
+        .expect("a standby")
+}
+
 /// Whether process `pid` has ended: gone, or a zombie not yet reaped.
 pub fn has_ended(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

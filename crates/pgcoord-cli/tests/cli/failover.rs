@@ -15,13 +15,7 @@ use crate::common::*;
 /// (`target_session_attrs=read-write`).
 async fn pair() -> (Arc<TestCluster>, Arc<TestCluster>, TestDatabase, String) {
     let (primary, db) = private_db(&[]).await;
-    let p = primary.clone();
-    let standby = Arc::new(
-        tokio::task::spawn_blocking(move || p.start_standby())
-            .await
-            .unwrap()
-            .expect("a standby"),
-    );
+    let standby = Arc::new(standby_of(&primary).await);
     let both = format!(
         "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}?target_session_attrs=read-write",
         primary.port(),

@@ -19,11 +19,7 @@ async fn doctor_fails_on_a_hot_standby_with_the_reason() {
     // (`leader run` needs it before anything else).
     let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
-    let primary = cluster.clone();
-    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
-        .await
-        .unwrap()
-        .expect("a standby");
+    let standby = standby_of(&cluster).await;
     let url = standby.url(db.name());
     let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
@@ -132,11 +128,7 @@ async fn projection_status_on_a_standby_cannot_know_the_runner_and_says_so() {
         )
         .await
         .unwrap();
-    let primary = cluster.clone();
-    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
-        .await
-        .unwrap()
-        .expect("a standby");
+    let standby = standby_of(&cluster).await;
     let url = standby.url(db.name());
     // A runner holds the projection's lock on the primary.
     let locks = PostgresLockManager::builder(db.config().into())
@@ -180,11 +172,7 @@ async fn several_hosts_with_a_standby_first_are_told_to_ask_for_read_write() {
     let (cluster, db) = private_db(&[]).await;
     let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
-    let primary = cluster.clone();
-    let standby = tokio::task::spawn_blocking(move || primary.start_standby())
-        .await
-        .unwrap()
-        .expect("a standby");
+    let standby = standby_of(&cluster).await;
     let hosts = format!(
         "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}",
         standby.port(),
