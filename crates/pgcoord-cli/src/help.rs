@@ -161,8 +161,9 @@ Exit codes:
                   (--conflict-exit-code changes it)
   76              the lock was lost while COMMAND ran, or the tool was stopped
                   longer than --watchdog; the job was stopped, and its work
-                  may have overlapped another holder's (--lost-exit-code
-                  changes it)
+                  may have overlapped another holder's; or, behind a pooler
+                  in transaction mode, the release could not confirm the
+                  lock was still held (--lost-exit-code changes it)
   77              the server cancelled the wait (pg_cancel_backend,
                   statement_timeout); COMMAND did not run
   78              the database lacks what the options need (--fence,
