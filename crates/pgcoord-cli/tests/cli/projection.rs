@@ -9,6 +9,13 @@ use pgcoord::{
 
 use crate::common::*;
 
+/// The projections' checkpoint table, as the runner makes it, with
+/// projection `shop` checkpointed at 3.
+pub(crate) const SHOP_AT_3: &str =
+    "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
+     position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
+     INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);";
+
 /// A database with event table `events` (positions 1..=5) and projection
 /// `shop` checkpointed at 3.
 async fn behind() -> pgcoord_testkit::pg::TestDatabase {
@@ -23,11 +30,7 @@ async fn behind() -> pgcoord_testkit::pg::TestDatabase {
             .unwrap();
     }
     client
-        .batch_execute(
-            "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
-             position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
-             INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);",
-        )
+        .batch_execute(crate::projection::SHOP_AT_3)
         .await
         .unwrap();
     db

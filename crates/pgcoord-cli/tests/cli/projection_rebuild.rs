@@ -27,11 +27,7 @@ async fn database_with(rebuilding: bool) -> pgcoord_testkit::pg::TestDatabase {
             .unwrap();
     }
     client
-        .batch_execute(
-            "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
-             position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
-             INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);",
-        )
+        .batch_execute(crate::projection::SHOP_AT_3)
         .await
         .unwrap();
     if rebuilding {

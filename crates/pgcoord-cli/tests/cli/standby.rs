@@ -121,11 +121,7 @@ async fn projection_status_on_a_standby_cannot_know_the_runner_and_says_so() {
     let (cluster, db) = private_db(&[]).await;
     let admin = db.connect().await.unwrap();
     admin
-        .batch_execute(
-            "CREATE TABLE eventsource_projection_checkpoints (projection TEXT PRIMARY KEY, \
-             position BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
-             INSERT INTO eventsource_projection_checkpoints (projection, position) VALUES ('shop', 3);",
-        )
+        .batch_execute(crate::projection::SHOP_AT_3)
         .await
         .unwrap();
     let standby = standby_of(&cluster).await;
