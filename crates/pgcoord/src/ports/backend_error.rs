@@ -195,6 +195,11 @@ impl fmt::Display for BackendError {
     }
 }
 
+/// The source is what the message does not already say: for a server's
+/// error on PostgreSQL, the driver's error (its DETAIL and HINT; downcast
+/// it to `tokio_postgres::Error` for the typed SQLSTATE). A failure whose
+/// message is the driver's whole text (a refused connection, a closed
+/// session) has none, so that a chain printer shows that text once.
 impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source

@@ -127,6 +127,7 @@ async fn unreachable_hosts_are_typed_connect_errors() {
             // The error says which server refused: the driver's own
             // "Connection refused" does not.
             assert!(err.to_string().contains(&server), "{err}");
+            assert_each_cause_said_once(&err);
         }
         let err = m
             .try_lock("k")

@@ -209,3 +209,16 @@ async fn pump(
         }
     }
 }
+
+/// Walks `e`'s `source()` chain as anyhow's `{:#}` prints it and fails if
+/// a cause repeats what the layers above it already said.
+pub fn assert_each_cause_said_once(e: &(dyn std::error::Error + 'static)) {
+    let mut said = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        assert!(!said.contains(&text), "{text:?} repeats {said:?}");
+        said.push_str(&text);
+        cause = c.source();
+    }
+}

@@ -369,7 +369,14 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
         default_kind
     };
     let hint = e.as_db_error().and_then(|db| db.hint()).map(str::to_owned);
-    let mut err = BackendError::new(kind, message).with_source(e);
+    // A server's error keeps the driver's error as its source: its DETAIL
+    // and HINT are there, and callers downcast it for the SQLSTATE. Any
+    // other failure's message is already the driver's whole text, so a
+    // source would make error reporters print it a second and third time.
+    let mut err = BackendError::new(kind, message);
+    if e.as_db_error().is_some() {
+        err = err.with_source(e);
+    }
     if let Some(hint) = hint {
         err = err.with_hint(hint);
     }

@@ -22,7 +22,8 @@ impl From<PgSqlState> for SqlState {
 
 /// A statement's failure: [`Error::Backend`](crate::Error::Backend) with the
 /// server's SQLSTATE, message and the driver error as its source; a closed
-/// connection is [`BackendErrorKind::Closed`].
+/// connection is [`BackendErrorKind::Closed`], its message the driver's
+/// text and no source.
 impl From<tokio_postgres::Error> for crate::Error {
     fn from(e: tokio_postgres::Error) -> Self {
         crate::Error::Backend(pg_error(e, BackendErrorKind::Query))
