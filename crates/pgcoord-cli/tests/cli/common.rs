@@ -138,6 +138,16 @@ impl Running {
         }
     }
 
+    /// The stderr lines the tool wrote so far and no check has read yet.
+    pub fn stderr_so_far(&mut self) -> String {
+        let mut text = String::new();
+        while let Ok(line) = self.stderr_lines.try_recv() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    }
+
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id().expect("running") as i32)
     }

@@ -86,10 +86,25 @@ async fn until_waiting(admin: &tokio_postgres::Client, role: &str, mut run: Runn
                 run.finish().await
             );
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never saw {role} wait"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            // What the role's sessions were doing instead, and what the
+            // tool said: the two clues a rare failure here leaves.
+            let sessions: Vec<String> = admin
+                .query(
+                    "SELECT format('%s %s/%s: %s', state, wait_event_type, wait_event, \
+                     left(query, 200)) FROM pg_stat_activity WHERE usename = $1",
+                    &[&role],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            panic!(
+                "never saw {role} wait; its sessions: {sessions:?}; the tool's stderr:\n{}",
+                run.stderr_so_far()
+            );
+        }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
