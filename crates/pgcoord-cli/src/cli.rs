@@ -142,8 +142,9 @@ pub enum LockCommand {
 
 const INSTALL_LONG_ABOUT: &str = "Create, once per database, what `lock run --fence` needs: the \
 table eventsource_lock_fences (the last fencing token per lock id) and the SQL functions \
-eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token) and \
-eventsource_lock_fence_check_key(key, token), and eventsource_lock_epoch() (the server's WAL \
+eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token), \
+eventsource_lock_fence_check_key(key, token), eventsource_lock_claim_run(lock_ids, keys, \
+interval_us) (the run log of --min-interval) and eventsource_lock_epoch() (the server's WAL \
 timeline, part of every token so that tokens never repeat across a failover; SECURITY DEFINER, \
 so the roles that lock need no WAL privileges), in the connection's current schema. Safe to run \
 again and concurrently (run it again after upgrading); nothing else ever creates tables in your \
