@@ -39,6 +39,18 @@ pub const NOT_FOUND: i32 = 127;
 /// Added to a signal number for "died of / interrupted by signal N".
 pub const SIGNAL_BASE: i32 = 128;
 
+/// The exit code of a `--watch` ended by `sig` (`lock holders`, `leader
+/// show`, `projection status`): 0 for the signals that end a watch on
+/// purpose (Ctrl-C, a service stopped, a closed terminal); 128+N for the
+/// others.
+pub fn watch_ended_by(sig: nix::sys::signal::Signal) -> i32 {
+    use nix::sys::signal::Signal;
+    match sig {
+        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP => 0,
+        other => SIGNAL_BASE + other as i32,
+    }
+}
+
 /// The exit code for a library error that ends the tool.
 pub fn for_error(err: &Error) -> i32 {
     if let Some(backend) = err.as_backend() {
@@ -165,6 +177,15 @@ fn refused_login(message: &str) -> &'static str {
 mod tests {
     use super::*;
     use pgcoord::error::{BackendError, LockAcquisitionError};
+
+    #[test]
+    fn a_watch_ends_cleanly_on_the_signals_that_stop_it_on_purpose() {
+        use nix::sys::signal::Signal;
+        for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            assert_eq!(watch_ended_by(sig), 0, "{sig}");
+        }
+        assert_eq!(watch_ended_by(Signal::SIGUSR1), SIGNAL_BASE + 10);
+    }
 
     #[test]
     fn a_refused_login_gets_the_hint_its_message_calls_for() {
