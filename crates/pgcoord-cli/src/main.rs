@@ -63,8 +63,6 @@ pub(crate) const VERSION: &str = env!("EVENTSOURCE_VERSION");
 
 use std::io::Write;
 
-use clap::Parser;
-
 use cli::{Cli, Command, LockCommand};
 
 /// Prints one line on stderr, prefixed with the program name, with any
@@ -118,7 +116,7 @@ fn register_secrets_early() {
 
 fn main() {
     register_secrets_early();
-    let cli = match Cli::try_parse() {
+    let cli = match cli::try_parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with 2.
