@@ -39,8 +39,12 @@ pub fn man_page(path: &[String]) -> i32 {
         .chain(path.iter().map(String::as_str))
         .collect::<Vec<_>>()
         .join("-");
+    // Every page comes from the tool: clap_mangen's default source is the
+    // page's own command name ("run 0.1.0").
+    let source = format!("eventsource {}", env!("CARGO_PKG_VERSION"));
     let mut out = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(page).title(title).render(&mut out) {
+    let man = clap_mangen::Man::new(page).title(title).source(source);
+    if let Err(e) = man.render(&mut out) {
         report!("cannot render the manual page: {e}");
         return exit::SOFTWARE;
     }
