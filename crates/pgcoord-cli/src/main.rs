@@ -55,6 +55,7 @@ mod run_args;
 mod signals;
 mod supervise;
 mod tools;
+mod usage_error;
 mod watchdog;
 
 /// The version `--version` prints: the package version and, when built
@@ -120,8 +121,9 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with 2.
-            // Errors may echo an argument (a URL): masked. Help and version
-            // are the tool's own text, printed as written.
+            // Errors may echo an argument (a URL): masked, and shortened when
+            // long. Help and version are the tool's own text, printed as written.
+            let e = usage_error::tidy(e, usage_error::url_typed(std::env::args_os()));
             let text = e.render().to_string();
             if e.use_stderr() {
                 let _ = std::io::stderr().write_all(redact::scrub(&text).as_bytes());

@@ -44,6 +44,7 @@ mod tls_client_cert;
 mod tls_hosts;
 mod top;
 mod unix_socket;
+mod usage_errors;
 mod watch;
 mod watch_fence;
 mod watchdog;
