@@ -43,6 +43,7 @@ mod tls;
 mod tls_client_cert;
 mod tls_hosts;
 mod top;
+mod top_keys;
 mod unix_socket;
 mod usage_errors;
 mod watch;
