@@ -49,7 +49,8 @@ Connection:
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
   one line each, as `eventsource: LEVEL: ...`; colour only on a terminal and
-  without NO_COLOR.
+  without NO_COLOR. A filter that does not parse is warned about, and the
+  default (warn) used.
 
 Output:
   A failed write to standard output (a full disk, a closed pipe) is
