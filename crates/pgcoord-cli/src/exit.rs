@@ -89,6 +89,22 @@ pub fn for_error(err: &Error) -> i32 {
 pub fn backend_hint(err: &Error) -> Option<&'static str> {
     let backend = err.as_backend()?;
     Some(match (backend.kind(), backend.code().map(|c| c.code())) {
+        // The driver's words when the server answered but is not what
+        // target_session_attrs asked for: it runs, it is the wrong kind.
+        (BackendErrorKind::Connect, None)
+            if backend.message().contains("database is not read only") =>
+        {
+            "the server is a primary (it takes writes) and target_session_attrs asks for a \
+             standby (standby, read-only): point the URL at a standby, or drop \
+             target_session_attrs"
+        }
+        (BackendErrorKind::Connect, None)
+            if backend.message().contains("database does not allow writes") =>
+        {
+            "the server is a hot standby or read-only (default_transaction_read_only) and \
+             target_session_attrs asks for a primary (primary, read-write): point the URL at \
+             the primary, or list it among the hosts"
+        }
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
         (BackendErrorKind::PasswordRequired, _) => {
             "the server asks for a password: give it in the URL, PGPASSWORD or a password file \
@@ -177,6 +193,25 @@ fn refused_login(message: &str) -> &'static str {
 mod tests {
     use super::*;
     use pgcoord::error::{BackendError, LockAcquisitionError};
+
+    #[test]
+    fn a_server_of_the_wrong_kind_for_target_session_attrs_is_not_told_to_run() {
+        let hint = |message: &str| -> &'static str {
+            let e: Error = BackendError::new(BackendErrorKind::Connect, message).into();
+            backend_hint(&e).expect("a hint")
+        };
+        let primary = hint("127.0.0.1:5432: error connecting to server: database is not read only");
+        assert!(
+            primary.contains("the server is a primary") && !primary.contains("server runs"),
+            "{primary}"
+        );
+        let standby = hint("error connecting to server: database does not allow writes");
+        assert!(
+            standby.contains("hot standby") && standby.contains("asks for a primary"),
+            "{standby}"
+        );
+        assert!(hint("connection refused").contains("that the server runs"));
+    }
 
     #[test]
     fn a_watch_ends_cleanly_on_the_signals_that_stop_it_on_purpose() {
