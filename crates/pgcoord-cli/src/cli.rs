@@ -40,6 +40,43 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What `demo --help` says of `--database-url`: without a URL the demo
+/// starts a cluster of its own instead of reading libpq's environment
+/// alone (PGHOST, ...), as the other commands do.
+const DEMO_URL_HELP: &str = "PostgreSQL URL (postgres://user:pass@host:port/db) or key=value \
+string of the database to run the demo in (libpq's environment fills what it leaves out); \
+defaults to $DATABASE_URL. Without one the demo starts a throwaway PostgreSQL of its own: \
+libpq's environment alone (PGHOST, PGSERVICE, ...) does not choose a server for it. The password \
+is never printed";
+
+/// The command-line definition: the derived one, but for `demo`, whose
+/// `--database-url` (a global option) says what the demo does without one.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let url = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "database_url")
+        .expect("--database-url is defined")
+        .clone()
+        .help(DEMO_URL_HELP)
+        .long_help(DEMO_URL_HELP);
+    // A subcommand's own argument of the same id is not overwritten by the
+    // global one, and its value is shared with it as the global's would be.
+    cmd.mut_subcommand("demo", |demo| demo.arg(url))
+}
+
+/// Parses the command line as `Cli::try_parse` does, with [`command`].
+pub fn try_parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches;
+    let mut matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command()))
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -142,8 +179,9 @@ pub enum LockCommand {
 
 const INSTALL_LONG_ABOUT: &str = "Create, once per database, what `lock run --fence` needs: the \
 table eventsource_lock_fences (the last fencing token per lock id) and the SQL functions \
-eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token) and \
-eventsource_lock_fence_check_key(key, token), and eventsource_lock_epoch() (the server's WAL \
+eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token), \
+eventsource_lock_fence_check_key(key, token), eventsource_lock_claim_run(lock_ids, keys, \
+interval_us) (the run log of --min-interval) and eventsource_lock_epoch() (the server's WAL \
 timeline, part of every token so that tokens never repeat across a failover; SECURITY DEFINER, \
 so the roles that lock need no WAL privileges), in the connection's current schema. Safe to run \
 again and concurrently (run it again after upgrading); nothing else ever creates tables in your \
@@ -221,7 +259,7 @@ mod tests {
     use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("eventsource").chain(args.iter().copied()))
+        try_parse_from(std::iter::once("eventsource").chain(args.iter().copied()))
     }
 
     fn run_args(args: &[&str]) -> RunArgs {
@@ -234,6 +272,45 @@ mod tests {
     #[test]
     fn definition_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn the_demo_says_what_it_does_without_a_url_and_still_takes_one() {
+        let mut cmd = command();
+        cmd.build();
+        let url_help = |path: &[&str]| {
+            let mut c = &cmd;
+            for name in path {
+                c = c.find_subcommand(name).unwrap();
+            }
+            let arg = c.get_arguments().find(|a| a.get_id() == "database_url");
+            let arg = arg.unwrap();
+            arg.get_long_help().or(arg.get_help()).unwrap().to_string()
+        };
+        let demo = url_help(&["demo"]);
+        assert!(
+            demo.contains("Without one the demo starts a throwaway PostgreSQL"),
+            "{demo}"
+        );
+        let holders = url_help(&["lock", "holders"]);
+        assert!(
+            holders.contains("else libpq's environment alone"),
+            "{holders}"
+        );
+        assert!(!demo.contains("else libpq's environment alone"), "{demo}");
+        for args in [
+            &["demo", "--database-url", "postgres://x@h/d"][..],
+            &["--database-url", "postgres://x@h/d", "demo"],
+        ] {
+            let cli = parse(args).unwrap();
+            assert_eq!(
+                cli.database_url.as_deref(),
+                Some("postgres://x@h/d"),
+                "{args:?}"
+            );
+            assert!(matches!(cli.command, Command::Demo(_)), "{args:?}");
+        }
     }
 
     #[test]

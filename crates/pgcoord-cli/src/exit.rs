@@ -39,6 +39,18 @@ pub const NOT_FOUND: i32 = 127;
 /// Added to a signal number for "died of / interrupted by signal N".
 pub const SIGNAL_BASE: i32 = 128;
 
+/// The exit code of a `--watch` ended by `sig` (`lock holders`, `leader
+/// show`, `projection status`): 0 for the signals that end a watch on
+/// purpose (Ctrl-C, a service stopped, a closed terminal); 128+N for the
+/// others.
+pub fn watch_ended_by(sig: nix::sys::signal::Signal) -> i32 {
+    use nix::sys::signal::Signal;
+    match sig {
+        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP => 0,
+        other => SIGNAL_BASE + other as i32,
+    }
+}
+
 /// The exit code for a library error that ends the tool.
 pub fn for_error(err: &Error) -> i32 {
     if let Some(backend) = err.as_backend() {
@@ -77,6 +89,22 @@ pub fn for_error(err: &Error) -> i32 {
 pub fn backend_hint(err: &Error) -> Option<&'static str> {
     let backend = err.as_backend()?;
     Some(match (backend.kind(), backend.code().map(|c| c.code())) {
+        // The driver's words when the server answered but is not what
+        // target_session_attrs asked for: it runs, it is the wrong kind.
+        (BackendErrorKind::Connect, None)
+            if backend.message().contains("database is not read only") =>
+        {
+            "the server is a primary (it takes writes) and target_session_attrs asks for a \
+             standby (standby, read-only): point the URL at a standby, or drop \
+             target_session_attrs"
+        }
+        (BackendErrorKind::Connect, None)
+            if backend.message().contains("database does not allow writes") =>
+        {
+            "the server is a hot standby or read-only (default_transaction_read_only) and \
+             target_session_attrs asks for a primary (primary, read-write): point the URL at \
+             the primary, or list it among the hosts"
+        }
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
         (BackendErrorKind::PasswordRequired, _) => {
             "the server asks for a password: give it in the URL, PGPASSWORD or a password file \
@@ -165,6 +193,34 @@ fn refused_login(message: &str) -> &'static str {
 mod tests {
     use super::*;
     use pgcoord::error::{BackendError, LockAcquisitionError};
+
+    #[test]
+    fn a_server_of_the_wrong_kind_for_target_session_attrs_is_not_told_to_run() {
+        let hint = |message: &str| -> &'static str {
+            let e: Error = BackendError::new(BackendErrorKind::Connect, message).into();
+            backend_hint(&e).expect("a hint")
+        };
+        let primary = hint("127.0.0.1:5432: error connecting to server: database is not read only");
+        assert!(
+            primary.contains("the server is a primary") && !primary.contains("server runs"),
+            "{primary}"
+        );
+        let standby = hint("error connecting to server: database does not allow writes");
+        assert!(
+            standby.contains("hot standby") && standby.contains("asks for a primary"),
+            "{standby}"
+        );
+        assert!(hint("connection refused").contains("that the server runs"));
+    }
+
+    #[test]
+    fn a_watch_ends_cleanly_on_the_signals_that_stop_it_on_purpose() {
+        use nix::sys::signal::Signal;
+        for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            assert_eq!(watch_ended_by(sig), 0, "{sig}");
+        }
+        assert_eq!(watch_ended_by(Signal::SIGUSR1), SIGNAL_BASE + 10);
+    }
 
     #[test]
     fn a_refused_login_gets_the_hint_its_message_calls_for() {

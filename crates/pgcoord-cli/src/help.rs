@@ -49,7 +49,8 @@ Connection:
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
   one line each, as `eventsource: LEVEL: ...`; colour only on a terminal and
-  without NO_COLOR.
+  without NO_COLOR. A filter that does not parse is warned about, and the
+  default (warn) used.
 
 Output:
   A failed write to standard output (a full disk, a closed pipe) is
@@ -251,8 +252,11 @@ For each session: state (held / waiting), lock mode (exclusive, or shared
 with the number of sessions holding the lock shared), backend pid,
 holder id (from application_name `eventsource/ID`) or application_name,
 client address, and since when: for a waiter when it started waiting; for a
-holder when its session was last active (PostgreSQL does not record when a
-lock was granted).
+holder `>=` when its session connected, the earliest the lock can have been
+granted (PostgreSQL does not record when a lock was granted, and a holder's
+last activity is no help: a lock manager's session runs a liveness
+statement twice a second). --json has that bound as `granted_not_before`;
+a holder's `since` there is its last activity.
 
 `SELECT pg_terminate_backend(PID)` ends a session and frees its locks.
 

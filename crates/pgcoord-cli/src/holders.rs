@@ -52,19 +52,34 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
     }
 }
 
-fn since_text(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
-    match since {
-        None => "-".to_owned(),
-        Some(t) => {
-            let age = (now - t).to_std().unwrap_or_default();
-            format!(
-                "{} ({} ago)",
-                t.format("%Y-%m-%dT%H:%M:%SZ"),
-                crate::duration::format_duration(Duration::from_secs(age.as_secs()))
-            )
+fn age_text(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let age = (now - t).to_std().unwrap_or_default();
+    crate::duration::format_duration(Duration::from_secs(age.as_secs()))
+}
+
+/// The SINCE cell. A waiter's is when it started waiting. A holder's is a
+/// bound: PostgreSQL records no grant time, and the session's last
+/// activity (`since`) is no help, since a lock manager's liveness
+/// statement moves it twice a second; the lock was granted at or after the
+/// session connected (`backend_start`), so `>=` that and `<=` its age.
+fn since_text(s: &LockSession, now: DateTime<Utc>) -> String {
+    let stamp = |t: DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    if s.granted {
+        match s.backend_start {
+            None => "-".to_owned(),
+            Some(t) => format!(">={} (<={} ago)", stamp(t), age_text(t, now)),
+        }
+    } else {
+        match s.since {
+            None => "-".to_owned(),
+            Some(t) => format!("{} ({} ago)", stamp(t), age_text(t, now)),
         }
     }
 }
+
+/// The footnote under a table with a holder's bound in SINCE.
+pub const BOUND_NOTE: &str = ">=: a holder's lock was granted at or after this time, when its \
+session connected (PostgreSQL does not record when a lock was granted)";
 
 fn row(
     lock_cells: Vec<String>,
@@ -79,7 +94,7 @@ fn row(
         s.pid.to_string(),
         session_name(s),
         client_cell(s),
-        since_text(s.since, now),
+        since_text(s, now),
     ]);
     cells
 }
@@ -87,7 +102,8 @@ fn row(
 /// The text table: one row per session, holders first, then waiters in
 /// queue order; the lock id, key (and fence token, with `fences`) only on a
 /// lock's first row; MODE `exclusive` or `shared`, with the number of
-/// shared holders on theirs.
+/// shared holders on theirs; SINCE a bound for a holder, explained under
+/// the table.
 pub fn render_table(
     locks: &[AdvisoryLock],
     asked: &[String],
@@ -128,6 +144,14 @@ pub fn render_table(
         }
         for line in columns(&rows) {
             out.push_str(&line);
+            out.push('\n');
+        }
+        if locks
+            .iter()
+            .flat_map(|l| &l.holders)
+            .any(|h| h.backend_start.is_some())
+        {
+            out.push_str(BOUND_NOTE);
             out.push('\n');
         }
         if locks.iter().any(|l| l.int_pair.is_some()) {
@@ -193,8 +217,9 @@ mod tests {
         let text = render_table(&alpha(None), &["alpha".into(), "beta".into()], false, now);
         let expected = "\
 LOCK ID              KEY    STATE    MODE       PID  HOLDER              CLIENT     SINCE
-1068468761257547166  alpha  held     exclusive  10   host-a:1            127.0.0.1  2026-11-30T09:00:00Z (3m ago)
+1068468761257547166  alpha  held     exclusive  10   host-a:1            127.0.0.1  >=2026-11-30T08:00:00Z (<=1h3m ago)
                             waiting  exclusive  11   application \"psql\"  -          2026-11-30T09:00:30Z (2m30s ago)
+>=: a holder's lock was granted at or after this time, when its session connected (PostgreSQL does not record when a lock was granted)
 beta (id 8380746901480884457): not held, no one waiting
 ";
         assert_eq!(text, expected);
@@ -239,6 +264,19 @@ beta (id 8380746901480884457): not held, no one waiting
             lines[3].contains("waiting  exclusive           11"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_holder_of_hidden_details_shows_no_bound_and_no_note() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
+        let mut locks = alpha(None);
+        locks[0].holders[0].backend_start = None;
+        let text = render_table(&locks, &[], false, now);
+        assert!(
+            text.lines().nth(1).unwrap().ends_with("127.0.0.1  -"),
+            "{text}"
+        );
+        assert!(!text.contains(">="), "{text}");
     }
 
     #[test]

@@ -213,17 +213,6 @@ async fn open(db: &Database) -> pgcoord::Result<tokio_postgres::Client> {
 /// What one look saw, as compared between looks.
 type Seen = (Option<(Option<String>, Option<i32>)>, Option<u64>);
 
-/// The exit code of a watch ended by `sig`: 0 for the signals that end a
-/// watch on purpose (Ctrl-C, a service stopped, a closed terminal), as
-/// `lock holders --watch` exits; 128+N for the others.
-fn watch_ended_by(sig: nix::sys::signal::Signal) -> i32 {
-    use nix::sys::signal::Signal;
-    match sig {
-        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP => 0,
-        other => exit::SIGNAL_BASE + other as i32,
-    }
-}
-
 async fn watch(
     key: &str,
     client: tokio_postgres::Client,
@@ -256,7 +245,7 @@ async fn watch(
     };
     loop {
         tokio::select! {
-            sig = signals.recv() => return watch_ended_by(sig),
+            sig = signals.recv() => return exit::watch_ended_by(sig),
             _ = looks.tick() => {}
         }
         let client = match session.take().filter(|c| !c.is_closed()) {

@@ -105,10 +105,38 @@ impl Visit for Sentence {
     }
 }
 
-/// Installs the subscriber: `EVENTSOURCE_LOG` filter (default `warn`).
+/// The filter when `EVENTSOURCE_LOG` is unset or invalid.
+const DEFAULT_FILTER: &str = "warn";
+
+/// The `EVENTSOURCE_LOG` filter, and a warning to print when the variable
+/// is set but not a filter (then [`DEFAULT_FILTER`] is used: a typo such
+/// as `pgcoord=verbose` must not pass silently for "no debug output").
+fn filter_from(value: Option<std::ffi::OsString>) -> (EnvFilter, Option<String>) {
+    let Some(value) = value else {
+        return (EnvFilter::new(DEFAULT_FILTER), None);
+    };
+    let problem = match value.to_str() {
+        None => "it is not UTF-8".to_owned(),
+        Some(text) => match EnvFilter::try_new(text) {
+            Ok(filter) => return (filter, None),
+            Err(e) => e.to_string(),
+        },
+    };
+    let warning = format!(
+        "warning: EVENTSOURCE_LOG={:?} is not a valid tracing filter ({problem}); using \
+         \"{DEFAULT_FILTER}\" instead (e.g. EVENTSOURCE_LOG=debug or pgcoord=debug)",
+        value.to_string_lossy()
+    );
+    (EnvFilter::new(DEFAULT_FILTER), Some(warning))
+}
+
+/// Installs the subscriber: `EVENTSOURCE_LOG` filter (default `warn`); an
+/// invalid filter is said once on stderr.
 pub fn init() {
-    let filter =
-        EnvFilter::try_from_env("EVENTSOURCE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let (filter, warning) = filter_from(std::env::var_os("EVENTSOURCE_LOG"));
+    if let Some(warning) = warning {
+        crate::report_line(&warning);
+    }
     let colour = colour_wanted();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -123,7 +151,24 @@ mod tests {
     use std::io;
     use std::sync::{Arc, Mutex};
 
-    use super::ToolFormat;
+    use super::{filter_from, ToolFormat};
+
+    #[test]
+    fn an_invalid_filter_is_said_and_replaced_by_the_default() {
+        let (_, warning) = filter_from(Some("pgcoord=verbose".into()));
+        let warning = warning.expect("a warning");
+        assert!(
+            warning.starts_with("warning: EVENTSOURCE_LOG=\"pgcoord=verbose\" is not a valid")
+                && warning.contains("using \"warn\" instead"),
+            "{warning}"
+        );
+        for fine in [None, Some("debug"), Some("pgcoord=debug,warn"), Some("")] {
+            let (_, warning) = filter_from(fine.map(Into::into));
+            assert_eq!(warning, None, "{fine:?}");
+        }
+        let (filter, _) = filter_from(Some("pgcoord=debug".into()));
+        assert_eq!(filter.to_string(), "pgcoord=debug");
+    }
 
     /// What `emit` logs through the tool's format, without colour.
     fn logged(emit: impl FnOnce()) -> String {

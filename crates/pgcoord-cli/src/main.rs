@@ -55,6 +55,7 @@ mod run_args;
 mod signals;
 mod supervise;
 mod tools;
+mod usage_error;
 mod watchdog;
 
 /// The version `--version` prints: the package version and, when built
@@ -62,8 +63,6 @@ mod watchdog;
 pub(crate) const VERSION: &str = env!("EVENTSOURCE_VERSION");
 
 use std::io::Write;
-
-use clap::Parser;
 
 use cli::{Cli, Command, LockCommand};
 
@@ -118,12 +117,13 @@ fn register_secrets_early() {
 
 fn main() {
     register_secrets_early();
-    let cli = match Cli::try_parse() {
+    let cli = match cli::try_parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with 2.
-            // Errors may echo an argument (a URL): masked. Help and version
-            // are the tool's own text, printed as written.
+            // Errors may echo an argument (a URL): masked, and shortened when
+            // long. Help and version are the tool's own text, printed as written.
+            let e = usage_error::tidy(e, usage_error::url_typed(std::env::args_os()));
             let text = e.render().to_string();
             if e.use_stderr() {
                 let _ = std::io::stderr().write_all(redact::scrub(&text).as_bytes());

@@ -167,9 +167,8 @@ mod tests {
     }
 
     fn set_with(also: &str) -> RunArgs {
-        use clap::Parser;
         let argv = ["eventsource", "lock", "run", "a", "--also", also, "true"];
-        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+        match crate::cli::try_parse_from(argv).unwrap().command {
             crate::cli::Command::Lock(crate::cli::LockCommand::Run(r)) => r,
             _ => unreachable!("a lock run"),
         }

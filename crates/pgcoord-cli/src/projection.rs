@@ -108,7 +108,7 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
                 if bar {
                     eprintln!();
                 }
-                return exit::SIGNAL_BASE + sig as i32;
+                return exit::watch_ended_by(sig);
             }
             _ = tokio::time::sleep(args.every) => {}
         }

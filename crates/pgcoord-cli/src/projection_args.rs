@@ -124,7 +124,7 @@ and since when; on a hot standby, whose advisory locks are its own sessions' onl
 behind. A database where no checkpoint table is visible (no projection ran there, another \
 database, or a role that cannot see the table) shows no checkpoint, and a line on standard error \
 says which database and role were read. Each look is given 30 s to be answered. Exit codes: 0 \
-shown, 2 bad arguments, 69 the database could not be reached, failed the query (the server's \
+shown (and --watch ended by SIGINT, SIGTERM or SIGHUP), 2 bad arguments, 69 the database could not be reached, failed the query (the server's \
 message says why) or did not answer, 78 the --events-table is not in the database or the role \
 lacks a privilege the look needs (permission denied).";
 

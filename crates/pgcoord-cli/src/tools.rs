@@ -1,15 +1,13 @@
 //! What a clap tool offers besides its commands: shell completions and a
 //! manual page, both generated from the command-line definition.
 
-use clap::CommandFactory;
-
-use crate::cli::Cli;
+use crate::cli;
 use crate::{exit, print_stdout, report};
 
 /// `eventsource completions SHELL`: the script on stdout.
 pub fn completions(shell: clap_complete::Shell) -> i32 {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "eventsource", &mut out);
+    clap_complete::generate(shell, &mut cli::command(), "eventsource", &mut out);
     emit(out)
 }
 
@@ -17,7 +15,7 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
 /// eventsource or of one of its subcommands (`lock run`: the page
 /// `eventsource-lock-run(1)`, which the pages above it refer to).
 pub fn man_page(path: &[String]) -> i32 {
-    let mut command = Cli::command();
+    let mut command = cli::command();
     command.build();
     let mut page = command;
     for name in path {
@@ -41,8 +39,12 @@ pub fn man_page(path: &[String]) -> i32 {
         .chain(path.iter().map(String::as_str))
         .collect::<Vec<_>>()
         .join("-");
+    // Every page comes from the tool: clap_mangen's default source is the
+    // page's own command name ("run 0.1.0").
+    let source = format!("eventsource {}", env!("CARGO_PKG_VERSION"));
     let mut out = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(page).title(title).render(&mut out) {
+    let man = clap_mangen::Man::new(page).title(title).source(source);
+    if let Err(e) = man.render(&mut out) {
         report!("cannot render the manual page: {e}");
         return exit::SOFTWARE;
     }

@@ -59,6 +59,10 @@ pub struct TopArgs {
 
     #[command(flatten)]
     pub names: KeyNameArgs,
+
+    /// Only the locks of these keys, named (default: every advisory lock).
+    #[arg(value_name = "KEY", value_parser = crate::names::parse_key)]
+    pub only_keys: Vec<String>,
 }
 
 /// `lock top --help`.
@@ -67,11 +71,14 @@ A live view of the database's advisory locks, like top: one row per session
 that holds or waits for a lock, refreshed every --interval. Locks with
 waiters come first, the longest wait first; then held locks, the longest
 held first. q, Esc or Ctrl-C quits and gives the terminal back as it was.
+With KEYs, only the locks of those keys (as `lock holders KEY...`); --key
+and --key-file name locks without leaving the others out.
 
-Columns: KEY (the key, when named with --key / --key-file or recorded by
-the fencing table, else the lock id; (K1,K2) for a two-int lock), STATE
-(held / waiting), PID (the backend; SELECT pg_terminate_backend(PID) frees
-its locks), HOLDER (the holder id of an eventsource session, else its
+Columns: KEY (the key, when given as a KEY, with --key / --key-file or
+recorded by the fencing table, else the lock id; (K1,K2) for a two-int
+lock), STATE (held / waiting), MODE (exclusive, or shared for
+pg_advisory_lock_shared), PID (the backend; SELECT pg_terminate_backend(PID)
+frees its locks), HOLDER (the holder id of an eventsource session, else its
 application_name), CLIENT (its address), FOR (how long it has held or
 waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
 table eventsource_lock_fences is in the search_path, FENCE (the lock's

@@ -20,6 +20,8 @@ pub struct Header<'a> {
     /// The last refresh failed: why, and when.
     pub error: Option<String>,
     pub interactive: bool,
+    /// How many KEYs the view is limited to (0: every lock).
+    pub only_keys: usize,
 }
 
 fn age(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -71,8 +73,13 @@ pub fn frame(
         if header.interactive { " - q quits" } else { "" }
     )];
     let plural = if locks.len() == 1 { "" } else { "s" };
+    let of_keys = match header.only_keys {
+        0 => String::new(),
+        1 => " of the key given".to_owned(),
+        n => format!(" of the {n} keys given"),
+    };
     let mut summary = format!(
-        "{} lock{plural}: {held} held, {waiting} waiting",
+        "{} lock{plural}{of_keys}: {held} held, {waiting} waiting",
         locks.len()
     );
     if let Some(longest) = locks
@@ -163,7 +170,11 @@ pub fn frame(
     }
     let mut footer = Vec::new();
     if locks.is_empty() {
-        footer.push("no advisory locks are held or awaited in this database".to_owned());
+        footer.push(match header.only_keys {
+            0 => "no advisory locks are held or awaited in this database".to_owned(),
+            1 => "the key given is not held, no one waiting".to_owned(),
+            _ => "none of the keys given is held or awaited".to_owned(),
+        });
     }
     if bounded {
         footer.push(
@@ -260,6 +271,7 @@ mod tests {
             interval: Duration::from_secs(1),
             error: None,
             interactive: true,
+            only_keys: 0,
         };
         let lines = frame(&locks, &seen, &header, now, None);
         assert_eq!(
@@ -299,6 +311,7 @@ mod tests {
             interval: Duration::from_secs(1),
             error: Some("refresh failed".into()),
             interactive: false,
+            only_keys: 0,
         };
         let lines = frame(&locks, &seen, &header, t(2, 5), None);
         assert_eq!(lines[2], "refresh failed");
@@ -306,5 +319,33 @@ mod tests {
         assert!(!lines
             .iter()
             .any(|l| l.contains("q quits") || l.contains("FENCE") || l.starts_with("<=")));
+    }
+
+    #[test]
+    fn a_view_of_given_keys_says_so() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap();
+        let header = |only_keys| Header {
+            database: "d",
+            fence_table: None,
+            interval: Duration::from_secs(1),
+            error: None,
+            interactive: false,
+            only_keys,
+        };
+        let seen = Tracker::default();
+        let lines = frame(&[], &seen, &header(2), now, None);
+        assert_eq!(lines[1], "0 locks of the 2 keys given: 0 held, 0 waiting");
+        assert_eq!(
+            lines.last().unwrap(),
+            "none of the keys given is held or awaited"
+        );
+        let lines = frame(&[], &seen, &header(1), now, None);
+        assert_eq!(
+            lines.last().unwrap(),
+            "the key given is not held, no one waiting"
+        );
+        let locks = vec![lock(7, Some("k"), vec![session(10, "a", true, 0)], vec![])];
+        let lines = frame(&locks, &seen, &header(1), now, None);
+        assert_eq!(lines[1], "1 lock of the key given: 1 held, 0 waiting");
     }
 }

@@ -20,10 +20,12 @@ use crate::{exit, report};
 pub struct KeyNames(HashMap<i64, String>);
 
 impl KeyNames {
-    /// From `--key` and `--key-file`; an unreadable file or a key too long
-    /// to lock is a usage error (reported; returns the exit code).
-    pub fn load(args: &KeyNameArgs) -> Result<Self, i32> {
-        let mut keys = args.keys.clone();
+    /// From `keys` (given on the command line), `--key` and `--key-file`;
+    /// an unreadable file or a key too long to lock is a usage error
+    /// (reported; returns the exit code).
+    pub fn load(keys: &[String], args: &KeyNameArgs) -> Result<Self, i32> {
+        let mut keys = keys.to_vec();
+        keys.extend(args.keys.iter().cloned());
         for path in &args.key_file {
             let text = std::fs::read(path).map_err(|e| {
                 report!("cannot read key file {}: {e}", path.display());

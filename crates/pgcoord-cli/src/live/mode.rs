@@ -42,8 +42,11 @@ pub fn mode_cell(lock: &AdvisoryLock, s: &LockSession) -> String {
 }
 
 /// `locks` as `lock holders --json` prints them: the library's fields, and
-/// `shared` (true or false) on each session and `shared_holders` on each
-/// lock held in shared mode.
+/// `shared` (true or false) on each session, `granted_not_before` on each
+/// holder (its `backend_start`: PostgreSQL records no grant time, and a
+/// holder's `since` is its last activity, which a lock manager's liveness
+/// statement keeps at "just now") and `shared_holders` on each lock held
+/// in shared mode.
 pub fn to_json(locks: &[AdvisoryLock]) -> serde_json::Result<serde_json::Value> {
     let mut out = Vec::with_capacity(locks.len());
     for lock in locks {
@@ -56,6 +59,12 @@ pub fn to_json(locks: &[AdvisoryLock]) -> serde_json::Result<serde_json::Value> 
             for (entry, s) in list.iter_mut().zip(sessions) {
                 if let Some(entry) = entry.as_object_mut() {
                     entry.insert("shared".into(), is_shared(s).into());
+                    if s.granted {
+                        entry.insert(
+                            "granted_not_before".into(),
+                            serde_json::to_value(s.backend_start)?,
+                        );
+                    }
                 }
             }
         }
@@ -138,5 +147,27 @@ mod tests {
         assert!(json[1].get("shared_holders").is_none());
         assert_eq!(json[1]["holders"][0]["shared"], false);
         assert_eq!(json[1]["key"], "k");
+    }
+
+    #[test]
+    fn json_bounds_a_holders_grant_by_its_session_start() {
+        use chrono::TimeZone;
+        let start = chrono::Utc.with_ymd_and_hms(2026, 11, 30, 8, 0, 0).unwrap();
+        let mut holder = session(1, EXCLUSIVE_LOCK, true);
+        holder.backend_start = Some(start);
+        holder.since = Some(start + chrono::Duration::hours(1));
+        let mut waiter = session(2, EXCLUSIVE_LOCK, false);
+        waiter.backend_start = Some(start);
+        let hidden = session(3, SHARE_LOCK, true);
+        let json =
+            to_json(&[lock(vec![holder], vec![waiter]), lock(vec![hidden], vec![])]).unwrap();
+        assert_eq!(
+            json[0]["holders"][0]["granted_not_before"],
+            "2026-11-30T08:00:00Z"
+        );
+        // `since` keeps its meaning (the session's last activity).
+        assert_eq!(json[0]["holders"][0]["since"], "2026-11-30T09:00:00Z");
+        assert!(json[0]["waiters"][0].get("granted_not_before").is_none());
+        assert!(json[1]["holders"][0]["granted_not_before"].is_null());
     }
 }

@@ -80,11 +80,12 @@ fn quits(key: &KeyEvent) -> bool {
 
 /// Runs `lock top`; returns the exit code.
 pub async fn top(args: TopArgs, db: Database) -> i32 {
-    let names = match KeyNames::load(&args.names) {
+    let names = match KeyNames::load(&args.only_keys, &args.names) {
         Ok(n) => n,
         Err(code) => return code,
     };
-    let inspector = match Inspector::open(&db, HoldersQuery::all()).await {
+    // No KEYs: every lock.
+    let inspector = match Inspector::open(&db, HoldersQuery::keys(&args.only_keys)).await {
         Ok(i) => i,
         Err(code) => return code,
     };
@@ -101,6 +102,7 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         interval: args.interval,
         error: None,
         interactive: false,
+        only_keys: args.only_keys.len(),
     };
     if !std::io::stdout().is_terminal() {
         let mut text = frame(&locks, &seen, &header, Utc::now(), None).join("\n");

@@ -60,7 +60,7 @@ async fn holders_in_text_and_json() {
             .await;
     assert_eq!(out.code, 0, "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", out.stdout);
+    assert_eq!(lines.len(), 5, "{}", out.stdout);
     assert!(
         lines[0].starts_with("LOCK ID") && lines[0].contains("HOLDER"),
         "{}",
@@ -80,8 +80,13 @@ async fn holders_in_text_and_json() {
         "{}",
         lines[2]
     );
+    assert!(
+        lines[3].starts_with(">=: a holder's lock was granted"),
+        "{}",
+        lines[3]
+    );
     assert_eq!(
-        lines[3],
+        lines[4],
         format!(
             "idle-key (id {}): not held, no one waiting",
             lock_id_for_key("idle-key")
@@ -140,6 +145,64 @@ async fn a_lock_run_holder_shows_with_its_default_holder_id() {
     expected.truncate(63 - "eventsource/".len());
     assert_eq!(json[0]["holders"][0]["holder_id"], expected);
     assert_eq!(json[0]["waiters"].as_array().unwrap().len(), 0);
+    run.send_line("").await;
+    assert_eq!(run.finish().await.code, 0);
+}
+
+/// A `lock run` holder's session runs a liveness statement twice a second,
+/// so its last activity always reads "just now": SINCE (and JSON
+/// `granted_not_before`) bound the grant by the session's start instead.
+#[tokio::test]
+async fn a_holders_since_is_its_session_start_marked_as_a_bound() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let mut run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "bounded",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; read x",
+    ]));
+    run.expect_line("ready").await;
+    let out = output(eventsource(Some(&db)).args(["lock", "holders", "--json", "bounded"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let holder = &json[0]["holders"][0];
+    let pid = holder["pid"].as_i64().unwrap() as i32;
+    let row = inspector
+        .query_one(
+            "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint \
+             FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    let started = chrono::DateTime::from_timestamp_micros(row.get(0)).unwrap();
+    let bound: chrono::DateTime<chrono::Utc> = holder["granted_not_before"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{holder}"))
+        .parse()
+        .unwrap();
+    assert_eq!(bound, started, "{holder}");
+    assert!(holder["since"].is_string(), "{holder}");
+
+    let out = output(eventsource(Some(&db)).args(["lock", "holders", "bounded"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let stamp = started.format(">=%Y-%m-%dT%H:%M:%SZ (<=").to_string();
+    let line = out.stdout.lines().nth(1).unwrap();
+    assert!(
+        line.contains(" held ") && line.contains(&stamp),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("\n>=: a holder's lock was granted at or after"),
+        "{}",
+        out.stdout
+    );
     run.send_line("").await;
     assert_eq!(run.finish().await.code, 0);
 }

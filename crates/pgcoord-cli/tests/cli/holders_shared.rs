@@ -66,7 +66,8 @@ async fn shared_holders_in_text_and_json() {
     let out = output(eventsource(Some(&db)).args(["lock", "holders", KEY])).await;
     assert_eq!(out.code, 0, "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", out.stdout);
+    assert_eq!(lines.len(), 5, "{}", out.stdout);
+    assert!(lines[4].starts_with(">=: "), "{}", out.stdout);
     for line in &lines[1..3] {
         assert!(
             line.contains(" held ") && line.contains("shared (2 holders)"),

@@ -126,6 +126,17 @@ async fn man_prints_every_page_the_pages_refer_to() {
             "man {path:?}:\n{}",
             out.stdout
         );
+        // The title is the page's name; the source the tool and its version.
+        let th = format!(
+            ".TH {} 1  \"eventsource {}\"",
+            name.replace("\\-", "-"),
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(
+            out.stdout.contains(&th),
+            "man {path:?}, no {th}:\n{}",
+            out.stdout
+        );
         seen += 1;
         for line in out.stdout.lines() {
             let Some(page) = line.strip_suffix("(1)") else {

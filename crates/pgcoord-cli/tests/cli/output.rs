@@ -1,6 +1,7 @@
 //! What the tool prints: stdout write failures (74), one line format on
 //! stderr without colour when it is not a terminal, masking of passwords
-//! that are common words, completions, the man page and --version.
+//! that are common words, completions, the man page and --version; an
+//! invalid EVENTSOURCE_LOG is said.
 
 use std::net::TcpListener;
 use std::process::Stdio;
@@ -133,4 +134,34 @@ async fn completions_man_page_and_version() {
     assert!(out.stdout.starts_with(&want), "{}", out.stdout);
     // Built from this git checkout: the commit is named.
     assert!(out.stdout.contains("(git "), "{}", out.stdout);
+}
+
+/// A mistyped EVENTSOURCE_LOG used to be ignored without a word: the user
+/// took the silence for "nothing to log". It is said once, and the
+/// command runs with the default filter.
+#[tokio::test]
+async fn an_invalid_log_filter_is_said_once() {
+    let out = output(
+        eventsource(None)
+            .env("EVENTSOURCE_LOG", "pgcoord=verbose")
+            .args(["lock", "key", "k"]),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.starts_with("k\t"), "{}", out.stdout);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "eventsource: warning: EVENTSOURCE_LOG=\"pgcoord=verbose\" is not a valid tracing filter"
+        ) && out.stderr.contains("using \"warn\" instead"),
+        "{}",
+        out.stderr
+    );
+    let out = output(
+        eventsource(None)
+            .env("EVENTSOURCE_LOG", "pgcoord=debug")
+            .args(["lock", "key", "k"]),
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
 }

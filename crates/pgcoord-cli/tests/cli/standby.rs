@@ -2,8 +2,9 @@
 //! exclude only its own sessions), `lock run` refuses it unless
 //! `--allow-standby`, `lock holders` warns that it shows the standby's own,
 //! `projection status` cannot know the runner there, and a URL listing the
-//! standby first among several hosts is told to ask for read-write. The
-//! standby is the test kit's `pg_basebackup -R` of a private primary.
+//! standby first among several hosts is told to ask for read-write; a
+//! server of the kind target_session_attrs does not ask for is told so.
+//! The standby is the test kit's `pg_basebackup -R` of a private primary.
 
 use crate::common::*;
 
@@ -186,8 +187,44 @@ async fn several_hosts_with_a_standby_first_are_told_to_ask_for_read_write() {
         !out.stderr.contains("point the URL at the primary"),
         "{out:?}"
     );
+    // The standby alone, asked for read-write: told it is a standby.
+    let alone = format!("{}?target_session_attrs=read-write", standby.url(db.name()));
+    let out = on(&alone, &["lock", "holders"]).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("the server is a hot standby or read-only")
+            && !out.stderr.contains("that the server runs"),
+        "{}",
+        out.stderr
+    );
     // As told: the primary is found, and the command runs.
     let asked = format!("{hosts}?target_session_attrs=read-write");
     let out = on(&asked, &["lock", "run", "several", "--", "echo", "ran"]).await;
     assert_eq!((out.code, out.stdout.as_str()), (0, "ran\n"), "{out:?}");
+}
+
+/// `target_session_attrs=standby` (or `read-only`) on a URL of a primary:
+/// the server runs, so the hint says what is wrong instead of "check ...
+/// that the server runs".
+#[tokio::test]
+async fn a_primary_asked_for_as_a_standby_is_told_so() {
+    let db = database().await;
+    for attrs in ["standby", "read-only"] {
+        let url = format!("{}?target_session_attrs={attrs}", db.url());
+        let out = on(&url, &["lock", "holders"]).await;
+        assert_eq!(out.code, 69, "{out:?}");
+        assert!(
+            out.stderr.contains("database is not read only")
+                && out.stderr.contains("the server is a primary")
+                && out.stderr.contains("target_session_attrs"),
+            "{attrs}: {}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("that the server runs"),
+            "{}",
+            out.stderr
+        );
+    }
 }

@@ -1,0 +1,77 @@
+//! Usage errors read well: a value too long to read back is shortened, and
+//! `--database-url` taken from DATABASE_URL is not shown in the usage line
+//! as if the command required it.
+
+use crate::common::*;
+
+/// A key one byte over what COMMAND's environment takes (131,050 bytes)
+/// used to be printed back whole: 131 KB on standard error.
+#[tokio::test]
+async fn a_too_long_key_or_name_is_quoted_shortened() {
+    let key = "k".repeat(131_051);
+    for (args, what) in [
+        (["lock", "run", key.as_str(), "true"], "KEY"),
+        (["leader", "run", key.as_str(), "true"], "NAME"),
+    ] {
+        let out = output(eventsource(None).args(args)).await;
+        assert_eq!(out.code, 2, "{:?}", &args[..2]);
+        assert!(out.stderr.len() < 1000, "{} bytes", out.stderr.len());
+        let quoted = format!("invalid value '{}… (131051 bytes)'", "k".repeat(60));
+        assert!(
+            out.stderr.contains(&quoted) && out.stderr.contains(&format!("{what} is 131")),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+/// `--every` (`--interval`) without `--watch`: the usage line names what
+/// was given and what is missing, not the URL DATABASE_URL supplied.
+#[tokio::test]
+async fn an_option_missing_its_watch_shows_no_url_in_the_usage_line() {
+    for (args, usage) in [
+        (
+            &["projection", "status", "orders", "--every", "1s"][..],
+            "Usage: eventsource projection status --watch --every <DURATION> <NAME>",
+        ),
+        (
+            &["leader", "show", "e", "--every", "1s"],
+            "Usage: eventsource leader show --watch --every <DURATION> <NAME>",
+        ),
+        (
+            &["lock", "holders", "--interval", "1s"],
+            "Usage: eventsource lock holders --watch --interval <DURATION> [KEY]...",
+        ),
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", "postgres://app@127.0.0.1:47999/shop")
+                .args(args),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{out:?}");
+        assert!(
+            out.stderr.contains(&format!("\n{usage}\n")),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("--database-url"), "{}", out.stderr);
+    }
+    // Typed on the command line, it was given: the usage line keeps it.
+    let out = output(eventsource(None).args([
+        "projection",
+        "status",
+        "--database-url",
+        "postgres://app@127.0.0.1:47999/shop",
+        "orders",
+        "--every",
+        "1s",
+    ]))
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("--database-url <URL>"),
+        "{}",
+        out.stderr
+    );
+}
