@@ -6,7 +6,7 @@
 //! runs), written by the install step's SQL function
 //! `eventsource_lock_claim_run(lock_ids, keys, interval_us)`. The function
 //! creates missing rows (with fence 0: no token handed out yet, so a later
-//! fenced acquisition still gets 1), locks the keys' rows in lock-id order,
+//! fenced acquisition still gets its timeline's first token), locks the keys' rows in lock-id order,
 //! and only then reads `clock_timestamp()`: the server's clock at the
 //! moment of the claim, never the start of a transaction (`now()`), which
 //! may be long before when the claim waited for a row lock or ran inside a
