@@ -3,8 +3,10 @@
 //! without `-extfile` made, as PostgreSQL's documentation signs
 //! certificates. A server's is taken where libpq checks no certificate
 //! (`sslmode=require` without a root file) and refused by `verify-full`
-//! with what to do.
+//! with what to do; a client's is presented for a `cert` login, as libpq
+//! presents it.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::common::*;
@@ -16,6 +18,15 @@ pub(crate) fn fixtures() -> PathBuf {
 
 pub(crate) fn fixture(name: &str) -> String {
     std::fs::read_to_string(fixtures().join(name)).unwrap()
+}
+
+/// The fixture key `name` copied to `dir` with mode 0600 (git keeps no
+/// mode, and a key others may read is refused, as libpq refuses it).
+pub(crate) fn private_key(name: &str, dir: &Scratch) -> PathBuf {
+    let key = dir.join(name);
+    std::fs::write(&key, fixture(name)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    key
 }
 
 #[tokio::test]
@@ -57,6 +68,16 @@ async fn a_version_1_server_certificate_is_used_as_libpq_uses_it() {
     // libpq's `require` checks no certificate: neither does this client.
     let out = output(&mut run(url("postgres", "sslmode=require"))).await;
     assert_eq!(out.code, 0, "require: {out:?}");
+    // A version 1 client certificate too, with the same server.
+    let scratch = scratch_dir();
+    let client_key = private_key("client-v1.key", &scratch);
+    let with_cert = format!(
+        "sslmode=require&sslcert={}&sslkey={}",
+        fixtures().join("client-v1.crt").display(),
+        client_key.display()
+    );
+    let out = output(&mut run(url("app", &with_cert))).await;
+    assert_eq!(out.code, 0, "a version 1 client certificate: {out:?}");
 
     // The verifying modes cannot check it: refused at once, saying why
     // and what to do, in words.

@@ -169,20 +169,25 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
             .build()
             .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
         let check_name = settings.mode == SslMode::VerifyFull;
-        Arc::new(Verifier::verifying(webpki, ders, check_name, provider))
+        Arc::new(Verifier::verifying(
+            webpki,
+            ders,
+            check_name,
+            provider.clone(),
+        ))
     } else {
-        Arc::new(Verifier::lax(provider))
+        Arc::new(Verifier::lax(provider.clone()))
     };
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let mut config = match super::tls_client_cert::client_identity(
+    let mut config = match super::tls_client_cert::client_certified_key(
         settings.client_cert.as_deref(),
         settings.client_key.as_deref(),
+        &provider,
     )? {
-        Some((certs, key)) => builder
-            .with_client_auth_cert(certs, key)
-            .map_err(|e| tls_error(format!("client certificate not usable: {e}")))?,
+        Some(certified) => builder
+            .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))),
         None => builder.with_no_client_auth(),
     };
     config.enable_sni = !settings.no_sni;

@@ -17,6 +17,8 @@
 //!   it as version 3, or `require` without a root file). A version 1
 //!   certificate that is itself listed in the root file is trusted as
 //!   itself, as a self-signed version 3 one is.
+//! - **A client certificate** of version 1 is sent as it is
+//!   (`tls_client_cert.rs`): rustls need not parse its own certificate.
 
 use std::fmt;
 use std::sync::Arc;
