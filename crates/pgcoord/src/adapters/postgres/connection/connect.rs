@@ -8,7 +8,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{CancelToken, Client, Config};
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{MakeRustls, TlsSettings};
+use super::tls::{refuse_weak_direct, MakeRustls, TlsSettings};
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// Opens sessions configured for holding advisory locks.
@@ -143,8 +143,12 @@ pub(crate) async fn connect_each_host(
     tls: &MakeRustls,
     timeout: Duration,
 ) -> Result<(Client, ConnectionFuture), BackendError> {
-    tls.ready()?;
     let settings = tls.settings();
+    if let Some(config) = per_host.first() {
+        refuse_weak_direct(config, settings.mode)
+            .map_err(|why| BackendError::new(BackendErrorKind::Tls, why))?;
+    }
+    tls.ready()?;
     let mut failures = Vec::new();
     for config in per_host {
         let named = named_for_tls(config, settings);

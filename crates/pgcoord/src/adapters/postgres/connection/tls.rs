@@ -93,6 +93,31 @@ impl SslMode {
     }
 }
 
+/// libpq's rule for `sslnegotiation=direct` (see `tls_options.rs`, which
+/// applies it to the parameters with their sources) on a built driver
+/// config and TLS `mode`: for options changed after parsing
+/// (`with_ssl_mode`, a builder's `ssl_mode`, a `tokio_postgres::Config`),
+/// before any connection.
+pub(crate) fn refuse_weak_direct(
+    config: &tokio_postgres::Config,
+    mode: SslMode,
+) -> Result<(), String> {
+    use tokio_postgres::config::SslNegotiation;
+    let weak = match mode {
+        SslMode::Disable => "disable",
+        SslMode::Prefer => "prefer",
+        _ => return Ok(()),
+    };
+    match config.get_ssl_negotiation() {
+        SslNegotiation::Direct => Err(format!(
+            "weak sslmode \"{weak}\" may not be used with sslnegotiation=direct: direct \
+             negotiation opens every connection with the TLS handshake, so use sslmode \
+             require, verify-ca or verify-full, or the default negotiation"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// TLS settings of a manager.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsSettings {
