@@ -42,6 +42,8 @@ mod terminal;
 mod tls;
 mod tls_client_cert;
 mod tls_hosts;
+mod tls_negotiation;
+mod tls_v1;
 mod top;
 mod top_keys;
 mod unix_socket;

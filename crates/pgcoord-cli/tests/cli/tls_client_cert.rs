@@ -126,3 +126,60 @@ async fn a_role_that_logs_in_by_certificate_is_reached_the_three_ways_libpq_offe
     assert!(out.stderr.contains("group or world access"), "{out:?}");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// A version 1 client certificate (what `openssl x509 -req` without
+/// `-extfile` makes; libpq presents it) logs in by certificate, the
+/// server's own certificate being version 3 and fully checked; a key that
+/// is not the certificate's is refused before connecting, in words.
+#[tokio::test]
+async fn a_version_1_client_certificate_logs_in_by_certificate() {
+    use crate::tls_v1::{fixture, fixtures, private_key};
+    let (ca, ca_key) = crate::tls::ca("server CA");
+    let (server_pem, server_key) = signed("localhost", vec!["localhost".into()], &ca, &ca_key);
+    let (cluster, db) = crate::tls::cluster_and_db(true).await;
+    let c = cluster.clone();
+    let client_ca = fixture("ca.crt");
+    tokio::task::spawn_blocking(move || {
+        c.enable_tls_with_client_ca(&server_pem, &server_key, &client_ca)?;
+        c.set_hba(
+            "local all all trust\n\
+             hostssl all app 127.0.0.1/32 cert\n\
+             host all all 127.0.0.1/32 reject\n",
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let scratch = scratch_dir();
+    let root = scratch.join("root.crt");
+    write(&root, &ca.pem(), 0o644);
+    let url = |key: &Path| {
+        format!(
+            "postgres://app@localhost:{}/{}?sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}",
+            cluster.port(),
+            db.name(),
+            root.display(),
+            fixtures().join("client-v1.crt").display(),
+            key.display()
+        )
+    };
+    let run = |url: String| {
+        let mut c = eventsource(None);
+        c.args(["lock", "run", "v1-client", "--", "true"])
+            .env("DATABASE_URL", url);
+        c
+    };
+    let out = output(&mut run(url(&private_key("client-v1.key", &scratch)))).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = output(&mut run(url(&private_key("server-v1.key", &scratch)))).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("is not the private key of the certificate in sslcert"),
+        "{out:?}"
+    );
+    assert!(
+        !out.stderr.contains("peer certificate") && !out.stderr.contains("Other("),
+        "{out:?}"
+    );
+}

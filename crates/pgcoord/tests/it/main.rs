@@ -148,6 +148,8 @@ mod short_deadlines;
 mod standby;
 #[cfg(feature = "postgres")]
 mod tls_postgres;
+#[cfg(feature = "postgres")]
+mod tls_v1;
 #[cfg(all(feature = "postgres", feature = "readmodels", unix))]
 mod unix_socket;
 #[cfg(feature = "postgres")]

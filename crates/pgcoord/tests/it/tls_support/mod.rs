@@ -82,20 +82,13 @@ impl Drop for Setup {
     }
 }
 
-/// A cluster serving a certificate for `localhost` only (not for
-/// 127.0.0.1), signed by a test CA; role `app` must use TLS, and so must
+/// A private cluster serving the certificate `cert_pem` (key `key_pem`),
+/// and a database on it; role `app` must use TLS, and so must
 /// `scram_app`, which logs in with password `scram-secret` (SCRAM).
-pub async fn setup() -> Setup {
-    let root = ca("eventsource test CA");
-    let wrong = ca("some other CA");
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "localhost");
-    params.serial_number = Some(SerialNumber::from(SERVER_SERIAL));
-    let server = params.signed_by(&key, &root.cert, &root.key).unwrap();
-
+pub async fn cluster_serving(
+    cert_pem: String,
+    key_pem: String,
+) -> (Arc<TestCluster>, TestDatabase) {
     let cluster = private_cluster(&[]).await;
     let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
     db.connect()
@@ -107,7 +100,6 @@ pub async fn setup() -> Setup {
         )
         .await
         .unwrap();
-    let (cert_pem, key_pem) = (server.pem(), key.serialize_pem());
     let c = cluster.clone();
     tokio::task::spawn_blocking(move || {
         c.enable_tls(&cert_pem, &key_pem)?;
@@ -122,6 +114,23 @@ pub async fn setup() -> Setup {
     .await
     .unwrap()
     .unwrap();
+    (cluster, db)
+}
+
+/// A cluster serving a certificate for `localhost` only (not for
+/// 127.0.0.1), signed by a test CA; role `app` must use TLS, and so must
+/// `scram_app`, which logs in with password `scram-secret` (SCRAM).
+pub async fn setup() -> Setup {
+    let root = ca("eventsource test CA");
+    let wrong = ca("some other CA");
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    params.serial_number = Some(SerialNumber::from(SERVER_SERIAL));
+    let server = params.signed_by(&key, &root.cert, &root.key).unwrap();
+    let (cluster, db) = cluster_serving(server.pem(), key.serialize_pem()).await;
 
     let dir = std::env::temp_dir().join(format!("eventsource-tls-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -8,7 +8,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{CancelToken, Client, Config};
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{MakeRustls, TlsSettings};
+use super::tls::{refuse_weak_direct, MakeRustls, TlsSettings};
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// Opens sessions configured for holding advisory locks.
@@ -143,8 +143,12 @@ pub(crate) async fn connect_each_host(
     tls: &MakeRustls,
     timeout: Duration,
 ) -> Result<(Client, ConnectionFuture), BackendError> {
-    tls.ready()?;
     let settings = tls.settings();
+    if let Some(config) = per_host.first() {
+        refuse_weak_direct(config, settings.mode)
+            .map_err(|why| BackendError::new(BackendErrorKind::Tls, why))?;
+    }
+    tls.ready()?;
     let mut failures = Vec::new();
     for config in per_host {
         let named = named_for_tls(config, settings);
@@ -156,7 +160,7 @@ pub(crate) async fn connect_each_host(
             Ok(Err(e)) => {
                 let attempt = super::tls_failure::Attempt {
                     tls_in_use: handshake.load(std::sync::atomic::Ordering::Relaxed),
-                    socket: is_socket(config),
+                    socket: super::hosts::first_host_is_a_socket(config),
                 };
                 let cx = super::tls_failure::TlsContext::of(settings);
                 match super::tls_failure::channel_binding_refused(&e, &cx, &attempt) {
@@ -170,7 +174,7 @@ pub(crate) async fn connect_each_host(
             ),
         };
         let last = failure.kind() == BackendErrorKind::Tls;
-        failures.push((host_name(config), failure));
+        failures.push((super::hosts::host_name(config), failure));
         if last {
             break;
         }
@@ -197,29 +201,6 @@ pub(crate) async fn connect_any_host(
     timeout: Duration,
 ) -> Result<(Client, ConnectionFuture), BackendError> {
     connect_each_host(&super::hosts::one_per_host(config), tls, timeout).await
-}
-
-/// `host:port` of a one-host config, for an error message.
-fn host_name(config: &Config) -> String {
-    use tokio_postgres::config::Host;
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    match (config.get_hosts().first(), config.get_hostaddrs().first()) {
-        (Some(Host::Tcp(h)), _) => format!("{h}:{port}"),
-        #[cfg(unix)]
-        (Some(Host::Unix(p)), _) => format!("{}:{port}", p.display()),
-        (None, Some(addr)) => format!("{addr}:{port}"),
-        (None, None) => format!("localhost:{port}"),
-    }
-}
-
-fn is_socket(config: &Config) -> bool {
-    use tokio_postgres::config::Host;
-    config.get_hostaddrs().is_empty()
-        && match config.get_hosts().first() {
-            #[cfg(unix)]
-            Some(Host::Unix(_)) => true,
-            _ => false,
-        }
 }
 
 /// The error of a connect where no host could be used, of `hosts` in

@@ -136,6 +136,24 @@ fn random_below(n: usize) -> usize {
     (RandomState::new().hash_one(std::time::Instant::now()) as usize) % n.max(1)
 }
 
+/// `host:port` of a one-host config, for an error message.
+pub(super) fn host_name(config: &Config) -> String {
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    match (config.get_hosts().first(), config.get_hostaddrs().first()) {
+        (Some(Host::Tcp(h)), _) => format!("{h}:{port}"),
+        #[cfg(unix)]
+        (Some(Host::Unix(p)), _) => format!("{}:{port}", p.display()),
+        (None, Some(addr)) => format!("{addr}:{port}"),
+        (None, None) => format!("localhost:{port}"),
+    }
+}
+
+/// Whether the first host of `config` is a Unix-domain socket (not an
+/// address).
+pub(super) fn first_host_is_a_socket(config: &Config) -> bool {
+    config.get_hostaddrs().is_empty() && config.get_hosts().first().is_some_and(is_socket)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

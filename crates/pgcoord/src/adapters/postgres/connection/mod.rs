@@ -6,8 +6,9 @@
 // Layers, top to bottom (each imports only from those below it):
 //   connect -> hosts, tls_failure; options -> resolve -> driver_params, libpq_env, passfile,
 //   service_file, connstring, tls_options -> tls -> tls_verifier,
-//   tls_client_cert, tls_channel_binding; tls_failure (which connect
-//   failures are TLS's, and their words) -> tls
+//   tls_client_cert, tls_channel_binding -> tls_v1 (X.509 version 1
+//   certificates); tls_failure (which connect failures are TLS's, and
+//   their words) -> tls, tls_v1
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
@@ -24,4 +25,5 @@ mod tls_client_cert;
 mod tls_failure;
 mod tls_options;
 mod tls_trust;
+mod tls_v1;
 mod tls_verifier;

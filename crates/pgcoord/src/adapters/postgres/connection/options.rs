@@ -225,6 +225,9 @@ impl ConnectOptions {
         if super::hosts::every_host_is_a_socket(&self.config) {
             self.tls.mode = SslMode::Disable;
             self.config.ssl_mode(SslMode::Disable.driver_mode());
+            // No TLS, so nothing to negotiate (libpq ignores it there too).
+            self.config
+                .ssl_negotiation(tokio_postgres::config::SslNegotiation::Postgres);
         }
         (self.config, self.tls)
     }

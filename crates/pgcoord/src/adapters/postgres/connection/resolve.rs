@@ -358,6 +358,17 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
             }
         }
     }
+    let with_origin = |key: &str| {
+        let origin = p
+            .origin(key)
+            .map_or("by default".to_owned(), Origin::describe);
+        p.get(key).map(|v| (v, origin))
+    };
+    if let Some(why) =
+        super::tls_options::weak_for_direct(with_origin("sslnegotiation"), with_origin("sslmode"))
+    {
+        return Err(invalid(why));
+    }
     let mut config = conninfo.join(" ").parse::<Config>().map_err(|_| {
         invalid("the parameters do not combine (hosts, ports and addresses must be as many)".into())
     })?;

@@ -93,6 +93,31 @@ impl SslMode {
     }
 }
 
+/// libpq's rule for `sslnegotiation=direct` (see `tls_options.rs`, which
+/// applies it to the parameters with their sources) on a built driver
+/// config and TLS `mode`: for options changed after parsing
+/// (`with_ssl_mode`, a builder's `ssl_mode`, a `tokio_postgres::Config`),
+/// before any connection.
+pub(crate) fn refuse_weak_direct(
+    config: &tokio_postgres::Config,
+    mode: SslMode,
+) -> Result<(), String> {
+    use tokio_postgres::config::SslNegotiation;
+    let weak = match mode {
+        SslMode::Disable => "disable",
+        SslMode::Prefer => "prefer",
+        _ => return Ok(()),
+    };
+    match config.get_ssl_negotiation() {
+        SslNegotiation::Direct => Err(format!(
+            "weak sslmode \"{weak}\" may not be used with sslnegotiation=direct: direct \
+             negotiation opens every connection with the TLS handshake, so use sslmode \
+             require, verify-ca or verify-full, or the default negotiation"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// TLS settings of a manager.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsSettings {
@@ -169,20 +194,25 @@ fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, BackendErr
             .build()
             .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
         let check_name = settings.mode == SslMode::VerifyFull;
-        Arc::new(Verifier::verifying(webpki, ders, check_name, provider))
+        Arc::new(Verifier::verifying(
+            webpki,
+            ders,
+            check_name,
+            provider.clone(),
+        ))
     } else {
-        Arc::new(Verifier::lax(provider))
+        Arc::new(Verifier::lax(provider.clone()))
     };
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let mut config = match super::tls_client_cert::client_identity(
+    let mut config = match super::tls_client_cert::client_certified_key(
         settings.client_cert.as_deref(),
         settings.client_key.as_deref(),
+        &provider,
     )? {
-        Some((certs, key)) => builder
-            .with_client_auth_cert(certs, key)
-            .map_err(|e| tls_error(format!("client certificate not usable: {e}")))?,
+        Some(certified) => builder
+            .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))),
         None => builder.with_no_client_auth(),
     };
     config.enable_sni = !settings.no_sni;

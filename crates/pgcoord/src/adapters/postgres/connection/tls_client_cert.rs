@@ -10,16 +10,96 @@
 //! key, an unreadable file, or a key file others may read is an error
 //! before any connection is made.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
 
 use super::tls_trust::{default_file, tls_error};
 use crate::ports::error::BackendError;
 
-/// A client certificate chain and its private key.
-type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+/// A client certificate chain and its private key, with the files they
+/// came from (for messages).
+pub(super) struct Identity {
+    pub(super) certs: Vec<CertificateDer<'static>>,
+    pub(super) key: PrivateKeyDer<'static>,
+    cert_path: PathBuf,
+    key_path: PathBuf,
+}
+
+impl std::fmt::Debug for Identity {
+    /// The files, never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("cert_path", &self.cert_path)
+            .field("key_path", &self.key_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Identity {
+    /// The certificate and its key as rustls signs with them, once the
+    /// key is known to be the certificate's.
+    ///
+    /// Not rustls's `with_client_auth_cert`: that parses the certificate
+    /// with webpki, which refuses an X.509 version 1 one (what
+    /// `openssl x509 -req` makes without `-extfile`), and says so as an
+    /// "invalid peer certificate". libpq sends such a certificate, and
+    /// servers take it; here the key is compared with the certificate's
+    /// public key read by x509-parser, which reads every version.
+    pub(super) fn certified(self, provider: &CryptoProvider) -> Result<CertifiedKey, BackendError> {
+        let signing = provider
+            .key_provider
+            .load_private_key(self.key)
+            .map_err(|e| {
+                tls_error(format!(
+                    "cannot use sslkey {}: not a key this client can sign with ({})",
+                    self.key_path.display(),
+                    plain(&e)
+                ))
+            })?;
+        let cert_key = super::tls_v1::public_key(&self.certs[0]).ok_or_else(|| {
+            tls_error(format!(
+                "cannot read sslcert {}: its first certificate is not an X.509 certificate",
+                self.cert_path.display()
+            ))
+        })?;
+        // A key whose public half rustls cannot derive is taken on trust,
+        // as rustls itself does; the server then refuses a wrong one.
+        if signing.public_key().is_some_and(|k| k != cert_key) {
+            return Err(tls_error(format!(
+                "sslkey {} is not the private key of the certificate in sslcert {}",
+                self.key_path.display(),
+                self.cert_path.display()
+            )));
+        }
+        Ok(CertifiedKey::new(self.certs, signing))
+    }
+}
+
+/// A rustls error in words: its text, unless that is a Debug dump.
+fn plain(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::General(why) => why.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The client certificate of `cert` and `key`, ready to sign with; see
+/// [`client_identity`] and [`Identity::certified`].
+pub(super) fn client_certified_key(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    provider: &CryptoProvider,
+) -> Result<Option<Arc<CertifiedKey>>, BackendError> {
+    match client_identity(cert, key)? {
+        Some(identity) => Ok(Some(Arc::new(identity.certified(provider)?))),
+        None => Ok(None),
+    }
+}
 
 /// The client certificate `cert` and key `key` (libpq's `sslcert` and
 /// `sslkey`), or libpq's default files; `None` when the certificate file
@@ -63,7 +143,12 @@ pub(super) fn client_identity(
         )));
     }
     check_key_permissions(&key_path)?;
-    Ok(Some((certs, read_key(&key_path)?)))
+    Ok(Some(Identity {
+        certs,
+        key: read_key(&key_path)?,
+        cert_path,
+        key_path,
+    }))
 }
 
 /// The private key of `sslkey`: PEM (PKCS#8, PKCS#1 or SEC1) or, as libpq
@@ -138,8 +223,8 @@ mod tests {
         assert!(err.message().contains("private key file"), "{err}");
         std::fs::write(&key, pair.key_pair.serialize_pem()).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (certs, _) = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
-        assert_eq!(certs.len(), 1);
+        let identity = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
+        assert_eq!(identity.certs.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -151,8 +236,8 @@ mod tests {
         std::fs::write(&cert, pair.cert.pem()).unwrap();
         std::fs::write(&key, pair.key_pair.serialize_der()).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (_, got) = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
-        assert_eq!(got.secret_der(), pair.key_pair.serialized_der());
+        let got = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
+        assert_eq!(got.key.secret_der(), pair.key_pair.serialized_der());
         std::fs::write(
             &key,
             "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
@@ -189,6 +274,37 @@ mod tests {
             client_identity(Some(&cert), Some(&key)).is_ok(),
             owner_is_root.unwrap()
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `openssl x509 -req` without `-extfile` makes a version 1
+    /// certificate, which libpq sends and rustls's own loading refused as
+    /// an "invalid peer certificate"; a key that is not the certificate's
+    /// is still caught before connecting.
+    #[test]
+    fn a_version_1_certificate_is_usable_and_a_key_of_another_refused() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls-v1");
+        let dir = dir("client-cert-v1");
+        let (key, other_key) = (dir.join("client.key"), dir.join("server.key"));
+        for (from, to) in [("client-v1.key", &key), ("server-v1.key", &other_key)] {
+            std::fs::copy(fixtures.join(from), to).unwrap();
+            std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let cert = fixtures.join("client-v1.crt");
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = client_certified_key(Some(&cert), Some(&key), &provider)
+            .unwrap()
+            .unwrap();
+        assert_eq!(certified.cert.len(), 1);
+        let err = client_certified_key(Some(&cert), Some(&other_key), &provider).unwrap_err();
+        let text = err.message();
+        assert!(
+            text.contains("is not the private key of the certificate in sslcert")
+                && text.contains("server.key")
+                && text.contains("client-v1.crt"),
+            "{text}"
+        );
+        assert!(!text.contains("peer") && !text.contains("Other("), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -20,6 +20,7 @@ use rustls::pki_types::UnixTime;
 use rustls::{AlertDescription, CertificateError};
 
 use super::tls::{SslMode, TlsSettings};
+use super::tls_v1::Version1;
 
 /// What the words for a TLS failure need to know of the settings.
 pub(super) struct TlsContext {
@@ -191,6 +192,10 @@ fn certificate(e: &CertificateError, cx: &TlsContext) -> String {
                 root_file(cx.root_file.as_deref())
             )
         }
+        CertificateError::Other(other) if other.0.downcast_ref::<Version1>().is_some() => {
+            let v1 = other.0.downcast_ref::<Version1>().expect("matched");
+            format!("{refused}: {}", version_1(v1, cx))
+        }
         CertificateError::Expired => format!("{refused}: it has expired"),
         CertificateError::ExpiredContext { not_after, .. } => {
             format!("{refused}: it expired on {}", date(*not_after))
@@ -227,6 +232,44 @@ fn certificate(e: &CertificateError, cx: &TlsContext) -> String {
         CertificateError::Other(other) => format!("{refused}: {}", readable(other.0.to_string())),
         other => format!("{refused}: {}", readable(other.to_string())),
     }
+}
+
+/// Why a version 1 certificate cannot be checked, and the two ways out:
+/// reissue it as version 3 (`openssl x509 -req` with `-extfile`, as
+/// PostgreSQL's documentation signs it but with extensions), or, where the
+/// certificate need not be checked, `require` without a root file.
+fn version_1(v1: &Version1, cx: &TlsContext) -> String {
+    let which = match v1.intermediate {
+        true => "a CA certificate of its chain (one the server sent) is",
+        false => "it is",
+    };
+    let checked = match cx.mode {
+        "require" => format!(
+            "sslmode=require checks the chain because there is a root file, {}",
+            root_file(cx.root_file.as_deref())
+        ),
+        mode => format!(
+            "sslmode={mode} checks it against {}",
+            root_file(cx.root_file.as_deref())
+        ),
+    };
+    let reissue = match v1.intermediate {
+        true => "reissue that CA certificate as version 3 (openssl x509 -req ... -extfile \
+                 <(printf 'basicConstraints=critical,CA:TRUE'))"
+            .to_owned(),
+        false => format!(
+            "reissue it as version 3 (openssl x509 -req -in server.csr -CA ca.crt -CAkey \
+             ca.key -days 365 -out server.crt -extfile <(printf \
+             'basicConstraints=CA:FALSE\\nsubjectAltName={}:{}'))",
+            if v1.ip { "IP" } else { "DNS" },
+            v1.host
+        ),
+    };
+    format!(
+        "{which} an X.509 version 1 certificate, which this client cannot verify ({checked}); \
+         {reissue}, or connect with sslmode=require and no root file (no sslrootcert, no \
+         ~/.postgresql/root.crt), which encrypts without verifying the certificate"
+    )
 }
 
 /// What an alert from the server says: it refused the handshake.

@@ -163,3 +163,49 @@ fn variant_names_become_words() {
     assert_eq!(words("CertificateRequired"), "certificate required");
     assert_eq!(words("BadSignature"), "bad signature");
 }
+
+#[test]
+fn a_version_1_certificate_is_refused_with_what_to_do_and_no_debug_dump() {
+    let v1 = |host: &str, intermediate: bool, ip: bool| {
+        handshake(rustls::Error::InvalidCertificate(CertificateError::Other(
+            rustls::OtherError(std::sync::Arc::new(super::Version1 {
+                host: host.to_owned(),
+                intermediate,
+                ip,
+            })),
+        )))
+    };
+    let cx = TlsContext {
+        mode: "verify-full",
+        root_file: Some(PathBuf::from("/etc/db/root.crt")),
+    };
+    let why = tls_failure(&v1("db.example.com", false, false), &cx).unwrap();
+    for part in [
+        "it is an X.509 version 1 certificate, which this client cannot verify",
+        "sslmode=verify-full checks it against sslrootcert /etc/db/root.crt",
+        "reissue it as version 3",
+        "subjectAltName=DNS:db.example.com",
+        "sslmode=require and no root file",
+    ] {
+        assert!(why.contains(part), "{part:?} missing: {why}");
+    }
+    assert!(
+        !why.contains("Other(") && !why.contains("Version1"),
+        "{why}"
+    );
+    let why = tls_failure(&v1("10.0.0.5", false, true), &cx).unwrap();
+    assert!(why.contains("subjectAltName=IP:10.0.0.5"), "{why}");
+    // `require` checks the chain only because of the root file: said so.
+    let require = TlsContext {
+        mode: "require",
+        root_file: Some(PathBuf::from("/home/u/.postgresql/root.crt")),
+    };
+    let why = tls_failure(&v1("db", true, false), &require).unwrap();
+    assert!(
+        why.contains("a CA certificate of its chain")
+            && why
+                .contains("because there is a root file, sslrootcert /home/u/.postgresql/root.crt")
+            && why.contains("CA:TRUE"),
+        "{why}"
+    );
+}

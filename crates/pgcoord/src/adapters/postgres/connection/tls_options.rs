@@ -64,6 +64,29 @@ pub(super) fn apply(
     Ok(())
 }
 
+/// libpq's rule for `sslnegotiation=direct`: the session opens with the
+/// TLS handshake, so a mode that may go without TLS (`disable`, `allow`,
+/// `prefer`, the default) is a mistake, refused before any connection
+/// ("weak sslmode ... may not be used with sslnegotiation=direct").
+/// `negotiation` and `mode` are the parameters' values, each with where it
+/// came from; `None` when they go together.
+pub(super) fn weak_for_direct(
+    negotiation: Option<(&str, String)>,
+    mode: Option<(&str, String)>,
+) -> Option<String> {
+    let (negotiation, from) = negotiation?;
+    let (mode, mode_from) = mode.unwrap_or(("prefer", "by default".to_owned()));
+    if negotiation != "direct" || !matches!(mode, "disable" | "allow" | "prefer") {
+        return None;
+    }
+    Some(format!(
+        "weak sslmode \"{mode}\" may not be used with sslnegotiation=direct (`sslnegotiation` \
+         {from}, `sslmode` {mode_from}): direct negotiation opens every connection with the \
+         TLS handshake, so set sslmode (or PGSSLMODE) to require, verify-ca or verify-full, \
+         or leave sslnegotiation (PGSSLNEGOTIATION) unset"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tls::TlsVersions;
@@ -110,5 +133,100 @@ mod tests {
         assert!(crossed.is_err());
         assert!(settings(&[("sslsni", "yes")]).is_err());
         assert!(settings(&[("ssl_min_protocol_version", "SSLv3")]).is_err());
+    }
+
+    /// libpq's rule, from the string or the environment: a usage error
+    /// naming both parameters and where they came from, before anything is
+    /// connected.
+    #[test]
+    fn direct_negotiation_with_a_mode_that_may_go_without_tls_is_refused() {
+        use crate::adapters::postgres::{ConnectOptions, LibpqEnv};
+        use crate::Error;
+        use tokio_postgres::config::SslNegotiation;
+        for mode in ["", " sslmode=disable", " sslmode=allow", " sslmode=prefer"] {
+            let s = format!("host=db.example{mode} sslnegotiation=direct");
+            let err = ConnectOptions::parse(&s).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{s}: {err:?}");
+            let shown = mode.strip_prefix(" sslmode=").unwrap_or("prefer");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("weak sslmode \"{shown}\""))
+                    && text.contains("`sslnegotiation` in the connection string")
+                    && text.contains("require, verify-ca or verify-full"),
+                "{s}: {text}"
+            );
+            assert_eq!(
+                text.contains("`sslmode` by default"),
+                mode.is_empty(),
+                "{text}"
+            );
+        }
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let s = format!("host=db.example sslmode={mode} sslnegotiation=direct");
+            let o = ConnectOptions::parse(&s).unwrap();
+            assert_eq!(o.config().get_ssl_negotiation(), SslNegotiation::Direct);
+        }
+        ConnectOptions::parse("host=db.example sslnegotiation=postgres").unwrap();
+        // From the environment, each variable named.
+        let env = LibpqEnv::from_vars([("PGSSLNEGOTIATION", "direct"), ("PGHOST", "db.example")]);
+        let err = ConnectOptions::resolve(None, &env).unwrap_err().to_string();
+        assert!(
+            err.contains("from PGSSLNEGOTIATION") && err.contains("`sslmode` by default"),
+            "{err}"
+        );
+        let env = LibpqEnv::from_vars([
+            ("PGSSLNEGOTIATION", "direct"),
+            ("PGSSLMODE", "allow"),
+            ("PGHOST", "db.example"),
+        ]);
+        let err = ConnectOptions::resolve(None, &env).unwrap_err().to_string();
+        assert!(err.contains("`sslmode` from PGSSLMODE"), "{err}");
+        let env = LibpqEnv::from_vars([
+            ("PGSSLNEGOTIATION", "direct"),
+            ("PGSSLMODE", "require"),
+            ("PGHOST", "db.example"),
+        ]);
+        ConnectOptions::resolve(None, &env).unwrap();
+    }
+
+    /// Options changed after parsing are refused at the first connect, as
+    /// a TLS settings error (never retried), and by the read-model pool's
+    /// build; a Unix-domain socket, where there is no TLS, keeps working.
+    #[tokio::test]
+    async fn direct_negotiation_made_weak_after_parsing_is_refused_before_connecting() {
+        use super::super::tls::refuse_weak_direct;
+        use crate::adapters::postgres::{ConnectOptions, PostgresLockManager, SslMode};
+        use crate::error::BackendErrorKind;
+        use crate::DistributedLock;
+        let strong = "host=127.0.0.1 port=1 sslmode=require sslnegotiation=direct";
+        let weak = ConnectOptions::parse(strong)
+            .unwrap()
+            .with_ssl_mode(SslMode::Prefer);
+        let (config, tls) = weak.clone().into_parts();
+        assert!(refuse_weak_direct(&config, tls.mode).is_err());
+        let locks = PostgresLockManager::builder(weak.clone()).build().unwrap();
+        let err = locks
+            .acquire("k", Some(std::time::Duration::from_secs(5)))
+            .await
+            .unwrap_err();
+        let backend = err.as_backend().unwrap_or_else(|| panic!("{err:?}"));
+        assert_eq!(backend.kind(), BackendErrorKind::Tls, "{err:?}");
+        assert!(
+            backend.message().contains("weak sslmode \"prefer\""),
+            "{err}"
+        );
+        #[cfg(feature = "readmodels")]
+        {
+            let err = crate::adapters::postgres::PostgresDatabase::builder(weak)
+                .build()
+                .unwrap_err();
+            assert!(err.to_string().contains("sslnegotiation=direct"), "{err}");
+        }
+        let socket =
+            ConnectOptions::parse("host=/var/run/postgresql sslmode=require sslnegotiation=direct")
+                .unwrap();
+        let (config, tls) = socket.into_parts();
+        assert_eq!(tls.mode, SslMode::Disable);
+        refuse_weak_direct(&config, tls.mode).unwrap();
     }
 }

@@ -14,6 +14,11 @@
 //!   the host's kind** (no DNS name for a host name, no IP address for an
 //!   address): `verify-full` then compares the host with the subject's
 //!   common name, `*.` wildcards as libpq allows them (one label).
+//!
+//! An X.509 version 1 certificate, which webpki cannot parse, is
+//! `tls_v1.rs`'s: its handshake signature is checked there in every mode,
+//! and the verifying modes refuse it by name, unless it is self-signed and
+//! listed in `sslrootcert` itself (then trusted as itself, as above).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -25,6 +30,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{ASN1Time, FromDer, X509Certificate};
+
+use super::tls_v1;
 
 /// Checks the server certificate as the mode asks: not at all, the chain
 /// only (`verify-ca`), or chain and name (`verify-full`). The handshake
@@ -201,7 +208,14 @@ impl ServerCertVerifier for Verifier {
             Ok(verified) => return Ok(verified),
             Err(e) => e,
         };
-        let trusted_as_itself = is_ca_as_end_entity(&e) && roots.iter().any(|r| r == end_entity);
+        let listed = roots.iter().any(|r| r == end_entity);
+        let trusted_as_itself = listed
+            && (is_ca_as_end_entity(&e)
+                || (tls_v1::is_unsupported_version(&e)
+                    && tls_v1::is_self_signed_version_1(end_entity)));
+        if tls_v1::is_unsupported_version(&e) && !trusted_as_itself {
+            return Err(tls_v1::refusal(end_entity, server_name));
+        }
         if !is_name_error(&e) && !trusted_as_itself {
             return Err(e);
         }
@@ -230,7 +244,7 @@ impl ServerCertVerifier for Verifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
+        tls_v1::verify_tls12_signature(
             message,
             cert,
             dss,
@@ -244,7 +258,7 @@ impl ServerCertVerifier for Verifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
+        tls_v1::verify_tls13_signature(
             message,
             cert,
             dss,

@@ -13,7 +13,7 @@ use tokio_postgres::{Client, Statement};
 use super::source::{query_error, ExclusiveClient, PgClientSource, PgGuard};
 use super::PostgresReadModelRepository;
 use crate::adapters::postgres::connection::connect::{connect_error, named_for_tls};
-use crate::adapters::postgres::connection::tls::{MakeRustls, TlsSettings};
+use crate::adapters::postgres::connection::tls::{refuse_weak_direct, MakeRustls, TlsSettings};
 use crate::adapters::postgres::ConnectOptions;
 use crate::adapters::sql::DbEndpoint;
 use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
@@ -101,7 +101,9 @@ impl PostgresDatabaseBuilder {
 
     /// Builds the pool. Performs no I/O.
     ///
-    /// Fails with [`Error::InvalidArgument`] for a size of 0.
+    /// Fails with [`Error::InvalidArgument`] for a size of 0, and for
+    /// `sslnegotiation=direct` with a mode that may go without TLS
+    /// (`disable`, `prefer`), as libpq refuses it.
     pub fn build(self) -> Result<PostgresDatabase> {
         let s = self.settings;
         if s.max_size == 0 {
@@ -110,6 +112,8 @@ impl PostgresDatabaseBuilder {
             ));
         }
         let (config, tls_settings) = self.options.into_parts();
+        refuse_weak_direct(&config, tls_settings.mode)
+            .map_err(|why| Error::InvalidArgument(format!("read-model pool: {why}")))?;
         // Hosts given by address alone get their address as TLS name, as
         // the lock sessions' do (`connect::named_for_tls`).
         let config = named_for_tls(&config, &tls_settings).unwrap_or(config);
