@@ -107,8 +107,8 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         }
         (BackendErrorKind::Connect, None) => "check the database URL and that the server runs",
         (BackendErrorKind::PasswordRequired, _) => {
-            "the server asks for a password: give it in the URL, PGPASSWORD or a password file \
-             (~/.pgpass, PGPASSFILE)"
+            "give the password in the URL, PGPASSWORD or a password file (~/.pgpass, \
+             PGPASSFILE)"
         }
         (BackendErrorKind::Tls, _) if backend.message().contains("channel_binding=require") => {
             "channel_binding=require (or PGCHANNELBINDING=require) needs a SCRAM password login \

@@ -27,6 +27,7 @@ mod tls_support;
 
 // The tests.
 #[cfg(feature = "postgres")]
+mod bad_input_passwords;
 mod bad_input_postgres;
 #[cfg(feature = "postgres")]
 mod batched_routing;

@@ -349,6 +349,13 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
     } else {
         default_kind
     };
+    // The driver says "invalid configuration: password missing", which
+    // reads as a malformed setting; what happened is the server's request.
+    let message = if kind == BackendErrorKind::PasswordRequired {
+        "the server asks for a password and none was given".to_owned()
+    } else {
+        message
+    };
     let hint = e.as_db_error().and_then(|db| db.hint()).map(str::to_owned);
     // A server's error keeps the driver's error as its source: its DETAIL
     // and HINT are there, and callers downcast it for the SQLSTATE. Any
