@@ -3,15 +3,13 @@
 //! and that their public key is read. The handshakes themselves, TLS 1.2
 //! and 1.3, are `tests/it/tls_v1.rs`'s.
 
-use std::sync::Arc;
-
 use rustls::client::danger::ServerCertVerifier;
-use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, RootCertStore};
+use rustls::CertificateError;
 
 use super::*;
+use crate::adapters::postgres::connection::tls_verifier::tests::{provider, verifier};
 use crate::adapters::postgres::connection::tls_verifier::Verifier;
 
 const CA: &str = include_str!("../../../../tests/fixtures/tls-v1/ca.crt");
@@ -23,21 +21,6 @@ const CLIENT: &str = include_str!("../../../../tests/fixtures/tls-v1/client-v1.c
 
 fn der(pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn verifier(roots: &[CertificateDer<'static>], check_name: bool) -> Verifier {
-    let mut store = RootCertStore::empty();
-    for r in roots {
-        store.add(r.clone()).unwrap();
-    }
-    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider())
-        .build()
-        .unwrap();
-    Verifier::verifying(webpki, roots.to_vec(), check_name, provider())
 }
 
 fn check(v: &Verifier, cert: &CertificateDer<'_>, host: &str) -> Result<(), rustls::Error> {

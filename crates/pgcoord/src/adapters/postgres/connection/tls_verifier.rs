@@ -275,4 +275,4 @@ impl ServerCertVerifier for Verifier {
 
 #[cfg(test)]
 #[path = "tls_verifier_tests.rs"]
-mod tests;
+pub(super) mod tests;

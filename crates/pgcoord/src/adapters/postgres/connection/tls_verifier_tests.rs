@@ -9,11 +9,13 @@ use rustls::RootCertStore;
 
 use super::{dns_matches, Verifier};
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+/// The ring provider the verifiers under test use (also `tls_v1_tests.rs`).
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn verifier(roots: &[CertificateDer<'static>], check_name: bool) -> Verifier {
+/// A verifying [`Verifier`] trusting `roots` (also `tls_v1_tests.rs`).
+pub(crate) fn verifier(roots: &[CertificateDer<'static>], check_name: bool) -> Verifier {
     let mut store = RootCertStore::empty();
     for r in roots {
         store.add(r.clone()).unwrap();
