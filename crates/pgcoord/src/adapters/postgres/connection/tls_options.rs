@@ -189,9 +189,9 @@ mod tests {
         ConnectOptions::resolve(None, &env).unwrap();
     }
 
-    /// Options changed after parsing are refused at the first connect, as
-    /// a TLS settings error (never retried), and by the read-model pool's
-    /// build; a Unix-domain socket, where there is no TLS, keeps working.
+    /// Options changed after parsing are refused by the lock manager's and
+    /// the read-model pool's build, and by a connect (a TLS settings error,
+    /// never retried); a Unix-domain socket, where there is no TLS, keeps working.
     #[tokio::test]
     async fn direct_negotiation_made_weak_after_parsing_is_refused_before_connecting() {
         use super::super::tls::refuse_weak_direct;
@@ -204,17 +204,20 @@ mod tests {
             .with_ssl_mode(SslMode::Prefer);
         let (config, tls) = weak.clone().into_parts();
         assert!(refuse_weak_direct(&config, tls.mode).is_err());
-        let locks = PostgresLockManager::builder(weak.clone()).build().unwrap();
-        let err = locks
-            .acquire("k", Some(std::time::Duration::from_secs(5)))
-            .await
+        let err = PostgresLockManager::builder(weak.clone())
+            .build()
             .unwrap_err();
-        let backend = err.as_backend().unwrap_or_else(|| panic!("{err:?}"));
-        assert_eq!(backend.kind(), BackendErrorKind::Tls, "{err:?}");
-        assert!(
-            backend.message().contains("weak sslmode \"prefer\""),
-            "{err}"
-        );
+        assert!(matches!(err, crate::Error::InvalidArgument(_)), "{err:?}");
+        assert!(err.to_string().contains("weak sslmode \"prefer\""), "{err}");
+        // The connect itself refuses it too (a TLS settings error, never
+        // retried), for a driver config reaching it some other way.
+        let make = super::super::tls::MakeRustls::new(tls.clone());
+        let second = std::time::Duration::from_secs(1);
+        let refused = super::super::connect::connect_each_host(&[config.clone()], &make, second)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(refused.kind(), BackendErrorKind::Tls, "{refused}");
         #[cfg(feature = "readmodels")]
         {
             let err = crate::adapters::postgres::PostgresDatabase::builder(weak)
