@@ -197,7 +197,6 @@ mod tests {
         use super::super::tls::refuse_weak_direct;
         use crate::adapters::postgres::{ConnectOptions, PostgresLockManager, SslMode};
         use crate::error::BackendErrorKind;
-        use crate::DistributedLock;
         let strong = "host=127.0.0.1 port=1 sslmode=require sslnegotiation=direct";
         let weak = ConnectOptions::parse(strong)
             .unwrap()
@@ -213,10 +212,11 @@ mod tests {
         // retried), for a driver config reaching it some other way.
         let make = super::super::tls::MakeRustls::new(tls.clone());
         let second = std::time::Duration::from_secs(1);
-        let refused = super::super::connect::connect_each_host(&[config.clone()], &make, second)
-            .await
-            .err()
-            .expect("refused");
+        let refused =
+            super::super::connect::connect_each_host(std::slice::from_ref(&config), &make, second)
+                .await
+                .err()
+                .expect("refused");
         assert_eq!(refused.kind(), BackendErrorKind::Tls, "{refused}");
         #[cfg(feature = "readmodels")]
         {
