@@ -45,6 +45,7 @@ mod multi;
 mod names;
 mod not_acquired;
 mod permits;
+mod proc_stat;
 mod projection;
 mod projection_args;
 mod projection_dlq;
