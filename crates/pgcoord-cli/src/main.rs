@@ -33,6 +33,7 @@ mod help;
 mod holders;
 mod install;
 mod job;
+mod job_control;
 mod key;
 mod leader;
 mod leader_args;

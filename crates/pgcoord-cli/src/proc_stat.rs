@@ -1,16 +1,18 @@
-//! What `/proc/PID/stat` says of a process: its state and process group.
-//! The watchdog reads it for facts no system call gives without side
-//! effects: whether a process is stopped now, and which processes make up
-//! a process group.
+//! What `/proc/PID/stat` says of a process: its state, parent, process
+//! group and session. Job control reads it for facts no system call gives
+//! without side effects: whether a process is stopped now, and which
+//! processes make up a process group.
 
-/// The fields of `/proc/PID/stat` that the watchdog needs.
+/// The fields of `/proc/PID/stat` that job control needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     pub pid: i32,
     /// The state letter: `R` running, `S` sleeping, `T` stopped, `t`
     /// stopped by a tracer, `Z` ended but not yet reaped, ...
     pub state: char,
+    pub ppid: i32,
     pub pgrp: i32,
+    pub session: i32,
 }
 
 impl Stat {
@@ -38,11 +40,13 @@ fn parse(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
+    let mut number = || fields.next()?.parse::<i32>().ok();
     Some(Stat {
         pid,
         state,
-        pgrp: fields.next()?.parse().ok()?,
+        ppid: number()?,
+        pgrp: number()?,
+        session: number()?,
     })
 }
 
@@ -72,12 +76,14 @@ mod tests {
             Stat {
                 pid: 4242,
                 state: 'T',
+                ppid: 10,
                 pgrp: 4242,
+                session: 7
             }
         );
         assert!(stat.is_stopped() && !stat.has_ended());
         assert_eq!(parse("12 (truncated"), None);
-        assert_eq!(parse("12 (sh) S"), None);
+        assert_eq!(parse("12 (sh) S 1"), None);
     }
 
     #[test]

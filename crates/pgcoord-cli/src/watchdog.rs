@@ -19,8 +19,9 @@
 //!
 //! A job that is stopped does no work, so a silent tool is not held against
 //! it: when the bound has passed but every process of the group is stopped
-//! (a job stopped by a Ctrl-Z, its tool stopped by its shell), the
-//! watchdog spares the group and looks again every quarter of the bound. Once a process of the group runs
+//! (a Ctrl-Z stops the job, then the tool stops itself so that its shell
+//! takes over: see `job_control`), the watchdog spares the group and looks
+//! again every quarter of the bound. Once a process of the group runs
 //! again while the tool is still silent, the group is killed a bound after
 //! it was last seen stopped: a job never runs longer than the bound while
 //! the tool cannot answer for its lock.
