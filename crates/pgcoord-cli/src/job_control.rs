@@ -65,8 +65,7 @@ pub struct JobControl {
 }
 
 impl JobControl {
-    /// Starts watching for stops and continues. A job that stopped before
-    /// is found by a first [`child_changed`](Self::child_changed).
+    /// Starts watching for stops and continues; call before the job starts.
     pub fn new() -> Self {
         let shell = has_terminal() && !group_is_orphaned();
         tracing::debug!(shell, "job control");

@@ -65,25 +65,34 @@ fn ends_a_stopped_job(sig: Signal) -> bool {
     )
 }
 
+/// Before the job starts: catches SIGTSTP from now on (a Ctrl-Z that
+/// reaches the tool stops the job; before this, it stops the tool, as it
+/// should while the tool waits for the lock), and starts watching for the
+/// job's stops. Done before the spawn, so that a signal or a stop that
+/// comes as soon as the job runs finds them ready.
+pub fn prepare(signals: &mut Signals) -> JobControl {
+    if let Err(e) = signals.catch_stop() {
+        tracing::debug!(error = %e, "cannot catch SIGTSTP; a Ctrl-Z stops the tool");
+    }
+    JobControl::new()
+}
+
 /// Waits for COMMAND and then for every other process of its group,
 /// forwarding signals to the group and stopping the group if the lock (any
 /// lock of `held`) is lost (SIGTERM, SIGKILL after `grace`). `what` names
-/// the locks in messages ([`crate::multi::describe`]).
+/// the locks in messages ([`crate::multi::describe`]). `signals` and
+/// `job_control` were set up before the job started ([`prepare`]), so that
+/// nothing it does early is missed.
 pub async fn supervise(
     job: &mut Job,
     held: &Held,
     what: &str,
     signals: &mut Signals,
+    job_control: &mut JobControl,
     grace: Duration,
     watchdog: &mut Watchdog,
 ) -> io::Result<Ended> {
     let pgid = job.pgid;
-    let mut job_control = JobControl::new();
-    if let Err(e) = signals.catch_stop() {
-        tracing::debug!(error = %e, "cannot catch SIGTSTP; a Ctrl-Z stops the tool");
-    }
-    // A stop before the SIGCHLD stream existed is reported to no one else.
-    job_control.child_changed(job, what, false);
     let loss = held.loss_signal();
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
