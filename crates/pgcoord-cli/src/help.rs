@@ -129,6 +129,20 @@ a typed Ctrl-C or Ctrl-Z reaches the job directly; otherwise a SIGTSTP sent
 to the tool stops the job. While the tool still waits for the lock, one of the
 seven ends the wait and the tool exits with 128+N without running COMMAND.
 
+Job control: under an interactive shell, a stopped job (Ctrl-Z) stops the
+tool too, so that the shell gets its prompt back: the tool takes the terminal
+back, says on stderr that the command is stopped and the lock still held, and
+stops itself. The lock stays held while they are stopped. `fg` gives the
+terminal to the job again and continues it; `bg` continues it in the
+background, where a job that reads the terminal is stopped again, and the
+tool with it (`fg` then resumes it). A lock lost while stopped (a --lease
+that ran out, a session the server ended) is handled when `fg` or `bg`
+continues them, as any loss: exit 76. Without a job-control shell (no
+terminal, as under cron, or a tool leading a session of its own, as in
+`ssh -t HOST eventsource ...`) the tool keeps supervising the stopped job
+and says once that it is stopped: `kill -CONT -PGID` resumes it (PGID is
+COMMAND's pid), SIGTERM to the tool ends it.
+
 Lock loss: if the lock's database session ends while the job runs (backend
 terminated, server restarted, network cut), the job's group gets SIGTERM,
 then SIGKILL if it is still running after --kill-grace, and the tool exits
@@ -139,7 +153,10 @@ COMMAND gets SIGKILL from the kernel (Linux) and a watchdog process sends
 SIGKILL to the rest of the group. If the tool is stopped (SIGSTOP, a
 debugger, swapped out), its watchdog kills the job's group once the tool has
 not answered for --watchdog: the lock may be gone meanwhile, and the job
-must not go on without it.";
+must not go on without it. A job stopped as a whole does no work and is
+spared, however long it stays stopped (a Ctrl-Z under a shell); if it runs
+again while the tool is still stopped, it is killed --watchdog after it was
+last seen stopped.";
 
 pub const RUN_AFTER_HELP: &str = "\
 Exit codes:
@@ -160,8 +177,9 @@ Exit codes:
                   queue; stderr names the key and its holder when visible;
                   or a run skipped by --min-interval
                   (--conflict-exit-code changes it)
-  76              the lock was lost while COMMAND ran, or the tool was stopped
-                  longer than --watchdog; the job was stopped, and its work
+  76              the lock was lost while COMMAND ran or sat stopped (Ctrl-Z),
+                  or the tool was stopped longer than --watchdog while
+                  COMMAND ran on; the job was ended, and its work
                   may have overlapped another holder's; or, behind a pooler
                   in transaction mode, the release could not confirm the
                   lock was still held (--lost-exit-code changes it)

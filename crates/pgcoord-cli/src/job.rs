@@ -11,7 +11,9 @@
 //! When the tool's standard input is the terminal and the tool is in the
 //! foreground, the terminal is handed to COMMAND's group (as a shell does),
 //! so that Ctrl-C, Ctrl-\\ and terminal input reach COMMAND directly; the
-//! tool takes it back at the end.
+//! tool takes it back when the job stops under a job-control shell (and
+//! hands it over again when `fg` continues the tool), and at the end. See
+//! `job_control`.
 
 use std::ffi::OsString;
 use std::io;
@@ -19,7 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, sigprocmask, SigSet, SigmaskHow, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpgrp, getpid, setpgid, tcgetpgrp, tcsetpgrp, Pid};
 use tokio::process::{Child, Command};
 
@@ -174,12 +176,54 @@ impl Job {
         group_alive(self.pgid)
     }
 
-    /// Gives the terminal back to the tool's own process group.
-    pub fn restore_terminal(&self) {
-        if self.has_terminal {
+    /// Gives the terminal back to the tool's own process group, if it was
+    /// handed to the job.
+    pub fn restore_terminal(&mut self) {
+        if std::mem::take(&mut self.has_terminal) {
             let stdin = io::stdin();
             if let Err(e) = take_terminal(stdin.as_fd(), getpgrp()) {
                 tracing::debug!(error = %e, "cannot take the terminal back");
+            }
+        }
+    }
+
+    /// After the tool was continued (`fg` or `bg` of its shell): when the
+    /// tool is in the terminal's foreground and its standard input is the
+    /// terminal, hands the terminal to the job, as at the start; when it is
+    /// in the background, the shell has the terminal, and the job must do
+    /// without it.
+    pub fn terminal_after_continue(&mut self) {
+        let stdin = io::stdin();
+        match tcgetpgrp(stdin.as_fd()) {
+            Ok(fg) if fg == getpgrp() => match take_terminal(stdin.as_fd(), self.pgid) {
+                Ok(()) => self.has_terminal = true,
+                Err(e) => tracing::debug!(error = %e, "cannot hand the terminal to the command"),
+            },
+            Ok(fg) if fg == self.pgid => {}
+            _ => self.has_terminal = false,
+        }
+    }
+
+    /// The signal that stopped the job, when one of its processes that are
+    /// this process's children (COMMAND, orphans re-parented here) reported
+    /// a stop since the last look and is still stopped. Only stop reports
+    /// are taken (`waitid` with WSTOPPED alone, never WEXITED), so exit
+    /// statuses stay for COMMAND's `Child` and for [`Job::group_alive`].
+    pub fn take_stop(&self) -> Option<Signal> {
+        let mut stopped = None;
+        loop {
+            let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG;
+            match waitid(Id::PGid(self.pgid), flags) {
+                Ok(WaitStatus::Stopped(pid, sig)) => {
+                    // A report can be older than a SIGCONT since.
+                    let stat = crate::proc_stat::Stat::of(pid.as_raw());
+                    if stat.is_some_and(|s| s.is_stopped()) {
+                        stopped = Some(sig);
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                // None left (StillAlive), or no child in the group (ECHILD).
+                _ => return stopped,
             }
         }
     }

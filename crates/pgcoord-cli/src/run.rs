@@ -135,6 +135,7 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
         env.extend(crate::multi::env(set));
     }
     let lock_id = guard.lock_id();
+    let mut job_control = crate::supervise::prepare(signals);
     let spawned = job::spawn(&args.command, &args.key, lock_id, &env, watchdog.fd());
     let mut job = match spawned {
         Ok(job) => job,
@@ -158,6 +159,7 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
         &held,
         &what,
         signals,
+        &mut job_control,
         args.kill_grace,
         &mut watchdog,
     )

@@ -72,8 +72,9 @@ impl Signals {
 
     /// Also catches SIGTSTP, for a running job: a Ctrl-Z typed while the
     /// tool, not the job, has the terminal (its standard input is not the
-    /// terminal) stops the job instead of the tool. A stopped tool could
-    /// not keep its watchdog fed, which would kill the job.
+    /// terminal) stops the job first. Under a job-control shell the tool
+    /// then stops itself as well (see `job_control`); otherwise it keeps
+    /// supervising the stopped job, and keeps answering for its lock.
     pub fn catch_stop(&mut self) -> io::Result<()> {
         let sig = Signal::SIGTSTP;
         if !inherited_ignored(sig) && !self.caught.iter().any(|(s, _)| *s == sig) {
@@ -98,5 +99,28 @@ impl Signals {
             std::task::Poll::Pending
         })
         .await
+    }
+}
+
+/// Sets the action of `sig` to its default (for the stop signals: stop the
+/// process) and returns the action it replaced, for [`restore`].
+pub fn set_default(sig: Signal) -> nix::Result<SigAction> {
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: installs SIG_DFL, which runs no code of ours; the action it
+    // replaces is returned unchanged, to be put back by `restore`.
+    #[allow(unsafe_code)]
+    unsafe {
+        sigaction(sig, &default)
+    }
+}
+
+/// Puts back an action [`set_default`] replaced.
+pub fn restore(sig: Signal, action: &SigAction) {
+    // SAFETY: the action exactly as the kernel returned it a moment ago
+    // (the tokio handler it had, or the default).
+    #[allow(unsafe_code)]
+    let restored = unsafe { sigaction(sig, action) };
+    if let Err(e) = restored {
+        tracing::warn!(signal = sig.as_str(), error = %e, "cannot restore a signal action");
     }
 }

@@ -1,6 +1,7 @@
 //! Supervising the job while the lock is held: forward signals, stop the
-//! whole process group when the lock is lost, heartbeat the watchdog, and
-//! wait for every process of the group before the lock may be released.
+//! whole process group when the lock is lost, heartbeat the watchdog, hand
+//! a stopped job over to the shell (`job_control`), and wait for every
+//! process of the group before the lock may be released.
 
 use std::future::Future;
 use std::io;
@@ -14,6 +15,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::duration::format_duration;
 use crate::held::Held;
 use crate::job::{self, Job};
+use crate::job_control::{Event, JobControl};
 use crate::report;
 use crate::signals::Signals;
 use crate::watchdog::Watchdog;
@@ -63,22 +65,34 @@ fn ends_a_stopped_job(sig: Signal) -> bool {
     )
 }
 
+/// Before the job starts: catches SIGTSTP from now on (a Ctrl-Z that
+/// reaches the tool stops the job; before this, it stops the tool, as it
+/// should while the tool waits for the lock), and starts watching for the
+/// job's stops. Done before the spawn, so that a signal or a stop that
+/// comes as soon as the job runs finds them ready.
+pub fn prepare(signals: &mut Signals) -> JobControl {
+    if let Err(e) = signals.catch_stop() {
+        tracing::debug!(error = %e, "cannot catch SIGTSTP; a Ctrl-Z stops the tool");
+    }
+    JobControl::new()
+}
+
 /// Waits for COMMAND and then for every other process of its group,
 /// forwarding signals to the group and stopping the group if the lock (any
 /// lock of `held`) is lost (SIGTERM, SIGKILL after `grace`). `what` names
-/// the locks in messages ([`crate::multi::describe`]).
+/// the locks in messages ([`crate::multi::describe`]). `signals` and
+/// `job_control` were set up before the job started ([`prepare`]), so that
+/// nothing it does early is missed.
 pub async fn supervise(
     job: &mut Job,
     held: &Held,
     what: &str,
     signals: &mut Signals,
+    job_control: &mut JobControl,
     grace: Duration,
     watchdog: &mut Watchdog,
 ) -> io::Result<Ended> {
     let pgid = job.pgid;
-    if let Err(e) = signals.catch_stop() {
-        tracing::debug!(error = %e, "cannot catch SIGTSTP; a Ctrl-Z stops the tool");
-    }
     let loss = held.loss_signal();
     let mut lost = false;
     let mut kill_at: Option<Instant> = None;
@@ -117,6 +131,24 @@ pub async fn supervise(
                     job.signal(Signal::SIGCONT);
                 }
             }
+            event = job_control.next() => match event {
+                Event::ChildChanged => job_control.child_changed(job, what, lost),
+                Event::Continued => {
+                    // The watchdog hears from the tool before the job runs
+                    // (a watchdog gone is noticed at the next beat).
+                    let _ = watchdog.beat();
+                    // A lock lost while the tool was stopped is handled
+                    // first (SIGTERM, then SIGCONT): a lease that ran out
+                    // shows at once, and a session the server ended once
+                    // its connection has read what arrived meanwhile (it
+                    // runs when this task yields).
+                    tokio::task::yield_now().await;
+                    let hold = !lost && held.is_lost();
+                    if job_control.continued(job, hold) {
+                        tracing::info!(%pgid, "continued the command's process group");
+                    }
+                }
+            },
             _ = loss.lost(), if !lost => {
                 lost = true;
                 let gone = held.lost_name(what);

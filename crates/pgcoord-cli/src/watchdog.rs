@@ -16,6 +16,15 @@
 //! without `d` (the tool died), the watchdog sends SIGKILL to the group and
 //! exits with [`KILLED`]. It blocks the signals that would end it quietly
 //! (SIGINT, SIGTERM, SIGHUP, ...); only SIGKILL ends it.
+//!
+//! A job that is stopped does no work, so a silent tool is not held against
+//! it: when the bound has passed but every process of the group is stopped
+//! (a Ctrl-Z stops the job, then the tool stops itself so that its shell
+//! takes over: see `job_control`), the watchdog spares the group and looks
+//! again every quarter of the bound. Once a process of the group runs
+//! again while the tool is still silent, the group is killed a bound after
+//! it was last seen stopped: a job never runs longer than the bound while
+//! the tool cannot answer for its lock.
 
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -143,6 +152,61 @@ fn block_signals() {
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
 }
 
+/// Whether group `pgid` is stopped as a whole: a process of it stopped
+/// and none running (ended processes not yet reaped count for neither, so
+/// a group of such only is not stopped: it is killed as before).
+fn group_stopped(pgid: Pid) -> bool {
+    let members = crate::proc_stat::group(pgid.as_raw());
+    members.iter().any(|m| m.is_stopped())
+        && members.iter().all(|m| m.is_stopped() || m.has_ended())
+}
+
+/// How long to wait for the tool before looking again, given its last
+/// heartbeat at `last`; or why group `group` must be killed now. Past the
+/// bound, a group stopped as a whole is spared (and looked at again every
+/// quarter of the bound); one that runs is killed, at the latest a bound
+/// after it was last seen stopped.
+fn next_look(
+    group: Pid,
+    bound: Duration,
+    last: Instant,
+    stopped_seen: &mut Option<Instant>,
+    parent: Pid,
+) -> Result<Duration, String> {
+    let left = bound.saturating_sub(last.elapsed());
+    if !left.is_zero() {
+        return Ok(left);
+    }
+    let look_again = (bound / 4).max(Duration::from_millis(1));
+    if group_stopped(group) {
+        if stopped_seen.is_none() {
+            tracing::debug!(
+                "watchdog: the supervising eventsource (pid {parent}) has not answered for {}, \
+                 but the command's process group (pgid {group}) is stopped too: it is spared \
+                 while it stays stopped",
+                format_duration(bound)
+            );
+        }
+        *stopped_seen = Some(Instant::now());
+        return Ok(look_again);
+    }
+    match *stopped_seen {
+        None => Err(format!(
+            "the supervising eventsource (pid {parent}) has not answered for {} \
+             (stopped, traced or starved?)",
+            format_duration(bound)
+        )),
+        Some(seen) if seen.elapsed() >= bound => Err(format!(
+            "the supervising eventsource (pid {parent}) has not answered for {}, and the \
+             command's process group, last seen stopped {} ago, runs again (continued while \
+             eventsource stays stopped?)",
+            format_duration(last.elapsed()),
+            format_duration(seen.elapsed())
+        )),
+        Some(seen) => Ok(bound.saturating_sub(seen.elapsed()).min(look_again)),
+    }
+}
+
 fn kill_group(pgid: Pid, why: &str) -> i32 {
     let _ = killpg(pgid, Signal::SIGKILL);
     crate::report!(
@@ -160,25 +224,20 @@ pub fn run(bound: Duration) -> i32 {
     let stdin = unsafe { BorrowedFd::borrow_raw(0) };
     let parent = nix::unistd::getppid();
     let mut pgid: Option<Pid> = None;
+    // The last heartbeat (or the pid), and, while the tool is silent
+    // past the bound, when the group was last seen stopped as a whole.
     let mut last = Instant::now();
+    let mut stopped_seen: Option<Instant> = None;
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 512];
     loop {
-        let left = bound.saturating_sub(last.elapsed());
-        if let (Some(group), true) = (pgid, left.is_zero()) {
-            return kill_group(
-                group,
-                &format!(
-                    "the supervising eventsource (pid {parent}) has not answered for {} \
-                     (stopped, traced or starved?)",
-                    format_duration(bound)
-                ),
-            );
-        }
-        let timeout = if pgid.is_some() {
-            PollTimeout::try_from(left.max(Duration::from_millis(1))).unwrap_or(PollTimeout::MAX)
-        } else {
-            PollTimeout::NONE
+        let timeout = match pgid {
+            None => PollTimeout::NONE,
+            Some(group) => match next_look(group, bound, last, &mut stopped_seen, parent) {
+                Ok(wait) => PollTimeout::try_from(wait.max(Duration::from_millis(1)))
+                    .unwrap_or(PollTimeout::MAX),
+                Err(why) => return kill_group(group, &why),
+            },
         };
         let mut fds = [PollFd::new(stdin, PollFlags::POLLIN)];
         match poll(&mut fds, timeout) {
@@ -204,7 +263,10 @@ pub fn run(bound: Duration) -> i32 {
         while let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             match line.first() {
-                Some(b'h') => last = Instant::now(),
+                Some(b'h') => {
+                    last = Instant::now();
+                    stopped_seen = None;
+                }
                 Some(b'd') => return 0,
                 Some(b'p') => {
                     let text = String::from_utf8_lossy(&line[1..]);
@@ -212,10 +274,41 @@ pub fn run(bound: Duration) -> i32 {
                     if let Ok(pid @ 2..) = text.trim().parse::<i32>() {
                         pgid = Some(Pid::from_raw(pid));
                         last = Instant::now();
+                        stopped_seen = None;
                     }
                 }
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn a_group_counts_as_stopped_only_while_its_processes_are() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .expect("sleep runs");
+        let pid = Pid::from_raw(child.id() as i32);
+        assert!(!group_stopped(pid));
+        killpg(pid, Signal::SIGSTOP).unwrap();
+        let stopped = waitpid(pid, Some(WaitPidFlag::WUNTRACED)).unwrap();
+        assert_eq!(stopped, WaitStatus::Stopped(pid, Signal::SIGSTOP));
+        assert!(group_stopped(pid));
+        killpg(pid, Signal::SIGCONT).unwrap();
+        let continued = waitpid(pid, Some(WaitPidFlag::WCONTINUED)).unwrap();
+        assert_eq!(continued, WaitStatus::Continued(pid));
+        assert!(!group_stopped(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Gone: nothing is stopped, and the group is killed as before.
+        assert!(!group_stopped(pid));
     }
 }

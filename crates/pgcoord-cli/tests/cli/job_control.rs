@@ -1,6 +1,10 @@
 //! Job control around `lock run`: signals the tool was started with
 //! ignored stay ignored (`nohup`), a stopped job is resumed to receive the
 //! signal that ends it, and a Ctrl-Z that reaches the tool stops the job.
+//! Without a terminal (no shell to hand the stop to) the tool keeps
+//! supervising a stopped job and says so once; its watchdog spares a job
+//! stopped along with the tool, and kills it once it runs on alone. Under
+//! an interactive shell: `shell_job_control`.
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -94,17 +98,80 @@ async fn sigtstp_to_the_tool_stops_the_job_and_the_tool_keeps_the_lock() {
     run.signal(Signal::SIGTSTP);
     until_state(pid, 'T').await;
     // The tool runs on (it used to stop, and its watchdog then killed the
-    // job): it still answers for the lock.
+    // job): it still answers for the lock, and says so.
+    let said = run.expect_stderr("is stopped").await;
+    assert!(
+        said.contains("(SIGTSTP)") && said.contains("keeps lock \"ctrl-z\""),
+        "{said}"
+    );
     let tool = run.pid().as_raw();
     assert_ne!(state(tool), 'T', "the tool stopped itself");
     assert!(
         !is_free(&inspector, "ctrl-z").await,
         "the lock is still held"
     );
-    // Resumed, the job goes on and ends normally.
+    // Resumed, the job goes on; stopped again, the tool says nothing more.
+    killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    until_state(pid, 'S').await;
+    run.signal(Signal::SIGTSTP);
+    until_state(pid, 'T').await;
     killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
     run.send_line("go on").await;
     run.expect_line("finished").await;
     let out = run.finish().await;
     assert_eq!(out.code, 0, "{out:?}");
+    let said = out.stderr.matches("the command (pgid").count();
+    assert_eq!(said, 1, "{}", out.stderr);
+}
+
+/// `lock run --watchdog 100ms KEY -- sh -c REPORT_AND_WAIT`, its watchdog
+/// saying (at debug level) when it spares a stopped job; the job's pid,
+/// once it is stopped by SIGSTOP and the tool has said so, and the tool
+/// stopped too.
+async fn stopped_with_the_tool(
+    db: &pgcoord_testkit::pg::TestDatabase,
+    key: &str,
+) -> (Running, i32) {
+    let mut run = Running::start(
+        eventsource(Some(db))
+            .env("EVENTSOURCE_LOG", "eventsource::watchdog=debug")
+            .args(["lock", "run", "--watchdog", "100ms", key])
+            .args(["--", "sh", "-c", REPORT_AND_WAIT]),
+    );
+    let pid: i32 = run.next_line().await.parse().unwrap();
+    let _mask = run.next_line().await;
+    killpg(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    run.expect_stderr("is stopped (SIGSTOP)").await;
+    run.signal(Signal::SIGSTOP);
+    until_state(run.pid().as_raw(), 'T').await;
+    // The bound passes with both stopped: the watchdog spares the job.
+    run.expect_stderr("is stopped too: it is spared").await;
+    (run, pid)
+}
+
+#[tokio::test]
+async fn the_watchdog_spares_a_job_stopped_along_with_the_tool() {
+    let db = database().await;
+    let (mut run, pid) = stopped_with_the_tool(&db, "spared").await;
+    assert_eq!(state(pid), 'T');
+    run.signal(Signal::SIGCONT);
+    killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    run.send_line("go on").await;
+    run.expect_line("finished").await;
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stderr.contains("SIGKILL"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn the_watchdog_kills_a_job_continued_while_the_tool_stays_stopped() {
+    let db = database().await;
+    let (mut run, pid) = stopped_with_the_tool(&db, "continued-alone").await;
+    killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    let killed = run.expect_stderr("sent SIGKILL").await;
+    assert!(killed.contains("last seen stopped"), "{killed}");
+    until("the job killed", || has_ended(pid)).await;
+    run.signal(Signal::SIGCONT);
+    let out = run.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
 }

@@ -3,117 +3,8 @@
 //! and read; `q` quits and gives the terminal back. Without a terminal it
 //! prints one listing. Bad input is a usage error.
 
-use std::process::Stdio;
-
-use tokio::process::Command;
-
 use crate::common::*;
-
-/// A tmux server of its own (its socket in a scratch directory), with one
-/// detached session running `command` through `sh`; killed, and its socket
-/// removed, on drop.
-struct Tmux {
-    socket: std::path::PathBuf,
-    _dir: Scratch,
-}
-
-/// Whether `tmux` can run here; when not, prints why the test is skipped,
-/// or panics when `EVENTSOURCE_REQUIRE_TMUX=1` (CI sets it).
-fn tmux_or_skip() -> bool {
-    let found = std::process::Command::new("tmux")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("EVENTSOURCE_REQUIRE_TMUX").as_deref() != Ok("1"),
-            "tmux is required (EVENTSOURCE_REQUIRE_TMUX=1) but not installed"
-        );
-        eprintln!("SKIPPED: no tmux binary to run `lock top` in (apt-get install tmux)");
-    }
-    found
-}
-
-impl Tmux {
-    async fn start(db: &pgcoord_testkit::pg::TestDatabase, command: &str) -> Self {
-        let dir = scratch_dir();
-        let tmux = Self {
-            socket: dir.join("tmux.sock"),
-            _dir: dir,
-        };
-        let out = tmux
-            .command()
-            .args(["new-session", "-d", "-x", "160", "-y", "40", command])
-            .env("DATABASE_URL", db.url())
-            .env_remove("EVENTSOURCE_LOG")
-            .output()
-            .await
-            .expect("tmux runs (apt-get install tmux)");
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-        tmux
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new("tmux");
-        c.arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        c
-    }
-
-    /// What the pane shows now.
-    async fn screen(&self) -> String {
-        let out = self
-            .command()
-            .args(["capture-pane", "-p"])
-            .output()
-            .await
-            .unwrap();
-        assert!(out.status.success(), "tmux capture-pane: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Captures the pane until `pred` holds for it (bounded by [`BOUND`]).
-    async fn until(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + BOUND;
-        loop {
-            let screen = self.screen().await;
-            if pred(&screen) {
-                return screen;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "never saw {what} on the screen:\n{screen}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn press(&self, key: &str) {
-        let out = self
-            .command()
-            .args(["send-keys", key])
-            .output()
-            .await
-            .unwrap();
-        assert!(out.status.success(), "tmux send-keys: {out:?}");
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .stderr(Stdio::null())
-            .status();
-    }
-}
+use crate::tmux::{tmux_or_skip, Tmux};
 
 /// The screen line that contains `needle`.
 fn line_with<'a>(screen: &'a str, needle: &str) -> Option<&'a str> {
@@ -139,7 +30,7 @@ async fn holding(db: &pgcoord_testkit::pg::TestDatabase, id: &str, key: &str) ->
 
 #[tokio::test]
 async fn top_shows_holder_and_waiter_by_key_name_and_q_gives_the_terminal_back() {
-    if !tmux_or_skip() {
+    if !tmux_or_skip("`lock top`") {
         return;
     }
     let db = database().await;
@@ -250,7 +141,7 @@ async fn top_shows_holder_and_waiter_by_key_name_and_q_gives_the_terminal_back()
 
 #[tokio::test]
 async fn ctrl_c_quits_top_too() {
-    if !tmux_or_skip() {
+    if !tmux_or_skip("`lock top`") {
         return;
     }
     let db = database().await;
