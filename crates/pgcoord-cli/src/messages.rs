@@ -83,11 +83,11 @@ pub fn conflict_message(
                 if let Some(addr) = &h.client_addr {
                     details.push(format!("client {addr}"));
                 }
-                if let Some(since) = h.since {
-                    details.push(format!(
-                        "active since {}",
-                        since.format("%Y-%m-%dT%H:%M:%SZ")
-                    ));
+                // Not its last activity (`since`): a lock manager's
+                // liveness statement moves that twice a second. The lock
+                // was granted at or after the session connected.
+                if let Some(start) = h.backend_start {
+                    details.push(format!("connected {}", start.format("%Y-%m-%dT%H:%M:%SZ")));
                 }
                 format!("{} ({})", session_name(h), details.join(", "))
             })
@@ -160,12 +160,15 @@ mod tests {
             holders: vec![session(4242, Some("eventsource/host-a:17"), true)],
             waiters: vec![session(4343, Some("psql"), false)],
         }];
+        let mut locks = locks;
+        locks[0].holders[0].backend_start =
+            Some(Utc.with_ymd_and_hms(2026, 11, 30, 8, 0, 0).unwrap());
         let line = conflict_message("nightly", Some(Duration::ZERO), Some(&locks));
         assert_eq!(
             line,
             format!(
                 "lock \"nightly\" (id {id}) not acquired: it is held elsewhere (--no-wait); \
-                 held by host-a:17 (pid 4242, client 10.1.2.3, active since 2026-11-30T09:00:00Z); \
+                 held by host-a:17 (pid 4242, client 10.1.2.3, connected 2026-11-30T08:00:00Z); \
                  1 waiting"
             )
         );
