@@ -123,10 +123,10 @@ running in the background keeps the lock held.
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM sent
 to the tool are forwarded to the job's process group (a stopped job also
 gets SIGCONT, but after SIGUSR1 and SIGUSR2); one the tool was started with
-ignored (nohup) stays ignored, by the job too. When the tool's stdin is the
-terminal and it runs in the foreground, the terminal is handed to the job, so
-a typed Ctrl-C or Ctrl-Z reaches the job directly; otherwise a SIGTSTP sent
-to the tool stops the job. While the tool still waits for the lock, one of the
+ignored (nohup) stays ignored, by the job too. When the tool has a terminal
+(stdin, stdout or stderr) and runs in its foreground, the terminal is handed
+to the job, so a typed Ctrl-C or Ctrl-Z reaches the job directly; otherwise
+a SIGTSTP sent to the tool stops the job. While the tool still waits for the lock, one of the
 seven ends the wait and the tool exits with 128+N without running COMMAND.
 
 Job control: under an interactive shell, a stopped job (Ctrl-Z) stops the
@@ -135,7 +135,10 @@ back, says on stderr that the command is stopped and the lock still held, and
 stops itself. The lock stays held while they are stopped. `fg` gives the
 terminal to the job again and continues it; `bg` continues it in the
 background, where a job that reads the terminal is stopped again, and the
-tool with it (`fg` then resumes it). A lock lost while stopped (a --lease
+tool with it (`fg` then resumes it); `fg` of a run that still runs in the
+background hands the job the terminal when it first reads it. A job stopped
+only in part (a process of it ignores SIGTSTP and runs on) is not a stopped
+job: the tool says so once and keeps supervising it. A lock lost while stopped (a --lease
 that ran out, a session the server ended) is handled when `fg` or `bg`
 continues them, as any loss: exit 76. Without a job-control shell (no
 terminal, as under cron, or a tool leading a session of its own, as in

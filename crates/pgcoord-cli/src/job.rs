@@ -8,8 +8,8 @@
 //! the tool, which waits for the whole group to end before it releases the
 //! lock.
 //!
-//! When the tool's standard input is the terminal and the tool is in the
-//! foreground, the terminal is handed to COMMAND's group (as a shell does),
+//! When the tool has a controlling terminal among its standard streams and
+//! is in its foreground, the terminal is handed to COMMAND's group (as a shell does),
 //! so that Ctrl-C, Ctrl-\\ and terminal input reach COMMAND directly; the
 //! tool takes it back when the job stops under a job-control shell (and
 //! hands it over again when `fg` continues the tool), and at the end. See
@@ -17,7 +17,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, sigprocmask, SigSet, SigmaskHow, Signal};
@@ -44,9 +44,22 @@ pub fn become_subreaper() {
     }
 }
 
-/// True when stdin is a terminal whose foreground process group is ours.
-fn owns_terminal() -> bool {
-    tcgetpgrp(io::stdin()).is_ok_and(|fg| fg == getpgrp())
+/// The first standard stream (stdin, stdout, stderr) that is this
+/// process's controlling terminal (`tcgetpgrp` fails on any other file):
+/// the one the terminal is handed over and taken back through, whether or
+/// not stdin is a pipe (`echo x | eventsource lock run k -- sudo ...`).
+fn terminal() -> Option<BorrowedFd<'static>> {
+    // SAFETY: the standard streams stay open for the life of the process.
+    #[allow(unsafe_code)]
+    [0, 1, 2]
+        .into_iter()
+        .map(|fd| unsafe { BorrowedFd::borrow_raw(fd) })
+        .find(|fd| tcgetpgrp(fd).is_ok())
+}
+
+/// The controlling terminal, when this process's group is its foreground.
+fn owned_terminal() -> Option<BorrowedFd<'static>> {
+    terminal().filter(|fd| tcgetpgrp(fd).is_ok_and(|fg| fg == getpgrp()))
 }
 
 /// Writes `p <pid>\n` to `fd` without allocating (runs between fork and exec).
@@ -108,7 +121,8 @@ pub fn spawn(
         .env("EVENTSOURCE_LOCK_ID", lock_id.to_string())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(false);
-    let has_terminal = owns_terminal();
+    let tty = owned_terminal().map(|fd| fd.as_raw_fd());
+    let has_terminal = tty.is_some();
     let parent = getpid();
     // SAFETY: the hook runs in the forked child before exec. It makes only
     // async-signal-safe system calls (setpgid, prctl, getppid, getpid,
@@ -127,8 +141,8 @@ pub fn spawn(
             if let Some(fd) = watchdog_fd {
                 announce_pid(fd, getpid().as_raw())?;
             }
-            if has_terminal {
-                let _ = take_terminal(BorrowedFd::borrow_raw(0), getpid());
+            if let Some(fd) = tty {
+                let _ = take_terminal(BorrowedFd::borrow_raw(fd), getpid());
             }
             Ok(())
         });
@@ -147,8 +161,9 @@ pub fn spawn(
     // fails harmlessly.
     let _ = setpgid(pgid, pgid);
     if has_terminal {
-        let stdin = io::stdin();
-        let _ = take_terminal(stdin.as_fd(), pgid);
+        if let Some(fd) = terminal() {
+            let _ = take_terminal(fd, pgid);
+        }
     }
     Ok(Job {
         child,
@@ -180,22 +195,30 @@ impl Job {
     /// handed to the job.
     pub fn restore_terminal(&mut self) {
         if std::mem::take(&mut self.has_terminal) {
-            let stdin = io::stdin();
-            if let Err(e) = take_terminal(stdin.as_fd(), getpgrp()) {
+            let Some(fd) = terminal() else { return };
+            if let Err(e) = take_terminal(fd, getpgrp()) {
                 tracing::debug!(error = %e, "cannot take the terminal back");
             }
         }
     }
 
-    /// After the tool was continued (`fg` or `bg` of its shell): when the
-    /// tool is in the terminal's foreground and its standard input is the
-    /// terminal, hands the terminal to the job, as at the start; when it is
-    /// in the background, the shell has the terminal, and the job must do
-    /// without it.
+    /// Whether the tool's own group is its terminal's foreground group.
+    pub fn terminal_in_foreground(&self) -> bool {
+        owned_terminal().is_some()
+    }
+
+    /// After the tool was continued (`fg` or `bg` of its shell), or put in
+    /// the foreground without a signal (`fg` of a job that runs): when the
+    /// tool is in its terminal's foreground, hands the terminal to the job,
+    /// as at the start; when it is in the background, the shell has the
+    /// terminal, and the job must do without it.
     pub fn terminal_after_continue(&mut self) {
-        let stdin = io::stdin();
-        match tcgetpgrp(stdin.as_fd()) {
-            Ok(fg) if fg == getpgrp() => match take_terminal(stdin.as_fd(), self.pgid) {
+        let Some(fd) = terminal() else {
+            self.has_terminal = false;
+            return;
+        };
+        match tcgetpgrp(fd) {
+            Ok(fg) if fg == getpgrp() => match take_terminal(fd, self.pgid) {
                 Ok(()) => self.has_terminal = true,
                 Err(e) => tracing::debug!(error = %e, "cannot hand the terminal to the command"),
             },

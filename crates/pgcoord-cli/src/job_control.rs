@@ -30,6 +30,7 @@
 //! The watchdog spares a job that is stopped as a whole, however long the
 //! tool stays stopped (see `watchdog`).
 
+use std::future::Future;
 use std::io::{self, IsTerminal, Write};
 use std::task::Poll;
 
@@ -48,7 +49,16 @@ pub enum Event {
     Continued,
     /// A child changed state (SIGCHLD): perhaps a process of the job stopped.
     ChildChanged,
+    /// Time to look again at a job stopped only in part so far.
+    LookAgain,
 }
+
+/// How often, and how many times, a job stopped in part is looked at again
+/// before the tool takes it for a job that goes on running: a Ctrl-Z
+/// reaches every process of the group at once, but each stops only when it
+/// next runs.
+const SETTLE_STEP: std::time::Duration = std::time::Duration::from_millis(5);
+const SETTLE_LOOKS: u32 = 20;
 
 /// Job control state of one `lock run`.
 #[derive(Debug)]
@@ -60,6 +70,11 @@ pub struct JobControl {
     restore: Option<(Signal, SigAction)>,
     /// Whether the one line about a stopped job without a shell was said.
     told: bool,
+    /// Whether the one line about a group stopped in part was said.
+    told_partial: bool,
+    /// A job stopped in part: when to look again, how many looks are left,
+    /// and the signal that stopped it.
+    settling: Option<(std::pin::Pin<Box<tokio::time::Sleep>>, u32, Signal)>,
     continued: Option<tokio::signal::unix::Signal>,
     child: Option<tokio::signal::unix::Signal>,
 }
@@ -73,6 +88,8 @@ impl JobControl {
             shell,
             restore: None,
             told: false,
+            told_partial: false,
+            settling: None,
             continued: signal(SignalKind::from_raw(Signal::SIGCONT as i32)).ok(),
             child: signal(SignalKind::child()).ok(),
         }
@@ -96,6 +113,11 @@ impl JobControl {
                     return Poll::Ready(Event::ChildChanged);
                 }
             }
+            if let Some((sleep, ..)) = self.settling.as_mut() {
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::LookAgain);
+                }
+            }
             Poll::Pending
         })
         .await
@@ -109,9 +131,55 @@ impl JobControl {
         let Some(sig) = job.take_stop() else {
             return;
         };
+        self.settling = None;
+        self.stopped(job, sig, SETTLE_LOOKS, what, lost);
+    }
+
+    /// Looks again at a job stopped only in part (see [`Event::LookAgain`]).
+    pub fn look_again(&mut self, job: &mut Job, what: &str, lost: bool) {
+        if let Some((_, looks, sig)) = self.settling.take() {
+            if crate::proc_stat::Stat::of(job.pgid.as_raw()).is_some_and(|s| s.is_stopped()) {
+                self.stopped(job, sig, looks, what, lost);
+            }
+        }
+    }
+
+    /// The job's leader (or another child) is stopped by `sig`; `looks`:
+    /// how many more times a group stopped only in part is looked at.
+    fn stopped(&mut self, job: &mut Job, sig: Signal, looks: u32, what: &str, lost: bool) {
         let pgid = job.pgid;
         tracing::info!(%pgid, signal = sig.as_str(), shell = self.shell, "the command stopped");
         if lost {
+            return;
+        }
+        // `fg` of a job that runs sends no SIGCONT: the shell only gives the
+        // tool's group the terminal. A job that then reads or writes it is
+        // stopped by the terminal, and finds the tool in the foreground: hand
+        // the terminal over and go on, as the shell would have.
+        if self.shell
+            && matches!(sig, Signal::SIGTTIN | Signal::SIGTTOU)
+            && job.terminal_in_foreground()
+        {
+            job.terminal_after_continue();
+            job.signal(Signal::SIGCONT);
+            return;
+        }
+        // A group stopped only in part still runs without a stopped tool's
+        // answer for its lock, which the watchdog does not allow: keep
+        // supervising it, and say so once.
+        if !crate::proc_stat::group_stopped(pgid.as_raw()) {
+            if looks > 0 {
+                let next = Box::pin(tokio::time::sleep(SETTLE_STEP));
+                self.settling = Some((next, looks - 1, sig));
+                return;
+            }
+            if !std::mem::replace(&mut self.told_partial, true) {
+                say_on_terminal(&format!(
+                    "the command (pgid {pgid}) is stopped ({sig}) but other processes of its \
+                     group still run; this run keeps {what} and goes on supervising them \
+                     (`kill -CONT -{pgid}` resumes the stopped ones)"
+                ));
+            }
             return;
         }
         if !self.shell {

@@ -63,6 +63,14 @@ pub fn group(pgid: i32) -> Vec<Stat> {
         .collect()
 }
 
+/// Whether group `pgid` is stopped as a whole: a process of it stopped
+/// and none running (ended processes not yet reaped count for neither, so
+/// a group of such only is not stopped).
+pub fn group_stopped(pgid: i32) -> bool {
+    let members = group(pgid);
+    members.iter().any(Stat::is_stopped) && members.iter().all(|m| m.is_stopped() || m.has_ended())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -133,6 +133,7 @@ pub async fn supervise(
             }
             event = job_control.next() => match event {
                 Event::ChildChanged => job_control.child_changed(job, what, lost),
+                Event::LookAgain => job_control.look_again(job, what, lost),
                 Event::Continued => {
                     // The watchdog hears from the tool before the job runs
                     // (a watchdog gone is noticed at the next beat).

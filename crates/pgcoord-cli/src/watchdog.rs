@@ -152,13 +152,8 @@ fn block_signals() {
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
 }
 
-/// Whether group `pgid` is stopped as a whole: a process of it stopped
-/// and none running (ended processes not yet reaped count for neither, so
-/// a group of such only is not stopped: it is killed as before).
 fn group_stopped(pgid: Pid) -> bool {
-    let members = crate::proc_stat::group(pgid.as_raw());
-    members.iter().any(|m| m.is_stopped())
-        && members.iter().all(|m| m.is_stopped() || m.has_ended())
+    crate::proc_stat::group_stopped(pgid.as_raw())
 }
 
 /// How long to wait for the tool before looking again, given its last

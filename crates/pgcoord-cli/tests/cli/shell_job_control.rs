@@ -1,8 +1,10 @@
 //! `lock run` under an interactive bash with job control, in a tmux pane,
 //! as a person types it: Ctrl-Z gives the prompt back with the lock still
 //! held, `fg` resumes the command with the terminal, `bg` lets it run
-//! until it reads the terminal, and a lock lost while stopped ends the run
-//! on `fg`.
+//! until it reads the terminal, `fg` of a run that still runs hands it the
+//! terminal (also with stdin a pipe), a job stopped only in part is
+//! supervised (neither stopped with the tool nor killed), and a lock lost
+//! while stopped ends the run on `fg`.
 
 use crate::common::*;
 use crate::tmux::{tmux_or_skip, Tmux};
@@ -18,9 +20,15 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
 /// The pid of the `cat` that `lock run KEY -- cat` started (the process
 /// named cat whose environment has `EVENTSOURCE_LOCK_KEY=KEY`).
 async fn cat_of(key: &str) -> i32 {
+    process_of(key, "cat").await
+}
+
+/// The pid of the process named `name` whose environment has
+/// `EVENTSOURCE_LOCK_KEY=KEY` (a process of `lock run KEY`'s job).
+async fn process_of(key: &str, name: &str) -> i32 {
     let wanted = format!("EVENTSOURCE_LOCK_KEY={key}");
     let mut found = 0;
-    until(&format!("the cat of {key}"), || {
+    until(&format!("the {name} of {key}"), || {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return false;
         };
@@ -30,7 +38,7 @@ async fn cat_of(key: &str) -> i32 {
             .find(|pid| {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
                 let env = std::fs::read(format!("/proc/{pid}/environ"));
-                comm.is_ok_and(|c| c.trim() == "cat")
+                comm.is_ok_and(|c| c.trim() == name)
                     && env.is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
             })
             .unwrap_or(0);
@@ -251,4 +259,105 @@ async fn a_lock_lost_while_stopped_ends_the_command_on_fg() {
         "{screen}"
     );
     ends_with(&tmux, &inspector, "jc-lost", 76).await;
+}
+
+#[tokio::test]
+async fn fg_of_a_run_started_in_the_background_hands_the_command_the_terminal() {
+    if !tmux_or_skip("an interactive bash") {
+        return;
+    }
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let tmux = shell(&db).await;
+    let gate = std::env::temp_dir().join(format!("jc-amp-gate-{}", std::process::id()));
+    let _ = std::fs::remove_file(&gate);
+    // The command touches the terminal only once the gate exists, so that
+    // `fg` finds it running: bash then sends no SIGCONT.
+    tmux.type_line(&format!(
+        "$E lock run jc-amp -- sh -c 'while [ ! -e {} ]; do sleep 0.02; done; exec cat' &",
+        gate.display()
+    ))
+    .await;
+    tmux.until("the prompt after &", |s| s.contains("[1] ") && at_prompt(s))
+        .await;
+    let sh = process_of("jc-amp", "sh").await;
+    let tool: i32 = stat_fields(sh).unwrap()[1].parse().unwrap();
+    tmux.type_line("fg").await;
+    until("the tool in the terminal's foreground", || {
+        let tool_pgrp = stat_fields(tool).map(|f| f[2].clone());
+        stat_fields(sh).is_some_and(|f| Some(&f[5]) == tool_pgrp.as_ref())
+    })
+    .await;
+    std::fs::write(&gate, b"").unwrap();
+    let cat = cat_of("jc-amp").await;
+    echoed(&tmux, cat, "after-amp-fg").await;
+    tmux.press("C-d").await;
+    ends_with(&tmux, &inspector, "jc-amp", 0).await;
+    let _ = std::fs::remove_file(&gate);
+    let screen = tmux.screen().await;
+    assert!(!screen.contains("Stopped"), "{screen}");
+}
+
+#[tokio::test]
+async fn a_job_stopped_only_in_part_is_supervised_not_stopped_with_the_tool() {
+    if !tmux_or_skip("an interactive bash") {
+        return;
+    }
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let tmux = shell(&db).await;
+    // A process that ignores SIGTSTP keeps running after a Ctrl-Z. Had the
+    // tool stopped, the watchdog (100 ms) would kill the whole job.
+    tmux.type_line(
+        "$E lock run --watchdog 100ms jc-part -- \
+         sh -c '(trap \"\" TSTP; while :; do sleep 0.02; done) & exec cat'",
+    )
+    .await;
+    let cat = cat_of("jc-part").await;
+    reading_with_terminal(cat).await;
+    tmux.press("C-z").await;
+    tmux.until("the tool's line on a partial stop", |s| {
+        s.contains("but other processes of its group still run; this run keeps lock \"jc-part\"")
+    })
+    .await;
+    stopped(cat).await;
+    let tool: i32 = stat_fields(cat).unwrap()[1].parse().unwrap();
+    assert_ne!(
+        stat_fields(tool).unwrap()[0],
+        "T",
+        "the tool stopped itself"
+    );
+    assert_eq!(other_run(&db, "jc-part").await.code, 75);
+    // Resumed as the line says; the loop is ended by hand after cat.
+    let group = nix::unistd::Pid::from_raw(cat);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGCONT).unwrap();
+    echoed(&tmux, cat, "after-partial").await;
+    tmux.press("C-d").await;
+    until("cat ended", || has_ended(cat)).await;
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM).unwrap();
+    ends_with(&tmux, &inspector, "jc-part", 0).await;
+    let screen = tmux.screen().await;
+    assert!(
+        !screen.contains("Stopped") && !screen.contains("SIGKILL"),
+        "{screen}"
+    );
+}
+
+#[tokio::test]
+async fn a_run_whose_stdin_is_a_pipe_still_hands_the_command_the_terminal() {
+    if !tmux_or_skip("an interactive bash") {
+        return;
+    }
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let tmux = shell(&db).await;
+    // What `sudo` or `ssh` do in a pipeline: read the terminal, not stdin.
+    tmux.type_line("echo x | $E lock run jc-pipe -- sh -c 'read -r _; exec cat </dev/tty'")
+        .await;
+    let cat = cat_of("jc-pipe").await;
+    echoed(&tmux, cat, "from-the-tty").await;
+    tmux.press("C-d").await;
+    ends_with(&tmux, &inspector, "jc-pipe", 0).await;
+    let screen = tmux.screen().await;
+    assert!(!screen.contains("Stopped"), "{screen}");
 }
