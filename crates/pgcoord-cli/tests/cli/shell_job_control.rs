@@ -92,6 +92,22 @@ async fn shell(db: &pgcoord_testkit::pg::TestDatabase) -> Tmux {
     tmux
 }
 
+/// A fresh database, a session to inspect it, and the shell; `None` (the
+/// test skips) without tmux.
+async fn setup() -> Option<(
+    pgcoord_testkit::pg::TestDatabase,
+    tokio_postgres::Client,
+    Tmux,
+)> {
+    if !tmux_or_skip("an interactive bash") {
+        return None;
+    }
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let tmux = shell(&db).await;
+    Some((db, inspector, tmux))
+}
+
 /// Another run of `key` with --no-wait: 75 while it is held, 0 once free.
 async fn other_run(db: &pgcoord_testkit::pg::TestDatabase, key: &str) -> Output {
     output(eventsource(Some(db)).args(["lock", "run", "--no-wait", key, "--", "true"])).await
@@ -128,12 +144,9 @@ async fn ends_with(tmux: &Tmux, inspector: &tokio_postgres::Client, key: &str, c
 
 #[tokio::test]
 async fn ctrl_z_gives_the_prompt_back_holding_the_lock_and_fg_resumes_the_command() {
-    if !tmux_or_skip("an interactive bash") {
+    let Some((db, inspector, tmux)) = setup().await else {
         return;
-    }
-    let db = database().await;
-    let inspector = db.connect().await.unwrap();
-    let tmux = shell(&db).await;
+    };
     // The watchdog says (at debug level) when it spares the stopped job.
     tmux.type_line(
         "EVENTSOURCE_LOG=eventsource::watchdog=debug $E lock run --watchdog 100ms jc-fg -- cat",
@@ -186,12 +199,9 @@ async fn ctrl_z_gives_the_prompt_back_holding_the_lock_and_fg_resumes_the_comman
 
 #[tokio::test]
 async fn bg_runs_the_command_until_it_reads_the_terminal_and_fg_resumes_it() {
-    if !tmux_or_skip("an interactive bash") {
+    let Some((db, inspector, tmux)) = setup().await else {
         return;
-    }
-    let db = database().await;
-    let inspector = db.connect().await.unwrap();
-    let tmux = shell(&db).await;
+    };
     tmux.type_line("$E lock run jc-bg -- cat").await;
     let cat = cat_of("jc-bg").await;
     reading_with_terminal(cat).await;
@@ -229,12 +239,9 @@ async fn bg_runs_the_command_until_it_reads_the_terminal_and_fg_resumes_it() {
 
 #[tokio::test]
 async fn a_lock_lost_while_stopped_ends_the_command_on_fg() {
-    if !tmux_or_skip("an interactive bash") {
+    let Some((db, inspector, tmux)) = setup().await else {
         return;
-    }
-    let db = database().await;
-    let inspector = db.connect().await.unwrap();
-    let tmux = shell(&db).await;
+    };
     tmux.type_line("$E lock run --holder-id jc-lost-holder jc-lost -- cat")
         .await;
     let cat = cat_of("jc-lost").await;
@@ -263,12 +270,9 @@ async fn a_lock_lost_while_stopped_ends_the_command_on_fg() {
 
 #[tokio::test]
 async fn fg_of_a_run_started_in_the_background_hands_the_command_the_terminal() {
-    if !tmux_or_skip("an interactive bash") {
+    let Some((_db, inspector, tmux)) = setup().await else {
         return;
-    }
-    let db = database().await;
-    let inspector = db.connect().await.unwrap();
-    let tmux = shell(&db).await;
+    };
     let gate = std::env::temp_dir().join(format!("jc-amp-gate-{}", std::process::id()));
     let _ = std::fs::remove_file(&gate);
     // The command touches the terminal only once the gate exists, so that
@@ -300,12 +304,9 @@ async fn fg_of_a_run_started_in_the_background_hands_the_command_the_terminal() 
 
 #[tokio::test]
 async fn a_job_stopped_only_in_part_is_supervised_not_stopped_with_the_tool() {
-    if !tmux_or_skip("an interactive bash") {
+    let Some((db, inspector, tmux)) = setup().await else {
         return;
-    }
-    let db = database().await;
-    let inspector = db.connect().await.unwrap();
-    let tmux = shell(&db).await;
+    };
     // A process that ignores SIGTSTP keeps running after a Ctrl-Z. Had the
     // tool stopped, the watchdog (100 ms) would kill the whole job.
     tmux.type_line(
@@ -345,12 +346,9 @@ async fn a_job_stopped_only_in_part_is_supervised_not_stopped_with_the_tool() {
 
 #[tokio::test]
 async fn a_run_whose_stdin_is_a_pipe_still_hands_the_command_the_terminal() {
-    if !tmux_or_skip("an interactive bash") {
+    let Some((_db, inspector, tmux)) = setup().await else {
         return;
-    }
-    let db = database().await;
-    let inspector = db.connect().await.unwrap();
-    let tmux = shell(&db).await;
+    };
     // What `sudo` or `ssh` do in a pipeline: read the terminal, not stdin.
     tmux.type_line("echo x | $E lock run jc-pipe -- sh -c 'read -r _; exec cat </dev/tty'")
         .await;
