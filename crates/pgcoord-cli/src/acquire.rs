@@ -17,6 +17,13 @@ use crate::not_acquired::{gave_up, not_acquired, ANSWER_FLOOR};
 use crate::signals::Signals;
 use crate::{exit, report};
 
+/// How late a backstop must fire for the tool to count as stopped meanwhile.
+const STOPPED_AT_LEAST: Duration = Duration::from_millis(10);
+/// How many times one attempt's backstop gives the engine more time after
+/// the tool was stopped.
+const MAX_STOPS: u32 = 3;
+/// The last look of every backstop for an outcome already on its way.
+const LAST_LOOK: Duration = Duration::from_millis(50);
 /// How long a shutdown may take to close the manager.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a cancelled wait may take to leave the server's queue at exit.
@@ -100,7 +107,7 @@ async fn attempt(
     };
     let bounded = async {
         match backstop {
-            Some(b) => tokio::time::timeout(b, acquiring).await.ok(),
+            Some(b) => while_running(b, acquiring).await,
             None => Some(acquiring.await),
         }
     };
@@ -112,6 +119,40 @@ async fn attempt(
             // the session queued there until the lock reached it.
             shut_down(manager).await;
             Attempt::Signal(sig)
+        }
+    }
+}
+
+/// `work`'s outcome, unless it has none `limit` from now. A limit that
+/// passes while the tool is stopped (Ctrl-Z, SIGSTOP, a debugger) fires
+/// late, in the same turn that delivers what the server answered
+/// meanwhile (a grant, or the end of the wait at `--timeout`): the engine
+/// then gets [`ANSWER_GRACE`] more to hand it over. A tool that ran again
+/// just before the limit may not have read that answer yet either: every
+/// limit takes a [`LAST_LOOK`] first. So a stopped tool is never reported
+/// as a server that did not answer.
+async fn while_running<F: std::future::Future>(limit: Duration, work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    let Some(mut at) = Instant::now().checked_add(limit) else {
+        return Some(work.await);
+    };
+    let mut stops = MAX_STOPS;
+    let mut last_look = true;
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut work => return Some(out),
+            () = tokio::time::sleep_until(at) => {}
+        }
+        let now = Instant::now();
+        if now.saturating_duration_since(at) >= STOPPED_AT_LEAST && stops > 0 {
+            stops -= 1;
+            at = now + ANSWER_GRACE;
+        } else if last_look {
+            last_look = false;
+            at = now + LAST_LOOK;
+        } else {
+            return None;
         }
     }
 }

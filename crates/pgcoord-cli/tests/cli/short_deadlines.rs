@@ -1,12 +1,14 @@
 //! `lock run --timeout` of a few milliseconds tells the truth: a key held
 //! elsewhere is 75 (never 69), a free key runs the command however long
-//! connecting takes, only a silent server is 69, and a database down at
-//! start is retried for the whole timeout.
+//! connecting takes, only a silent server is 69 (not a tool that was
+//! stopped while it waited), and a database down at start is retried for
+//! the whole timeout.
 
 use std::net::TcpListener;
 use std::time::Instant;
 
 use futures_util::future::join_all;
+use nix::sys::signal::Signal;
 use pgcoord::lock_id_for_key;
 
 use crate::common::*;
@@ -107,4 +109,51 @@ async fn a_database_down_at_start_is_retried_for_the_whole_timeout() {
         "{}",
         out.stderr
     );
+}
+
+/// The tool stopped (SIGSTOP, a Ctrl-Z) while it waits, past its timeout
+/// and past its backstop: the server ended the wait at the timeout and
+/// said so, and the tool reads that when it runs again. That is a key held
+/// elsewhere (75), not a server that did not answer (69).
+#[tokio::test]
+async fn a_run_stopped_past_its_timeout_while_waiting_exits_75() {
+    let db = database().await;
+    let holder = session(&db, "eventsource/elsewhere").await;
+    holder
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&lock_id_for_key("stopped")],
+        )
+        .await
+        .unwrap();
+    let run = Running::start(eventsource(Some(&db)).args([
+        "lock",
+        "run",
+        "--timeout",
+        "1s",
+        "stopped",
+        "--",
+        "true",
+    ]));
+    wait_for(&holder, "stopped", "the run waiting", |l| {
+        l.is_some_and(|l| l.waiters.len() == 1)
+    })
+    .await;
+    run.signal(Signal::SIGSTOP);
+    wait_for(&holder, "stopped", "the server ending the wait", |l| {
+        l.is_some_and(|l| l.waiters.is_empty())
+    })
+    .await;
+    // The stop itself, past the tool's backstop (timeout + 1 s) and the
+    // engine's (timeout + the 2 s liveness timeout): no event marks it.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    run.signal(Signal::SIGCONT);
+    let out = run.finish().await;
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(
+        out.stderr.contains("still held elsewhere"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("did not answer"), "{}", out.stderr);
 }

@@ -146,6 +146,8 @@ mod shared_locks_postgres;
 #[cfg(feature = "postgres")]
 mod short_deadlines;
 #[cfg(feature = "postgres")]
+mod stalled_process;
+#[cfg(feature = "postgres")]
 mod standby;
 #[cfg(feature = "postgres")]
 mod tls_postgres;

@@ -19,6 +19,7 @@ use super::holdings::ReserveError;
 use super::session::{
     self, session_ended, Granted, Op, SessionContext, SessionHandle, WaitPool, WaitRequest,
 };
+use super::silence;
 use super::wait_line::WaitLines;
 use crate::ports::deadline::deadline_after;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
@@ -244,7 +245,7 @@ impl Acquirer {
             let first = match deadline
                 .and_then(|(started, d)| Some((started, self.answer_by(started, d)?)))
             {
-                Some((started, answer_by)) => tokio::time::timeout_at(answer_by, attempt)
+                Some((started, answer_by)) => silence::answer_by(answer_by, attempt)
                     .await
                     .map_err(|_| no_answer(answer_by - started))?,
                 None => attempt.await,

@@ -31,6 +31,7 @@ pub(crate) mod run_log;
 mod session;
 mod settings;
 mod shared_lock_ports;
+mod silence;
 pub(crate) mod verify;
 mod wait_line;
 pub(crate) mod xact_lock;

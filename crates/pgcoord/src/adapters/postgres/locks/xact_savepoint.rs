@@ -140,7 +140,7 @@ async fn run_in_savepoint(
         query.as_mut().poll(cx)
     });
     let answer = match bound {
-        Some(bound) => match tokio::time::timeout(bound, sent).await {
+        Some(bound) => match super::silence::answer_within(bound, sent).await {
             Ok(answer) => answer,
             Err(_) => {
                 return Err(AcquireFailure::Backend(BackendError::new(

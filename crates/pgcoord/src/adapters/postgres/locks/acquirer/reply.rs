@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::no_answer;
 use crate::adapters::postgres::locks::session::session_ended;
 use crate::adapters::postgres::locks::session::{Granted, WaitOutcome};
+use crate::adapters::postgres::locks::silence::answer_by;
 use crate::ports::deadline::deadline_after;
 use crate::ports::error::{AcquireFailure, BackendError, BackendErrorKind};
 
@@ -27,7 +28,7 @@ pub(super) async fn wait_reply(
     // none.
     let outcome = match deadline.and_then(|d| deadline_after(d, grace)) {
         None => rx.await,
-        Some(by) => match tokio::time::timeout_at(by, rx).await {
+        Some(by) => match answer_by(by, rx).await {
             Ok(r) => r,
             Err(_) => return Err(no_answer(sent.elapsed())),
         },

@@ -10,6 +10,7 @@ use super::super::fencing::fence_query_error;
 use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::{Removed, Reservation};
+use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::batch_form::{batch_item, outcomes};
 use super::claim::{ended_by_pooler, not_its_connection};
@@ -161,7 +162,7 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
     let sent = std::time::Instant::now();
     let outcome = {
         let limit = s.ctx.settings.liveness_timeout.max(Duration::from_secs(5));
-        tokio::time::timeout(limit, query(s, locks, ids, is_lock, items, results)).await
+        answer_within(limit, query(s, locks, ids, is_lock, items, results)).await
     };
     let mut ended_by = session_ended as fn() -> BackendError;
     // Ended because a statement reached a server connection not its own.

@@ -11,6 +11,7 @@ use tokio_postgres::types::ToSql;
 
 use super::super::held_lock::UnlockReply;
 use super::super::hold_token::HoldToken;
+use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::claim::not_its_connection;
 use super::mailbox::{session_ended, WaitOutcome};
@@ -35,7 +36,7 @@ pub(super) async fn run_try_shared(
     let stamp = s.statements.stamps.next(Kind::TryShared);
     let params: [&(dyn ToSql + Sync); 3] = [&lock_id, &s.statements.tag, &stamp.sent];
     let query = answer::one(&s.client, &s.statements.try_shared, &params, stamp);
-    match tokio::time::timeout(answer_limit(s), query).await {
+    match answer_within(answer_limit(s), query).await {
         Ok(Ok(None)) => {
             s.dead().raise();
             let _ = reply.send(WaitOutcome::Failed(not_its_connection()));
@@ -110,7 +111,7 @@ pub(super) async fn run_downgrade(
     let stamp = s.statements.stamps.next(Kind::Downgrade);
     let params: [&(dyn ToSql + Sync); 3] = [&lock_id, &s.statements.tag, &stamp.sent];
     let query = answer::one(&s.client, &s.statements.downgrade, &params, stamp);
-    match tokio::time::timeout(answer_limit(s), query).await {
+    match answer_within(answer_limit(s), query).await {
         Ok(Ok(None)) => {
             s.dead().raise();
             let _ = reply.send(Err(not_its_connection()));
@@ -149,7 +150,7 @@ pub(super) async fn unlock_shared(
     let stamp = s.statements.stamps.next(Kind::UnlockShared);
     let params: [&(dyn ToSql + Sync); 3] = [&lock_id, &s.statements.tag, &stamp.sent];
     let query = answer::one(&s.client, &s.statements.unlock_shared, &params, stamp);
-    let ok = match tokio::time::timeout(answer_limit(s), query).await {
+    let ok = match answer_within(answer_limit(s), query).await {
         Ok(Ok(Some(row))) if !s.dead().is_raised() => {
             s.confirmed(sent);
             row.get::<_, bool>(0)

@@ -13,6 +13,7 @@ use super::super::held_lock::{HeldLock, SessionRef, UnlockReply};
 use super::super::hold_token::{HoldToken, PackedToken};
 use super::super::holdings::Reservation;
 use super::super::id_map::{IdMap, IdSet};
+use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::context::SessionContext;
 use super::mailbox::{Granted, Mailbox};
@@ -73,7 +74,7 @@ impl SessionState {
         let stamp = self.statements.stamps.next(Kind::Ping);
         let params: [&(dyn ToSql + Sync); 2] = [&self.statements.tag, &stamp.sent];
         let check = answer::one(&self.client, &self.statements.ping, &params, stamp);
-        let ok = match tokio::time::timeout(self.ctx.settings.ping_timeout(), check).await {
+        let ok = match answer_within(self.ctx.settings.ping_timeout(), check).await {
             Ok(Ok(Some(_))) => true,
             Ok(Ok(None)) => {
                 super::claim::ended_by_pooler(&self.mailbox, "ping");
@@ -205,7 +206,7 @@ impl SessionState {
             let stamp = self.statements.stamps.next(Kind::UnlockAll);
             let params: [&(dyn ToSql + Sync); 2] = [&self.statements.tag, &stamp.sent];
             let run = answer::one(&self.client, &self.statements.unlock_all, &params, stamp);
-            match tokio::time::timeout(limit, run).await {
+            match answer_within(limit, run).await {
                 Ok(Ok(Some(_))) => return true,
                 // Another server connection's (`claim.rs`), or an answer
                 // not this request's (`answer.rs`): nothing known done.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
 
 use super::super::holdings::Reservation;
+use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::claim::not_its_connection;
 use super::mailbox::{session_ended, Granted, Reply};
@@ -35,7 +36,7 @@ pub(super) async fn run_try_any(
     let stamp = s.statements.stamps.next(Kind::TryFirst);
     let params: [&(dyn ToSql + Sync); 3] = [&ids, &s.statements.tag, &stamp.sent];
     let query = answer::one(&s.client, &s.statements.try_first, &params, stamp);
-    let outcome = tokio::time::timeout(limit, query).await;
+    let outcome = answer_within(limit, query).await;
     let taken = match outcome {
         Ok(Ok(None)) => {
             // Another server connection's (nothing was tried there), or an

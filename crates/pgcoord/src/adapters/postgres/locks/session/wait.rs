@@ -20,6 +20,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
+use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::claim::ended_by_pooler;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
@@ -124,7 +125,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
                 // Nobody waits any more: cancel on the server, then see how
                 // the wait ended (a grant may have raced the cancel).
                 s.ctx.connector.cancel(client.cancel_token()).await;
-                tokio::time::timeout(liveness_timeout, &mut wait).await.ok().map(|r| (true, r))
+                answer_within(liveness_timeout, &mut wait).await.ok().map(|r| (true, r))
             }
         }
     };

@@ -153,7 +153,7 @@ pub(super) const FIRST_ANSWER: std::time::Duration = std::time::Duration::from_s
 /// The first statement of test connection `number` (1 or 2):
 /// [`without_statement_timeout`], unanswered for at most [`FIRST_ANSWER`].
 pub(super) async fn first_statement(c: &Client, number: u8) -> Result<()> {
-    match tokio::time::timeout(FIRST_ANSWER, without_statement_timeout(c)).await {
+    match super::super::silence::answer_within(FIRST_ANSWER, without_statement_timeout(c)).await {
         Ok(done) => done,
         Err(_) => Err(super::failed(VerifyProblem::NotServed {
             connection: number,
