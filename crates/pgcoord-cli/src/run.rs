@@ -135,7 +135,7 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
         env.extend(crate::multi::env(set));
     }
     let lock_id = guard.lock_id();
-    let mut job_control = crate::supervise::prepare(signals);
+    let mut job_control = crate::supervise::prepare(signals, args.lease);
     let spawned = job::spawn(&args.command, &args.key, lock_id, &env, watchdog.fd());
     let mut job = match spawned {
         Ok(job) => job,
@@ -197,9 +197,14 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
     if ended.lost || held.is_lost() {
         let gone = held.lost_name(&what);
         drop(held);
+        let when = if ended.lost_while_stopped {
+            "while the command was stopped, so another holder may have taken it while the \
+             command's work was left half done"
+        } else {
+            "while the command ran, so its work may have overlapped the next holder's"
+        };
         report!(
-            "{gone} was lost while the command ran, so its work may have overlapped the next \
-             holder's; the command {}; exiting with {} (the lock-lost code)",
+            "{gone} was lost {when}; the command {}; exiting with {} (the lock-lost code)",
             describe_status(status),
             args.lost_exit_code
         );
