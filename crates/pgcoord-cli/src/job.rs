@@ -62,6 +62,14 @@ fn owned_terminal() -> Option<BorrowedFd<'static>> {
     terminal().filter(|fd| tcgetpgrp(fd).is_ok_and(|fg| fg == getpgrp()))
 }
 
+/// Whether this process runs as a foreground job of its terminal: its
+/// controlling terminal is one of its standard streams and its process
+/// group is the terminal's foreground group (a shell ran it in the
+/// foreground).
+pub fn in_terminal_foreground() -> bool {
+    owned_terminal().is_some()
+}
+
 /// Writes `p <pid>\n` to `fd` without allocating (runs between fork and exec).
 fn announce_pid(fd: RawFd, pid: i32) -> io::Result<()> {
     let mut buf = [0u8; 24];
