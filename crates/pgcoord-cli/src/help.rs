@@ -132,7 +132,8 @@ seven ends the wait and the tool exits with 128+N without running COMMAND.
 Job control: under an interactive shell, a stopped job (Ctrl-Z) stops the
 tool too, so that the shell gets its prompt back: the tool takes the terminal
 back, says on stderr that the command is stopped and the lock still held, and
-stops itself. The lock stays held while they are stopped. `fg` gives the
+stops itself. The lock stays held while they are stopped; with --lease, only
+for the lease, which a stopped tool cannot renew. `fg` gives the
 terminal to the job again and continues it; `bg` continues it in the
 background, where a job that reads the terminal is stopped again, and the
 tool with it (`fg` then resumes it); `fg` of a run that still runs in the
@@ -143,8 +144,8 @@ that ran out, a session the server ended) is handled when `fg` or `bg`
 continues them, as any loss: exit 76. Without a job-control shell (no
 terminal, as under cron, or a tool leading a session of its own, as in
 `ssh -t HOST eventsource ...`) the tool keeps supervising the stopped job
-and says once that it is stopped: `kill -CONT -PGID` resumes it (PGID is
-COMMAND's pid), SIGTERM to the tool ends it.
+and says that it is stopped (again after each continue): `kill -CONT -PGID`
+resumes it (PGID is COMMAND's pid), SIGTERM to the tool ends it.
 
 Lock loss: if the lock's database session ends while the job runs (backend
 terminated, server restarted, network cut), the job's group gets SIGTERM,
@@ -165,7 +166,11 @@ pub const RUN_AFTER_HELP: &str = "\
 Exit codes:
   COMMAND's code  COMMAND ran under the lock and exited (0 = success)
   128+N           COMMAND died of signal N (e.g. 137 for SIGKILL), or the tool
-                  was interrupted by signal N while waiting for the lock
+                  was interrupted by signal N while waiting for the lock. A
+                  run a shell started in the foreground of its terminal that
+                  ends so by SIGINT or SIGQUIT (Ctrl-C, Ctrl-\\) dies of that
+                  signal instead, once the lock is released, so that the
+                  shell also stops a loop or script around it
   2               bad usage (unknown option, bad DURATION, a bad URL or PG*
                   variable, an unknown service); nothing was connected to
   69              the database could not be reached, refused the login (a

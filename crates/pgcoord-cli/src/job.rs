@@ -62,6 +62,14 @@ fn owned_terminal() -> Option<BorrowedFd<'static>> {
     terminal().filter(|fd| tcgetpgrp(fd).is_ok_and(|fg| fg == getpgrp()))
 }
 
+/// Whether this process runs as a foreground job of its terminal: its
+/// controlling terminal is one of its standard streams and its process
+/// group is the terminal's foreground group (a shell ran it in the
+/// foreground).
+pub fn in_terminal_foreground() -> bool {
+    owned_terminal().is_some()
+}
+
 /// Writes `p <pid>\n` to `fd` without allocating (runs between fork and exec).
 fn announce_pid(fd: RawFd, pid: i32) -> io::Result<()> {
     let mut buf = [0u8; 24];
@@ -227,29 +235,46 @@ impl Job {
         }
     }
 
-    /// The signal that stopped the job, when one of its processes that are
-    /// this process's children (COMMAND, orphans re-parented here) reported
-    /// a stop since the last look and is still stopped. Only stop reports
-    /// are taken (`waitid` with WSTOPPED alone, never WEXITED), so exit
-    /// statuses stay for COMMAND's `Child` and for [`Job::group_alive`].
-    pub fn take_stop(&self) -> Option<Signal> {
-        let mut stopped = None;
+    /// The stops and continues that the job's processes that are this
+    /// process's children (COMMAND, orphans re-parented here) reported
+    /// since the last look. Only these reports are taken (`waitid` with
+    /// WSTOPPED and WCONTINUED, never WEXITED), so exit statuses stay for
+    /// COMMAND's `Child` and for [`Job::group_alive`].
+    pub fn take_reports(&self) -> Reports {
+        let mut reports = Reports::default();
         loop {
-            let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG;
+            let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WCONTINUED | WaitPidFlag::WNOHANG;
             match waitid(Id::PGid(self.pgid), flags) {
                 Ok(WaitStatus::Stopped(pid, sig)) => {
                     // A report can be older than a SIGCONT since.
                     let stat = crate::proc_stat::Stat::of(pid.as_raw());
                     if stat.is_some_and(|s| s.is_stopped()) {
-                        stopped = Some(sig);
+                        reports.stop = Some(sig);
+                        reports.stopped.push(pid);
                     }
                 }
+                Ok(WaitStatus::Continued(_)) => reports.continued = true,
                 Err(Errno::EINTR) => {}
                 // None left (StillAlive), or no child in the group (ECHILD).
-                _ => return stopped,
+                _ => return reports,
             }
         }
     }
+}
+
+/// What [`Job::take_reports`] found. A process reports each stop once, so
+/// a stop report from a process whose stop was reported before means it
+/// was continued and stopped again (its continue report is lost when the
+/// second stop comes first).
+#[derive(Debug, Default)]
+pub struct Reports {
+    /// The signal that stopped the job, when a process that reported a
+    /// stop is still stopped.
+    pub stop: Option<Signal>,
+    /// The processes that reported a stop and are still stopped.
+    pub stopped: Vec<Pid>,
+    /// Whether a process reported that it was continued.
+    pub continued: bool,
 }
 
 fn group_alive(pgid: Pid) -> bool {

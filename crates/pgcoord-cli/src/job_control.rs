@@ -19,13 +19,19 @@
 //! (`bg`) the job runs without the terminal: when it reads from it, the
 //! terminal stops it (SIGTTIN), and the tool stops in turn, as above.
 //!
-//! Job stops are seen on SIGCHLD, through `waitid(WSTOPPED)` on the job's
-//! group ([`Job::take_stop`]), which never takes an exit status.
+//! Job stops are seen on SIGCHLD, through `waitid(WSTOPPED | WCONTINUED)`
+//! on the job's group ([`Job::take_reports`]), which never takes an exit
+//! status.
 //!
 //! Without such a shell (no terminal, as under cron or a service manager,
 //! or an orphaned group such as a session leader's), the tool keeps
-//! supervising the stopped job as before, and says once that it is
-//! stopped.
+//! supervising the stopped job as before, and says that it is stopped:
+//! once for each stop, again only after the job was continued.
+//!
+//! In lease mode (`--lease`) a tool that stops itself cannot renew its
+//! lease: its line says that the lock is kept only for the lease, and that
+//! a run stopped longer may lose it (the loss is then handled when the
+//! tool is continued).
 //!
 //! The watchdog spares a job that is stopped as a whole, however long the
 //! tool stays stopped (see `watchdog`).
@@ -38,6 +44,7 @@ use nix::sys::signal::{killpg, sigprocmask, SigAction, SigSet, SigmaskHow, Signa
 use nix::unistd::{getpgrp, getpid, tcgetpgrp};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::duration::format_duration;
 use crate::job::Job;
 use crate::proc_stat::Stat;
 use crate::report;
@@ -68,10 +75,17 @@ pub struct JobControl {
     /// While the tool stops itself: the stop signal whose action was set to
     /// the default, and the action (the tool's handler) to put back.
     restore: Option<(Signal, SigAction)>,
-    /// Whether the one line about a stopped job without a shell was said.
+    /// The lease (`--lease`) the tool must renew to keep its locks.
+    lease: Option<std::time::Duration>,
+    /// Whether the line about a stopped job without a shell was said for
+    /// this stop.
     told: bool,
-    /// Whether the one line about a group stopped in part was said.
+    /// Whether the line about a group stopped in part was said for this
+    /// stop.
     told_partial: bool,
+    /// The processes that reported a stop since the job was last
+    /// continued: another stop report from one of them is a new stop.
+    stopped: Vec<nix::unistd::Pid>,
     /// A job stopped in part: when to look again, how many looks are left,
     /// and the signal that stopped it.
     settling: Option<(std::pin::Pin<Box<tokio::time::Sleep>>, u32, Signal)>,
@@ -80,15 +94,18 @@ pub struct JobControl {
 }
 
 impl JobControl {
-    /// Starts watching for stops and continues; call before the job starts.
-    pub fn new() -> Self {
+    /// Starts watching for stops and continues; call before the job
+    /// starts. `lease`: the run's `--lease`, if any.
+    pub fn new(lease: Option<std::time::Duration>) -> Self {
         let shell = has_terminal() && !group_is_orphaned();
         tracing::debug!(shell, "job control");
         Self {
             shell,
             restore: None,
+            lease,
             told: false,
             told_partial: false,
+            stopped: Vec::new(),
             settling: None,
             continued: signal(SignalKind::from_raw(Signal::SIGCONT as i32)).ok(),
             child: signal(SignalKind::child()).ok(),
@@ -124,11 +141,20 @@ impl JobControl {
     }
 
     /// After a SIGCHLD: if the job is stopped, stops the tool too (under a
-    /// job-control shell) or says once that it is stopped. `what` names the
-    /// locks; `lost`: the lock is gone and the job is being stopped for it,
-    /// so its SIGKILL must not wait for a `fg`.
+    /// job-control shell) or says that it is stopped (once for each stop).
+    /// `what` names the locks; `lost`: the lock is gone and the job is being
+    /// stopped for it, so its SIGKILL must not wait for a `fg`.
     pub fn child_changed(&mut self, job: &mut Job, what: &str, lost: bool) {
-        let Some(sig) = job.take_stop() else {
+        let reports = job.take_reports();
+        // Continued since the last stop (`kill -CONT -PGID`): the next stop
+        // is a new one, and is told again.
+        if reports.continued || reports.stopped.iter().any(|p| self.stopped.contains(p)) {
+            self.stopped.clear();
+            self.told = false;
+            self.told_partial = false;
+        }
+        self.stopped.extend(reports.stopped);
+        let Some(sig) = reports.stop else {
             return;
         };
         self.settling = None;
@@ -184,19 +210,36 @@ impl JobControl {
         }
         if !self.shell {
             if !std::mem::replace(&mut self.told, true) {
+                let keeps = match self.lease {
+                    // This process runs on, and renews the lease.
+                    Some(lease) => format!(
+                        "this run keeps {what} while it is stopped, as long as this process \
+                         runs and renews its lease (were it stopped too, it could not renew it, \
+                         and could lose the lock within {})",
+                        format_duration(lease)
+                    ),
+                    None => format!("this run keeps {what} while it is stopped"),
+                };
                 say_on_terminal(&format!(
-                    "the command (pgid {pgid}) is stopped ({sig}); this run keeps {what} while it \
-                     is stopped (`kill -CONT -{pgid}` resumes it, SIGTERM to eventsource (pid {}) \
-                     ends it)",
+                    "the command (pgid {pgid}) is stopped ({sig}); {keeps} (`kill -CONT -{pgid}` \
+                     resumes it, SIGTERM to eventsource (pid {}) ends it)",
                     getpid()
                 ));
             }
             return;
         }
         job.restore_terminal();
+        let keeps = match self.lease {
+            Some(lease) => format!(
+                "stopped, this run cannot renew its lease, so it keeps {what} only for the lease \
+                 ({}): stopped longer, it may lose the lock to another holder, and `fg` then \
+                 ends the command as for any lost lock",
+                format_duration(lease)
+            ),
+            None => format!("this run keeps {what} while it is stopped"),
+        };
         say_on_terminal(&format!(
-            "the command (pgid {pgid}) is stopped ({sig}); this run keeps {what} while it is \
-             stopped (`fg` resumes it)"
+            "the command (pgid {pgid}) is stopped ({sig}); {keeps} (`fg` resumes it)"
         ));
         self.stop_self(sig);
     }
@@ -241,7 +284,8 @@ impl JobControl {
             return false;
         }
         // Stop reports from before the SIGCONT are over.
-        let _ = job.take_stop();
+        let _ = job.take_reports();
+        self.stopped.clear();
         job.terminal_after_continue();
         if hold {
             return false;

@@ -174,8 +174,9 @@ fn main() {
         }
     }
     // Exit without waiting for background tasks; the process's sessions end
-    // with it, and the server releases whatever they still held.
-    std::process::exit(code);
+    // with it, and the server releases whatever they still held. A `lock
+    // run` that a shell's Ctrl-C ended dies of SIGINT here (see `signals`).
+    signals::exit(code);
 }
 
 async fn dispatch(cli: Cli) -> i32 {

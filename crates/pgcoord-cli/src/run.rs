@@ -11,6 +11,7 @@
 
 use pgcoord::error::BackendErrorKind;
 use std::io;
+use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use crate::acquire::{acquire, close_within, Acquired};
@@ -33,7 +34,13 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// each take (they only finish steps already sent).
 const EXIT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Runs `lock run`; returns the exit code.
+///
+/// A run started as a foreground job of its terminal that ends because of
+/// SIGINT or SIGQUIT (COMMAND died of it, or the tool received it while it
+/// waited for the lock) dies of that signal once cleaned up (see
+/// `signals::exit`), so that the shell ends a loop around it.
 pub async fn run(args: RunArgs, db: Database) -> i32 {
+    let foreground = job::in_terminal_foreground();
     if let Err(why) = crate::multi::check_env_fits(&args) {
         report!("{why}");
         return exit::USAGE;
@@ -49,19 +56,31 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     job::become_subreaper();
     let (manager, held) = match acquire(&args, &db, &mut signals).await {
         Acquired::Held(manager, held) => (manager, held),
-        Acquired::Exit(code) => return code,
+        Acquired::Exit(code) => {
+            crate::signals::die_of_at_exit(foreground, signals.received(), code);
+            return code;
+        }
     };
-    let code = run_holding(&args, &db, held, &mut signals).await;
+    let mut died_of = None;
+    let code = run_holding(&args, &db, held, &mut signals, &mut died_of).await;
     // Whatever the manager still has going (a wait it left, such as a
     // semaphore's look at a slot granted after the permit came another
     // way, whose grant is given back at once) finishes before the exit, so
     // that nothing of this process is left in the server once it has ended.
     close_within(&manager, EXIT_CLOSE_TIMEOUT, EXIT_CLOSE_TIMEOUT).await;
+    crate::signals::die_of_at_exit(foreground, died_of, code);
     code
 }
 
 /// Runs the command holding `held`, releases it; returns the exit code.
-async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Signals) -> i32 {
+/// `died_of`: the signal COMMAND died of, if it did.
+async fn run_holding(
+    args: &RunArgs,
+    db: &Database,
+    held: Held,
+    signals: &mut Signals,
+    died_of: &mut Option<nix::sys::signal::Signal>,
+) -> i32 {
     let what = crate::multi::describe(&crate::multi::keys(args));
     let guard = held.key_guard(&args.key);
     tracing::info!(key = %args.key, lock_id = guard.lock_id(), locks = %what, "acquired");
@@ -135,7 +154,7 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
         env.extend(crate::multi::env(set));
     }
     let lock_id = guard.lock_id();
-    let mut job_control = crate::supervise::prepare(signals);
+    let mut job_control = crate::supervise::prepare(signals, args.lease);
     let spawned = job::spawn(&args.command, &args.key, lock_id, &env, watchdog.fd());
     let mut job = match spawned {
         Ok(job) => job,
@@ -175,6 +194,9 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
     };
     let watchdog_killed = watchdog.finish().await;
     let status = ended.status;
+    *died_of = status
+        .signal()
+        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok());
 
     if watchdog_killed {
         report!(
@@ -197,9 +219,14 @@ async fn run_holding(args: &RunArgs, db: &Database, held: Held, signals: &mut Si
     if ended.lost || held.is_lost() {
         let gone = held.lost_name(&what);
         drop(held);
+        let when = if ended.lost_while_stopped {
+            "while the command was stopped, so another holder may have taken it while the \
+             command's work was left half done"
+        } else {
+            "while the command ran, so its work may have overlapped the next holder's"
+        };
         report!(
-            "{gone} was lost while the command ran, so its work may have overlapped the next \
-             holder's; the command {}; exiting with {} (the lock-lost code)",
+            "{gone} was lost {when}; the command {}; exiting with {} (the lock-lost code)",
             describe_status(status),
             args.lost_exit_code
         );

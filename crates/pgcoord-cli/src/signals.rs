@@ -9,16 +9,28 @@
 //! shell without job control SIGINT and SIGQUIT for `cmd &`) is left
 //! ignored, as shells and `nohup` expect: it neither ends a wait nor
 //! reaches the job, which inherits the ignore.
+//!
+//! A run that a shell started as a foreground job and that ends because of
+//! SIGINT or SIGQUIT dies of that signal at exit ([`die_of_at_exit`],
+//! [`exit`]) instead of exiting 128+N: bash stops a loop or script only
+//! when its foreground child *died* of SIGINT ("wait and cooperative
+//! exit"), so a Ctrl-C in `while :; do eventsource lock run ...; done`
+//! would otherwise start the next round.
 
-use std::io;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicI32, Ordering};
 
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{
+    raise, sigaction, sigprocmask, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal,
+};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// Streams of the caught signals.
 #[derive(Debug)]
 pub struct Signals {
     caught: Vec<(Signal, tokio::signal::unix::Signal)>,
+    /// The last signal [`Signals::recv`] returned.
+    received: Option<Signal>,
 }
 
 /// The signals [`Signals::catch`] catches.
@@ -67,7 +79,10 @@ impl Signals {
                 caught.push((sig, stream(sig)?));
             }
         }
-        Ok(Self { caught })
+        Ok(Self {
+            caught,
+            received: None,
+        })
     }
 
     /// Also catches SIGTSTP, for a running job: a Ctrl-Z typed while the
@@ -90,7 +105,7 @@ impl Signals {
     /// Cancel safe: a signal that arrives while no one waits is kept for the
     /// next call.
     pub async fn recv(&mut self) -> Signal {
-        std::future::poll_fn(|cx| {
+        let sig = std::future::poll_fn(|cx| {
             for (sig, stream) in &mut self.caught {
                 if stream.poll_recv(cx).is_ready() {
                     return std::task::Poll::Ready(*sig);
@@ -98,8 +113,60 @@ impl Signals {
             }
             std::task::Poll::Pending
         })
-        .await
+        .await;
+        self.received = Some(sig);
+        sig
     }
+
+    /// The last signal received ([`Signals::recv`]), if any.
+    pub fn received(&self) -> Option<Signal> {
+        self.received
+    }
+}
+
+/// The signal [`exit`] dies of; 0 for none.
+static DIE_OF: AtomicI32 = AtomicI32::new(0);
+
+/// Has [`exit`] end the process by `sig` (SIGINT or SIGQUIT) rather than
+/// with 128+N, when `foreground` (the tool was started as a foreground job
+/// of its terminal, [`crate::job::in_terminal_foreground`]) and the run's
+/// `code` is 128+N: the run ended because of the signal. Without a
+/// terminal (a service manager, a script, a test harness) the exit code
+/// stays 128+N.
+pub fn die_of_at_exit(foreground: bool, sig: Option<Signal>, code: i32) {
+    let Some(sig) = sig.filter(|s| matches!(s, Signal::SIGINT | Signal::SIGQUIT)) else {
+        return;
+    };
+    if foreground && code == crate::exit::SIGNAL_BASE + sig as i32 {
+        DIE_OF.store(sig as i32, Ordering::Relaxed);
+    }
+}
+
+/// Ends the process with `code`, or, when [`die_of_at_exit`] asked for
+/// signal N and `code` is 128+N, by signal N (its default action put back,
+/// unblocked, raised), so that the shell sees its job die of it. Call once
+/// everything is cleaned up.
+pub fn exit(code: i32) -> ! {
+    let sig = DIE_OF.load(Ordering::Relaxed);
+    if sig != 0 && code == crate::exit::SIGNAL_BASE + sig {
+        if let Ok(sig) = Signal::try_from(sig) {
+            let _ = io::stderr().flush();
+            // SIGQUIT's default action dumps core: not of the tool, whose
+            // state is of no interest (COMMAND's own dump, if any, is
+            // COMMAND's).
+            if sig == Signal::SIGQUIT {
+                let _ = nix::sys::prctl::set_dumpable(false);
+            }
+            if let Err(e) = set_default(sig) {
+                tracing::debug!(signal = sig.as_str(), error = %e, "cannot reset the signal");
+            }
+            let mut set = SigSet::empty();
+            set.add(sig);
+            let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+            let _ = raise(sig);
+        }
+    }
+    std::process::exit(code)
 }
 
 /// Sets the action of `sig` to its default (for the stop signals: stop the

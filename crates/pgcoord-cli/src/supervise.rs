@@ -27,6 +27,9 @@ pub struct Ended {
     pub status: ExitStatus,
     /// Whether the lock was lost while the job ran.
     pub lost: bool,
+    /// Whether the job was stopped as a whole (Ctrl-Z, `kill -STOP`) when
+    /// the loss was found.
+    pub lost_while_stopped: bool,
 }
 
 /// The time between SIGTERM and SIGKILL after a loss: `grace`, cut in
@@ -70,11 +73,12 @@ fn ends_a_stopped_job(sig: Signal) -> bool {
 /// should while the tool waits for the lock), and starts watching for the
 /// job's stops. Done before the spawn, so that a signal or a stop that
 /// comes as soon as the job runs finds them ready.
-pub fn prepare(signals: &mut Signals) -> JobControl {
+/// `lease`: the run's `--lease`, which a stopped tool cannot renew.
+pub fn prepare(signals: &mut Signals, lease: Option<Duration>) -> JobControl {
     if let Err(e) = signals.catch_stop() {
         tracing::debug!(error = %e, "cannot catch SIGTSTP; a Ctrl-Z stops the tool");
     }
-    JobControl::new()
+    JobControl::new(lease)
 }
 
 /// Waits for COMMAND and then for every other process of its group,
@@ -95,6 +99,7 @@ pub async fn supervise(
     let pgid = job.pgid;
     let loss = held.loss_signal();
     let mut lost = false;
+    let mut lost_while_stopped = false;
     let mut kill_at: Option<Instant> = None;
     let mut kill_grace = grace;
     let mut status: Option<ExitStatus> = None;
@@ -152,6 +157,7 @@ pub async fn supervise(
             },
             _ = loss.lost(), if !lost => {
                 lost = true;
+                lost_while_stopped = crate::proc_stat::group_stopped(pgid.as_raw());
                 let gone = held.lost_name(what);
                 let (grace, why) = grace_after_loss(grace, loss.confirmed_until());
                 if grace.is_zero() {
@@ -201,6 +207,7 @@ pub async fn supervise(
     Ok(Ended {
         status: status.expect("COMMAND was reaped"),
         lost,
+        lost_while_stopped,
     })
 }
 

@@ -17,6 +17,9 @@ async fn success_and_child_codes_pass_through() {
         (&["sh", "-c", "exit 255"], 255),
         (&["sh", "-c", "kill -KILL $$"], 128 + 9),
         (&["sh", "-c", "kill -TERM $$"], 128 + 15),
+        // Without a terminal, a SIGINT death is an exit code too: the tool
+        // dies of it only as a shell's foreground job (`shell_loops_and_leases`).
+        (&["sh", "-c", "kill -INT $$"], 128 + 2),
         (&["/nonexistent/command"], 127),
         (&["/dev/null"], 126),
     ] {

@@ -2,7 +2,9 @@
 //! ignored stay ignored (`nohup`), a stopped job is resumed to receive the
 //! signal that ends it, and a Ctrl-Z that reaches the tool stops the job.
 //! Without a terminal (no shell to hand the stop to) the tool keeps
-//! supervising a stopped job and says so once; its watchdog spares a job
+//! supervising a stopped job and says so once for each stop (under a
+//! lease too: it runs on and renews it), and a lock lost meanwhile is said
+//! to be lost while the command was stopped; its watchdog spares a job
 //! stopped along with the tool, and kills it once it runs on alone. Under
 //! an interactive shell: `shell_job_control`.
 
@@ -110,18 +112,62 @@ async fn sigtstp_to_the_tool_stops_the_job_and_the_tool_keeps_the_lock() {
         !is_free(&inspector, "ctrl-z").await,
         "the lock is still held"
     );
-    // Resumed, the job goes on; stopped again, the tool says nothing more.
+    // Resumed, the job goes on; stopped again, the tool says so again.
     killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
     until_state(pid, 'S').await;
-    run.signal(Signal::SIGTSTP);
-    until_state(pid, 'T').await;
+    killpg(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    let said = run.expect_stderr("the command (pgid").await;
+    assert!(said.contains("is stopped (SIGSTOP)"), "{said}");
+    // A SIGCHLD that brings no new stop says nothing.
+    run.signal(Signal::SIGCHLD);
     killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
     run.send_line("go on").await;
     run.expect_line("finished").await;
     let out = run.finish().await;
     assert_eq!(out.code, 0, "{out:?}");
     let said = out.stderr.matches("the command (pgid").count();
-    assert_eq!(said, 1, "{}", out.stderr);
+    assert_eq!(said, 2, "once for each stop: {}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_lock_lost_while_the_job_is_stopped_is_said_to_be_lost_while_it_was_stopped() {
+    let db = database().await;
+    let inspector = db.connect().await.unwrap();
+    let (mut run, pid) = started(&db, &["--holder-id", "lost-stopped", "lost-stopped"]).await;
+    killpg(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    run.expect_stderr("is stopped (SIGSTOP)").await;
+    terminate_holder(&db, "lost-stopped").await;
+    let out = run.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("lock \"lost-stopped\" was lost while the command was stopped")
+            && out
+                .stderr
+                .contains("the command died of signal 15 (SIGTERM)")
+            && !out.stderr.contains("while the command ran"),
+        "{}",
+        out.stderr
+    );
+    assert!(is_free(&inspector, "lost-stopped").await);
+}
+
+#[tokio::test]
+async fn under_a_lease_the_line_on_a_stopped_job_says_the_tool_renews_it() {
+    let db = database().await;
+    let (mut run, pid) = started(&db, &["--lease", "1s", "leased-stop"]).await;
+    killpg(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    let said = run.expect_stderr("is stopped (SIGSTOP)").await;
+    assert!(
+        said.contains("keeps lock \"leased-stop\" while it is stopped, as long as this process runs and renews its lease")
+            && said.contains("could lose the lock within 1s"),
+        "{said}"
+    );
+    killpg(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    run.send_line("go on").await;
+    run.expect_line("finished").await;
+    let out = run.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
 }
 
 /// `lock run --watchdog 100ms KEY -- sh -c REPORT_AND_WAIT`, its watchdog

@@ -36,6 +36,7 @@ mod role_settings;
 mod server_faults;
 mod shared;
 mod shell_job_control;
+mod shell_loops_and_leases;
 mod short_deadlines;
 mod signals;
 mod standby;

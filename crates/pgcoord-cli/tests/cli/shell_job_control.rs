@@ -11,7 +11,7 @@ use crate::tmux::{tmux_or_skip, Tmux};
 
 /// The fields of `/proc/PID/stat` after the command name: state, ppid,
 /// pgrp, session, tty_nr, tpgid (the terminal's foreground group), ...
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
+pub(crate) fn stat_fields(pid: i32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     Some(after_name.split_whitespace().map(str::to_owned).collect())
@@ -19,7 +19,7 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
 
 /// The pid of the `cat` that `lock run KEY -- cat` started (the process
 /// named cat whose environment has `EVENTSOURCE_LOCK_KEY=KEY`).
-async fn cat_of(key: &str) -> i32 {
+pub(crate) async fn cat_of(key: &str) -> i32 {
     process_of(key, "cat").await
 }
 
@@ -50,7 +50,7 @@ async fn process_of(key: &str, name: &str) -> i32 {
 
 /// Waits until `cat` has the terminal and sleeps in its read of it: what
 /// is typed now reaches it, and is echoed by the terminal.
-async fn reading_with_terminal(cat: i32) {
+pub(crate) async fn reading_with_terminal(cat: i32) {
     until(
         &format!("cat {cat} reading the terminal in its foreground"),
         || stat_fields(cat).is_some_and(|f| f[0] == "S" && f[5] == f[2]),
@@ -59,7 +59,7 @@ async fn reading_with_terminal(cat: i32) {
 }
 
 /// Waits until process `pid` is stopped.
-async fn stopped(pid: i32) {
+pub(crate) async fn stopped(pid: i32) {
     until(&format!("process {pid} stopped"), || {
         stat_fields(pid).is_some_and(|f| f[0] == "T")
     })
@@ -68,13 +68,13 @@ async fn stopped(pid: i32) {
 
 /// Whether bash waits at a fresh prompt: the last line written is `jc> `
 /// (the pane shows it without its trailing space).
-fn at_prompt(screen: &str) -> bool {
+pub(crate) fn at_prompt(screen: &str) -> bool {
     let last = screen.lines().rev().find(|l| !l.trim().is_empty());
     last.is_some_and(|l| l.trim_end() == "jc>")
 }
 
 /// Whether bash has said "Stopped" `n` times, and printed a prompt since.
-fn stopped_reports(screen: &str, n: usize) -> bool {
+pub(crate) fn stopped_reports(screen: &str, n: usize) -> bool {
     screen.matches("Stopped").count() == n
         && screen
             .rsplit_once("Stopped")
@@ -94,7 +94,7 @@ async fn shell(db: &pgcoord_testkit::pg::TestDatabase) -> Tmux {
 
 /// A fresh database, a session to inspect it, and the shell; `None` (the
 /// test skips) without tmux.
-async fn setup() -> Option<(
+pub(crate) async fn setup() -> Option<(
     pgcoord_testkit::pg::TestDatabase,
     tokio_postgres::Client,
     Tmux,
@@ -109,7 +109,7 @@ async fn setup() -> Option<(
 }
 
 /// Another run of `key` with --no-wait: 75 while it is held, 0 once free.
-async fn other_run(db: &pgcoord_testkit::pg::TestDatabase, key: &str) -> Output {
+pub(crate) async fn other_run(db: &pgcoord_testkit::pg::TestDatabase, key: &str) -> Output {
     output(eventsource(Some(db)).args(["lock", "run", "--no-wait", key, "--", "true"])).await
 }
 
@@ -127,7 +127,12 @@ async fn echoed(tmux: &Tmux, cat: i32, line: &str) {
 
 /// Once the run has ended (bash at its prompt), checks its exit code and
 /// that the key is free.
-async fn ends_with(tmux: &Tmux, inspector: &tokio_postgres::Client, key: &str, code: i32) {
+pub(crate) async fn ends_with(
+    tmux: &Tmux,
+    inspector: &tokio_postgres::Client,
+    key: &str,
+    code: i32,
+) {
     tmux.until("the prompt after the run", at_prompt).await;
     tmux.type_line("echo \"run exited $?\"").await;
     let screen = tmux
