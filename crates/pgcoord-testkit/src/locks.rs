@@ -23,8 +23,8 @@
 //! in-memory manager, a clone). The third value is kept alive until the
 //! case ends (e.g. the case's own test database). The case functions are
 //! public for the macro and hidden from the docs (in `locks/cases.rs`,
-//! `locks/cancel_cases.rs`, `locks/fence_cases.rs`, `locks/loss_cases.rs`;
-//! this file keeps the macros and the helpers they share); each one's
+//! `locks/cancel_cases.rs`, `locks/drop_cases.rs`, `locks/fence_cases.rs`,
+//! `locks/loss_cases.rs`; this file keeps the macros and the helpers they share); each one's
 //! comment in the source says what it checks. Cases use `observer` to
 //! check from outside that a lock is really free or really held. The loss
 //! cases take locks away with `release_all`, the one way to lose a lock
@@ -46,11 +46,13 @@ use pgcoord::{DistributedLock, LockRegistry};
 
 mod cancel_cases;
 mod cases;
+mod drop_cases;
 mod fence_cases;
 mod loss_cases;
 mod shared_cases;
 pub use cancel_cases::*;
 pub use cases::*;
+pub use drop_cases::*;
 pub use fence_cases::*;
 pub use loss_cases::*;
 pub use shared_cases::*;
@@ -68,6 +70,7 @@ macro_rules! lock_conformance_tests {
             is_held_inside_and_outside_the_scope,
             error_in_scope_releases_and_propagates,
             dropped_guard_releases,
+            dropped_key_is_free_to_the_same_manager_at_once,
             panic_in_scope_releases,
             aborted_task_releases,
             try_lock_free_then_held,

@@ -164,3 +164,48 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
     m.close().await.unwrap();
     eventually("sessions closed", SECS, || m.session_count() == 0).await;
 }
+
+/// A request sent to a session whose server has gone silent fails as a
+/// server that did not answer (`NoAnswer`), not as a session the server
+/// ended (`Closed`): whether the session's liveness check gives it up
+/// first, or the request's own statement goes unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_to_a_session_gone_silent_is_no_answer() {
+    let (_cluster, db) = private_db(&[]).await;
+    let proxy = Proxy::start(db.config().get_ports()[0]).await;
+    let config: tokio_postgres::Config =
+        format!("postgres://postgres@127.0.0.1:{}/{}", proxy.port, db.name())
+            .parse()
+            .unwrap();
+    for single_session in [false, true] {
+        proxy.set_mode(ProxyMode::Forward);
+        let m = PostgresLockManager::builder(config.clone().into())
+            .holder_id("gone-silent")
+            .single_session(single_session)
+            .liveness_interval(Duration::from_millis(200))
+            .liveness_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        // The session is open (and, but for a single session whose budget
+        // is one lock, holds a lock) when the network goes silent.
+        let held = m.acquire(&key("held"), Some(SECS)).await.unwrap();
+        let held = match single_session {
+            true => held.release().await.map(|()| None).unwrap(),
+            false => Some(held),
+        };
+        proxy.set_mode(ProxyMode::BlackHole);
+        let err = tokio::time::timeout(SECS, m.try_lock(&key("next")))
+            .await
+            .expect("try_lock hung on a silent session")
+            .unwrap_err();
+        assert_eq!(
+            err.as_backend().map(|b| b.kind()),
+            Some(BackendErrorKind::NoAnswer),
+            "single_session {single_session}: {err}"
+        );
+        if let Some(held) = &held {
+            assert_lost(held, "the silent session's lock").await;
+        }
+    }
+}

@@ -315,3 +315,30 @@ async fn a_manual_locks_loss_signal_fires_on_session_end_not_on_release_all() {
     assert!(!m.is_held(&ended));
     assert_no_leak(&m, &client, "manual-signal").await;
 }
+
+/// From the moment a guard's loss signal fires, the manager counts its lock
+/// as not held, though the guard is still alive: `held_lock_count` agrees
+/// with `is_held`. (A fenced lock: its guard kept it in the count.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lock_is_not_counted_while_its_guard_lives() {
+    let (_cluster, db) = private_db(&[]).await;
+    let client = db.connect().await.unwrap();
+    let m = PostgresLockManager::builder(db.config().into())
+        .holder_id("counted")
+        .fencing(true)
+        .build()
+        .unwrap();
+    m.install_fencing().await.unwrap();
+    let k = key("counted");
+    let guard = m.acquire(&k, Some(SECS)).await.unwrap();
+    assert_eq!((m.held_lock_count(), m.is_held(&k)), (1, true));
+    terminate(
+        &client,
+        holder_pid(&client, lock_id_for_key(&k)).await.unwrap(),
+    )
+    .await;
+    assert_lost(&guard, "the terminated session's lock").await;
+    assert_eq!((m.held_lock_count(), m.is_held(&k)), (0, false));
+    drop(guard);
+    assert_no_leak(&m, &client, "counted").await;
+}

@@ -76,7 +76,10 @@ impl DistributedLock for PostgresLockManager {
     /// the key, or another task of this manager holds or is taking it.
     ///
     /// It first waits out this manager's own abandoned wait for the key
-    /// (at most about 50 ms after a timed-out `acquire`), never losing to it.
+    /// (at most about 50 ms after a timed-out `acquire`), never losing to it,
+    /// and the release of a guard of the key this manager has just dropped
+    /// (one round trip): a key this manager let go of is free to it at once.
+    /// Another process may still find it held for that round trip.
     ///
     /// # Cancel safety
     ///
@@ -205,7 +208,10 @@ impl LockRegistry for PostgresLockManager {
         self.release_all_in()
     }
 
-    /// Locks held in either mode (each shared hold counts once).
+    /// Locks held in either mode (each shared hold counts once). As for
+    /// [`is_held`](DistributedLock::is_held), a lock whose session has
+    /// ended is not counted from the moment its loss signal fires, though
+    /// its guard may still be alive.
     fn held_lock_count(&self) -> usize {
         self.ctx().holdings.held()
     }

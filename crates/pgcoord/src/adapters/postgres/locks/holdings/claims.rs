@@ -72,29 +72,27 @@ impl Holdings {
             return false;
         }
         o.hold.unclaimed = !claimed;
-        match claimed {
-            true => state.held += 1,
-            false => state.held -= 1,
-        }
         true
     }
 
-    /// Resolves once `lock_id` has no grant that no task has claimed: one
-    /// is either taken by a waiting task in a moment, or (its tasks gone)
-    /// already on its way back, about a round trip. A try-lock waits for
-    /// that instead of losing to a grant nobody owns.
+    /// Resolves once `lock_id` has no grant that no task has claimed and
+    /// no release under way. A grant nobody claimed is either taken by a
+    /// waiting task in a moment, or (its tasks gone) already on its way
+    /// back; a release (a guard dropped or released) is one round trip.
+    /// A try-lock waits for that instead of losing to a grant nobody owns,
+    /// or to a lock this manager has already let go of.
     pub(crate) async fn settled(&self, lock_id: i64) {
         loop {
             let settles = self.settles.notified();
             tokio::pin!(settles);
             settles.as_mut().enable();
-            let unclaimed = self
+            let unsettled = self
                 .lock()
                 .entries
                 .get(&lock_id)
                 .and_then(|e| e.owner.as_ref())
-                .is_some_and(|o| o.hold.unclaimed);
-            if !unclaimed {
+                .is_some_and(|o| o.hold.unclaimed || o.hold.releasing);
+            if !unsettled {
                 return;
             }
             settles.await;

@@ -64,6 +64,13 @@ struct Owner {
     hold: Hold,
 }
 
+impl Owner {
+    /// Held: claimed by a task, its session not ended.
+    fn is_live(&self) -> bool {
+        !self.hold.unclaimed && !self.hold.session.has_ended()
+    }
+}
+
 struct Entry {
     key: Arc<str>,
     owner: Option<Owner>,
@@ -81,8 +88,6 @@ struct Reader {
 struct State {
     entries: IdMap<i64, Entry>,
     readers: IdMap<NonZeroU64, Reader>,
-    /// Exclusive owners counted as held (claimed).
-    held: usize,
     next_serial: u64,
     /// Waits in flight on dedicated sessions ([`WaitSlot`]s): a queued
     /// waiter takes a place in the server's lock table too.
@@ -163,14 +168,15 @@ impl State {
             Some(e) if e.owner.as_ref().is_some_and(|o| o.serial == serial) => e.owner.take(),
             _ => None,
         };
-        let unclaimed = removed.as_ref().is_some_and(|o| o.hold.unclaimed);
-        if removed.is_some() && !unclaimed {
-            self.held -= 1;
-        }
+        // A try-lock may be waiting for this grant nobody claimed, or for
+        // this release, to settle (`Holdings::settled`).
+        let settles = removed
+            .as_ref()
+            .is_some_and(|o| o.hold.unclaimed || o.hold.releasing);
         self.tidy(lock_id);
         Finished {
             hold: removed.map(|o| o.hold),
-            settles: unclaimed,
+            settles,
         }
     }
 }
@@ -253,8 +259,7 @@ impl Holdings {
 
     /// Makes `serial` the exclusive owner, counted as held when `claimed`.
     /// The server granted the lock, so a previous owner has released it:
-    /// its later removal names its own token and is ignored, and the lock
-    /// is not counted twice. Returns the replaced owner, to be dropped
+    /// its later removal names its own token and is ignored. Returns the replaced owner, to be dropped
     /// outside the mutex.
     fn install(
         state: &mut State,
@@ -265,10 +270,7 @@ impl Holdings {
     ) -> Option<Owner> {
         let e = state.entries.get_mut(&lock_id).expect("entry just ensured");
         hold.unclaimed = !claimed;
-        let previous = e.owner.replace(Owner { serial, hold });
-        let was_counted = previous.as_ref().is_some_and(|o| !o.hold.unclaimed);
-        state.held = state.held + usize::from(claimed) - usize::from(was_counted);
-        previous
+        e.owner.replace(Owner { serial, hold })
     }
 
     /// Forgets a hold (released or lost). No-op for a stale token.
@@ -290,7 +292,7 @@ impl Holdings {
             .entries
             .get(&lock_id)
             .and_then(|e| e.owner.as_ref())
-            .is_some_and(|o| !o.hold.unclaimed && !o.hold.session.has_ended());
+            .is_some_and(Owner::is_live);
         exclusive
             || state
                 .readers
@@ -298,10 +300,15 @@ impl Holdings {
                 .any(|r| r.lock_id == lock_id && !r.hold.session.has_ended())
     }
 
-    /// How many locks are held, in either mode (each reader hold counts).
+    /// How many locks are held, in either mode (each reader hold counts):
+    /// as for [`is_held`](Self::is_held), a lock whose session has ended
+    /// is not held any more, though its guard may still be alive.
     pub(crate) fn held(&self) -> usize {
         let state = self.lock();
-        state.held + state.readers.len()
+        let exclusive = state.entries.values().filter_map(|e| e.owner.as_ref());
+        let readers = state.readers.values();
+        exclusive.filter(|o| o.is_live()).count()
+            + readers.filter(|r| !r.hold.session.has_ended()).count()
     }
 }
 

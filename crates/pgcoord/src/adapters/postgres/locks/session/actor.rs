@@ -318,7 +318,8 @@ impl Actor {
         metrics::held(-(lost as i64));
         metrics::lost(lost, state.mailbox.loss_cause());
         let ctx = state.ctx.clone();
-        self.fail_queued(&ctx, session_ended());
+        let cause = state.mailbox.loss_cause();
+        self.fail_queued(&ctx, ended_error(cause, &ctx.settings));
         drop(state);
         ctx.session_closed(self.kind);
         tracing::debug!(kind = ?self.kind, "lock session closed");
@@ -332,6 +333,26 @@ fn ping_failure_cause(lease: Option<&LeaseClock>) -> LossCause {
     match lease {
         Some(clock) if clock.expired() => LossCause::LeaseExpired,
         _ => LossCause::LivenessFailed,
+    }
+}
+
+/// What the requests still queued on a session that has ended are told:
+/// a session given up for silence is a server that did not answer, not a
+/// session the server ended.
+fn ended_error(cause: LossCause, settings: &super::super::settings::Settings) -> BackendError {
+    match cause {
+        LossCause::LivenessFailed => BackendError::new(
+            BackendErrorKind::NoAnswer,
+            format!(
+                "the server did not answer the lock session's liveness check within {:?}",
+                settings.ping_timeout()
+            ),
+        ),
+        LossCause::LeaseExpired => BackendError::new(
+            BackendErrorKind::NoAnswer,
+            "the server did not confirm the lock session before its lease ran out",
+        ),
+        LossCause::SessionEnded => session_ended(),
     }
 }
 

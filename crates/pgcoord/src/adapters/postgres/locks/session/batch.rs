@@ -10,12 +10,13 @@ use super::super::fencing::fence_query_error;
 use super::super::held_lock::{SessionRef, UnlockReply};
 use super::super::hold_token::HoldToken;
 use super::super::holdings::{Removed, Reservation};
+use super::super::metrics::LossCause;
 use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::batch_form::{batch_item, outcomes};
 use super::claim::{ended_by_pooler, not_its_connection};
 use super::downgrade::unlock_shared;
-use super::mailbox::{session_ended, Granted, Op, Reply};
+use super::mailbox::{session_ended, statement_unanswered, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
@@ -233,6 +234,10 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
                 size = ids.len(),
                 "lock batch got no answer in time; closing the session"
             );
+            // Silence, not an end the server chose: what is still queued
+            // is told so too (`actor::ended_error`).
+            s.mailbox.end(LossCause::LivenessFailed);
+            ended_by = statement_unanswered;
             false
         }
     };

@@ -237,6 +237,15 @@ pub(crate) fn session_ended() -> BackendError {
     BackendError::new(BackendErrorKind::Closed, "the lock session ended")
 }
 
+/// What the requests of a statement the server did not answer are told
+/// (the session is given up for silence).
+pub(crate) fn statement_unanswered() -> BackendError {
+    BackendError::new(
+        BackendErrorKind::NoAnswer,
+        "the server did not answer the lock session's statement in time",
+    )
+}
+
 /// Sends `op` to the session `pick` gives; if that one has ended, once more
 /// to the one `pick` gives next (a session that died between a caller's
 /// look and its send is replaced once). Returns the session that took it,
