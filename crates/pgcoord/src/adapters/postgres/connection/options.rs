@@ -164,7 +164,7 @@ impl ConnectOptions {
         // driver would refuse the config at the first connect.
         if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
             let port = config.get_ports().first().copied().unwrap_or(5432);
-            config.host(&super::libpq_env::standard_default_host(port));
+            config.host(super::libpq_env::standard_default_host(port));
         }
         Self {
             config,
