@@ -35,6 +35,14 @@ pub use crate::leftovers::drop_tables;
 fn sqlstate(e: &(dyn StdError + 'static)) -> Option<(String, String)> {
     let mut cur = Some(e);
     while let Some(err) = cur {
+        // The library's error carries the server's message and SQLSTATE
+        // itself (the driver's error is no cause of it).
+        let backend = err
+            .downcast_ref::<pgcoord::Error>()
+            .and_then(pgcoord::Error::as_backend);
+        if let Some((code, b)) = backend.and_then(|b| Some((b.code()?, b))) {
+            return Some((code.code().to_owned(), b.message().to_owned()));
+        }
         if let Some(db) = err
             .downcast_ref::<tokio_postgres::Error>()
             .and_then(|pg| pg.as_db_error())

@@ -14,7 +14,12 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
             source = s.source();
             continue;
         }
-        let more = without_repeated_message(&text, &more);
+        // The server's DETAIL and HINT, as the library's error gives
+        // them, go on lines of their own as the driver's did.
+        let more = match more.starts_with("DETAIL: ") || more.starts_with("HINT: ") {
+            true => format!("\n{more}"),
+            false => without_repeated_message(&text, &more),
+        };
         if !more.is_empty() && !text.contains(more.as_str()) {
             text.push_str(if more.starts_with('\n') { "" } else { ": " });
             text.push_str(&more);

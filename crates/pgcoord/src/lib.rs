@@ -56,8 +56,8 @@
 //! | call | waits? | result when held elsewhere | releases |
 //! | --- | --- | --- | --- |
 //! | [`acquire(key, timeout)`](DistributedLock::acquire) | up to `timeout` (`None`: forever; zero: one attempt) | [`Error::LockAcquisition`] with [`AcquireFailure::Timeout`](error::AcquireFailure::Timeout) | the [`LockGuard`]: `release().await`, or on drop, on every path |
-//! | [`try_lock(key)`](DistributedLock::try_lock) | never | `Ok(None)` | the guard |
-//! | [`try_lock(key)`](DistributedLock::try_lock) then [`into_manual()`](LockGuard::into_manual) | never | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
+//! | [`try_lock(key)`](DistributedLock::try_lock) | never behind a holder; a manager with no open session connects first (up to `connect_timeout`, 10 s by default, against a silent server) | `Ok(None)` | the guard |
+//! | [`try_lock(key)`](DistributedLock::try_lock) then [`into_manual()`](LockGuard::into_manual) | like `try_lock` | `Ok(None)` | you, with [`release(key)`](DistributedLock::release) |
 //! | [`with_lock(key, timeout, f)`](DistributedLock::with_lock) | like `acquire` | like `acquire` | after `f`; `f` is stopped with [`Error::LockLost`] if the lock is lost |
 //!
 //! Every async method documents its **cancel safety** in tokio's sense

@@ -5,8 +5,9 @@
 //! - The model and its storage: [`ReadModel`] (derive it with
 //!   `#[derive(ReadModel)]`, feature `derive`), [`ReadModelRepository`] and
 //!   its [`Query`] / [`Filter`] language; [`InMemoryReadModelRepository`]
-//!   here, the SQL repositories in [`postgres`] and [`sqlite`], or either
-//!   from a URL with [`connect`].
+//!   here, the SQL repositories in `readmodels::postgres` and
+//!   `readmodels::sqlite` (features `postgres` and `sqlite`), or either
+//!   from a URL with `readmodels::connect` (either feature).
 //! - Projections: [`ReadModelHandler`]s fed by an [`EventFeed`], run by a
 //!   [`ProjectionRunner`] (one runner, holding the projection's lock) or
 //!   [`SegmentedRunner`]s (several, sharing [`Segment`]s), with dead

@@ -46,7 +46,9 @@ pub struct TestDatabase {
 
 async fn connect_config(config: &Config) -> Result<Client> {
     let (client, conn) = config.connect(NoTls).await.map_err(|e| {
-        Error::Backend(BackendError::new(BackendErrorKind::Connect, e.to_string()).with_source(e))
+        Error::Backend(
+            BackendError::new(BackendErrorKind::Connect, e.to_string()).with_driver_error(e),
+        )
     })?;
     tokio::spawn(async move {
         let _ = conn.await;

@@ -9,9 +9,11 @@ use super::sql_state::SqlState;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BackendErrorKind {
-    /// The server could not be reached or refused the connection
-    /// (unreachable host, wrong password, a connection reset while the
-    /// TLS handshake was under way).
+    /// No session could be opened: the server could not be reached,
+    /// refused the connection, or did not answer within the connect
+    /// timeout (unreachable host, wrong password, a connection reset while
+    /// the TLS handshake was under way, a frozen server: message `HOST:PORT:
+    /// no answer within 10s`). Nothing was done on the server.
     Connect,
     /// The server asked for a password and the connection settings have
     /// none (not in the URL, `PGPASSWORD` or a password file). Not worth
@@ -24,9 +26,12 @@ pub enum BackendErrorKind {
     Query,
     /// The session ended (terminated backend, server restart, network loss).
     Closed,
-    /// The client gave up waiting for the server: it did not answer in
-    /// time (a silent server or network, a connect that timed out, no
-    /// pooled connection in time). Never a lock held elsewhere: that is
+    /// The client gave up waiting for the server on an open session, or
+    /// for a pooled connection: a silent server or network after the
+    /// session was established, no pooled connection free in time. A
+    /// connect that ran out of its `connect_timeout` is
+    /// [`Connect`](Self::Connect): no session was opened, so, as for a
+    /// refused connection, nothing was done on the server. Never a lock held elsewhere: that is
     /// [`AcquireFailure::Timeout`](crate::error::AcquireFailure::Timeout).
     NoAnswer,
     /// The server is a hot standby (in recovery), where advisory locks
@@ -54,6 +59,9 @@ pub struct BackendError {
     /// have none, and `Error` stays small).
     server: Option<Box<ServerSaid>>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// The driver's error when the message already says all its text
+    /// (see [`BackendError::with_driver_error`]): reachable, but no cause.
+    driver: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl BackendError {
@@ -64,6 +72,7 @@ impl BackendError {
             message: message.into(),
             server: None,
             source: None,
+            driver: None,
         }
     }
 
@@ -76,12 +85,48 @@ impl BackendError {
     /// Attaches the server's HINT (what to do about the error).
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.server.get_or_insert_with(Box::default).hint = Some(hint.into());
+        self.server_notes();
         self
     }
 
-    /// Attaches the underlying driver error.
+    /// Sets the notes that show the server's DETAIL and HINT as a cause.
+    fn server_notes(&mut self) {
+        if let Some(server) = self.server.as_deref_mut() {
+            let lines: Vec<String> = [("DETAIL", &server.detail), ("HINT", &server.hint)]
+                .into_iter()
+                .filter_map(|(what, text)| text.as_ref().map(|t| format!("{what}: {t}")))
+                .collect();
+            server.notes = Some(SourceText(lines.join("\n")));
+        }
+    }
+
+    /// Attaches the underlying error as this one's
+    /// [`source`](std::error::Error::source): a cause that says what the
+    /// message does not.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(source));
+        self
+    }
+
+    /// Attaches the driver's error whose text the message already carries
+    /// (a server's message, say, with its SQLSTATE as [`code`](Self::code)):
+    /// kept for [`driver_error`](Self::driver_error), and not a
+    /// [`source`](std::error::Error::source), so that a walk of the chain
+    /// says each cause once.
+    pub fn with_driver_error(
+        mut self,
+        driver: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        self.driver = Some(Box::new(driver));
+        self
+    }
+
+    /// Attaches the server's DETAIL (more about the error: the key of a
+    /// unique violation, say). A walk of the chain shows it, and the HINT,
+    /// as this error's cause.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.server.get_or_insert_with(Box::default).detail = Some(detail.into());
+        self.server_notes();
         self
     }
 
@@ -89,6 +134,9 @@ impl BackendError {
     /// original source's text (driver errors cannot be cloned; their text,
     /// with the server's DETAIL and HINT, is kept). For adapters that report
     /// one failure to several callers.
+    ///
+    /// The copy has no [`driver_error`](Self::driver_error): the message,
+    /// code, DETAIL and HINT already say what it said.
     pub fn clone_shallow(&self) -> Self {
         Self {
             kind: self.kind,
@@ -98,6 +146,7 @@ impl BackendError {
                 Box::new(SourceText(chain_text(s.as_ref())))
                     as Box<dyn std::error::Error + Send + Sync>
             }),
+            driver: None,
         }
     }
 
@@ -124,21 +173,39 @@ impl BackendError {
         self.server.as_ref().and_then(|s| s.hint.as_deref())
     }
 
+    /// The server's DETAIL, when it sent one.
+    pub fn detail(&self) -> Option<&str> {
+        self.server.as_ref().and_then(|s| s.detail.as_deref())
+    }
+
+    /// The driver's own error, when there is one: on PostgreSQL a
+    /// `tokio_postgres::Error`, on SQLite a `rusqlite::Error` (downcast it
+    /// for the driver's typed codes). It is the
+    /// [`source`](std::error::Error::source) only when the message does not
+    /// already say what it says; a server's error, whose message and
+    /// SQLSTATE this error carries, keeps it here alone.
+    pub fn driver_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.driver.as_deref().or(self.source.as_deref())
+    }
+
     /// The human-readable message.
     pub fn message(&self) -> &str {
         &self.message
     }
 }
 
-/// The SQLSTATE and HINT of a server's error.
+/// The SQLSTATE, DETAIL and HINT of a server's error.
 #[derive(Debug, Clone, Default)]
 struct ServerSaid {
     code: Option<SqlState>,
     hint: Option<String>,
+    detail: Option<String>,
+    /// DETAIL and HINT as a cause, for an error that has no source.
+    notes: Option<SourceText>,
 }
 
 /// The text of an error that could not be cloned.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct SourceText(String);
 
 /// An error's text and its causes', joined with `: ` (a driver's error says
@@ -168,6 +235,7 @@ impl fmt::Debug for BackendError {
             .field("kind", &self.kind)
             .field("message", &self.message)
             .field("code", &self.code())
+            .field("detail", &self.detail())
             .field("hint", &self.hint())
             .finish()
     }
@@ -195,16 +263,22 @@ impl fmt::Display for BackendError {
     }
 }
 
-/// The source is what the message does not already say: for a server's
-/// error on PostgreSQL, the driver's error (its DETAIL and HINT; downcast
-/// it to `tokio_postgres::Error` for the typed SQLSTATE). A failure whose
-/// message is the driver's whole text (a refused connection, a closed
-/// session) has none, so that a chain printer shows that text once.
+/// The source is what the message does not already say, so that a walk
+/// of the chain says each cause once: the server's DETAIL and HINT (one
+/// line each, `DETAIL: ...`) when it sent them, or an underlying error
+/// whose text the message does not carry. The driver's own error, whose
+/// text the message already says (a server's message and SQLSTATE, a
+/// refused connection, a closed session), is no source: it is
+/// [`BackendError::driver_error`].
 impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
+        if let Some(source) = self.source.as_deref() {
+            return Some(source as &(dyn std::error::Error + 'static));
+        }
+        self.server
+            .as_ref()
+            .and_then(|s| s.notes.as_ref())
+            .map(|n| n as &(dyn std::error::Error + 'static))
     }
 }
 

@@ -96,7 +96,10 @@ pub trait GuardBackend: Send + Sync + 'static {
 ///
 /// Prefer [`LockGuard::release`] when the outcome matters: it waits for the
 /// release to finish and reports errors (for example that the lock had been
-/// lost).
+/// lost). After a drop, the key may still be held for a moment on a
+/// database manager (another manager's `try_lock` right then can find it
+/// held), while [`InMemoryLockManager`](crate::InMemoryLockManager) frees it
+/// at once: when the next step needs the key free, `release().await`.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     info: LockInfo,
@@ -281,6 +284,11 @@ pub trait DistributedLock: Send + Sync {
 
     /// Like [`acquire`](DistributedLock::acquire) with a zero timeout, but
     /// "held elsewhere" is `Ok(None)` instead of an error.
+    ///
+    /// A try never queues behind a holder, but it may connect first: a
+    /// database manager with no open session opens one, which takes up to
+    /// its `connect_timeout` (10 s by default) against a server that does
+    /// not answer.
     ///
     /// # Cancel safety
     ///

@@ -88,6 +88,8 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     let backend = err.as_backend().expect("backend error");
     assert_eq!(backend.kind(), BackendErrorKind::Connect, "{err:?}");
     assert_eq!(backend.code().map(|c| c.code()), Some("28P01"), "{err:?}");
+    // The server's message once: no driver error after it saying it again.
+    assert_each_cause_said_once(&err);
     seen.push_str(&format!("{err} {err:?} {backend} {backend:?}"));
     let mut source = std::error::Error::source(&err);
     while let Some(s) = source {
@@ -110,6 +112,31 @@ async fn wrong_password_is_a_typed_error_and_passwords_never_show() {
     );
     seen.push_str(&format!("{err} {err:?}"));
     assert_nothing_held(&m).await;
+
+    // A database and a role that do not exist: the same, with their codes.
+    let missing_db = format!(
+        "postgres://app:{RIGHT}@127.0.0.1:{}/no_such_db",
+        cluster.port()
+    );
+    let missing_role = format!(
+        "postgres://no_such_role@127.0.0.1:{}/{}",
+        cluster.port(),
+        admin.name()
+    );
+    for (url, code) in [(missing_db, "3D000"), (missing_role, "28000")] {
+        let m = PostgresLockManager::builder(url.parse().unwrap())
+            .build()
+            .unwrap();
+        let err = m.acquire("k", Some(SECS)).await.unwrap_err();
+        let backend = err.as_backend().expect("backend error");
+        assert_eq!(backend.code().map(|c| c.code()), Some(code), "{err:?}");
+        assert!(err
+            .to_string()
+            .contains(&format!("127.0.0.1:{}", cluster.port())));
+        assert_each_cause_said_once(&err);
+        assert_each_cause_said_once(&pgcoord::readmodels::connect(&url).await.unwrap_err());
+        seen.push_str(&format!("{err} {err:?}"));
+    }
 
     // No password at all: a typed error of its own (the server asked for
     // one), not a connect failure worth retrying.

@@ -118,3 +118,60 @@ async fn the_read_model_pool_connects_over_a_socket_with_every_sslmode() {
         .get(0);
     assert_eq!(tls_sessions, 0);
 }
+
+/// A string that names no host connects as libpq does, through a server's
+/// socket in a default directory (here `/tmp`, upstream libpq's), and a
+/// port with no socket there falls back to `localhost`, which is what its
+/// error then names: never an address that was not tried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_without_a_host_uses_the_default_socket_directory() {
+    use pgcoord::ConnectOptions;
+    use tokio_postgres::config::Host;
+    let (cluster, db) =
+        crate::fault_support::private_db(&[("unix_socket_directories", "/tmp")]).await;
+    let url = format!("postgres://postgres@/{}?port={}", db.name(), cluster.port());
+    let o: ConnectOptions = url.parse().unwrap();
+    assert_eq!(o.config().get_hosts(), &[Host::Unix("/tmp".into())]);
+    let m = PostgresLockManager::builder(o)
+        .holder_id("no-host")
+        .build()
+        .unwrap();
+    let g = m.acquire("no-host", Some(SECS)).await.unwrap();
+    let over_socket: bool = db
+        .connect()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT bool_and(client_addr IS NULL) FROM pg_stat_activity \
+             WHERE application_name = 'eventsource/no-host'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(over_socket, "a session of the manager came over TCP");
+    g.release().await.unwrap();
+    m.close().await.unwrap();
+    drop(PostgresDatabase::connect(&url).await.unwrap());
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o: ConnectOptions = format!("postgres://postgres@/x?port={closed}")
+        .parse()
+        .unwrap();
+    assert_eq!(o.config().get_hosts(), &[Host::Tcp("localhost".into())]);
+    let err = PostgresLockManager::builder(o)
+        .build()
+        .unwrap()
+        .acquire("k", Some(SECS))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&format!("localhost:{closed}")), "{text}");
+    assert!(!text.contains("invalid configuration"), "{text}");
+    let empty: ConnectOptions = "".parse().unwrap();
+    assert!(!empty.config().get_hosts().is_empty());
+}

@@ -31,6 +31,14 @@ use crate::ports::shared_locks::LockMode;
 /// errors, and the queue order of both modes (first come, first served; a
 /// reader never passes a queued writer).
 ///
+/// One difference on drop: a dropped [`LockGuard`](crate::LockGuard) frees
+/// its key here at once, while `PostgresLockManager` releases it in the
+/// background, so another manager's `try_lock` right after the drop may
+/// still find the key held. Code whose next step needs the key free (a
+/// test that hands it to another manager) calls
+/// [`LockGuard::release`](crate::LockGuard::release)`.await`, which
+/// returns once the key is free on either.
+///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use pgcoord::{DistributedLock, InMemoryLockManager};

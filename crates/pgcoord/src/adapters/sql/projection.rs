@@ -311,7 +311,7 @@ where
         let lost = || {
             Error::LockLost(LockLostError {
                 key: key.clone(),
-                reason: format!("the runner of projection {:?} lost its lock", self.name),
+                reason: format!("the runner of projection {:?} stopped", self.name),
             })
         };
         let mut done = CatchUp::default();

@@ -365,6 +365,6 @@ pub(super) async fn guarded<T>(
 pub(super) fn lock_lost(key: &str, name: &str) -> Error {
     Error::LockLost(LockLostError {
         key: key.to_owned(),
-        reason: format!("the rebuild of projection {name:?} lost its lock"),
+        reason: format!("the rebuild of projection {name:?} stopped"),
     })
 }

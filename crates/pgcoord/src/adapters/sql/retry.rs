@@ -63,7 +63,7 @@ impl RetryPolicy {
 /// driver errors that say "try again": SQLSTATE `serialization_failure`,
 /// `deadlock_detected` and `lock_not_available` on PostgreSQL,
 /// `SQLITE_BUSY` and `SQLITE_LOCKED` on SQLite. The codes are read from the
-/// driver's own error (the backend error's source), as typed values. A TLS
+/// driver's own error ([`BackendError::driver_error`](crate::error::BackendError::driver_error)), as typed values. A TLS
 /// failure ([`BackendErrorKind::Tls`]) is not transient: the settings or
 /// the server's certificate must change first.
 pub fn is_transient(error: &Error) -> bool {
@@ -76,7 +76,7 @@ pub fn is_transient(error: &Error) -> bool {
     ) {
         return true;
     }
-    let source = std::error::Error::source(backend);
+    let source = backend.driver_error();
     #[cfg(feature = "postgres")]
     if let Some(pg) = source.and_then(|s| s.downcast_ref::<tokio_postgres::Error>()) {
         use tokio_postgres::error::SqlState;
@@ -152,7 +152,7 @@ mod tests {
             );
             let wrap = |e| -> Error {
                 BackendError::new(BackendErrorKind::Query, "x")
-                    .with_source(e)
+                    .with_driver_error(e)
                     .into()
             };
             assert!(is_transient(&wrap(busy)));

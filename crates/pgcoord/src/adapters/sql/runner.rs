@@ -361,7 +361,7 @@ where
 fn lock_lost(key: &str, name: &str) -> Error {
     Error::LockLost(LockLostError {
         key: key.to_owned(),
-        reason: format!("the runner of projection {name:?} lost its lock"),
+        reason: format!("the runner of projection {name:?} stopped"),
     })
 }
 

@@ -13,7 +13,7 @@ pub(super) fn connect_error(path: &Path, e: rusqlite::Error) -> Error {
             BackendErrorKind::Connect,
             format!("cannot open SQLite database {}: {e}", path.display()),
         )
-        .with_source(e),
+        .with_driver_error(e),
     )
 }
 
@@ -44,11 +44,13 @@ pub(super) fn wal_error(path: &Path, e: rusqlite::Error) -> Error {
                 dir.display()
             ),
         )
-        .with_source(e),
+        .with_driver_error(e),
     )
 }
 
-/// Converts a rusqlite error; busy/locked errors carry the codes
+/// Converts a rusqlite error, whose text is the message (the rusqlite
+/// error is the [`driver_error`](BackendError::driver_error), no source:
+/// a chain walk would say it twice); busy/locked errors carry the codes
 /// `SQLITE_BUSY` / `SQLITE_LOCKED` (transient for the projection).
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     let code = match e.sqlite_error_code() {
@@ -61,7 +63,7 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     if let Some(code) = code {
         be = be.with_code(crate::ports::sql_state::SqlState::new(code));
     }
-    Error::Backend(be.with_source(e))
+    Error::Backend(be.with_driver_error(e))
 }
 
 #[cfg(test)]

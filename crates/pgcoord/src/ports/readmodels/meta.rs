@@ -11,8 +11,10 @@ use uuid::Uuid;
 /// the base columns `id`, `created_at`, `updated_at`, `version` and
 /// `deleted_at`.
 ///
-/// Timestamps are kept at microsecond precision (what PostgreSQL stores), on
-/// every backend, so a model reads back equal to what was written.
+/// Timestamps are truncated to microseconds (what PostgreSQL stores) when a
+/// model is written, on every backend: a model reads back equal to what
+/// `save` returned, and to what was written when its timestamps were whole
+/// microseconds (as [`ReadModelMeta::new`] makes them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadModelMeta {
     /// The model's identity; the table's primary key.

@@ -218,6 +218,16 @@ pub fn assert_each_cause_said_once(e: &(dyn std::error::Error + 'static)) {
     while let Some(c) = cause {
         let text = c.to_string();
         assert!(!said.contains(&text), "{text:?} repeats {said:?}");
+        // A driver's text of a server error (`db error: FATAL: MESSAGE`,
+        // then DETAIL and HINT lines) repeats a message said above too.
+        for line in text.lines() {
+            let line = line.strip_prefix("db error: ").unwrap_or(line);
+            let words = ["ERROR: ", "FATAL: ", "PANIC: "]
+                .iter()
+                .find_map(|p| line.strip_prefix(p))
+                .unwrap_or(line);
+            assert!(!said.contains(words), "{words:?} repeats {said:?}");
+        }
         said.push_str(&text);
         cause = c.source();
     }

@@ -205,6 +205,11 @@ async fn a_runner_that_loses_its_lock_stops_and_the_next_one_takes_over() {
     assert!(locks.simulate_loss("projection:seen"));
     let err = task.await.unwrap().unwrap_err();
     assert!(err.is_lock_lost(), "{err}");
+    // Said once: which lock, then what the runner did about it.
+    assert_eq!(
+        err.to_string(),
+        "lock \"projection:seen\" was lost: the runner of projection \"seen\" stopped"
+    );
     for n in 4..=5 {
         feed.append(ev(n));
     }

@@ -356,14 +356,17 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
     } else {
         message
     };
-    let hint = e.as_db_error().and_then(|db| db.hint()).map(str::to_owned);
-    // A server's error keeps the driver's error as its source: its DETAIL
-    // and HINT are there, and callers downcast it for the SQLSTATE. Any
-    // other failure's message is already the driver's whole text, so a
-    // source would make error reporters print it a second and third time.
-    let mut err = BackendError::new(kind, message);
-    if e.as_db_error().is_some() {
-        err = err.with_source(e);
+    let db = e.as_db_error();
+    let hint = db.and_then(|db| db.hint()).map(str::to_owned);
+    let detail = db.and_then(|db| db.detail()).map(str::to_owned);
+    // The message says the server's message (with the SQLSTATE as the
+    // code), or else the driver's whole text: the driver's error is kept
+    // for `driver_error()` and is no source, so that error reporters say
+    // that text once. A server's DETAIL and HINT, which the message does
+    // not carry, are the cause a chain walk shows.
+    let mut err = BackendError::new(kind, message).with_driver_error(e);
+    if let Some(detail) = detail {
+        err = err.with_detail(detail);
     }
     if let Some(hint) = hint {
         err = err.with_hint(hint);

@@ -137,14 +137,16 @@ fn random_below(n: usize) -> usize {
 }
 
 /// `host:port` of a one-host config, for an error message.
-pub(super) fn host_name(config: &Config) -> String {
+pub(crate) fn host_name(config: &Config) -> String {
     let port = config.get_ports().first().copied().unwrap_or(5432);
     match (config.get_hosts().first(), config.get_hostaddrs().first()) {
         (Some(Host::Tcp(h)), _) => format!("{h}:{port}"),
         #[cfg(unix)]
         (Some(Host::Unix(p)), _) => format!("{}:{port}", p.display()),
         (None, Some(addr)) => format!("{addr}:{port}"),
-        (None, None) => format!("localhost:{port}"),
+        // Never built by `ConnectOptions` (it fills the default host); an
+        // address that was not tried is never named.
+        (None, None) => "no host given".to_owned(),
     }
 }
 

@@ -143,12 +143,24 @@ impl LibpqEnv {
     /// The default host: the first socket directory that holds a server
     /// socket for `port`, else `localhost`.
     pub(super) fn default_host(&self, port: &str) -> String {
-        self.socket_dirs
-            .iter()
-            .find(|dir| dir.join(format!(".s.PGSQL.{port}")).exists())
-            .map(|dir| dir.display().to_string())
-            .unwrap_or_else(|| "localhost".to_owned())
+        default_host_in(&self.socket_dirs, port)
     }
+}
+
+/// The default host of a string that names none, read without libpq's
+/// environment: the first of `/var/run/postgresql` (Debian's and Ubuntu's
+/// libpq) and `/tmp` (upstream's) that holds a server socket for `port`,
+/// else `localhost`, as [`LibpqEnv::from_process`] finds it.
+pub(super) fn standard_default_host(port: u16) -> String {
+    let dirs: Vec<PathBuf> = SOCKET_DIRS.iter().map(PathBuf::from).collect();
+    default_host_in(&dirs, &port.to_string())
+}
+
+fn default_host_in(dirs: &[PathBuf], port: &str) -> String {
+    dirs.iter()
+        .find(|dir| dir.join(format!(".s.PGSQL.{port}")).exists())
+        .map(|dir| dir.display().to_string())
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// The effective user's name and home directory.

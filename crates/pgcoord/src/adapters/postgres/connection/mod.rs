@@ -13,7 +13,7 @@ pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
 mod driver_params;
-mod hosts;
+pub(crate) mod hosts;
 pub(crate) mod libpq_env;
 pub(crate) mod options;
 mod passfile;

@@ -51,9 +51,17 @@ pub struct ConnectOptions {
 
 impl ConnectOptions {
     /// Parses a `postgres://` URL or a `key=value` connection string, by
-    /// itself: no environment variable, file or default is read (as
-    /// tokio-postgres reads a string). For libpq's rules use
+    /// itself: no environment variable or file is read (as tokio-postgres
+    /// reads a string). For libpq's rules use
     /// [`ConnectOptions::parse_with_env`].
+    ///
+    /// A string that names no host (`postgres:///app`, `dbname=app`, `""`)
+    /// connects as libpq does, through a local server's Unix socket: the
+    /// first of `/var/run/postgresql` (where Debian's and Ubuntu's libpq
+    /// look) and `/tmp` (upstream libpq's) that holds the socket of the
+    /// port (`.s.PGSQL.5432` by default); when neither does, `localhost`
+    /// over TCP, as [`from_env`](Self::from_env) defaults. The host chosen
+    /// is in [`config`](Self::config), and errors name it.
     ///
     /// Fails with [`Error::InvalidArgument`] for a malformed string, an
     /// unknown parameter or an invalid value; the message names the
@@ -130,7 +138,9 @@ impl ConnectOptions {
     }
 
     /// Options from an already built driver config; the TLS mode is the
-    /// config's own (`prefer` unless it says `disable` or `require`).
+    /// config's own (`prefer` unless it says `disable` or `require`). A
+    /// config with no host nor `hostaddr` gets the default host that
+    /// [`parse`](Self::parse) gives a string without one.
     pub fn from_config(config: Config) -> Self {
         use tokio_postgres::config::SslMode as D;
         let mode = match config.get_ssl_mode() {
@@ -149,6 +159,13 @@ impl ConnectOptions {
 
     pub(crate) fn from_parts(mut config: Config, tls: TlsSettings) -> Self {
         config.ssl_mode(tls.mode.driver_mode());
+        // No host and no address: libpq's default, a local server's socket
+        // directory (else `localhost`), as `parse_with_env` fills it; the
+        // driver would refuse the config at the first connect.
+        if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+            let port = config.get_ports().first().copied().unwrap_or(5432);
+            config.host(super::libpq_env::standard_default_host(port));
+        }
         Self {
             config,
             tls,

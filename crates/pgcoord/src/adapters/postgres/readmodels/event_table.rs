@@ -307,7 +307,8 @@ fn sequence_error(table: &str, e: tokio_postgres::Error) -> Error {
         crate::ports::error::BackendErrorKind::Query,
         message,
     );
-    Error::Backend(error.with_code("42501").with_source(e))
+    // The message says the server's: its error is no cause of ours.
+    Error::Backend(error.with_code("42501").with_driver_error(e))
 }
 
 fn parse_xid(text: &str) -> Result<u64> {

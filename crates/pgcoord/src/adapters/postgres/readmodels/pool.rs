@@ -8,7 +8,7 @@ use std::time::Duration;
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
 };
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::{Client, Config, Statement};
 
 use super::source::{query_error, ExclusiveClient, PgClientSource, PgGuard};
 use super::PostgresReadModelRepository;
@@ -210,7 +210,7 @@ impl PostgresDatabase {
             .get()
             .await
             .map(PooledClient)
-            .map_err(|e| pool_error(e, &self.settings, self.tls.settings()))
+            .map_err(|e| pool_error(e, &self.settings, self.tls.settings(), &self.config))
     }
 
     /// A repository for `M` on this pool (the table must exist; see
@@ -241,7 +241,17 @@ impl PostgresDatabase {
     }
 }
 
-fn pool_error(e: PoolError, s: &PoolSettings, tls: &TlsSettings) -> Error {
+fn pool_error(e: PoolError, s: &PoolSettings, tls: &TlsSettings, config: &Config) -> Error {
+    // Led by the server's address, as the lock manager's connect errors
+    // are, when there is one server (the driver walks several itself and
+    // does not say which one failed).
+    let one_host = config.get_hosts().len().max(config.get_hostaddrs().len()) == 1;
+    let at = |e: BackendError| match one_host {
+        true => e.in_context(&crate::adapters::postgres::connection::hosts::host_name(
+            config,
+        )),
+        false => e,
+    };
     let be = match e {
         PoolError::Timeout(TimeoutType::Wait) => BackendError::new(
             BackendErrorKind::NoAnswer,
@@ -250,10 +260,10 @@ fn pool_error(e: PoolError, s: &PoolSettings, tls: &TlsSettings) -> Error {
                 s.wait_timeout, s.max_size
             ),
         ),
-        PoolError::Timeout(TimeoutType::Create) => BackendError::new(
+        PoolError::Timeout(TimeoutType::Create) => at(BackendError::new(
             BackendErrorKind::Connect,
             format!("no connection within {:?}", s.create_timeout),
-        ),
+        )),
         PoolError::Timeout(TimeoutType::Recycle) => BackendError::new(
             BackendErrorKind::NoAnswer,
             format!(
@@ -261,7 +271,7 @@ fn pool_error(e: PoolError, s: &PoolSettings, tls: &TlsSettings) -> Error {
                 s.recycle_timeout
             ),
         ),
-        PoolError::Backend(e) => connect_error(e, tls),
+        PoolError::Backend(e) => at(connect_error(e, tls)),
         PoolError::Closed => {
             BackendError::new(BackendErrorKind::Closed, "the read-model pool is closed")
         }
