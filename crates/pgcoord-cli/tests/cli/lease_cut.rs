@@ -3,7 +3,8 @@
 //! tool finds the loss and stops COMMAND, which ignores SIGTERM: it is
 //! killed before the server frees the lock for silence, so its last sign
 //! of life comes before the next holder's COMMAND starts, although
-//! `--kill-grace` (10 s by default) is longer than the lease.
+//! `--kill-grace` (10 s by default) is longer than the lease. Without a
+//! lease, the cut is found by the liveness check, and said in words.
 
 use crate::common::*;
 use crate::relay::CuttableRelay;
@@ -76,4 +77,32 @@ async fn a_cut_off_leased_holder_kills_its_command_before_the_server_frees_the_l
         "the cut-off COMMAND wrote {} ms after the next holder's COMMAND started",
         (last - start) / 1_000_000
     );
+}
+
+/// Without a lease, a holder cut off from the server fails its liveness
+/// check; the warning and the loss line say so in words (no internal
+/// names), and the run exits 76.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_holder_says_its_liveness_check_got_no_answer() {
+    let db = database().await;
+    let Some((relay, url)) = CuttableRelay::for_database(&db).await else {
+        return;
+    };
+    let mut holder = Running::start(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(["lock", "run", "cut-plain", "--", "sh", "-c"])
+            .arg("echo ready; exec sleep 600"),
+    );
+    holder.expect_line("ready").await;
+    relay.cut();
+    let out = holder.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("lock session's liveness check got no answer in time"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("LivenessFailed"), "{}", out.stderr);
 }

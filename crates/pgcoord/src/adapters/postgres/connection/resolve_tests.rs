@@ -97,11 +97,12 @@ fn the_string_wins_over_the_environment_which_wins_over_the_defaults() {
         Some("bob"),
         "the database defaults to the user given"
     );
-    // `parse` reads the string alone.
+    // `parse` reads the string alone (no user from the OS), and gives a
+    // string without a host libpq's one default host.
     let o = ConnectOptions::parse("dbname=x").unwrap();
     assert_eq!(
         (o.config().get_user(), o.config().get_hosts().len()),
-        (None, 0)
+        (None, 1)
     );
     for s in ["service=ops", "postgres://h/db?passfile=%2Ftmp%2Fp"] {
         let msg = ConnectOptions::parse(s).unwrap_err().to_string();

@@ -17,7 +17,8 @@ use super::batch::{run_batch, BatchBuffers};
 use super::context::SessionContext;
 use super::downgrade::run_downgrade;
 use super::drive::Driven;
-use super::mailbox::{session_ended, Kind, Mailbox, Op, SessionHandle, WaitOutcome};
+use super::liveness::{ended_error, ping_failure_cause, warn_given_up};
+use super::mailbox::{Kind, Mailbox, Op, SessionHandle, WaitOutcome};
 use super::pool::WaitPool;
 use super::queue::Receiver;
 use super::state::SessionState;
@@ -184,7 +185,7 @@ impl Actor {
                         // The ping's wait may outlast the lease: then the
                         // lease ran out first, and that is the cause.
                         let cause = ping_failure_cause(state.lease.as_deref());
-                        tracing::warn!(pid = state.mailbox.pid(), ?cause, "lock session failed its liveness check");
+                        warn_given_up(cause, state.mailbox.pid(), &ctx.settings);
                         mailbox.end(cause);
                         break;
                     }
@@ -326,36 +327,6 @@ impl Actor {
     }
 }
 
-/// Why a session whose ping failed lost its locks: in lease mode, a
-/// lease that has run out by then (the server may already have ended the
-/// session); else the failed check.
-fn ping_failure_cause(lease: Option<&LeaseClock>) -> LossCause {
-    match lease {
-        Some(clock) if clock.expired() => LossCause::LeaseExpired,
-        _ => LossCause::LivenessFailed,
-    }
-}
-
-/// What the requests still queued on a session that has ended are told:
-/// a session given up for silence is a server that did not answer, not a
-/// session the server ended.
-fn ended_error(cause: LossCause, settings: &super::super::settings::Settings) -> BackendError {
-    match cause {
-        LossCause::LivenessFailed => BackendError::new(
-            BackendErrorKind::NoAnswer,
-            format!(
-                "the server did not answer the lock session's liveness check within {:?}",
-                settings.ping_timeout()
-            ),
-        ),
-        LossCause::LeaseExpired => BackendError::new(
-            BackendErrorKind::NoAnswer,
-            "the server did not confirm the lock session before its lease ran out",
-        ),
-        LossCause::SessionEnded => session_ended(),
-    }
-}
-
 /// Resolves when the session's lease has run out (never without a lease).
 async fn lease_expiry(state: &SessionState) {
     let Some(clock) = &state.lease else {
@@ -367,25 +338,5 @@ async fn lease_expiry(state: &SessionState) {
             return;
         }
         tokio::time::sleep_until(deadline.into()).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn a_failed_ping_after_the_lease_ran_out_is_a_lease_loss() {
-        let past = Instant::now() - Duration::from_millis(1);
-        let later = Instant::now() + Duration::from_secs(60);
-        let expired = LeaseClock::new(past);
-        let running = LeaseClock::new(later);
-        assert_eq!(ping_failure_cause(Some(&expired)), LossCause::LeaseExpired);
-        assert_eq!(
-            ping_failure_cause(Some(&running)),
-            LossCause::LivenessFailed
-        );
-        assert_eq!(ping_failure_cause(None), LossCause::LivenessFailed);
     }
 }

@@ -33,6 +33,7 @@ mod claim;
 mod context;
 mod downgrade;
 mod drive;
+mod liveness;
 mod mailbox;
 mod pool;
 mod queue;
