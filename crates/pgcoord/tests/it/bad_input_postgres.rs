@@ -242,6 +242,13 @@ async fn closed_manager_refuses_everything() {
         Some(AcquireFailure::ManagerClosed)
     ));
     assert!(m.release(&k).await.unwrap_err().is_not_held());
+    // The guard's own release says why its lock is gone.
+    let err = g.release().await.unwrap_err();
+    assert!(err.is_lock_lost(), "{err:?}");
+    assert!(
+        err.to_string().contains("the lock manager was closed"),
+        "{err}"
+    );
     assert_nothing_held(&m).await;
     // Closing twice is fine.
     assert_eq!(m.close().await.unwrap(), 0);

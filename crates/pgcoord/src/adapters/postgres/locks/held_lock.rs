@@ -37,6 +37,8 @@ pub(crate) trait UnlockSink: Send + Sync + 'static {
     /// Whether the session is known to have ended (its locks are lost,
     /// even before the book has forgotten them).
     fn has_ended(&self) -> bool;
+    /// Whether the session's manager has been closed (which ends it).
+    fn manager_closed(&self) -> bool;
 }
 
 /// The session a lock lives on, as the bookkeeping sees it.
@@ -125,6 +127,14 @@ impl Drop for HeldLock {
     }
 }
 
+/// Why a lock's session is gone, as a release or downgrade reports it.
+fn session_gone(session: &SessionRef) -> &'static str {
+    match session.manager_closed() {
+        true => "the lock manager was closed",
+        false => "its database session had ended",
+    }
+}
+
 impl GuardBackend for HeldLock {
     fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<()>> {
         let (tx, rx) = oneshot::channel();
@@ -139,16 +149,16 @@ impl GuardBackend for HeldLock {
                 reason: reason.to_owned(),
             })
         };
+        let session = self.session.clone();
         Box::pin(async move {
-            const GONE: &str = "its database session had ended";
             if !sent {
-                return Err(lost(GONE));
+                return Err(lost(session_gone(&session)));
             }
             match rx.await {
                 Ok(Ok(true)) => Ok(()),
                 Ok(Ok(false)) => Err(lost("it was released by release_all or its session ended")),
                 Ok(Err(e)) => Err(Error::Backend(e)),
-                Err(_) => Err(lost(GONE)),
+                Err(_) => Err(lost(session_gone(&session))),
             }
         })
     }
@@ -160,6 +170,7 @@ impl GuardBackend for HeldLock {
         let (tx, rx) = oneshot::channel();
         let sent = self.session.send_downgrade(self.lock_id, self.token, tx);
         let key = self.key.clone();
+        let session = self.session.clone();
         Box::pin(async move {
             let lost = |reason: &str| {
                 Error::LockLost(LockLostError {
@@ -175,7 +186,7 @@ impl GuardBackend for HeldLock {
                     Err(lost("it was released by release_all or its session ended"))
                 }
                 (true, Ok(Err(e))) => Err(Error::Backend(e)),
-                _ => Err(lost("its database session had ended")),
+                _ => Err(lost(session_gone(&session))),
             }
         })
     }

@@ -48,7 +48,7 @@ struct Actor {
 
 /// Starts a session actor; it connects in the background.
 pub(crate) fn spawn(ctx: Arc<SessionContext>, kind: Kind, pool: Weak<WaitPool>) -> SessionHandle {
-    let (mailbox, rx) = Mailbox::new();
+    let (mailbox, rx) = Mailbox::new(ctx.closed.clone());
     let actor = Actor {
         kind,
         pool,

@@ -156,10 +156,13 @@ pub(crate) struct Mailbox {
     /// The session's work (actor and connection), polled by its task or
     /// by a caller waiting for an answer.
     pub(super) work: Arc<CoPolled>,
+    /// The manager's close, raised when it is closed or dropped.
+    manager_closed: Arc<Alarm>,
 }
 
 impl Mailbox {
-    pub(super) fn new() -> (Arc<Self>, Receiver<Op>) {
+    /// A mailbox for a session of the manager whose close is `manager_closed`.
+    pub(super) fn new(manager_closed: Arc<Alarm>) -> (Arc<Self>, Receiver<Op>) {
         let (queue, rx) = queue();
         let mailbox = Arc::new(Self {
             queue,
@@ -169,6 +172,7 @@ impl Mailbox {
             open_error: Mutex::new(None),
             held: Default::default(),
             work: CoPolled::new(),
+            manager_closed,
         });
         (mailbox, rx)
     }
@@ -228,6 +232,10 @@ impl UnlockSink for Mailbox {
 
     fn has_ended(&self) -> bool {
         self.dead.is_raised()
+    }
+
+    fn manager_closed(&self) -> bool {
+        self.manager_closed.is_raised()
     }
 }
 
