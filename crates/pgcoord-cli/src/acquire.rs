@@ -74,6 +74,12 @@ fn worth_retrying(e: &Error) -> bool {
     }
 }
 
+/// A connection attempt that got no answer at all (no SQLSTATE).
+fn is_unanswered_connect(e: &Error) -> bool {
+    e.as_backend()
+        .is_some_and(|b| b.kind() == BackendErrorKind::Connect && b.code().is_none())
+}
+
 /// One acquisition attempt's outcome.
 enum Attempt {
     Done(Result<Held, Error>),
@@ -200,6 +206,18 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         if let Some(lease) = args.lease {
             builder = builder.lease(lease);
         }
+        // Whether this try's connect was cut short of `connect_timeout`.
+        let mut cut = false;
+        if let (Some(l), Some(_)) = (left(), &retried) {
+            // A retry connects within what is left of --timeout. The
+            // engine gives an attempt at least [`ANSWER_FLOOR`] to connect
+            // (so that a deadline shorter than a connect still works on
+            // the first try): a URL's `connect_timeout` would otherwise
+            // run the last retry past --timeout by up to that floor.
+            cut = l < db.connect_timeout();
+            let within = db.connect_timeout().min(l).max(Duration::from_millis(1));
+            builder = builder.connect_timeout(within);
+        }
         if set {
             // The set's tries go out together on one batched session; each
             // key it has to wait for is waited for, and then held, on a
@@ -296,6 +314,11 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
                     );
                 }
                 retried = Some(e);
+            }
+            // A connect cut short that got no answer ("no answer within
+            // 1ms") says less than the try before it.
+            Some(_) if cut && is_unanswered_connect(&e) => {
+                return Acquired::Exit(gave_up(args, &what, db, retried.as_ref()));
             }
             Some(_) => return Acquired::Exit(gave_up(args, &what, db, Some(&e))),
             None => {

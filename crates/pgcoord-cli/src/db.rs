@@ -40,17 +40,31 @@ pub const NO_ANSWER_CAUSES: &str = "(silent, a pooler with no server connection 
 pub async fn answered<T>(
     work: impl std::future::Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
-    match tokio::time::timeout(ANSWER_WITHIN, work).await {
+    answered_within(ANSWER_WITHIN, work).await
+}
+
+/// `work`, or a [`BackendErrorKind::NoAnswer`] error once `limit` has
+/// passed (`work` is then dropped).
+pub async fn answered_within<T>(
+    limit: Duration,
+    work: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(limit, work).await {
         Ok(done) => done,
-        Err(_) => Err(pgcoord::error::BackendError::new(
-            BackendErrorKind::NoAnswer,
-            format!(
-                "the server did not answer within {} {NO_ANSWER_CAUSES}",
-                format_duration(ANSWER_WITHIN)
-            ),
-        )
-        .into()),
+        Err(_) => Err(no_answer(limit)),
     }
+}
+
+/// The error of a server that did not answer within `limit`.
+pub fn no_answer(limit: Duration) -> Error {
+    pgcoord::error::BackendError::new(
+        BackendErrorKind::NoAnswer,
+        format!(
+            "the server did not answer within {} {NO_ANSWER_CAUSES}",
+            format_duration(limit)
+        ),
+    )
+    .into()
 }
 
 /// Warns on stderr when `client`'s server is a hot standby: its advisory
@@ -248,7 +262,12 @@ pub fn require_url(url: Option<String>) -> Result<Database, i32> {
 /// The one line for a library error that ends the tool: the error with
 /// its causes, the database, and a hint of ours where one is right.
 pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> String {
-    let chain = with_own_timeout(err, error_chain(err));
+    let mut chain = with_own_timeout(err, error_chain(err));
+    if crate::messages::is_pooler_mix_up(err) {
+        // The server's words ("prepared statement \"s0\" already exists")
+        // blame the database; the cause comes first.
+        chain = format!("{}: {chain}", crate::messages::POOLER_MIX_UP);
+    }
     let mut line = if context.is_empty() {
         chain
     } else {

@@ -163,12 +163,11 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         }
         // Every command's, the read-only ones too: the driver prepares
         // each statement on the session it believes it has.
+        // The cause itself leads the line
+        // ([`crate::messages::POOLER_MIX_UP`]).
         (_, Some("42P05" | "26000")) => {
-            "this session's prepared statements were mixed up with another client's: a pooler \
-             in transaction or statement mode hands each transaction any server session, mixing \
-             prepared statements between clients; eventsource's commands (the read-only ones \
-             too) need a direct connection or the pooler's session mode (`eventsource lock \
-             doctor` checks)"
+            "eventsource's commands (the read-only ones too) need a direct connection or the \
+             pooler's session mode (`eventsource lock doctor` checks)"
         }
         _ => return None,
     })
@@ -288,11 +287,7 @@ mod tests {
                 .with_code(code)
                 .into();
             let hint = backend_hint(&e).expect("a hint");
-            assert!(hint.contains("transaction or statement mode"), "{hint}");
-            assert!(
-                hint.contains("mixing prepared statements between clients"),
-                "{hint}"
-            );
+            assert!(crate::messages::is_pooler_mix_up(&e));
             assert!(
                 hint.contains("need a direct connection or the pooler's session mode"),
                 "{hint}"

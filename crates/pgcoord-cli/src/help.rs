@@ -66,7 +66,8 @@ every process it started have exited.
 
 Waiting is fair: waiters get the lock in the order they asked for it. Without
 --timeout the tool waits as long as it takes; with --timeout it gives up after
-DURATION, and meanwhile retries (with backoff) a server that cannot be
+DURATION (a retry connects within what is left of it, whatever the URL's
+connect_timeout), and meanwhile retries (with backoff) a server that cannot be
 reached yet or whose session ends during the wait (a restart, a failover),
 but not what no wait mends (a wrong password, a pg_hba.conf refusal, a TLS
 failure: the server's certificate, sslrootcert, sslmode); with --no-wait it

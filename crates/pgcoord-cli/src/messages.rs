@@ -102,6 +102,21 @@ pub fn conflict_message(
     line
 }
 
+/// What a prepared statement lost (`26000`) or met twice (`42P05`) means,
+/// as `lock doctor` says it: the line of such a failure begins with it.
+pub const POOLER_MIX_UP: &str = "a pooler in transaction or statement mode (such as PgBouncer \
+                                 with pool_mode = transaction) served this connection's \
+                                 statements on different server connections, mixing prepared \
+                                 statements between clients";
+
+/// Whether `err` is a prepared statement lost or met twice: a pooler in
+/// transaction or statement mode in between.
+pub fn is_pooler_mix_up(err: &pgcoord::Error) -> bool {
+    err.as_backend()
+        .and_then(|b| b.code())
+        .is_some_and(|c| matches!(c.code(), "42P05" | "26000"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,7 +90,11 @@ this view saw, FOR counts from the refresh that first showed it; for a lock
 already held when the view started, FOR shows `<=` and the age of the
 holder's session, the longest it can have been held.
 
-Each refresh is one query (pg_locks joined with pg_stat_activity). When
+Each refresh is one query (pg_locks joined with pg_stat_activity). A
+refresh that fails, or does not return within --interval (at least 2s, at
+most 30s: \"the server did not answer within 2s\"), shows the error in the
+third line, \"refresh failed at HH:MM:SS, rows as of HH:MM:SS: ...\", and
+keeps the last rows (their FOR as of that listing) until one succeeds. When
 standard output is not a terminal, one listing is printed and the command
 exits 0. Exit codes: 0 quit, 2 bad usage (a bad --interval, an unreadable
 --key-file), 69 the database cannot be reached, 74 the terminal cannot be
@@ -129,6 +133,10 @@ table is read):
   left      a waiter stopped waiting while the holder let go: granted
             and released between two listings, or gave up (the listings
             cannot tell)
+
+A refresh that fails, or does not return within --interval (at least 2s,
+at most 30s), is reported once on stderr and retried every interval;
+\"listing lock holders again\" follows when one succeeds.
 
 With --json each line is one JSON object: time, event, lock_id, key,
 fence, the session's fields as in `lock holders --json` (shared included),

@@ -19,6 +19,9 @@ pub struct Header<'a> {
     pub interval: Duration,
     /// The last refresh failed: why, and when.
     pub error: Option<String>,
+    /// When the rows were listed, if a refresh failed since: their ages
+    /// are shown as of then (the header's clock keeps the time).
+    pub rows_as_of: Option<DateTime<Utc>>,
     pub interactive: bool,
     /// How many KEYs the view is limited to (0: every lock).
     pub only_keys: usize,
@@ -65,10 +68,12 @@ pub fn frame(
 ) -> Vec<String> {
     let held: usize = locks.iter().map(|l| l.holders.len()).sum();
     let waiting: usize = locks.iter().map(|l| l.waiters.len()).sum();
+    let clock = now;
+    let now = header.rows_as_of.unwrap_or(now);
     let mut lines = vec![format!(
         "eventsource lock top - {} - {} UTC - every {}{}",
         header.database,
-        now.format("%H:%M:%S"),
+        clock.format("%H:%M:%S"),
         format_duration(header.interval),
         if header.interactive { " - q quits" } else { "" }
     )];
@@ -270,6 +275,7 @@ mod tests {
             fence_table: Some("public.eventsource_lock_fences"),
             interval: Duration::from_secs(1),
             error: None,
+            rows_as_of: None,
             interactive: true,
             only_keys: 0,
         };
@@ -310,6 +316,7 @@ mod tests {
             fence_table: None,
             interval: Duration::from_secs(1),
             error: Some("refresh failed".into()),
+            rows_as_of: None,
             interactive: false,
             only_keys: 0,
         };
@@ -319,6 +326,15 @@ mod tests {
         assert!(!lines
             .iter()
             .any(|l| l.contains("q quits") || l.contains("FENCE") || l.starts_with("<=")));
+        // A refresh failed since: the clock goes on, the rows' ages stop
+        // at their listing.
+        let stale = Header {
+            rows_as_of: Some(t(1, 5)),
+            ..header
+        };
+        let lines = frame(&locks, &seen, &stale, t(2, 5), None);
+        assert!(lines[0].contains(" 09:02:05 UTC "), "{lines:#?}");
+        assert_eq!(lines[4], "k    held   exclusive  10   a       10.0.0.1  1m");
     }
 
     #[test]
@@ -329,6 +345,7 @@ mod tests {
             fence_table: None,
             interval: Duration::from_secs(1),
             error: None,
+            rows_as_of: None,
             interactive: false,
             only_keys,
         };

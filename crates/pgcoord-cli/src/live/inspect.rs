@@ -2,8 +2,8 @@
 //! names for lock ids, and how a lock and a table of cells are shown.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use pgcoord::error::BackendErrorKind;
 use pgcoord::{
     inspect::{connect_for_inspection, AdvisoryLock, FenceTable, HoldersQuery},
     ConnectOptions,
@@ -123,14 +123,44 @@ impl Inspector {
         self.fence_table().is_some()
     }
 
-    /// One listing (one statement), keys named from `names`.
+    /// One listing (one statement), keys named from `names`, answered
+    /// within [`db::ANSWER_WITHIN`].
+    pub async fn snapshot(&self, names: &KeyNames) -> pgcoord::Result<Vec<AdvisoryLock>> {
+        self.snapshot_within(names, db::ANSWER_WITHIN).await
+    }
+
+    /// One listing, or a [`NoAnswer`](pgcoord::error::BackendErrorKind::NoAnswer) error once `limit`
+    /// has passed, whether connecting or querying. A session that did not
+    /// answer is dropped (it ends when the server answers its query, or
+    /// at once when the server is gone) and the next call opens another,
+    /// so a frozen server leaves at most one such session behind.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads; a session being opened when the call is
-    /// dropped is closed, and the next call opens another.
-    pub async fn snapshot(&self, names: &KeyNames) -> pgcoord::Result<Vec<AdvisoryLock>> {
+    /// dropped is closed, and the next call opens another; an open session
+    /// is kept.
+    pub async fn snapshot_within(
+        &self,
+        names: &KeyNames,
+        limit: Duration,
+    ) -> pgcoord::Result<Vec<AdvisoryLock>> {
         let mut slot = self.session.lock().await;
+        let looked = tokio::time::timeout(limit, self.look(&mut slot)).await;
+        let mut locks = match looked {
+            Ok(Ok(locks)) => locks,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                // Silent: the next look opens another session.
+                *slot = None;
+                return Err(db::no_answer(limit));
+            }
+        };
+        names.apply(&mut locks);
+        Ok(locks)
+    }
+
+    async fn look(&self, slot: &mut Option<Client>) -> pgcoord::Result<Vec<AdvisoryLock>> {
         let client = match slot.take().filter(|c| !c.is_closed()) {
             Some(c) => slot.insert(c),
             // The last one ended (a restart, a network failure): a new one.
@@ -144,20 +174,20 @@ impl Inspector {
                 slot.insert(client)
             }
         };
-        let mut locks = match db::answered(self.query.run(client)).await {
-            Ok(locks) => locks,
-            Err(e) => {
-                if e.as_backend().map(|b| b.kind()) == Some(BackendErrorKind::NoAnswer) {
-                    // Silent: the next look opens another session.
-                    *slot = None;
-                }
-                return Err(e);
-            }
-        };
-        names.apply(&mut locks);
-        Ok(locks)
+        self.query.run(client).await
     }
 }
+
+/// How long one refresh of a live view (`lock top`, `lock holders
+/// --watch`) may take before it counts as failed: its `--interval`, at
+/// least [`REFRESH_FLOOR`] and at most [`db::ANSWER_WITHIN`].
+pub fn refresh_within(interval: Duration) -> Duration {
+    interval.clamp(REFRESH_FLOOR, db::ANSWER_WITHIN)
+}
+
+/// The shortest time a refresh is given to be answered, however short the
+/// interval: a busy server's reply to the one statement, or a new session.
+pub const REFRESH_FLOOR: Duration = Duration::from_secs(2);
 
 /// The shown name of a lock: its key, else its id (or `(K1,K2)`).
 pub fn lock_label(lock: &AdvisoryLock) -> String {

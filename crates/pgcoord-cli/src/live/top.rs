@@ -15,7 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::TopArgs;
 use super::frame::{frame, Header};
-use super::inspect::{Inspector, KeyNames};
+use super::inspect::{refresh_within, Inspector, KeyNames};
 use super::track::Tracker;
 use crate::db::{self, Database};
 use crate::{exit, report};
@@ -94,13 +94,16 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };
     let mut seen = Tracker::default();
-    seen.update(&locks, Utc::now());
+    // When the rows shown were listed.
+    let mut listed_at = Utc::now();
+    seen.update(&locks, listed_at);
     let shown = db.shown();
     let mut header = Header {
         database: &shown,
         fence_table: inspector.fence_table(),
         interval: args.interval,
         error: None,
+        rows_as_of: None,
         interactive: false,
         only_keys: args.only_keys.len(),
     };
@@ -130,13 +133,15 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
     };
     let mut keys = EventStream::new();
     let mut next = tokio::time::Instant::now() + args.interval;
+    // A refresh that does not return in time fails like any other.
+    let within = refresh_within(args.interval);
     let outcome: Result<(), String> = loop {
         if let Err(e) = screen.draw(|size| frame(&locks, &seen, &header, Utc::now(), size)) {
             break Err(format!("cannot write to the terminal: {e}"));
         }
         let listing = async {
             tokio::time::sleep_until(next).await;
-            inspector.snapshot(&names).await
+            inspector.snapshot_within(&names, within).await
         };
         tokio::select! {
             key = keys.next() => match key {
@@ -155,14 +160,21 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
                     Ok(l) => {
                         seen.update(&l, now);
                         locks = l;
+                        listed_at = now;
                         header.error = None;
+                        header.rows_as_of = None;
                     }
                     Err(e) => {
+                        // The rows stay, as they were at their listing
+                        // (their ages stop), and the line says so first:
+                        // a long error is cut at the window's edge.
                         header.error = Some(format!(
-                            "refresh failed at {}: {}; showing the last listing",
+                            "refresh failed at {}, rows as of {}: {}",
                             now.format("%H:%M:%S"),
+                            listed_at.format("%H:%M:%S"),
                             db::describe_failure("", Some(&db), &e)
                         ));
+                        header.rows_as_of = Some(listed_at);
                     }
                 }
             }

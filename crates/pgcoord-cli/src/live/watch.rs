@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::inspect::{Inspector, KeyNames};
+use super::inspect::{refresh_within, Inspector, KeyNames};
 use super::track::Tracker;
 use crate::db::{self, Database};
 use crate::{exit, report};
@@ -49,10 +49,12 @@ pub async fn watch(
     let mut tracker = Tracker::default();
     let mut failing = false;
     let mut next = tokio::time::Instant::now();
+    // A refresh that does not return in time fails like any other.
+    let within = refresh_within(interval);
     loop {
         let listing = async {
             tokio::time::sleep_until(next).await;
-            inspector.snapshot(names).await
+            inspector.snapshot_within(names, within).await
         };
         let result = tokio::select! {
             _ = int.recv() => return 0,

@@ -225,3 +225,61 @@ async fn min_interval_behind_a_pool_of_one_gives_up_and_says_why() {
     assert_eq!(out.stdout, "", "the command must not run");
     assert!(is_free(&inspector, "pooled-hourly").await);
 }
+
+/// `lock holders` through a transaction-mode PgBouncer with one server
+/// connection, four runs at once: each prepares `s0`, and a run whose
+/// statement lands on the server connection where another run's `s0` is
+/// fails (SQLSTATE 42P05). The line says first that the pooler served the
+/// statements on different server connections, not only the server's
+/// words, which blame the database.
+#[tokio::test]
+async fn holders_through_a_transaction_pooler_say_so_first() {
+    let Some(bin) = pgcoord_testkit::pgbouncer::pgbouncer_or_skip() else {
+        return;
+    };
+    let (cluster, db) = private_db(&[]).await;
+    let bouncer = pgcoord_testkit::pgbouncer::Bouncer::start_with(
+        &bin,
+        cluster.port(),
+        "transaction",
+        "default_pool_size = 1",
+    )
+    .unwrap();
+    let url = format!("{}?sslmode=disable", bouncer.url(db.name()));
+    let mut failed = None;
+    // PgBouncer may still be starting (a refused connection is retried);
+    // runs that do not meet may all succeed.
+    for _ in 0..50 {
+        let runs = (0..4).map(|_| {
+            let mut cmd = eventsource(None);
+            cmd.env("DATABASE_URL", &url).args(["lock", "holders"]);
+            async move { output(&mut cmd).await }
+        });
+        let outs = futures_util::future::join_all(runs).await;
+        if let Some(o) = outs
+            .into_iter()
+            .find(|o| o.code != 0 && !o.stderr.contains("cannot connect"))
+        {
+            failed = Some(o);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let out = failed.unwrap_or_else(|| panic!("no run failed\n{}", bouncer.log()));
+    assert_eq!(out.code, 69, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "eventsource: cannot list lock holders: a pooler in transaction or statement mode"
+        ) && out.stderr.contains("on different server connections"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("already exists"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("need a direct connection or the pooler's session mode"),
+        "{}",
+        out.stderr
+    );
+}

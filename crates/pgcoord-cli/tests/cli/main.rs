@@ -34,6 +34,7 @@ mod readme_help;
 mod relay;
 mod role_settings;
 mod server_faults;
+mod server_freeze;
 mod shared;
 mod shell_job_control;
 mod shell_loops_and_leases;

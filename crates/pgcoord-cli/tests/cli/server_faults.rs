@@ -288,3 +288,46 @@ async fn no_wait_behind_a_frozen_first_host_runs_on_the_second() {
     assert_eq!(out.stdout.trim(), "ran", "{out:?}");
     drop(accepting);
 }
+
+/// `--timeout` against a silent server, the URL setting `connect_timeout`:
+/// each try's connect fails after 2 s and is retried; the last try, begun
+/// as the timeout runs out (the pause before it cut short), used to be
+/// given the engine's 2 s floor to connect, ending the run 2 s past
+/// `--timeout`. A retry now connects within what is left. The timings:
+/// tries end at about 2, 4.2, 6.6 and 9.4 s, the next pause (1.6 s) is cut
+/// to what is left of 10.2 s, so the last try begins at the deadline.
+#[tokio::test]
+async fn a_retry_connects_within_what_is_left_of_the_timeout() {
+    let (port, accepting) = silent_server();
+    let started = std::time::Instant::now();
+    let out = output(
+        eventsource(None)
+            .env(
+                "DATABASE_URL",
+                format!("postgres://u@127.0.0.1:{port}/x?connect_timeout=2"),
+            )
+            .args(["lock", "run", "--timeout", "10200ms", "k", "--", "true"]),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(out.code, 69, "{out:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].contains("retrying until --timeout runs out"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        lines[1].contains("--timeout 10.2s ran out while connecting kept failing")
+            && lines[1].contains("no answer within 2s"),
+        "{}",
+        out.stderr
+    );
+    // Before: at least 10.2 s + the whole 2 s floor of the last try.
+    assert!(
+        took < std::time::Duration::from_millis(10_200 + 2_000),
+        "took {took:?}"
+    );
+    drop(accepting);
+}

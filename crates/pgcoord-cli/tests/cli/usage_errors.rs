@@ -1,6 +1,7 @@
 //! Usage errors read well: a value too long to read back is shortened, and
 //! `--database-url` taken from DATABASE_URL is not shown in the usage line
-//! as if the command required it.
+//! as if the command required it; a bad connection parameter is shown as
+//! the README says.
 
 use crate::common::*;
 
@@ -74,4 +75,57 @@ async fn an_option_missing_its_watch_shows_no_url_in_the_usage_line() {
         "{}",
         out.stderr
     );
+}
+
+/// What a bad connection parameter's line shows, as the README says: a
+/// URL's bad value as typed (the URL is shown, its passwords masked); a
+/// `PG*` variable by its name only.
+#[tokio::test]
+async fn a_bad_url_value_is_shown_in_the_masked_url_and_a_variables_is_not() {
+    let out = output(eventsource(None).args([
+        "--database-url",
+        "postgres://app:s3cr3t-pw@db.invalid/app?connect_timeout=abc",
+        "lock",
+        "holders",
+    ]))
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.starts_with(
+            "eventsource: invalid connection settings (database URL \
+             postgres://app:***@db.invalid/app?connect_timeout=abc): "
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("s3cr3t-pw"), "{}", out.stderr);
+    let out = output(
+        eventsource(None)
+            .env("PGPORT", "p0rt-typo")
+            .args(["lock", "holders"]),
+    )
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("PGPORT"), "{}", out.stderr);
+    assert!(!out.stderr.contains("p0rt-typo"), "{}", out.stderr);
+}
+
+/// `gssencmode`: `disable` and `prefer` are taken (no GSSAPI encryption:
+/// the run goes on to connect), `require` is refused by name (exit 2).
+#[tokio::test]
+async fn gssencmode_disable_and_prefer_are_taken_and_require_is_refused() {
+    for (mode, code) in [("disable", 69), ("prefer", 69), ("require", 2)] {
+        let url = format!("postgres://u@127.0.0.1:1/x?gssencmode={mode}");
+        let out = output(eventsource(None).args(["--database-url", &url, "lock", "holders"])).await;
+        assert_eq!(out.code, code, "gssencmode={mode}: {out:?}");
+        if code == 2 {
+            assert!(out.stderr.contains("gssencmode"), "{}", out.stderr);
+        } else {
+            assert!(
+                out.stderr.contains("cannot list lock holders"),
+                "{}",
+                out.stderr
+            );
+        }
+    }
 }
