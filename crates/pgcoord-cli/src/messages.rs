@@ -122,6 +122,18 @@ mod tests {
     use super::*;
     use chrono::{TimeZone, Utc};
 
+    #[test]
+    fn a_prepared_statement_lost_or_met_twice_is_a_pooler_mix_up() {
+        use pgcoord::error::{BackendError, BackendErrorKind};
+        for (code, mix_up) in [("42P05", true), ("26000", true), ("42P01", false)] {
+            let e: pgcoord::Error =
+                BackendError::new(BackendErrorKind::Query, "prepared statement")
+                    .with_code(code)
+                    .into();
+            assert_eq!(is_pooler_mix_up(&e), mix_up, "{code}");
+        }
+    }
+
     fn session(pid: i32, app: Option<&str>, granted: bool) -> LockSession {
         LockSession {
             pid,
