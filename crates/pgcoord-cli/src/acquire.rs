@@ -57,12 +57,15 @@ pub enum Acquired {
 /// (not a wrong password, a missing database or a TLS failure: no wait
 /// mends those); or a session that ended while it tried or waited (a
 /// restart, a failover: nothing was taken and nothing run, and the next
-/// session may land on the new primary).
-fn worth_retrying(e: &Error) -> bool {
+/// session may land on the new primary). A session the engine gave up
+/// for silence before `--timeout` ran out (`time_left`) is retried too:
+/// only a server silent past the timeout is one that did not answer.
+fn worth_retrying(e: &Error, time_left: bool) -> bool {
     let Some(backend) = e.as_backend() else {
         return false;
     };
     match backend.kind() {
+        BackendErrorKind::NoAnswer => time_left,
         BackendErrorKind::Connect => backend
             .code()
             .is_none_or(|c| matches!(c.code(), "57P03" | "53300" | "57P01")),
@@ -280,7 +283,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         } else {
             e
         };
-        if !worth_retrying(&e) {
+        if !worth_retrying(&e, left().is_some_and(|l| !l.is_zero())) {
             let timed_out = e
                 .as_backend()
                 .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer);
@@ -353,5 +356,30 @@ pub async fn close_within(manager: &PostgresLockManager, close: Duration, sessio
     // No event tells when the last session has ended: poll, bounded.
     while manager.session_count() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgcoord::error::BackendError;
+
+    fn backend(kind: BackendErrorKind, code: Option<&str>) -> Error {
+        let e = BackendError::new(kind, "x");
+        match code {
+            Some(c) => e.with_code(c).into(),
+            None => e.into(),
+        }
+    }
+
+    #[test]
+    fn silence_before_the_timeout_runs_out_is_retried_and_after_it_is_not() {
+        let silent = backend(BackendErrorKind::NoAnswer, None);
+        assert!(worth_retrying(&silent, true));
+        assert!(!worth_retrying(&silent, false));
+        let refused = backend(BackendErrorKind::Connect, None);
+        assert!(worth_retrying(&refused, true) && worth_retrying(&refused, false));
+        let password = backend(BackendErrorKind::Connect, Some("28P01"));
+        assert!(!worth_retrying(&password, true));
     }
 }
