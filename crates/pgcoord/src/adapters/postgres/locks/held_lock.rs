@@ -135,6 +135,16 @@ fn session_gone(session: &SessionRef) -> &'static str {
     }
 }
 
+/// Why a lock its session no longer held was gone by the time its release
+/// or downgrade ran: a close of the manager (which releases everything
+/// first), else `release_all` or the session's end.
+fn taken_away(session: &SessionRef) -> &'static str {
+    match session.manager_closed() {
+        true => "the lock manager was closed",
+        false => "it was released by release_all or its session ended",
+    }
+}
+
 impl GuardBackend for HeldLock {
     fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<()>> {
         let (tx, rx) = oneshot::channel();
@@ -156,7 +166,7 @@ impl GuardBackend for HeldLock {
             }
             match rx.await {
                 Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) => Err(lost("it was released by release_all or its session ended")),
+                Ok(Ok(false)) => Err(lost(taken_away(&session))),
                 Ok(Err(e)) => Err(Error::Backend(e)),
                 Err(_) => Err(lost(session_gone(&session))),
             }
@@ -182,9 +192,7 @@ impl GuardBackend for HeldLock {
             // whatever the session still holds.
             match (sent, rx.await) {
                 (true, Ok(Ok(true))) => Ok(self as Box<dyn GuardBackend>),
-                (true, Ok(Ok(false))) => {
-                    Err(lost("it was released by release_all or its session ended"))
-                }
+                (true, Ok(Ok(false))) => Err(lost(taken_away(&session))),
                 (true, Ok(Err(e))) => Err(Error::Backend(e)),
                 _ => Err(lost(session_gone(&session))),
             }
