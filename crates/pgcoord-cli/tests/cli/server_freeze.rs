@@ -6,10 +6,11 @@
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pgcoord_testkit::pg::{TestCluster, TestDatabase};
+use pgcoord_testkit::pg::TestCluster;
 
 use crate::common::*;
 use crate::tmux::{tmux_or_skip, Tmux};
+use crate::top::holding;
 
 /// A cluster's processes, stopped until this is dropped.
 struct Frozen(Vec<Pid>);
@@ -48,23 +49,6 @@ impl Drop for Frozen {
             let _ = kill(*pid, Signal::SIGCONT);
         }
     }
-}
-
-/// `lock run --holder-id ID KEY` holding until killed.
-async fn holding(db: &TestDatabase, id: &str, key: &str) -> Running {
-    let mut run = Running::start(eventsource(Some(db)).args([
-        "lock",
-        "run",
-        "--holder-id",
-        id,
-        key,
-        "--",
-        "sh",
-        "-c",
-        "echo ready; read x",
-    ]));
-    run.expect_line("ready").await;
-    run
 }
 
 /// Waits until the database's only client session besides `admin`'s is

@@ -12,7 +12,11 @@ fn line_with<'a>(screen: &'a str, needle: &str) -> Option<&'a str> {
 }
 
 /// `lock run --holder-id ID KEY` holding until a line arrives on its stdin.
-async fn holding(db: &pgcoord_testkit::pg::TestDatabase, id: &str, key: &str) -> Running {
+pub(crate) async fn holding(
+    db: &pgcoord_testkit::pg::TestDatabase,
+    id: &str,
+    key: &str,
+) -> Running {
     let mut run = Running::start(eventsource(Some(db)).args([
         "lock",
         "run",
