@@ -29,6 +29,18 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// instead of hanging it.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
+/// How long one look of a watching command (`lock top`, `lock holders
+/// --watch`, `leader show --watch`, `projection status --watch`) may take
+/// before it counts as failed: its interval, at least [`REFRESH_FLOOR`]
+/// and at most [`ANSWER_WITHIN`].
+pub fn refresh_within(interval: Duration) -> Duration {
+    interval.clamp(REFRESH_FLOOR, ANSWER_WITHIN)
+}
+
+/// The shortest time a refresh is given to be answered, however short the
+/// interval: a busy server's reply to the one statement, or a new session.
+pub const REFRESH_FLOOR: Duration = Duration::from_secs(2);
+
 /// Why a server may not answer, as the tool's messages put it: a session
 /// pooler whose server connections are all taken (PgBouncer's
 /// `pool_size`) holds the query without a word, as a silent server does.

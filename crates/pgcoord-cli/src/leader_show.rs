@@ -7,6 +7,8 @@
 //! only leaders: a term that began and ended between two looks is reported
 //! as skipped, so a short leadership is never silently missed.
 
+use std::time::Duration;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use pgcoord::coordination::{Election, Leader};
 use pgcoord::inspect::query_holders;
@@ -47,6 +49,8 @@ async fn latest_term(client: &tokio_postgres::Client, key: &str) -> Result<Optio
 
 /// Why a look failed.
 enum LookError {
+    /// A new session could not be opened (or its first query not answered).
+    Open(pgcoord::Error),
     Leader(pgcoord::Error),
     Term(TermError),
 }
@@ -70,11 +74,12 @@ async fn leader_on(client: &tokio_postgres::Client, key: &str) -> pgcoord::Resul
 /// The leader and the term as one look. They are two reads, and a term that
 /// moved between them would pair a vacancy with the new leader's term, so
 /// the term is read before and after the leader, and the look is taken
-/// again (a few times) until both reads agree. Each look is given
-/// [`db::ANSWER_WITHIN`].
+/// again (a few times) until both reads agree. Each look is given `limit`
+/// ([`db::ANSWER_WITHIN`], or a watch's [`db::refresh_within`]).
 async fn look(
     client: &tokio_postgres::Client,
     key: &str,
+    limit: Duration,
 ) -> Result<(Option<Leader>, Option<u64>), LookError> {
     let looking = async {
         let mut before = latest_term(client, key).await.map_err(LookError::Term)?;
@@ -89,7 +94,7 @@ async fn look(
             before = after;
         }
     };
-    match db::answered(async { Ok(looking.await) }).await {
+    match db::answered_within(limit, async { Ok(looking.await) }).await {
         Ok(seen) => seen,
         Err(e) => Err(LookError::Leader(e)),
     }
@@ -174,14 +179,14 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
         Ok(e) => e,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };
-    let client = match open(&db).await {
+    let client = match open(&db, db::ANSWER_WITHIN).await {
         Ok(c) => c,
         Err(e) => return db::fail("cannot show the leader", Some(&db), &e),
     };
     if args.watch {
         return watch(election.key(), client, &args, &db).await;
     }
-    let (leader, term) = match look(&client, election.key()).await {
+    let (leader, term) = match look(&client, election.key(), db::ANSWER_WITHIN).await {
         Ok(seen) => seen,
         Err(LookError::Term(TermError::NotInstalled)) => return not_installed(&db),
         // As every other failure: the code and hint its SQLSTATE calls
@@ -193,7 +198,9 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
                 &pgcoord::Error::from(e),
             )
         }
-        Err(LookError::Leader(e)) => return db::fail("cannot show the leader", Some(&db), &e),
+        Err(LookError::Leader(e) | LookError::Open(e)) => {
+            return db::fail("cannot show the leader", Some(&db), &e)
+        }
     };
     match crate::print_stdout(&render(&args.name, &leader, term, args.json, None)) {
         Ok(()) => 0,
@@ -203,10 +210,10 @@ pub async fn show(args: LeaderShowArgs, db: Database) -> i32 {
 
 /// The session of the looks, with a warning when its server is a hot
 /// standby (whose advisory locks are its own: "vacant" there says nothing
-/// about the primary).
-async fn open(db: &Database) -> pgcoord::Result<tokio_postgres::Client> {
+/// about the primary); its standby check is answered within `limit`.
+async fn open(db: &Database, limit: Duration) -> pgcoord::Result<tokio_postgres::Client> {
     let client = db.connect().await?;
-    db::warn_if_standby(&client, "\"vacant\"").await?;
+    db::answered_within(limit, db::warn_if_standby(&client, "\"vacant\"")).await?;
     Ok(client)
 }
 
@@ -226,6 +233,9 @@ async fn watch(
             return exit::SOFTWARE;
         }
     };
+    // Each look (a new session's too) fails if not answered within this,
+    // so an outage is said within about one --every, and looked past.
+    let limit = db::refresh_within(args.every);
     let mut looks = tokio::time::interval(args.every);
     looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last: Option<Seen> = None;
@@ -248,18 +258,25 @@ async fn watch(
             sig = signals.recv() => return exit::watch_ended_by(sig),
             _ = looks.tick() => {}
         }
-        let client = match session.take().filter(|c| !c.is_closed()) {
-            Some(c) => session.insert(c),
-            None => match open(db).await {
-                Ok(c) => session.insert(c),
-                Err(e) => {
-                    fail(&mut failing, db::describe_failure("", Some(db), &e));
-                    continue;
-                }
-            },
+        let looking = async {
+            let client = match session.take().filter(|c| !c.is_closed()) {
+                Some(c) => session.insert(c),
+                None => session.insert(open(db, limit).await.map_err(LookError::Open)?),
+            };
+            look(client, key, limit).await
         };
-        let (leader, term) = match look(client, key).await {
+        // A signal ends the watch at once, even while a look waits for
+        // a silent server.
+        let looked = tokio::select! {
+            sig = signals.recv() => return exit::watch_ended_by(sig),
+            looked = looking => looked,
+        };
+        let (leader, term) = match looked {
             Ok(seen) => seen,
+            Err(LookError::Open(e)) => {
+                fail(&mut failing, db::describe_failure("", Some(db), &e));
+                continue;
+            }
             Err(LookError::Term(TermError::NotInstalled)) => return not_installed(db),
             Err(LookError::Leader(e)) => {
                 fail(&mut failing, db::error_chain(&e));

@@ -51,6 +51,8 @@ mod projection;
 mod projection_args;
 mod projection_dlq;
 mod projection_reads;
+mod projection_render;
+mod projection_watch;
 mod redact;
 mod run;
 mod run_args;

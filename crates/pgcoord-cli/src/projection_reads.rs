@@ -1,6 +1,6 @@
-//! What `projection status` and `projection dlq` share about their reads:
-//! the note that says a table was not there (each answer bounded by
-//! [`answered`]).
+//! The reads of `projection status` and `projection dlq`: one look at a
+//! projection's status (and its rebuild's), and the note that says a
+//! table was not there (bounded by [`answered`]).
 //!
 //! The library reads a missing projection table as "nothing yet" (no
 //! checkpoint, no parked event), which is right for a projection that
@@ -8,7 +8,11 @@
 //! role that cannot see the tables, would read the same: the note says
 //! which database and role were read.
 
+use pgcoord::readmodels::postgres::{projection_status, ProjectionStatus};
+use pgcoord::readmodels::version_name;
 use tokio_postgres::Client;
+
+use crate::projection_args::ProjectionStatusArgs;
 
 use crate::db::answered;
 
@@ -68,4 +72,23 @@ pub async fn other_names_note(
          database, or the name is misspelt); projections with one: {}",
         names.join(", ")
     )))
+}
+
+/// The projection's status and, while a rebuild builds a version, that
+/// version's (its checkpoint, lag, rate and runner, under
+/// `NAME@vN`).
+pub async fn look(
+    client: &tokio_postgres::Client,
+    args: &ProjectionStatusArgs,
+) -> pgcoord::Result<(ProjectionStatus, Option<ProjectionStatus>)> {
+    let table = args.events_table.as_deref();
+    let status = projection_status(client, &args.name, table).await?;
+    let rebuild = match &status.rebuild {
+        Some(r) => {
+            let name = version_name(&args.name, r.version);
+            Some(projection_status(client, &name, table).await?)
+        }
+        None => None,
+    };
+    Ok((status, rebuild))
 }

@@ -178,17 +178,6 @@ impl Inspector {
     }
 }
 
-/// How long one refresh of a live view (`lock top`, `lock holders
-/// --watch`) may take before it counts as failed: its `--interval`, at
-/// least [`REFRESH_FLOOR`] and at most [`db::ANSWER_WITHIN`].
-pub fn refresh_within(interval: Duration) -> Duration {
-    interval.clamp(REFRESH_FLOOR, db::ANSWER_WITHIN)
-}
-
-/// The shortest time a refresh is given to be answered, however short the
-/// interval: a busy server's reply to the one statement, or a new session.
-pub const REFRESH_FLOOR: Duration = Duration::from_secs(2);
-
 /// The shown name of a lock: its key, else its id (or `(K1,K2)`).
 pub fn lock_label(lock: &AdvisoryLock) -> String {
     match (&lock.key, lock.int_pair) {

@@ -15,8 +15,9 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::TopArgs;
 use super::frame::{frame, Header};
-use super::inspect::{refresh_within, Inspector, KeyNames};
+use super::inspect::{Inspector, KeyNames};
 use super::track::Tracker;
+use crate::db::refresh_within;
 use crate::db::{self, Database};
 use crate::{exit, report};
 

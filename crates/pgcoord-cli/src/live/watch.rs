@@ -8,8 +8,9 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::inspect::{refresh_within, Inspector, KeyNames};
+use super::inspect::{Inspector, KeyNames};
 use super::track::Tracker;
+use crate::db::refresh_within;
 use crate::db::{self, Database};
 use crate::{exit, report};
 

@@ -20,6 +20,13 @@ pub(crate) const SHOP_AT_3: &str =
 /// `shop` checkpointed at 3.
 async fn behind() -> pgcoord_testkit::pg::TestDatabase {
     let db = database().await;
+    fill_behind(&db).await;
+    db
+}
+
+/// Event table `events` (positions 1..=5) and projection `shop`
+/// checkpointed at 3, in `db`.
+pub(crate) async fn fill_behind(db: &pgcoord_testkit::pg::TestDatabase) {
     let pool = PostgresDatabase::connect(&db.url()).await.unwrap();
     let feed = PostgresEventTable::<serde_json::Value>::new(pool.clone(), "events").unwrap();
     feed.create_table().await.unwrap();
@@ -33,7 +40,6 @@ async fn behind() -> pgcoord_testkit::pg::TestDatabase {
         .batch_execute(crate::projection::SHOP_AT_3)
         .await
         .unwrap();
-    db
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,8 @@
 //! child SIGSTOPped, as a VM paused or a host swapping hard): a refresh
 //! that does not return within its bound (the interval, at least 2s)
 //! fails like any other, is said, and the views recover when the server
-//! answers again, without leaving sessions behind.
+//! answers again, without leaving sessions behind. The same for the other
+//! watches: `leader show --watch` and `projection status --watch`.
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -162,6 +163,92 @@ async fn watch_reports_a_frozen_server_once_and_sees_the_release_after() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
         out.stderr.matches("cannot list lock holders").count(),
+        1,
+        "reported once: {}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn leader_show_watch_reports_a_frozen_server_within_its_bound_and_recovers() {
+    let (cluster, db) = private_db(&[]).await;
+    let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let mut watch = Running::start(
+        eventsource(Some(&db)).args(["leader", "show", "--watch", "--every", "1s", "frozen"]),
+    );
+    let line = watch.next_line().await;
+    assert!(
+        line.ends_with("frozen\tvacant\t-\t-\tlast_term=-"),
+        "{line}"
+    );
+
+    let frozen = Frozen::freeze(&cluster);
+    let error = watch.expect_stderr("cannot look at election").await;
+    assert!(
+        error.contains("did not answer within 2s") && error.ends_with("; trying again every 1s"),
+        "{error}"
+    );
+    drop(frozen);
+    watch
+        .expect_stderr("looking at election \"frozen\" again")
+        .await;
+    let admin = db.connect().await.unwrap();
+    until_only_the_views_session(&admin).await;
+    watch.signal(Signal::SIGTERM);
+    let out = watch.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stderr.matches("cannot look at election").count(),
+        1,
+        "reported once: {}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projection_status_watch_rides_out_a_frozen_server() {
+    let (cluster, db) = private_db(&[]).await;
+    crate::projection::fill_behind(&db).await;
+    let mut watch = Running::start(eventsource(Some(&db)).args([
+        "projection",
+        "status",
+        "--watch",
+        "--every",
+        "1s",
+        "--json",
+        "--events-table",
+        "events",
+        "shop",
+    ]));
+    let checkpoint = |line: &str| {
+        let json: serde_json::Value = serde_json::from_str(line).unwrap();
+        json["checkpoint"].as_i64()
+    };
+    assert_eq!(checkpoint(&watch.next_line().await), Some(3));
+
+    let frozen = Frozen::freeze(&cluster);
+    let error = watch
+        .expect_stderr("cannot read the projection's status")
+        .await;
+    assert!(
+        error.contains("did not answer within 2s") && error.ends_with("; trying again every 1s"),
+        "{error}"
+    );
+    drop(frozen);
+    watch
+        .expect_stderr("reading projection \"shop\" again")
+        .await;
+    assert_eq!(checkpoint(&watch.next_line().await), Some(3));
+    let admin = db.connect().await.unwrap();
+    until_only_the_views_session(&admin).await;
+    watch.signal(Signal::SIGTERM);
+    let out = watch.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stderr
+            .matches("cannot read the projection's status")
+            .count(),
         1,
         "reported once: {}",
         out.stderr

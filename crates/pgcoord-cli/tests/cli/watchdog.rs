@@ -83,10 +83,20 @@ async fn a_stopped_tool_has_its_job_killed_by_the_watchdog() {
 
 /// The children of `pid` (from /proc).
 fn children(pid: i32) -> Vec<i32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    // Each thread lists the children it forked: the tool spawns from
+    // whichever runtime thread runs the task, not only the main one.
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
         .collect()
 }
 
