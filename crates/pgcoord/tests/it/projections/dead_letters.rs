@@ -119,6 +119,20 @@ async fn a_permanent_error_parks_the_event_after_the_attempts_and_the_checkpoint
     let client = s.test_db.connect().await.unwrap();
     let status = projection_status(&client, "seen", None).await.unwrap();
     assert_eq!(status.parked, 1);
+
+    // A row chrono cannot hold (an operator's edit) is an error, not a panic.
+    client
+        .execute(
+            "UPDATE eventsource_projection_dead_letters SET first_failure = 'infinity'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let e = r
+        .list_dead_letters(&DeadLetterSelection::All)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("first_failure"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
 
 use super::source::query_error;
-use crate::ports::error::Result;
+use crate::ports::backend_error::{BackendError, BackendErrorKind};
+use crate::ports::error::{Error, Result};
 use crate::ports::readmodels::{DeadLetter, DeadLetterSelection, Parking};
 
 /// The dead-letter table of the projection runners.
@@ -66,19 +67,32 @@ fn params<'a>(
     }
 }
 
-fn letter(r: &Row) -> DeadLetter {
-    DeadLetter {
-        projection: r.get(0),
-        position: r.get(1),
-        partition: r.get(2),
-        payload: r.get(3),
-        error: r.get(4),
-        attempts: r.get(5),
-        first_failure: r.get(6),
-        last_failure: r.get(7),
-        behind: r.get(8),
-        replay_requested: r.get(9),
+/// One row as a [`DeadLetter`]; a value the Rust type cannot hold (an
+/// `infinity` timestamp written by hand) is an error naming its column.
+fn letter(r: &Row) -> Result<DeadLetter> {
+    fn get<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T> {
+        r.try_get(i).map_err(|e| {
+            let why =
+                std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
+            let message = format!(
+                "cannot read column {} of a dead letter: {why}",
+                r.columns()[i].name()
+            );
+            Error::Backend(BackendError::new(BackendErrorKind::Query, message).with_driver_error(e))
+        })
     }
+    Ok(DeadLetter {
+        projection: get(r, 0)?,
+        position: get(r, 1)?,
+        partition: get(r, 2)?,
+        payload: get(r, 3)?,
+        error: get(r, 4)?,
+        attempts: get(r, 5)?,
+        first_failure: get(r, 6)?,
+        last_failure: get(r, 7)?,
+        behind: get(r, 8)?,
+        replay_requested: get(r, 9)?,
+    })
 }
 
 /// `projection`'s selected dead letters, by position (none before the
@@ -97,7 +111,7 @@ pub async fn list_dead_letters<C: GenericClient + Sync>(
         filter(selection)
     );
     match c.query(&sql, &params(&projection, selection)).await {
-        Ok(rows) => Ok(rows.iter().map(letter).collect()),
+        Ok(rows) => rows.iter().map(letter).collect(),
         Err(e) if is_undefined_table(&e) => Ok(Vec::new()),
         Err(e) => Err(query_error(e)),
     }
