@@ -253,3 +253,34 @@ async fn closed_manager_refuses_everything() {
     // Closing twice is fine.
     assert_eq!(m.close().await.unwrap(), 0);
 }
+
+/// Settings too large for any server, or a holder id PostgreSQL refuses,
+/// are an `InvalidArgument` from `build`, not a panic, an abort on a huge
+/// allocation, or a failure of every later acquisition.
+#[test]
+fn build_refuses_session_counts_past_max_connections_and_a_nul_holder_id() {
+    let options = || "postgres://app@127.0.0.1:1/app".parse().unwrap();
+    type Set = fn(
+        pgcoord::postgres::PostgresLockManagerBuilder,
+    ) -> pgcoord::postgres::PostgresLockManagerBuilder;
+    let cases: [(&str, Set); 5] = [
+        ("batched_sessions", |b| b.batched_sessions(usize::MAX)),
+        ("batched_sessions", |b| b.batched_sessions(1 << 32)),
+        ("max_batched_sessions", |b| b.max_batched_sessions(1 << 32)),
+        ("max_wait_sessions", |b| b.max_wait_sessions(usize::MAX)),
+        ("holder_id", |b| b.holder_id("a\0b")),
+    ];
+    for (name, set) in cases {
+        match set(PostgresLockManager::builder(options())).build() {
+            Err(pgcoord::Error::InvalidArgument(msg)) => {
+                assert!(msg.starts_with(name), "{name}: {msg}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // The largest counts PostgreSQL could serve still build.
+    PostgresLockManager::builder(options())
+        .max_wait_sessions(262_143)
+        .build()
+        .unwrap();
+}

@@ -37,19 +37,29 @@ pub(crate) struct Connected {
 /// The longest `application_name` PostgreSQL keeps (NAMEDATALEN - 1).
 const MAX_APPLICATION_NAME: usize = 63;
 
+/// `eventsource/<holder_id>`, or `eventsource` without one. An id too long
+/// for [`MAX_APPLICATION_NAME`] keeps both of its ends around `..`: the end
+/// of an id (a pod's suffix, the `:PID` of the tool's `HOSTNAME:PID`) is
+/// often what tells two holders apart.
 pub(crate) fn application_name(holder_id: Option<&str>) -> String {
-    let mut name = match holder_id {
-        Some(id) => format!("eventsource/{id}"),
-        None => "eventsource".to_owned(),
+    const PREFIX: &str = "eventsource/";
+    const GAP: &str = "..";
+    let Some(id) = holder_id else {
+        return "eventsource".to_owned();
     };
-    if name.len() > MAX_APPLICATION_NAME {
-        let mut cut = MAX_APPLICATION_NAME;
-        while !name.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        name.truncate(cut);
+    if PREFIX.len() + id.len() <= MAX_APPLICATION_NAME {
+        return format!("{PREFIX}{id}");
     }
-    name
+    let budget = MAX_APPLICATION_NAME - PREFIX.len() - GAP.len();
+    let mut head = budget / 2;
+    while !id.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = id.len() - (budget - budget / 2);
+    while !id.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{PREFIX}{}{GAP}{}", &id[..head], &id[tail..])
 }
 
 impl Connector {
@@ -388,5 +398,14 @@ mod tests {
         let long = "é".repeat(100);
         let name = application_name(Some(&long));
         assert!(name.len() <= MAX_APPLICATION_NAME && name.starts_with("eventsource/é"));
+        assert!(name.contains("é..é") && name.ends_with('é'), "{name}");
+        // A long host name keeps its end and the pid.
+        let id = "payments-worker-deployment-5f7b9c8d6-production-eu-west-1a-xk2lq:48213";
+        let name = application_name(Some(id));
+        assert_eq!(name.len(), MAX_APPLICATION_NAME);
+        assert_eq!(
+            name,
+            "eventsource/payments-worker-deployme..on-eu-west-1a-xk2lq:48213"
+        );
     }
 }

@@ -102,6 +102,8 @@ impl PostgresLockManagerBuilder {
 
     /// A label for this holder, copied into every `LockInfo::holder_id` and
     /// shown in `pg_stat_activity.application_name` as `eventsource/<id>`.
+    /// [`build`](Self::build) refuses one with a NUL character, which
+    /// PostgreSQL refuses in any string.
     pub fn holder_id(mut self, id: impl Into<String>) -> Self {
         self.settings.holder_id = Some(id.into().into());
         self
@@ -122,8 +124,8 @@ impl PostgresLockManagerBuilder {
     /// How many long-lived sessions carry uncontended locks, their requests
     /// batched. While only the first of them holds locks, and at most
     /// 2,048, new locks go to it, so a light load runs as few, large
-    /// statements; otherwise to the one holding fewest locks. At least 1.
-    /// Default: 2.
+    /// statements; otherwise to the one holding fewest locks. At least 1,
+    /// at most 262,143 (PostgreSQL's largest `max_connections`). Default: 2.
     pub fn batched_sessions(mut self, n: usize) -> Self {
         self.settings.batched_sessions = n;
         self
@@ -135,7 +137,8 @@ impl PostgresLockManagerBuilder {
     /// open batched sessions hold 5,000 locks or more each on average, the
     /// manager opens one more for new work, up to this many (at least
     /// [`batched_sessions`](Self::batched_sessions): [`build`](Self::build)
-    /// refuses fewer). Default: 8, or `batched_sessions` if that is more.
+    /// refuses fewer, and more than 262,143). Default: 8, or
+    /// `batched_sessions` if that is more.
     pub fn max_batched_sessions(mut self, n: usize) -> Self {
         self.settings.max_batched_sessions = n;
         self.max_batched_set = true;
@@ -143,14 +146,15 @@ impl PostgresLockManagerBuilder {
     }
 
     /// The most dedicated sessions open at once for contended waits (each
-    /// waiting or contended-then-granted lock uses one). At least 1.
-    /// Default: 64.
+    /// waiting or contended-then-granted lock uses one). At least 1, at
+    /// most 262,143. Default: 64.
     pub fn max_wait_sessions(mut self, n: usize) -> Self {
         self.settings.max_wait_sessions = n;
         self
     }
 
-    /// How many idle dedicated sessions are kept for the next wait. Default: 4.
+    /// How many idle dedicated sessions are kept for the next wait. At most
+    /// 262,143. Default: 4.
     pub fn max_idle_wait_sessions(mut self, n: usize) -> Self {
         self.settings.max_idle_wait_sessions = n;
         self

@@ -19,6 +19,12 @@ pub(crate) const LOCKS_PER_BATCHED_SESSION: usize = 5_000;
 /// `tcp_user_timeout`), `INT_MAX` ms, about 24.8 days. With a longer one
 /// the server would end a silent holder's session (and free its locks)
 /// before the holder's lease clock counts them lost.
+/// The most sessions of one kind a manager may be set to open: each is a
+/// database connection, and PostgreSQL's `max_connections` is at most
+/// 262,143. Larger settings are refused by `build` (they used to overflow
+/// an allocation or tokio's semaphore).
+pub(crate) const MAX_SESSIONS: usize = 262_143;
+
 pub(crate) const MAX_LEASE: Duration = Duration::from_millis(i32::MAX as u64);
 
 /// While the other batched sessions hold nothing, new work stays on the
@@ -89,6 +95,30 @@ impl Settings {
         }
         if self.max_wait_sessions == 0 {
             return bad("max_wait_sessions must be at least 1".into());
+        }
+        for (name, n) in [
+            ("batched_sessions", self.batched_sessions),
+            ("max_batched_sessions", self.max_batched_sessions),
+            ("max_wait_sessions", self.max_wait_sessions),
+            ("max_idle_wait_sessions", self.max_idle_wait_sessions),
+        ] {
+            if n > MAX_SESSIONS {
+                return bad(format!(
+                    "{name} must be at most {MAX_SESSIONS} (PostgreSQL's largest \
+                     max_connections), got {n}"
+                ));
+            }
+        }
+        if self
+            .holder_id
+            .as_deref()
+            .is_some_and(|id| id.contains('\0'))
+        {
+            return bad(
+                "holder_id must not contain a NUL character (PostgreSQL refuses it \
+                        in application_name)"
+                    .into(),
+            );
         }
         if self.liveness_interval < ms10 {
             return bad(format!(
