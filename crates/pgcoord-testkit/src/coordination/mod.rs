@@ -70,6 +70,7 @@ macro_rules! coordination_conformance_tests {
             semaphore_waiters_are_served_one_per_release,
             semaphore_tasks_of_two_managers_never_exceed_n,
             semaphore_detects_a_participant_with_more_permits,
+            semaphore_does_not_take_a_passing_probe_for_a_larger_participant,
             cancel_semaphore_try_acquire_at_every_poll,
             cancel_semaphore_acquire_at_every_poll,
         );

@@ -238,6 +238,41 @@ pub async fn semaphore_detects_a_participant_with_more_permits<L: Conformant>(lo
     }
 }
 
+/// Slot `permits` held elsewhere for a moment (a head waiter's probe of
+/// it given back slowly, its session being ended) is no participant with
+/// more permits: the waiter goes on and gets the next free permit.
+#[doc(hidden)]
+pub async fn semaphore_does_not_take_a_passing_probe_for_a_larger_participant<L: Conformant>(
+    lock: &L,
+    observer: &L,
+) {
+    let name = key("sem-passing-probe");
+    let theirs = semaphore(observer, &name, 2);
+    let permits = [
+        theirs.try_acquire().await.unwrap().unwrap(),
+        theirs.try_acquire().await.unwrap().unwrap(),
+    ];
+    let probe = observer
+        .acquire(&Semaphore::<L>::slot_key(&name, 2), LONG)
+        .await
+        .unwrap();
+    let mine = semaphore(lock, &name, 2);
+    let waiter = {
+        let mine = mine.clone();
+        tokio::spawn(async move { mine.acquire(LONG).await })
+    };
+    // A fifth of the second the head waiter gives such a probe, then a
+    // permit freed.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    probe.release().await.unwrap();
+    let [first, second] = permits;
+    first.release().await.unwrap();
+    let got = waiter.await.unwrap();
+    let permit = got.unwrap_or_else(|e| panic!("a passing probe was taken for a mismatch: {e:?}"));
+    permit.release().await.unwrap();
+    second.release().await.unwrap();
+}
+
 /// `try_acquire` dropped after every possible number of polls leaks nothing.
 #[doc(hidden)]
 pub async fn cancel_semaphore_try_acquire_at_every_poll<L: Conformant>(lock: &L, obs: &L) {

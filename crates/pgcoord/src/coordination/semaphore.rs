@@ -20,6 +20,12 @@ pub const MAX_PERMITS: u32 = 10_000;
 const FIRST_PAUSE: Duration = Duration::from_millis(1);
 /// The default longest pause (see [`Semaphore::max_pause`]).
 const DEFAULT_MAX_PAUSE: Duration = Duration::from_millis(20);
+/// The shortest time slot `permits` must be seen held on every look before
+/// the head waiter calls it a participant with more permits (or
+/// [`Semaphore::max_pause`], if longer). A probe of the slot by a head
+/// waiter that was dropped, or whose session is being ended, is given back
+/// well within it; a participant with a larger count holds it for good.
+const MISMATCH_AFTER: Duration = Duration::from_secs(1);
 
 /// A counting semaphore: at most `permits` holders of `name` at once,
 /// across every process that uses the same name and count on the same
@@ -186,13 +192,15 @@ impl<L: DistributedLock> Semaphore<L> {
     /// [`acquire`](Self::acquire), its errors as the lock manager gave
     /// them (on a slot or the turnstile, with that step's own timeout).
     async fn acquire_within(&self, timeout: Option<Duration>) -> Result<SemaphorePermit> {
+        // From the call, not from the end of the first try: a slow first
+        // try counts against the caller's timeout.
+        let deadline = deadline_in(timeout);
         if let Some(permit) = self.try_acquire().await? {
             return Ok(permit);
         }
         if timeout.is_some_and(|t| t.is_zero()) {
             return Err(self.timed_out(timeout));
         }
-        let deadline = deadline_in(timeout);
         let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // Queue behind the earlier waiters; the turnstile is released (by
         // drop) once this waiter has a permit or gives up.
@@ -202,6 +210,7 @@ impl<L: DistributedLock> Semaphore<L> {
             Err(e) => return Err(e),
         };
         let with_sentinel = self.slot_refs(true);
+        let mismatch_after = self.max_pause.max(MISMATCH_AFTER);
         let mut pause = FIRST_PAUSE;
         let mut next_wait = 0usize;
         // Since when slot `permits` has been seen held by someone else.
@@ -218,12 +227,12 @@ impl<L: DistributedLock> Semaphore<L> {
                     sentinel_held = None;
                     let _ = sentinel.release().await;
                 }
-                // Held on every look for at least `max_pause` (so not the
-                // probe of a dropped head waiter, of this process or another,
-                // still being given back): a participant with a larger
-                // count holds it.
+                // Held elsewhere on every look for at least
+                // `mismatch_after` (so not the probe of a dropped head
+                // waiter, of this process or another, still being given
+                // back): a participant with a larger count holds it.
                 None => match sentinel_held {
-                    Some(since) if since.elapsed() >= self.max_pause => {
+                    Some(since) if since.elapsed() >= mismatch_after => {
                         return Err(LockAcquisitionError::new(
                             self.name.clone(),
                             AcquireFailure::PermitCountMismatch {
