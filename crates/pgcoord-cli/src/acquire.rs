@@ -64,6 +64,10 @@ fn worth_retrying(e: &Error, time_left: bool) -> bool {
     let Some(backend) = e.as_backend() else {
         return false;
     };
+    // No wait gives this process more file descriptors.
+    if crate::os_limits::out_of_descriptors(e) {
+        return false;
+    }
     match backend.kind() {
         BackendErrorKind::NoAnswer => time_left,
         BackendErrorKind::Connect => backend

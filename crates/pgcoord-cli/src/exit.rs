@@ -53,6 +53,10 @@ pub fn watch_ended_by(sig: nix::sys::signal::Signal) -> i32 {
 
 /// The exit code for a library error that ends the tool.
 pub fn for_error(err: &Error) -> i32 {
+    // This process ran out of descriptors: the server is not at fault.
+    if crate::os_limits::out_of_descriptors(err) {
+        return SOFTWARE;
+    }
     if let Some(backend) = err.as_backend() {
         use pgcoord::error::SqlState;
         // A login the server refused is "could not be reached / refused
@@ -87,6 +91,9 @@ pub fn for_error(err: &Error) -> i32 {
 /// starting up), and for a full lock table (53200) only when the server's
 /// HINT did not come through.
 pub fn backend_hint(err: &Error) -> Option<&'static str> {
+    if crate::os_limits::out_of_descriptors(err) {
+        return Some(crate::os_limits::OUT_OF_DESCRIPTORS_HINT);
+    }
     let backend = err.as_backend()?;
     Some(match (backend.kind(), backend.code().map(|c| c.code())) {
         // The driver's words when the server answered but is not what

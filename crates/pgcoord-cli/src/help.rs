@@ -178,7 +178,9 @@ Exit codes:
                   role without CONNECT on the database too), failed (TLS
                   included: at once, without retrying), or did not answer
                   within --timeout
-  70              internal error
+  70              internal error, or this machine's limits: an open-file
+                  limit (ulimit -n) under 16, file descriptors run out
+                  while connecting, no watchdog process; stderr says which
   74              writing to standard output failed (`--help` into a closed
                   pipe or a full disk); stderr says so
   75              not acquired: KEY (or a key of the --also set) is held

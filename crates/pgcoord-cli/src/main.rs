@@ -45,6 +45,7 @@ mod min_interval;
 mod multi;
 mod names;
 mod not_acquired;
+mod os_limits;
 mod permits;
 mod proc_stat;
 mod projection;
@@ -154,6 +155,11 @@ fn main() {
         Command::Completions(args) => std::process::exit(tools::completions(args.shell)),
         Command::Man(args) => std::process::exit(tools::man_page(&args.command)),
         _ => {}
+    }
+
+    if let Err(line) = os_limits::check_open_files() {
+        report!("{line}");
+        std::process::exit(exit::SOFTWARE);
     }
 
     // One thread: the child's parent-death signal is tied to the thread that

@@ -24,6 +24,7 @@ mod libpq_env;
 mod lock_loss;
 mod min_interval;
 mod multi_key;
+mod os_limits;
 mod output;
 mod permits;
 mod pooler_release;
