@@ -50,12 +50,14 @@ mod drop_cases;
 mod fence_cases;
 mod loss_cases;
 mod shared_cases;
+mod yield_cases;
 pub use cancel_cases::*;
 pub use cases::*;
 pub use drop_cases::*;
 pub use fence_cases::*;
 pub use loss_cases::*;
 pub use shared_cases::*;
+pub use yield_cases::*;
 
 /// What a conformance case needs of an implementation.
 pub trait Conformant: DistributedLock + LockRegistry + Clone + Send + Sync + 'static {}
@@ -74,6 +76,7 @@ macro_rules! lock_conformance_tests {
             panic_in_scope_releases,
             aborted_task_releases,
             try_lock_free_then_held,
+            try_lock_retried_on_a_held_key_yields_to_other_tasks,
             manual_lock_is_held_until_release,
             release_makes_key_acquirable,
             release_of_never_held_key_is_not_held_error,

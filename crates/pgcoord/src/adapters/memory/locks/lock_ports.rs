@@ -23,16 +23,20 @@ impl DistributedLock for InMemoryLockManager {
         self.acquire_mode(key, timeout, LockMode::Exclusive).await
     }
 
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the call completes without awaiting.
     /// True unless built with [`InMemoryLockManager::without_fencing`].
     fn fences(&self) -> bool {
         self.fencing()
     }
 
+    /// # Cancel safety
+    ///
+    /// Cancel safe: its one await (a yield to the runtime) comes before
+    /// anything is taken, and the rest completes without awaiting.
     async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>> {
         let lock_id = checked_lock_id(key, Some(Duration::ZERO))?;
+        // Answered without awaiting: a loop of tries must still give the
+        // runtime's other tasks their turn (tokio's cooperative budget).
+        tokio::task::consume_budget().await;
         match self.take_or_queue(lock_id, key, LockMode::Exclusive, false) {
             Ok(held) => self.guard_for(held, Some(Duration::ZERO)).map(Some),
             Err(_) => Ok(None),

@@ -110,6 +110,9 @@ impl DistributedLock for PostgresLockManager {
             };
             tracing::Span::current().record("eventsource.lock.id", lock_id);
             let key_arc: Arc<str> = Arc::from(key);
+            // A key this manager holds is answered without I/O: a loop of
+            // tries must still give the runtime's other tasks their turn.
+            tokio::task::consume_budget().await;
             let r = match self.state.acquirer.try_once(lock_id, &key_arc).await {
                 Ok(Some(g)) => Ok(Some(self.guard(key, lock_id, g))),
                 Ok(None) => Ok(None),
