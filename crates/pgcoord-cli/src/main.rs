@@ -46,6 +46,7 @@ mod multi;
 mod names;
 mod not_acquired;
 mod permits;
+mod printable;
 mod proc_stat;
 mod projection;
 mod projection_args;
