@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 
 use crate::duration::format_duration;
 pub use crate::error_line::error_chain;
-use crate::error_line::one_line;
+use crate::printable::printable;
 use crate::redact::redact_url;
 use crate::{exit, report};
 
@@ -179,7 +179,8 @@ impl Database {
     }
 
     /// Where the tool connects, for messages: `postgres://USER[:***]@HOST:PORT/DATABASE`
-    /// (`?host=DIR` for a Unix socket), never the password.
+    /// (`?host=DIR` for a Unix socket), never the password; escaped (see
+    /// [`printable`]): a database or role name may hold anything.
     pub fn shown(&self) -> String {
         let c = self.options.config();
         let user = c.get_user().unwrap_or("");
@@ -228,11 +229,11 @@ impl Database {
         } else {
             format!("?{}", query.join("&"))
         };
-        format!(
+        printable(&format!(
             "postgres://{userinfo}{}/{}{query}",
             tcp.join(","),
             c.get_dbname().unwrap_or("")
-        )
+        ))
     }
 
     /// How long opening a plain session may take: `connect_timeout`
@@ -289,8 +290,8 @@ pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> St
     // copy of an error the engine reported to several callers keeps it in
     // `hint()` only).
     if let Some(server_hint) = err.as_backend().and_then(|b| b.hint()) {
-        if !line.contains(server_hint) {
-            let shown = crate::redact::scrub_secrets(&one_line(server_hint));
+        let shown = crate::error_line::shown(server_hint);
+        if !line.contains(&shown) {
             line.push_str(&format!("; HINT: {shown}"));
         }
     }

@@ -5,6 +5,7 @@ use pgcoord::error::BackendErrorKind;
 use pgcoord::postgres::VerifyProblem;
 
 use crate::db::{self, Database};
+use crate::printable::printable;
 use crate::report;
 
 /// The exit code when the server answers but fails a check.
@@ -24,7 +25,14 @@ pub async fn doctor(db: Database) -> i32 {
     };
     match manager.verify().await {
         Ok(report) => {
-            let mut text = report.to_string();
+            // Line by line, escaped: the report names what the server
+            // has (its version string, settings, a look-alike function's
+            // schema), which anyone who may create a schema can name.
+            let mut text: String = report
+                .to_string()
+                .lines()
+                .map(|l| format!("{}\n", printable(l)))
+                .collect();
             if let Some(w) = lease_advice(&report.settings) {
                 text.push_str(&format!("warning: {w}\n"));
             }
@@ -35,7 +43,11 @@ pub async fn doctor(db: Database) -> i32 {
         }
         Err(e) => match problem_of(&e) {
             Some(problem) => {
-                report!("FAILED: {problem} (database {})", db.shown());
+                report!(
+                    "FAILED: {} (database {})",
+                    printable(&problem.to_string()),
+                    db.shown()
+                );
                 CHECK_FAILED
             }
             None if cancelled(&e) => {

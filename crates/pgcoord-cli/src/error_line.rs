@@ -1,5 +1,10 @@
 //! A library or driver error as the one line the tool prints: its causes
-//! joined, the server's DETAIL and HINT on the same line, passwords masked.
+//! joined, the server's DETAIL and HINT on the same line, passwords masked,
+//! what does not print escaped and each line of it capped (the server's
+//! text is anyone's who can name a database, a role or a schema, or raise
+//! an error: it must not drive the terminal, nor flood it).
+
+use crate::printable::{capped, printable, LONGEST_SERVER_LINE};
 
 /// An error and its causes on one line: the server's DETAIL and HINT,
 /// which the driver puts on lines of their own, follow after `; `.
@@ -26,7 +31,20 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    crate::redact::scrub_secrets(&one_line(&text))
+    shown(&text)
+}
+
+/// Text that came from the server (or carries its words), as printed: its
+/// lines, each cut to [`LONGEST_SERVER_LINE`] bytes, joined with `; ` (see
+/// [`one_line`]), passwords masked (before the cut, so that a cut never
+/// leaves part of one), and escaped (see [`printable`]).
+pub fn shown(text: &str) -> String {
+    let scrubbed = crate::redact::scrub_secrets(text);
+    let lines: Vec<String> = scrubbed
+        .lines()
+        .map(|l| capped(l, LONGEST_SERVER_LINE))
+        .collect();
+    printable(&one_line(&lines.join("\n")))
 }
 
 /// The driver's text of a server error (`db error: ERROR: MESSAGE`, then
@@ -60,6 +78,25 @@ pub fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's message with escape sequences used to be printed raw,
+    /// and a huge one in full.
+    #[test]
+    fn server_text_is_escaped_and_each_line_capped() {
+        let text = "ERROR: \x1b]0;pwned\x07\x1b[2J bad\nDETAIL: \u{202e}x\ry";
+        assert_eq!(
+            shown(text),
+            "ERROR: \\u{1b}]0;pwned\\u{7}\\u{1b}[2J bad; DETAIL: \\u{202e}x\\ry"
+        );
+        let huge = format!("ERROR: {}\nHINT: short", "x".repeat(5 << 20));
+        let line = shown(&huge);
+        assert!(line.len() < 2 * LONGEST_SERVER_LINE, "{}", line.len());
+        let cut = "ERROR: ".len() + (5 << 20) - LONGEST_SERVER_LINE;
+        assert!(
+            line.ends_with(&format!("… ({cut} more bytes not shown); HINT: short")),
+            "{line:.80}"
+        );
+    }
 
     #[test]
     fn a_server_message_the_error_already_carries_is_not_repeated() {

@@ -268,7 +268,9 @@ reference use, and that pg_locks shows as (classid << 32) | objid. Use it to
 find a lock in pg_locks, or to take the same lock from SQL:
 SELECT pg_advisory_lock(LOCK_ID).
 
-Control characters in a key (tab, newline, ...) are printed escaped (\\t, \\n).";
+KEY is printed escaped: a backslash as \\\\, tab and newline as \\t and \\n,
+other characters that do not print (control and format characters such as
+ESC or U+202E) as \\u{HEX}; every other character as it is.";
 
 pub const HOLDERS_LONG_ABOUT: &str = "\
 List the advisory locks of the database, or only those of the given KEYs:

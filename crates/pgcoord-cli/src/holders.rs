@@ -8,10 +8,10 @@ use pgcoord::inspect::{AdvisoryLock, HoldersQuery, LockSession};
 
 use crate::cli::HoldersArgs;
 use crate::db::{self, Database};
-use crate::key::printable_key;
 use crate::live::inspect::{columns, Inspector, KeyNames};
 use crate::live::mode;
 use crate::messages::{client_cell, session_name};
+use crate::printable::{printable, shortened, SHOWN_KEY_WIDTH};
 use crate::{exit, report};
 
 /// Runs `lock holders` (and `--watch`); returns the exit code.
@@ -131,7 +131,11 @@ pub fn render_table(
                         Some((k1, k2)) => format!("({k1},{k2})"),
                         None => lock.lock_id.to_string(),
                     });
-                    cells.push(lock.key.as_deref().map_or("-".into(), printable_key));
+                    cells.push(
+                        lock.key
+                            .as_deref()
+                            .map_or("-".into(), |k| shortened(k, SHOWN_KEY_WIDTH)),
+                    );
                     if fences {
                         cells.push(lock.fence.map_or("-".into(), |f| f.to_string()));
                     }
@@ -169,7 +173,7 @@ pub fn render_table(
         {
             out.push_str(&format!(
                 "{} (id {id}): not held, no one waiting\n",
-                printable_key(key)
+                printable(key)
             ));
         }
     }
@@ -277,6 +281,24 @@ beta (id 8380746901480884457): not held, no one waiting
             "{text}"
         );
         assert!(!text.contains(">="), "{text}");
+    }
+
+    /// One 2.4 MB key used to pad every row of the table to its width.
+    #[test]
+    fn a_long_key_is_shortened_and_widens_no_row() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
+        let mut locks = alpha(None);
+        locks[0].key = Some(format!("tenant:{}", "x".repeat(100_000)));
+        let text = render_table(&locks, &[], false, now);
+        assert!(text.len() < 1000, "{text:.300}");
+        let shown = format!("tenant:{}…", "x".repeat(SHOWN_KEY_WIDTH - 8));
+        assert!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .contains(&format!("  {shown}  held")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -2,28 +2,12 @@
 
 use pgcoord::{lock_id_for_key, MAX_KEY_LEN};
 
+use crate::printable::printable;
 use crate::{exit, report};
-
-/// Escapes control characters so that one key stays on one line and in one
-/// tab-separated field.
-pub fn printable_key(key: &str) -> String {
-    if !key.chars().any(char::is_control) {
-        return key.to_owned();
-    }
-    key.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
 
 /// The output line for one key.
 pub fn key_line(key: &str) -> String {
-    format!("{}\t{}\n", printable_key(key), lock_id_for_key(key))
+    format!("{}\t{}\n", printable(key), lock_id_for_key(key))
 }
 
 /// Prints `KEY<TAB>LOCK_ID` per key; a key too long to lock is a usage error.
@@ -54,9 +38,19 @@ mod tests {
         assert_eq!(key_line(""), "\t7183457195969485844\n");
     }
 
+    /// A literal backslash-n and a newline used to print alike; format
+    /// characters (U+202E reorders what follows it) printed raw.
     #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(printable_key("a\tb\nc"), "a\\tb\\nc");
-        assert_eq!(printable_key("plain \\ key é"), "plain \\ key é");
+    fn keys_print_one_way_each_with_nothing_unprintable() {
+        assert_eq!(
+            key_line("a\tb\nc"),
+            format!("a\\tb\\nc\t{}\n", lock_id_for_key("a\tb\nc"))
+        );
+        assert_ne!(
+            key_line("a\\nb").split('\t').next(),
+            key_line("a\nb").split('\t').next()
+        );
+        assert!(key_line("x\u{202e}y").starts_with("x\\u{202e}y\t"));
+        assert!(key_line("plain key é").starts_with("plain key é\t"));
     }
 }

@@ -20,6 +20,7 @@ use tokio_postgres::error::SqlState;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
 use crate::leader_args::LeaderShowArgs;
+use crate::printable::printable;
 use crate::signals::Signals;
 use crate::{exit, report};
 
@@ -124,15 +125,17 @@ fn render(
 ) -> String {
     let term_text = term.map_or_else(|| "-".to_owned(), |t| t.to_string());
     let time = at.map(|t| format!("{}\t", stamp(t))).unwrap_or_default();
+    // The text line escapes what does not print; JSON has it as it is.
+    let shown = printable(name);
     let mut value = match leader {
         Some(l) if !json => {
             return format!(
-                "{time}{name}\tleader\t{}\tpid={}\tterm={term_text}\n",
-                l.holder_id.as_deref().unwrap_or("-"),
+                "{time}{shown}\tleader\t{}\tpid={}\tterm={term_text}\n",
+                l.holder_id.as_deref().map_or("-".to_owned(), printable),
                 l.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
             )
         }
-        None if !json => return format!("{time}{name}\tvacant\t-\t-\tlast_term={term_text}\n"),
+        None if !json => return format!("{time}{shown}\tvacant\t-\t-\tlast_term={term_text}\n"),
         Some(l) => serde_json::json!({
             "name": name,
             "leader": { "holder_id": l.holder_id, "pid": l.pid, "term": term, "since": l.since },
@@ -162,7 +165,7 @@ fn render_skipped(args: &LeaderShowArgs, first: u64, last: u64, at: DateTime<Utc
     format!(
         "{}\t{}\tskipped\t{terms}\tbegan and ended between two looks (--every {})\n",
         stamp(at),
-        args.name,
+        printable(&args.name),
         format_duration(args.every)
     )
 }

@@ -84,7 +84,11 @@ impl Sentence {
         }
     }
 
+    /// Adds a field (or the message), as the tool shows a server's text
+    /// ([`shown`](crate::error_line::shown)): the library's events carry
+    /// its errors, and with them the server's words.
     fn add(&mut self, field: &Field, value: String) {
+        let value = crate::error_line::shown(&value);
         if field.name() == "message" {
             self.message = value;
         } else {

@@ -47,6 +47,7 @@ mod names;
 mod not_acquired;
 mod os_limits;
 mod permits;
+mod printable;
 mod proc_stat;
 mod projection;
 mod projection_args;

@@ -10,6 +10,7 @@ use pgcoord::inspect::{AdvisoryLock, LockSession};
 
 use crate::duration::format_duration;
 use crate::exit;
+use crate::printable::printable;
 
 /// The child's exit code, or 128+N when it died of signal N.
 pub fn exit_code(status: ExitStatus) -> i32 {
@@ -32,10 +33,11 @@ pub fn describe_status(status: ExitStatus) -> String {
     }
 }
 
-/// Names a session for messages: its holder id, else its application name.
+/// Names a session for messages: its holder id (escaped, see
+/// [`printable`]), else its application name (quoted).
 pub fn session_name(s: &LockSession) -> String {
     match (&s.holder_id, &s.application_name) {
-        (Some(id), _) => id.clone(),
+        (Some(id), _) => printable(id),
         (None, Some(app)) if !app.is_empty() => format!("application {app:?}"),
         _ => "a session".to_owned(),
     }

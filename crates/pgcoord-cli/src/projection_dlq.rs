@@ -13,6 +13,7 @@ use tokio_postgres::Client;
 
 use crate::db::answered;
 use crate::db::{self, Database};
+use crate::printable::{printable, printable_json, shortened, SHOWN_KEY_WIDTH};
 use crate::projection_args::{DlqChangeArgs, DlqCommand, DlqDropArgs, DlqListArgs, DlqShowArgs};
 use crate::projection_reads::missing_table_note;
 use crate::report;
@@ -94,7 +95,7 @@ async fn list(client: &Client, args: DlqListArgs) -> Outcome {
     if letters.is_empty() {
         return Ok(print(&format!(
             "projection {} has no parked events\n",
-            args.name
+            printable(&args.name)
         )));
     }
     let mut out = format!(
@@ -102,14 +103,10 @@ async fn list(client: &Client, args: DlqListArgs) -> Outcome {
         "POSITION", "PARTITION", "ATTEMPTS", "LAST FAILURE", "ERROR"
     );
     for l in &letters {
-        let error: String = l
-            .error
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(80)
-            .collect();
+        // Its first line, escaped (the error is the handler's text: any
+        // event's data may be in it), shortened.
+        let first = l.error.split('\n').next().unwrap_or("");
+        let error = shortened(first, ERROR_WIDTH);
         let replay = if l.replay_requested {
             " (replay requested)"
         } else {
@@ -118,7 +115,9 @@ async fn list(client: &Client, args: DlqListArgs) -> Outcome {
         out += &format!(
             "{:<10} {:<16} {:>8}  {:<20}  {error}{replay}\n",
             l.position,
-            l.partition.as_deref().unwrap_or("-"),
+            l.partition
+                .as_deref()
+                .map_or("-".to_owned(), |p| shortened(p, SHOWN_KEY_WIDTH)),
             l.attempts,
             time(l.last_failure),
         );
@@ -132,7 +131,7 @@ async fn show(client: &Client, args: DlqShowArgs) -> Outcome {
         note_if_no_table(client).await?;
         report!(
             "projection {} has no parked event at position {}",
-            args.name,
+            printable(&args.name),
             args.position
         );
         return Ok(NOT_DONE);
@@ -143,22 +142,39 @@ async fn show(client: &Client, args: DlqShowArgs) -> Outcome {
     Ok(print(&render(&l)))
 }
 
+/// The most of an error's first line `dlq list` shows.
+const ERROR_WIDTH: usize = 80;
+
+/// The label column of `dlq show`, which an error's further lines are
+/// indented by.
+const LABEL_WIDTH: usize = "first failure  ".len();
+
+/// `dlq show`'s text: every text of the parked event escaped (see
+/// [`printable`]); an error of several lines keeps them, each escaped and
+/// indented under the first; the payload is its JSON, with what would not
+/// print as `\uXXXX`.
 fn render(l: &DeadLetter) -> String {
     let payload = l.payload.as_ref().map_or("- (not serialised)".into(), |p| {
-        serde_json::to_string_pretty(p).expect("plain data")
+        printable_json(&serde_json::to_string_pretty(p).expect("plain data"))
     });
+    let error = l
+        .error
+        .split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join(&format!("\n{}", " ".repeat(LABEL_WIDTH)));
     format!(
         "projection     {}\nposition       {}\npartition      {}\nheld behind    {}\nattempts       {}\n\
          first failure  {}\nlast failure   {}\nreplay         {}\nerror          {}\npayload        {}\n",
-        l.projection,
+        printable(&l.projection),
         l.position,
-        l.partition.as_deref().unwrap_or("-"),
+        l.partition.as_deref().map_or("-".to_owned(), printable),
         l.behind.map_or("-".into(), |b| format!("position {b}")),
         l.attempts,
         time(l.first_failure),
         time(l.last_failure),
         if l.replay_requested { "requested" } else { "not requested" },
-        l.error,
+        error,
         payload,
     )
 }
@@ -191,7 +207,7 @@ async fn select(
     if !missing.is_empty() {
         report!(
             "projection {} has no parked event at position {}",
-            args.name,
+            printable(&args.name),
             missing.join(", ")
         );
     }
@@ -229,12 +245,12 @@ async fn replay(client: &Client, args: DlqChangeArgs) -> Outcome {
         } else {
             format!(
                 "no runner holds projection:{} now; the next one applies them through its handler when it starts",
-                args.name
+                printable(&args.name)
             )
         };
         print(&format!(
             "marked {marked} parked event(s) of projection {} for replay: {when}\n",
-            args.name
+            printable(&args.name)
         ))
     };
     Ok(if code == 0 && missing { NOT_DONE } else { code })
@@ -258,7 +274,7 @@ async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
             let question = format!(
                 "drop {} parked event(s) of projection {} without applying them? [y/N] ",
                 counted.len(),
-                which_args.name
+                printable(&which_args.name)
             );
             if !confirm(&question) {
                 report!("nothing dropped");
@@ -282,7 +298,7 @@ async fn drop_letters(client: &Client, args: DlqDropArgs) -> Outcome {
     } else {
         print(&format!(
             "dropped {dropped} parked event(s) of projection {}\n",
-            which_args.name
+            printable(&which_args.name)
         ))
     };
     Ok(if code == 0 && missing { NOT_DONE } else { code })

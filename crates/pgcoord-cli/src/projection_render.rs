@@ -5,6 +5,8 @@ use std::io::Write;
 
 use pgcoord::readmodels::postgres::ProjectionStatus;
 
+use crate::printable::printable;
+
 /// The library's status as JSON, with `eta_seconds`, and the rebuild's
 /// lag, rate, ETA and runner in its `rebuild` object; `in_recovery`
 /// true on a hot standby, where `runner` is null whoever runs it.
@@ -48,7 +50,7 @@ pub fn render_report(
     rebuild: Option<&ProjectionStatus>,
     standby: bool,
 ) -> String {
-    let mut out = format!("projection {}\n", s.projection);
+    let mut out = format!("projection {}\n", printable(&s.projection));
     let updated = s
         .checkpoint_updated_at
         .map(|t| {
@@ -116,11 +118,11 @@ fn runner(s: &ProjectionStatus, standby: bool) -> String {
         return RUNNER_ON_A_STANDBY.to_owned();
     }
     let Some(r) = &s.runner else {
-        return format!("none holds projection:{}", s.projection);
+        return format!("none holds projection:{}", printable(&s.projection));
     };
-    let mut who = or_dash(r.holder_id.as_deref());
+    let mut who = or_dash(r.holder_id.as_deref().map(printable));
     if let (Some(host), Some(pid)) = (&r.host, r.pid) {
-        who += &format!(" (host {host}, pid {pid})");
+        who += &format!(" (host {}, pid {pid})", printable(host));
     }
     who += &format!(", server pid {}", r.backend_pid);
     if let Some(addr) = &r.client_addr {
@@ -139,7 +141,11 @@ fn runner(s: &ProjectionStatus, standby: bool) -> String {
 pub fn line(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, standby: bool) -> String {
     let runner = match standby {
         true => "?".to_owned(),
-        false => or_dash(s.runner.as_ref().and_then(|r| r.holder_id.clone())),
+        false => or_dash(
+            s.runner
+                .as_ref()
+                .and_then(|r| r.holder_id.as_deref().map(printable)),
+        ),
     };
     let rebuilding = match (&s.rebuild, rebuild) {
         (Some(r), Some(b)) => format!(

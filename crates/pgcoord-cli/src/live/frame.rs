@@ -11,6 +11,7 @@ use super::inspect::{columns, lock_label};
 use super::track::{Slot, Tracker};
 use crate::duration::format_duration;
 use crate::messages::{client_cell, session_name};
+use crate::printable::printable;
 
 /// What the header says besides the locks.
 pub struct Header<'a> {
@@ -96,7 +97,8 @@ pub fn frame(
         summary.push_str(&format!("; longest wait {}", whole(longest)));
     }
     if let Some(table) = header.fence_table {
-        summary.push_str(&format!("; fence tokens from {table}"));
+        // The schema's name is anyone's who could create one.
+        summary.push_str(&format!("; fence tokens from {}", printable(table)));
     }
     lines.push(summary);
     lines.push(header.error.clone().unwrap_or_default());

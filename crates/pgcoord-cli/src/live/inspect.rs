@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 
 use super::args::KeyNameArgs;
 use crate::db::{self, Database};
-use crate::key::printable_key;
+use crate::printable::{printable, shortened, SHOWN_KEY_WIDTH};
 use crate::{exit, report};
 
 /// Lock ids mapped back to the keys the operator named.
@@ -96,8 +96,9 @@ impl Inspector {
             .map_err(|e| fail(&e))?;
         if let FenceTable::Unreadable { table } = query.fences() {
             report!(
-                "warning: this role may not read the fencing table {table} \
-                 (no SELECT privilege): fence tokens are not shown"
+                "warning: this role may not read the fencing table {} \
+                 (no SELECT privilege): fence tokens are not shown",
+                printable(table)
             );
         }
         db::warn_if_standby(&client, "\"not held\"")
@@ -178,11 +179,12 @@ impl Inspector {
     }
 }
 
-/// The shown name of a lock: its key, else its id (or `(K1,K2)`).
+/// The shown name of a lock in a table: its key (escaped, at most
+/// [`SHOWN_KEY_WIDTH`] characters), else its id (or `(K1,K2)`).
 pub fn lock_label(lock: &AdvisoryLock) -> String {
     match (&lock.key, lock.int_pair) {
         (_, Some((k1, k2))) => format!("({k1},{k2})"),
-        (Some(key), None) => printable_key(key),
+        (Some(key), None) => shortened(key, SHOWN_KEY_WIDTH),
         (None, None) => lock.lock_id.to_string(),
     }
 }
@@ -237,6 +239,14 @@ mod tests {
         assert_eq!(locks[0].key.as_deref(), Some("alpha"));
         assert_eq!(lock_label(&locks[0]), "alpha");
         assert_eq!(lock_label(&locks[1]), "5");
+        let mut long = lock(7);
+        long.key = Some(format!("tenant:{}", "x".repeat(250)));
+        let label = lock_label(&long);
+        assert_eq!(label.chars().count(), SHOWN_KEY_WIDTH, "{label}");
+        assert!(
+            label.starts_with("tenant:xxx") && label.ends_with('…'),
+            "{label}"
+        );
         assert_eq!(
             lock_label(&locks[2]),
             "(1,2)",

@@ -124,12 +124,14 @@ fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S
 }
 
 /// A value as one field: quoted (Rust-style) when it has spaces, quotes,
-/// `=`, control characters, or is empty.
+/// `=`, a backslash or characters that do not print (see
+/// [`printable`](crate::printable)), or is empty.
 fn field(value: &str) -> String {
     if value.is_empty()
         || value
             .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '=')
+            .any(|c| c.is_whitespace() || c == '"' || c == '=')
+        || crate::printable::printable(value) != value
     {
         format!("{value:?}")
     } else {

@@ -14,6 +14,8 @@ mod failure_lines;
 mod fence;
 mod holders;
 mod holders_shared;
+mod hostile_keys;
+mod hostile_text;
 mod install_roles;
 mod job;
 mod job_control;

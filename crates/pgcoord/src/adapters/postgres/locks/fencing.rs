@@ -240,7 +240,9 @@ pub async fn install(client: &mut Client) -> Result<()> {
         .collect();
     if !elsewhere.is_empty() {
         let message = format!(
-            "a fence table exists already in schema {} and this connection's current schema is              {schema}: a second table would hand out the same tokens and run-log slots again;              put that schema first in the search_path (or drop the other table)",
+            "a fence table exists already in schema {} and this connection's current schema is \
+             {schema}: a second table would hand out the same tokens and run-log slots again; \
+             put that schema first in the search_path (or drop the other table)",
             elsewhere.join(", ")
         );
         let code = crate::ports::sql_state::SqlState::DUPLICATE_TABLE;

@@ -39,7 +39,9 @@ pub struct AdvisoryLock {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub int_pair: Option<(i32, i32)>,
     /// The string key, when the caller named it, else the key the fencing
-    /// table records for this id (ids cannot be turned back into keys).
+    /// table records for this id (ids cannot be turned back into keys),
+    /// when that key's id is this lock's: a row whose key does not match
+    /// its `lock_id` (a hand-written one) names nothing.
     pub key: Option<String>,
     /// The lock's current fencing token, from the fencing table
     /// ([`FENCE_TABLE`]) when it exists, the query was asked to read it
@@ -281,10 +283,16 @@ impl HoldersQuery {
                         .iter()
                         .find(|(id, _)| *id == lock_id && int_pair.is_none())
                         .map(|(_, k)| k.clone());
+                    // The fence table's label only when it is this lock's
+                    // key: anyone who may write the table could label any
+                    // lock with any key.
+                    let recorded = row
+                        .get::<_, Option<String>>("fence_key")
+                        .filter(|k| int_pair.is_none() && lock_id_for_key(k) == lock_id);
                     locks.push(AdvisoryLock {
                         lock_id,
                         int_pair,
-                        key: named.or_else(|| row.get("fence_key")),
+                        key: named.or(recorded),
                         fence: row.get("fence"),
                         holders: Vec::new(),
                         waiters: Vec::new(),
