@@ -9,6 +9,7 @@
 //   tls_client_cert, tls_channel_binding -> tls_v1 (X.509 version 1
 //   certificates); tls_failure (which connect failures are TLS's, and
 //   their words) -> tls, tls_v1
+mod application_name;
 pub(crate) mod connect;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
