@@ -24,7 +24,7 @@ pub fn read_capped(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 
 /// `limit` in MiB when it is whole MiB, else in bytes.
 fn size(limit: u64) -> String {
-    if limit >= 1 << 20 && limit % (1 << 20) == 0 {
+    if limit >= 1 << 20 && limit.is_multiple_of(1 << 20) {
         format!("{} MiB", limit >> 20)
     } else {
         format!("{limit} bytes")
