@@ -105,10 +105,12 @@ pub(super) fn quote(value: &str) -> String {
 fn take_tls(key: &str, value: &str, tls: &mut TlsSettings) -> Result<bool> {
     match key {
         "sslmode" => {
+            // The value is not repeated: with a `?` in a password written
+            // unencoded, what looks like a value may be the password's tail.
             tls.mode = SslMode::parse(value).ok_or_else(|| {
                 invalid(
                     "invalid value for connection parameter `sslmode`: expected disable, \
-                         allow, prefer, require, verify-ca or verify-full"
+                     allow, prefer, require, verify-ca or verify-full"
                         .into(),
                 )
             })?;
@@ -158,9 +160,9 @@ pub(super) fn params(s: &str) -> Result<Vec<(String, String)>> {
 /// after `scheme://`, the text up to the first `@` (when one comes before
 /// any `/`) is `user[:password]`, so a `?`, `#`, `[`, `]` or `:` in a
 /// password is the password's (a `/` or `@` is written %2F or %40); then
-/// the host list up to `/` or `?`;
-/// the database name up to `?`, percent-decoded as it is (`//postgres` is
-/// the database `/postgres`); the query parameters.
+/// the host list up to `/` or `?`; the database name up to `?`,
+/// percent-decoded as it is (`//postgres` is the database `/postgres`);
+/// the query parameters.
 fn url_params(s: &str) -> Result<Vec<(String, String)>> {
     refuse_tabs_and_line_breaks(s)?;
     let (userinfo, rest) = split_credentials(s);
