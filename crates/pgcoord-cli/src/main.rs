@@ -21,6 +21,7 @@ compile_error!(
 
 mod acquire;
 mod bench;
+mod capped_read;
 mod cli;
 mod db;
 mod demo;

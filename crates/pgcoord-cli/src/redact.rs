@@ -5,7 +5,8 @@
 //!
 //! - structure: in any URL in the text, the password field of its userinfo
 //!   (`scheme://user:PASSWORD@host`) becomes `***`, and so does the value of
-//!   a `password=` parameter (URL query or key/value form) — [`scrub`];
+//!   a `password=` or `sslpassword=` parameter (URL query or key/value
+//!   form; its name percent-decoded, as in `pass%77ord=`) — [`scrub`];
 //! - exact matches: in text that comes from the driver or the library
 //!   (error chains, log lines), a registered password that stands alone as
 //!   a word (between spaces, quotes, `=`, `,`, `;` or parentheses) becomes
@@ -140,8 +141,9 @@ fn mask_url_passwords(text: &str) -> String {
     out
 }
 
-/// Masks the value of every `password=` parameter in `text` (also written
-/// `password = value`, as libpq allows).
+/// Masks the value of every `password=` and `sslpassword=` parameter in
+/// `text` (also written `password = value`, as libpq allows, and with a
+/// percent-encoded name).
 fn mask_password_params(text: &str) -> String {
     let mut masked = String::with_capacity(text.len());
     let mut rest = text;
@@ -180,29 +182,39 @@ fn userinfo_password_span(url: &str) -> Option<(usize, usize)> {
     Some((after_scheme + colon + 1, authority_end))
 }
 
-/// Finds `password=` (spaces allowed around `=`) at the start of a
-/// parameter (after `?`, `&`, whitespace or the start of a key/value
-/// string), case-insensitively; returns where its value starts.
+/// Parameters whose values are secrets, as libpq has them.
+const SECRET_PARAMS: &[&str] = &["password", "sslpassword"];
+
+/// Finds a secret parameter ([`SECRET_PARAMS`]; spaces allowed around
+/// `=`) at the start of a parameter (after `?`, `&`, whitespace or the
+/// start of a key/value string), its name case-insensitively and
+/// percent-decoded (`pass%77ord` is `password` to libpq's URL parser);
+/// returns where its value starts.
 fn find_password_value(text: &str) -> Option<usize> {
-    let lower = text.to_ascii_lowercase();
     let bytes = text.as_bytes();
-    let mut from = 0;
-    while let Some(rel) = lower[from..].find("password") {
-        let pos = from + rel;
-        from = pos + 1;
+    let is_space = |b: &u8| *b == b' ' || *b == b'\t';
+    for pos in 0..bytes.len() {
         let boundary = pos == 0 || matches!(bytes[pos - 1], b'?' | b'&' | b' ' | b'\t' | b'\n');
         if !boundary {
             continue;
         }
-        let mut i = pos + "password".len();
-        while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+        // `pos` follows an ASCII byte (or is 0): a character boundary.
+        let name_end = text[pos..]
+            .find(|c: char| matches!(c, '=' | '&' | '?') || c.is_whitespace())
+            .map_or(bytes.len(), |i| pos + i);
+        let name = percent_decode(&text[pos..name_end]).to_ascii_lowercase();
+        if !SECRET_PARAMS.contains(&name.as_str()) {
+            continue;
+        }
+        let mut i = name_end;
+        while bytes.get(i).is_some_and(is_space) {
             i += 1;
         }
         if bytes.get(i) != Some(&b'=') {
             continue;
         }
         i += 1;
-        while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+        while bytes.get(i).is_some_and(is_space) {
             i += 1;
         }
         return Some(i);

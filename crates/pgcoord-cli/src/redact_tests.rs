@@ -136,3 +136,34 @@ fn percent_decoding_is_lenient() {
     assert_eq!(percent_decode("%zz"), "%zz");
     assert_eq!(percent_decode("%4"), "%4");
 }
+
+#[test]
+fn sslpassword_and_percent_encoded_names_are_masked_like_password() {
+    for (given, want) in [
+        (
+            "postgres://app@db.example/app?sslpassword=SECRET9",
+            "postgres://app@db.example/app?sslpassword=***",
+        ),
+        (
+            "host=db sslpassword=SECRET9 user=u",
+            "host=db sslpassword=*** user=u",
+        ),
+        (
+            "postgres://app@db.example/app?pass%77ord=OTHERSECRET&port=abc",
+            "postgres://app@db.example/app?pass%77ord=***&port=abc",
+        ),
+        (
+            "postgres://app@h/app?%73slPASSWORD=SECRET9&x=1",
+            "postgres://app@h/app?%73slPASSWORD=***&x=1",
+        ),
+    ] {
+        assert_eq!(redact_url(given), want);
+        assert_eq!(scrub(given), want);
+    }
+    assert_eq!(
+        passwords_in("postgres://h/app?pass%77ord=OTHERSECRET&sslpassword=SECRET9"),
+        vec!["OTHERSECRET", "SECRET9"]
+    );
+    // Other names that merely end in `password` are left alone.
+    assert_eq!(scrub("host=h mypassword=x"), "host=h mypassword=x");
+}

@@ -15,6 +15,10 @@ use crate::db::{self, Database};
 use crate::printable::{printable, shortened, SHOWN_KEY_WIDTH};
 use crate::{exit, report};
 
+/// The most of a key file read (`--key-file /dev/zero` must not fill
+/// memory): many keys, each at most `MAX_KEY_LEN` (1 MiB).
+const KEY_FILE_MAX: u64 = 16 << 20;
+
 /// Lock ids mapped back to the keys the operator named.
 #[derive(Debug, Default)]
 pub struct KeyNames(HashMap<i64, String>);
@@ -27,7 +31,7 @@ impl KeyNames {
         let mut keys = keys.to_vec();
         keys.extend(args.keys.iter().cloned());
         for path in &args.key_file {
-            let text = std::fs::read(path).map_err(|e| {
+            let text = crate::capped_read::read_capped(path, KEY_FILE_MAX).map_err(|e| {
                 report!("cannot read key file {}: {e}", path.display());
                 exit::USAGE
             })?;

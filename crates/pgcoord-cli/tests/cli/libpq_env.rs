@@ -37,7 +37,7 @@ fn write_file(path: &Path, text: &str, mode: u32) {
 
 /// A private cluster where role `app` must give its password (SCRAM) over
 /// TCP, and a database on it.
-async fn password_cluster() -> (std::sync::Arc<TestCluster>, TestDatabase) {
+pub async fn password_cluster() -> (std::sync::Arc<TestCluster>, TestDatabase) {
     let (cluster, db) = private_db(&[]).await;
     let admin = db.connect().await.unwrap();
     admin

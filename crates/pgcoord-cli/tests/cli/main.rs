@@ -23,6 +23,7 @@ mod key_and_help;
 mod leader;
 mod lease_cut;
 mod libpq_env;
+mod libpq_urls;
 mod lock_loss;
 mod min_interval;
 mod multi_key;

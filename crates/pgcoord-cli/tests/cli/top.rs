@@ -222,6 +222,12 @@ async fn bad_intervals_and_key_files_are_usage_errors() {
         (file(dir.join("").as_path()), "cannot read key file", true),
         (file(&long), "bytes long", true),
         (file(&binary), "is not UTF-8", true),
+        // A file with no end is read up to a cap, not until memory runs out.
+        (
+            file(std::path::Path::new("/dev/zero")),
+            "cannot read key file /dev/zero: it holds more than 16 MiB",
+            true,
+        ),
     ];
     for (args, message, one_line) in cases {
         let out = output(eventsource(Some(&db)).args(["lock", "top"]).args(&args)).await;

@@ -105,8 +105,15 @@ pub(super) fn quote(value: &str) -> String {
 fn take_tls(key: &str, value: &str, tls: &mut TlsSettings) -> Result<bool> {
     match key {
         "sslmode" => {
-            tls.mode = SslMode::parse(value)
-                .ok_or_else(|| invalid(format!("invalid sslmode {value:?}")))?;
+            // The value is not repeated: with a `?` in a password written
+            // unencoded, what looks like a value may be the password's tail.
+            tls.mode = SslMode::parse(value).ok_or_else(|| {
+                invalid(
+                    "invalid value for connection parameter `sslmode`: expected disable, \
+                     allow, prefer, require, verify-ca or verify-full"
+                        .into(),
+                )
+            })?;
             Ok(true)
         }
         "sslrootcert" => {
@@ -147,32 +154,34 @@ pub(super) fn params(s: &str) -> Result<Vec<(String, String)>> {
     }
 }
 
-/// A URL's parameters. The `url` crate reads the user info, the path and
-/// the query; the host list (`h1:5432,h2:5433`, `[::1]:5433`), which it
-/// does not take, is split here.
+/// A URL's parameters, read by libpq's URI grammar (not the WHATWG one
+/// of the `url` crate, which drops tabs and line breaks, folds `//` and
+/// `..` in the path and cuts the string at a `#`; libpq does none of it):
+/// after `scheme://`, the text up to the first `@` (when one comes before
+/// any `/`) is `user[:password]`, so a `?`, `#`, `[`, `]` or `:` in a
+/// password is the password's (a `/` or `@` is written %2F or %40); then
+/// the host list up to `/` or `?`; the database name up to `?`,
+/// percent-decoded as it is (`//postgres` is the database `/postgres`);
+/// the query parameters.
 fn url_params(s: &str) -> Result<Vec<(String, String)>> {
-    let after_scheme = s.find("://").map_or(0, |i| i + 3);
-    let rest = &s[after_scheme..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let (userinfo, hostlist) = match authority.rfind('@') {
-        Some(at) => (&authority[..=at], &authority[at + 1..]),
-        None => ("", authority),
-    };
-    let single = format!("postgres://{userinfo}h{}", &rest[authority_end..]);
-    let url = url::Url::parse(&single).map_err(|e| {
-        invalid(format!(
-            "not a valid URL ({e}; a `/`, `?`, `#` or `@` in the user name or password \
-             is written %2F, %3F, %23 or %40)"
-        ))
-    })?;
+    refuse_tabs_and_line_breaks(s)?;
+    let (userinfo, rest) = split_credentials(s);
     let mut out = Vec::new();
-    if !url.username().is_empty() {
-        out.push(("user".to_owned(), decode(url.username(), "user name")?));
+    if let Some(userinfo) = userinfo {
+        // libpq: the user name runs to the first `:`, the password to the `@`.
+        let (user, password) = match userinfo.split_once(':') {
+            Some((user, password)) => (user, Some(password)),
+            None => (userinfo, None),
+        };
+        if !user.is_empty() {
+            out.push(("user".to_owned(), decode(user, "user name")?));
+        }
+        if let Some(pw) = password.filter(|p| !p.is_empty()) {
+            out.push(("password".to_owned(), decode(pw, "password")?));
+        }
     }
-    if let Some(pw) = url.password() {
-        out.push(("password".to_owned(), decode(pw, "password")?));
-    }
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let hostlist = &rest[..authority_end];
     let (mut hosts, mut ports) = (Vec::new(), Vec::new());
     for spec in hostlist.split(',') {
         let (host, port) = match spec.strip_prefix('[') {
@@ -193,17 +202,76 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
     if ports.iter().any(|p| !p.is_empty()) {
         out.push(("port".to_owned(), ports.join(",")));
     }
-    let db = url.path().trim_start_matches('/');
+    let after_hosts = &rest[authority_end..];
+    let (path, query) = match after_hosts.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (after_hosts, None),
+    };
+    // The database name is everything after the first `/`, as written.
+    let db = path.strip_prefix('/').unwrap_or(path);
     if !db.is_empty() {
         out.push(("dbname".to_owned(), decode(db, "database name")?));
     }
-    if let Some(query) = url.query() {
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            out.push((decode(k, "parameter name")?, decode(v, "parameter value")?));
-        }
+    for pair in query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|p| !p.is_empty())
+    {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.push((decode(k, "parameter name")?, decode(v, "parameter value")?));
     }
     Ok(out)
+}
+
+/// A URL's `user[:password]` part as libpq finds it (the text before the
+/// first `@`, when an `@` comes before any `/`) and the rest after the `@`.
+fn split_credentials(url: &str) -> (Option<&str>, &str) {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[after_scheme..];
+    match rest.find(['@', '/']) {
+        Some(at) if rest.as_bytes()[at] == b'@' => (Some(&rest[..at]), &rest[at + 1..]),
+        _ => (None, rest),
+    }
+}
+
+/// The (decoded) names of a URL's query parameters written before its
+/// last `@`. With a `/` in a password, libpq's rule ends the credentials
+/// early and the password's tail may be read as parameters; a message
+/// never repeats these names (the tool shows the URL masked to its last
+/// `@`).
+pub(super) fn names_before_last_at(s: &str) -> Vec<String> {
+    let Some(last_at) = s.rfind('@').filter(|_| is_url(s)) else {
+        return Vec::new();
+    };
+    let (_, rest) = split_credentials(s);
+    let Some(query) = rest.find('?').map(|q| s.len() - rest.len() + q + 1) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    let mut at = query;
+    for pair in s[query..].split('&') {
+        if at < last_at {
+            let name = pair.split_once('=').map_or(pair, |(k, _)| k);
+            names.push(decode(name, "parameter name").unwrap_or_default());
+        }
+        at += pair.len() + 1;
+    }
+    names
+}
+
+/// A URL with an ASCII tab, carriage return or line feed is refused: libpq
+/// keeps them (and the server then knows no such database), a URL parser
+/// drops them, and either way it is rarely what was meant (a line break
+/// copied along with the URL).
+fn refuse_tabs_and_line_breaks(url: &str) -> Result<()> {
+    if url.contains(['\t', '\n', '\r']) {
+        return Err(invalid(
+            "the URL holds a tab or a line break; remove it, or write it percent-encoded \
+             (%09, %0A, %0D) where it belongs to a value"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A `key=value` string without its TLS parameters, and those parameters.
@@ -284,8 +352,15 @@ fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
 /// string as written. For [`split_ssl_params`].
 fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
     if is_url(s) {
-        let (base, query) = match s.split_once('?') {
-            Some((b, q)) => (b, Some(q)),
+        refuse_tabs_and_line_breaks(s)?;
+        // The query begins at the first `?` after the credentials (a
+        // password may hold a `?`).
+        let (_, after_credentials) = split_credentials(s);
+        let query_at = after_credentials
+            .find('?')
+            .map(|i| s.len() - after_credentials.len() + i);
+        let (base, query) = match query_at {
+            Some(i) => (&s[..i], Some(&s[i + 1..])),
             None => (s, None),
         };
         let mut tls = TlsSettings::default();
@@ -317,40 +392,5 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_url_of_another_scheme_says_so() {
-        for url in ["mysql://u@h/db", "http://h:5432/db", "POSTGRES://u@h/db"] {
-            let e = split_tls(url).unwrap_err().to_string();
-            assert!(e.contains("use postgres:// or postgresql://"), "{url}: {e}");
-        }
-        // Not a scheme: a conninfo value that happens to hold "://".
-        assert!(split_tls("host=h options='-c x=a://b'").is_ok());
-        // Every reader of a connection string says so, not only this one.
-        let e = params("mysql://u@h/db").unwrap_err().to_string();
-        assert!(e.contains("use postgres:// or postgresql://"), "{e}");
-    }
-
-    #[test]
-    fn split_tls_keeps_the_rest_as_written() {
-        let (rest, tls, saw) = split_tls(
-            "postgres://u:p@h:5/db?sslmode=verify-full&application_name=x&sslrootcert=%2Ftmp%2Fca%20x.pem",
-        )
-        .unwrap();
-        assert_eq!(rest, "postgres://u:p@h:5/db?application_name=x");
-        assert_eq!(tls.mode, SslMode::VerifyFull);
-        assert!(saw);
-        assert_eq!(tls.root_cert.unwrap().to_str(), Some("/tmp/ca x.pem"));
-        let (rest, tls, saw) =
-            split_tls("host=h dbname=d sslmode=verify-ca sslrootcert=/ca.pem user=u").unwrap();
-        assert_eq!(rest, "host=h dbname=d user=u");
-        assert_eq!(tls.mode, SslMode::VerifyCa);
-        assert!(saw);
-        let (rest, _, saw) = split_tls("postgres://h/db").unwrap();
-        assert_eq!((rest.as_str(), saw), ("postgres://h/db", false));
-        assert!(split_tls("postgres://h/db?sslmode=sometimes").is_err());
-        assert!(split_tls("postgres://h/db?sslrootcert=%ff").is_err());
-    }
-}
+#[path = "connstring_tests.rs"]
+mod tests;

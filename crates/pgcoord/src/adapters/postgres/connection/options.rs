@@ -1,11 +1,13 @@
 //! [`ConnectOptions`]: the one parser of PostgreSQL connection strings, for
 //! the lock manager and the read-model pool alike.
 //!
-//! A `postgres://` / `postgresql://` URL is read with the `url` crate; its
-//! user name, password, database name and query values are
-//! percent-decoded with `percent-encoding` (`+` stays a plus, as libpq has
-//! it). A `key=value` string (libpq's conninfo, values optionally in single
-//! quotes) is split respecting the quotes. Either way libpq's `sslmode`
+//! A `postgres://` / `postgresql://` URL is read by libpq's URI grammar
+//! (credentials up to the first `@`, the database name as written after
+//! the first `/`; a tab or line break is refused); its user name,
+//! password, database name and query values are percent-decoded with
+//! `percent-encoding` (`+` stays a plus, as libpq has it). A `key=value`
+//! string (libpq's conninfo, values optionally in single quotes) is split
+//! respecting the quotes. Either way libpq's `sslmode`
 //! (`disable` .. `verify-full`) and `sslrootcert`, which tokio-postgres
 //! refuses or ignores, are taken out into [`TlsSettings`]; every other
 //! parameter (`options`, `application_name`, `connect_timeout`, ...) goes to

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use tokio_postgres::Config;
 
-use super::connstring::{invalid, params, quote};
+use super::connstring::{invalid, names_before_last_at, params, quote};
 use super::driver_params::{keepalives_count, target_session_attrs, tcp_user_timeout_ms};
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
@@ -159,12 +159,14 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
         return Err(invalid(match unsupported(key) {
             Some(why) => format!("connection parameter `{key}` is not supported: {why}"),
-            // Not a name at all: most likely a password's `?` or `#` that
-            // began a query early, so never repeated (it may be the
-            // password's tail).
-            None if !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
-                "a parameter whose name is not a parameter name (a `?` or `#` in the \
-                 password or user name is written %3F or %23)"
+            // Not a name at all, or written before the URL's last `@`:
+            // most likely a password's tail read as a query (a `/` in it
+            // ends libpq's credentials early), so never repeated.
+            None if !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || names_before_last_at(s.unwrap_or("")).contains(key) =>
+            {
+                "a parameter whose name is not a parameter name (a `/` or `@` in the \
+                 password or user name is written %2F or %40)"
                     .to_owned()
             }
             None => format!("unknown connection parameter `{key}`"),

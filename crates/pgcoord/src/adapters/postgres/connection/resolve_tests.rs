@@ -312,7 +312,7 @@ fn errors_name_the_parameter_and_its_source_never_a_value() {
 }
 
 #[test]
-fn bad_percent_encoding_and_a_password_that_ends_a_url_early_are_refused_unrepeated() {
+fn bad_percent_encoding_and_a_password_that_ends_libpqs_credentials_early_are_refused_unrepeated() {
     for (s, want) in [
         (
             "postgres://u:a%zzhunter2@h/db",
@@ -327,8 +327,9 @@ fn bad_percent_encoding_and_a_password_that_ends_a_url_early_are_refused_unrepea
             "postgres://h/db?application_name=a%4",
             "not followed by two hex digits",
         ),
-        ("postgres://u:x?hunter2@h/db", "%3F or %23"),
-        ("postgres://u:x#hunter2@h/db", "%23"),
+        // A `/` ends libpq's credentials early: the password's tail is
+        // read as the database and a query.
+        ("postgres://u:x/y?hunter2@h/db", "%2F or %40"),
     ] {
         let msg = ConnectOptions::parse(s).unwrap_err().to_string();
         assert!(msg.contains(want), "{s}: {msg}");
@@ -337,6 +338,9 @@ fn bad_percent_encoding_and_a_password_that_ends_a_url_early_are_refused_unrepea
     // Well-formed escapes still decode.
     let o = ConnectOptions::parse("postgres://u:a%3Fb%25@h/db").unwrap();
     assert_eq!(o.config().get_password(), Some(&b"a?b%"[..]));
+    // Unencoded, a `?` or `#` before the `@` is the password's, as in libpq.
+    let o = ConnectOptions::parse("postgres://u:x?hunter2#@h/db").unwrap();
+    assert_eq!(o.config().get_password(), Some(&b"x?hunter2#"[..]));
 }
 
 #[test]

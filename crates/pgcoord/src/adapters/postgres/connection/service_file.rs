@@ -45,7 +45,7 @@ fn candidates(env: &LibpqEnv) -> Vec<PathBuf> {
 pub(super) fn find(name: &str, env: &LibpqEnv) -> Result<Service> {
     let files = candidates(env);
     for file in &files {
-        let Ok(text) = std::fs::read_to_string(file) else {
+        let Some(text) = read(file)? else {
             continue;
         };
         if let Some(params) = section(&text, name, file)? {
@@ -60,6 +60,33 @@ pub(super) fn find(name: &str, env: &LibpqEnv) -> Result<Service> {
         "definition of service \"{name}\" not found (searched {})",
         searched.join(", ")
     )))
+}
+
+/// The most of a service file read: a service file is a few lines, and a
+/// file with no end (`PGSERVICEFILE=/dev/zero`, a pipe never closed) must
+/// not fill memory.
+const MAX_SIZE: u64 = 1 << 20;
+
+/// The file's text; `None` when it cannot be read or is not UTF-8 (the
+/// next file is searched, as before), an error naming the file when it
+/// holds more than [`MAX_SIZE`] bytes.
+fn read(file: &Path) -> Result<Option<String>> {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(file) else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    if f.take(MAX_SIZE + 1).read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    if bytes.len() as u64 > MAX_SIZE {
+        return Err(invalid(format!(
+            "service file \"{}\" holds more than {} MiB (is it a service file?); not read",
+            file.display(),
+            MAX_SIZE >> 20
+        )));
+    }
+    Ok(String::from_utf8(bytes).ok())
 }
 
 /// The `keyword=value` lines of section `[name]`, if the file has one.
@@ -159,6 +186,31 @@ mod tests {
             err.contains("definition of service \"c\" not found"),
             "{err}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_without_end_is_read_only_up_to_a_cap_and_named() {
+        let dir = std::env::temp_dir().join(format!("pgcoord-svc-big-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.conf");
+        let line = "# a comment line of a service file far too long to be one\n";
+        let lines = (MAX_SIZE as usize).div_ceil(line.len()) + 1;
+        std::fs::write(&big, format!("[a]\nport=1\n{}", line.repeat(lines))).unwrap();
+        for file in [big.as_path(), Path::new("/dev/zero")] {
+            let env = LibpqEnv::from_vars([
+                ("PGSERVICEFILE", file.display().to_string()),
+                ("PGSYSCONFDIR", dir.display().to_string()),
+            ]);
+            let err = find("a", &env).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(
+                    "service file \"{}\" holds more than 1 MiB",
+                    file.display()
+                )),
+                "{err}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,156 @@
+//! URLs read as libpq reads them (credentials up to the first `@`, the
+//! database name as written after the first `/`, a tab or line break
+//! refused rather than dropped), secrets of every spelling never printed,
+//! and a service file with no end not read into memory.
+
+use crate::common::*;
+use crate::libpq_env::password_cluster;
+
+fn no_wait(key: &str) -> [&str; 6] {
+    ["lock", "run", "--no-wait", key, "--", "true"]
+}
+
+/// `k3?Jd8Lq2=xYz` was cut at its `?`: exit 2 naming `Jd8Lq2`, a piece
+/// of the password. libpq (psql) takes it whole, and so does the tool.
+#[tokio::test]
+async fn a_password_holding_a_question_mark_logs_in_whole() {
+    let (cluster, db) = password_cluster().await;
+    let password = "k3?Jd8Lq2=xYz#[x]:y";
+    db.connect()
+        .await
+        .unwrap()
+        .batch_execute(&format!("ALTER ROLE app PASSWORD '{password}'"))
+        .await
+        .unwrap();
+    let url = |pw: &str| {
+        format!(
+            "postgres://app:{pw}@127.0.0.1:{}/{}",
+            cluster.port(),
+            db.name()
+        )
+    };
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", url(password))
+            .args(no_wait("q")),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    // A wrong one is the server's to refuse, and no piece of it is shown.
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", url("k3?Jd8Lq2=WRONG"))
+            .args(no_wait("q")),
+    )
+    .await;
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("app:***@127.0.0.1"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("Jd8") && !out.stderr.contains("WRONG"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `sslpassword` (libpq's other secret), a password under a
+/// percent-encoded name, a password's tail after an unencoded `/`: each
+/// refused (exit 2) with the secret masked.
+#[tokio::test]
+async fn no_secret_of_any_spelling_is_printed() {
+    for (url, secret) in [
+        (
+            "postgres://app@127.0.0.1:1/app?sslpassword=SECRET9",
+            "SECRET9",
+        ),
+        ("host=127.0.0.1 sslpassword=SECRET9 dbname=app", "SECRET9"),
+        (
+            "postgres://app@127.0.0.1:1/app?pass%77ord=OTHERSECRET&port=abc",
+            "OTHERSECRET",
+        ),
+        ("postgres://app:k3/x?Jd8Lq2=xYz@127.0.0.1:1/app", "Jd8Lq2"),
+        ("postgres://app:se\ncretXYZ@127.0.0.1:1/app", "cretXYZ"),
+    ] {
+        let out = output(eventsource(None).args(["--database-url", url, "lock", "holders"])).await;
+        assert_eq!(out.code, 2, "{url:?}: {out:?}");
+        assert!(
+            out.stderr
+                .starts_with("eventsource: invalid connection settings"),
+            "{url:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains(secret), "{url:?}: {}", out.stderr);
+    }
+}
+
+/// `//postgres` is the database `/postgres` (libpq keeps what follows the
+/// first `/`); it used to reach `postgres`.
+#[tokio::test]
+async fn a_double_slash_names_a_database_beginning_with_a_slash() {
+    let db = database().await;
+    let config = db.config();
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}//{}",
+        config.get_user().unwrap(),
+        config.get_ports()[0],
+        db.name()
+    );
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(no_wait("slash")),
+    )
+    .await;
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("database \"/{}\" does not exist", db.name())),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A line break in a URL used to be dropped silently (`postgres\nfoo`
+/// reached `postgresfoo`); it is a usage error now.
+#[tokio::test]
+async fn a_url_with_a_tab_or_line_break_is_refused() {
+    for url in [
+        "postgres://app@127.0.0.1:1/postgres\nfoo",
+        "postgres://app@127.0.0.1:1/postgres?application_name=a\tb",
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", url)
+                .args(no_wait("k")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url:?}: {out:?}");
+        assert!(
+            out.stderr.contains("the URL holds a tab or a line break"),
+            "{url:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// `PGSERVICEFILE=/dev/zero` was read until memory ran out (1.87 GB in
+/// 6 s); it is read up to 1 MiB and refused by name.
+#[tokio::test]
+async fn a_service_file_with_no_end_is_refused_by_name() {
+    for file in ["/dev/zero", "/dev/urandom"] {
+        let out = output(
+            eventsource(None)
+                .env("PGSERVICEFILE", file)
+                .env("PGSERVICE", "svc")
+                .args(["lock", "holders"]),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{file}: {out:?}");
+        assert!(
+            out.stderr
+                .contains(&format!("service file \"{file}\" holds more than 1 MiB")),
+            "{file}: {}",
+            out.stderr
+        );
+    }
+}

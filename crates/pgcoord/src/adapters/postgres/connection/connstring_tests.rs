@@ -1,0 +1,132 @@
+//! Tests of `connstring.rs`: splitting URLs and `key=value` strings.
+
+use super::*;
+use crate::adapters::postgres::connection::options::ConnectOptions;
+
+#[test]
+fn a_url_of_another_scheme_says_so() {
+    for url in ["mysql://u@h/db", "http://h:5432/db", "POSTGRES://u@h/db"] {
+        let e = split_tls(url).unwrap_err().to_string();
+        assert!(e.contains("use postgres:// or postgresql://"), "{url}: {e}");
+    }
+    // Not a scheme: a conninfo value that happens to hold "://".
+    assert!(split_tls("host=h options='-c x=a://b'").is_ok());
+    // Every reader of a connection string says so, not only this one.
+    let e = params("mysql://u@h/db").unwrap_err().to_string();
+    assert!(e.contains("use postgres:// or postgresql://"), "{e}");
+}
+
+#[test]
+fn split_tls_keeps_the_rest_as_written() {
+    let (rest, tls, saw) = split_tls(
+        "postgres://u:p@h:5/db?sslmode=verify-full&application_name=x&sslrootcert=%2Ftmp%2Fca%20x.pem",
+    )
+    .unwrap();
+    assert_eq!(rest, "postgres://u:p@h:5/db?application_name=x");
+    assert_eq!(tls.mode, SslMode::VerifyFull);
+    assert!(saw);
+    assert_eq!(tls.root_cert.unwrap().to_str(), Some("/tmp/ca x.pem"));
+    let (rest, tls, saw) =
+        split_tls("host=h dbname=d sslmode=verify-ca sslrootcert=/ca.pem user=u").unwrap();
+    assert_eq!(rest, "host=h dbname=d user=u");
+    assert_eq!(tls.mode, SslMode::VerifyCa);
+    assert!(saw);
+    let (rest, _, saw) = split_tls("postgres://h/db").unwrap();
+    assert_eq!((rest.as_str(), saw), ("postgres://h/db", false));
+    assert!(split_tls("postgres://h/db?sslmode=sometimes").is_err());
+    assert!(split_tls("postgres://h/db?sslrootcert=%ff").is_err());
+}
+
+fn param<'a>(got: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    got.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn credentials_run_to_the_first_at_sign_as_libpq_reads_them() {
+    // libpq: up to the first `@` (before any `/`) is user[:password], so a
+    // `?`, `#`, `[`, `]` or `:` there is the password's.
+    for (url, password) in [
+        (
+            "postgres://app:k3?Jd8Lq2=xYz@db.example/app",
+            "k3?Jd8Lq2=xYz",
+        ),
+        ("postgres://app:a#b[c]d:e@db.example/app", "a#b[c]d:e"),
+        (
+            "postgresql://app:p%40ss?x@db.example:6432/app?sslmode=disable",
+            "p@ss?x",
+        ),
+    ] {
+        let got = params(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(param(&got, "user"), Some("app"), "{url}");
+        assert_eq!(param(&got, "password"), Some(password), "{url}");
+        assert_eq!(param(&got, "host"), Some("db.example"), "{url}");
+        assert_eq!(param(&got, "dbname"), Some("app"), "{url}");
+    }
+    // The query of a URL whose password holds a `?` is still found.
+    let (rest, tls, saw) = split_tls("postgres://u:p?w@h/db?sslmode=require&x=1").unwrap();
+    assert_eq!(rest, "postgres://u:p?w@h/db?x=1");
+    assert_eq!((tls.mode, saw), (SslMode::Require, true));
+    let (rest, _, saw) = split_tls("postgres://u:p?sslmode=disable@h/db").unwrap();
+    assert_eq!(
+        (rest.as_str(), saw),
+        ("postgres://u:p?sslmode=disable@h/db", false)
+    );
+}
+
+#[test]
+fn no_error_repeats_text_of_the_credentials() {
+    for url in [
+        // A `/` ends libpq's credentials early: the tail is read as a query.
+        "postgres://app:k3/x?Jd8Lq2=xYz@db.example/app",
+        "postgres://app:k3/x?Jd8Lq2@db.example/app",
+        "postgres://u:p@h/db?sslmode=Jd8Lq2xYz",
+        "postgres://u:Jd8%zzLq2xYz@h/db",
+    ] {
+        let err = ConnectOptions::parse(url).unwrap_err().to_string();
+        assert!(!err.contains("Jd8") && !err.contains("xYz"), "{url}: {err}");
+        let err = split_ssl_params(url)
+            .map(|_| ())
+            .map_or_else(|e| e.to_string(), |_| String::new());
+        assert!(!err.contains("Jd8") && !err.contains("xYz"), "{url}: {err}");
+    }
+    // A typo in a query after the last `@` is still named.
+    let err = ConnectOptions::parse("postgres://u:p@h/db?aplication_name=x")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`aplication_name`"), "{err}");
+}
+
+#[test]
+fn the_database_name_is_the_path_after_the_first_slash_as_written() {
+    for (url, db) in [
+        ("postgres://h:5432//postgres", "/postgres"),
+        ("postgres://h/a/../b", "a/../b"),
+        ("postgres://h/db%2Fx", "db/x"),
+        ("postgres://h/db#1", "db#1"),
+    ] {
+        let got = params(url).unwrap();
+        assert_eq!(param(&got, "dbname"), Some(db), "{url}");
+    }
+    let got = params("postgres://h/db?application_name=a#b").unwrap();
+    assert_eq!(param(&got, "application_name"), Some("a#b"));
+    let o = ConnectOptions::parse("postgres://h:5432//postgres").unwrap();
+    assert_eq!(o.config().get_dbname(), Some("/postgres"));
+}
+
+#[test]
+fn a_url_with_a_tab_or_line_break_is_refused_not_changed() {
+    for url in [
+        "postgres://h/postgres\nfoo",
+        "postgres://h/postgres\rfoo",
+        "postgres://h/db?application_name=a\tb",
+        "postgres://u:se\ncretXYZ@h/db",
+    ] {
+        let err = params(url).unwrap_err().to_string();
+        assert!(err.contains("a tab or a line break"), "{url:?}: {err}");
+        assert!(!err.contains("cretXYZ"), "{err}");
+        assert!(split_tls(url).is_err(), "{url:?}");
+    }
+    // Percent-encoded, they are the value's.
+    let got = params("postgres://h/postgres%0Afoo").unwrap();
+    assert_eq!(param(&got, "dbname"), Some("postgres\nfoo"));
+}
