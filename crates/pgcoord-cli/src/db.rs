@@ -132,8 +132,8 @@ impl Database {
                 // The environment fills what the URL leaves out, and its
                 // errors name their variable: not every error is the URL's.
                 "invalid connection settings (database URL {}): {}",
-                redact_url(url),
-                crate::redact::scrub_secrets(&e.to_string())
+                crate::printable::printable(&redact_url(url)),
+                crate::printable::printable(&crate::redact::scrub_secrets(&e.to_string()))
             )
         })
     }

@@ -130,6 +130,14 @@ async fn a_url_with_a_tab_or_line_break_is_refused() {
             "{url:?}: {}",
             out.stderr
         );
+        // The URL shown escaped: one line, no raw tab.
+        assert_eq!(out.stderr.lines().count(), 1, "{url:?}: {}", out.stderr);
+        assert!(
+            !out.stderr.contains('\t')
+                && (out.stderr.contains("\\n") || out.stderr.contains("\\t")),
+            "{url:?}: {}",
+            out.stderr
+        );
     }
 }
 
