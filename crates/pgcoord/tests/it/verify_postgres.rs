@@ -133,3 +133,40 @@ async fn unreachable_server_is_a_connect_error() {
         Some(BackendErrorKind::Connect)
     );
 }
+
+/// A second fence table in another schema (a hand-made one, earlier in some
+/// session's search_path) hands that session tokens from its own counters:
+/// verify() names both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_fence_table_is_reported() {
+    let db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
+    let m = common::manager(&db, "verify-fences");
+    m.install_fencing().await.unwrap();
+    let report = m.verify().await.unwrap();
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("fence tables")),
+        "one table is no problem: {:?}",
+        report.warnings
+    );
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(
+            "CREATE SCHEMA shadow; CREATE TABLE shadow.eventsource_lock_fences \
+             (lock_id bigint primary key, key text not null, fence bigint not null, \
+             last_run_started timestamptz)",
+        )
+        .await
+        .unwrap();
+    let report = m.verify().await.unwrap();
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.contains("fence tables"))
+        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    assert!(
+        warning.starts_with("2 fence tables")
+            && warning.contains("public.eventsource_lock_fences")
+            && warning.contains("shadow.eventsource_lock_fences"),
+        "{warning}"
+    );
+}

@@ -225,9 +225,10 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
     let checked = async {
         let seen = lock_checks(&a.client, &b.client, lock_id).await?;
         let look_alikes = probe::look_alikes(&a.client).await?;
+        let fence_tables = probe::fence_tables(&a.client).await?;
         let facts = server_facts(&a.client).await?;
         let replication = replication::replication(&a.client).await?;
-        Ok::<_, Error>((seen, look_alikes, facts, replication))
+        Ok::<_, Error>((seen, (look_alikes, fence_tables), facts, replication))
     }
     .await;
     if checked.is_err() {
@@ -235,7 +236,12 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
         // the unlocks elsewhere) gives it back wherever it is still held.
         probe::release_everywhere(&a.client, &b.client, lock_id).await;
     }
-    let (seen, look_alikes, (server_version, numeric, shown, capacity), replication) = checked?;
+    let (
+        seen,
+        (look_alikes, fence_tables),
+        (server_version, numeric, shown, capacity),
+        replication,
+    ) = checked?;
     let mut warnings = advice(
         &numeric,
         settings.liveness_interval,
@@ -249,6 +255,16 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
              unqualified, with that schema earlier in its search_path, gets the look-alike and \
              perhaps no lock at all",
             look_alikes.join(", ")
+        ));
+    }
+    if !fence_tables.is_empty() {
+        warnings.push(format!(
+            "{} fence tables in this database ({}): a fenced lock counts its tokens in the \
+             first one its session's search_path finds, so sessions with different \
+             search_paths hand out tokens of one key from different counters, and a token can \
+             repeat; keep one (`eventsource lock install` makes it in the current schema)",
+            fence_tables.len(),
+            fence_tables.join(", ")
         ));
     }
     Ok(VerifyReport {

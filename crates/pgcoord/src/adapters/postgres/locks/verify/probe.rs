@@ -334,3 +334,22 @@ pub(super) async fn look_alikes(c: &Client) -> Result<Vec<String>> {
         .map_err(query_failed)?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
+
+/// Every schema-qualified fence table of the database, when there is more
+/// than one (a second `eventsource_lock_fences` earlier in some session's
+/// `search_path` hands out that session's tokens from its own counters).
+pub(super) async fn fence_tables(c: &Client) -> Result<Vec<String>> {
+    let rows = c
+        .query(
+            "SELECT pg_catalog.quote_ident(n.nspname) || '.eventsource_lock_fences' \
+               FROM pg_catalog.pg_class t \
+               JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace \
+              WHERE t.relname = 'eventsource_lock_fences' AND t.relkind IN ('r', 'p') \
+              ORDER BY 1",
+            &[],
+        )
+        .await
+        .map_err(query_failed)?;
+    let tables: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    Ok(if tables.len() > 1 { tables } else { Vec::new() })
+}
