@@ -88,12 +88,20 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
         }
         Err(e) => {
             let mut line = db::describe_failure("cannot record the run's start", Some(db), &e);
-            if e.as_backend()
-                .is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer)
-            {
+            let backend = e.as_backend();
+            if backend.is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer) {
                 line.push_str(
                     " (--min-interval records it on a second server session: a pooler with no \
                      server connection free, or a role at its connection limit?)",
+                );
+            } else if backend
+                .and_then(|b| b.code())
+                .is_some_and(|c| c.code() == "53300")
+            {
+                line.push_str(
+                    " (--min-interval records it on a second server session, beside the \
+                     lock's: the role's CONNECTION LIMIT, the database's or max_connections \
+                     must leave room for two)",
                 );
             }
             report!("{line}; the command was not run");

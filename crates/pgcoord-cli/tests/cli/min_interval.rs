@@ -381,3 +381,44 @@ async fn a_lock_lost_while_the_start_is_recorded_does_not_start_the_command() {
         out.stderr
     );
 }
+
+/// A role allowed one connection holds the lock on it and cannot open the
+/// run log's: the line says --min-interval needs a second one.
+#[tokio::test]
+async fn a_role_allowed_one_connection_is_told_the_run_log_needs_a_second() {
+    let db = database().await;
+    install(&db).await;
+    let role = format!("one_conn_{}", db.name());
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN NOSUPERUSER CONNECTION LIMIT 1; \
+             GRANT SELECT, INSERT, UPDATE ON eventsource_lock_fences TO {role}; \
+             GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role}"
+        ))
+        .await
+        .unwrap();
+    let url = format!(
+        "postgres://{role}@{}",
+        db.url().split_once('@').expect("a URL with a user").1
+    );
+    let mut cmd = eventsource(None);
+    cmd.env("DATABASE_URL", &url).args([
+        "lock",
+        "run",
+        "--min-interval",
+        "1h",
+        "one-connection",
+        "--",
+        "true",
+    ]);
+    let out = output(&mut cmd).await;
+    assert_eq!(out.code, 69, "{out:?}");
+    assert!(
+        out.stderr.contains("too many connections")
+            && out.stderr.contains("must leave room for two")
+            && out.stderr.contains("the command was not run"),
+        "{}",
+        out.stderr
+    );
+}
