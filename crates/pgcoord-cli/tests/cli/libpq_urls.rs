@@ -162,3 +162,30 @@ async fn a_service_file_with_no_end_is_refused_by_name() {
         );
     }
 }
+
+/// An unencoded `/` or `@` in a password: libpq reads the tail as a host
+/// or a database name, and the tool printed it whole in `(database
+/// postgres://root@plain:2024/SecretX@...)`. Refused now (exit 2), the
+/// password masked.
+#[tokio::test]
+async fn an_at_sign_after_the_credentials_is_a_usage_error_printing_no_password() {
+    for url in [
+        "postgresql://plain:2024/SecretX@127.0.0.1:1/app",
+        "postgresql://ua:a@SecretX@127.0.0.1:1/app",
+        "postgresql://ua:pw@127.0.0.1:1,SecretX@127.0.0.1:1/app",
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", url)
+                .args(no_wait("at")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("is written %40 or %2F"),
+            "{url}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("SecretX"), "{url}: {}", out.stderr);
+    }
+}

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use percent_encoding::percent_decode_str;
 
+pub(super) use super::conninfo::invalid;
+use super::conninfo::conninfo_pairs;
 use super::tls::{SslMode, TlsSettings};
-use crate::ports::error::{Error, Result};
+use crate::ports::error::Result;
 
 /// The connection string without its TLS parameters, and those parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,10 +52,6 @@ pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
         crl: tls.crl,
         crl_dir: tls.crl_dir,
     })
-}
-
-pub(super) fn invalid(why: String) -> Error {
-    Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {why}"))
 }
 
 pub(super) fn is_url(s: &str) -> bool {
@@ -166,6 +164,7 @@ pub(super) fn params(s: &str) -> Result<Vec<(String, String)>> {
 fn url_params(s: &str) -> Result<Vec<(String, String)>> {
     refuse_tabs_and_line_breaks(s)?;
     let (userinfo, rest) = split_credentials(s);
+    refuse_at_after_credentials(rest)?;
     let mut out = Vec::new();
     if let Some(userinfo) = userinfo {
         // libpq: the user name runs to the first `:`, the password to the `@`.
@@ -234,6 +233,24 @@ fn split_credentials(url: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// A URL with an `@` after libpq's credentials and before its `?` (in the
+/// host list or the database name) is refused: it is almost always an
+/// unencoded `@` or `/` in a password (`u:2024/Secret@h/db`, `u:a@b@h/db`),
+/// which libpq would read as a host or a database name, and which would
+/// then be shown. A deliberate difference from libpq; the message never
+/// repeats the URL's text.
+fn refuse_at_after_credentials(rest: &str) -> Result<()> {
+    let before_query = rest.split_once('?').map_or(rest, |(b, _)| b);
+    if before_query.contains('@') {
+        return Err(invalid(
+            "the URL has an `@` after its user name and password (in the host list or the \
+             database name); an `@` or `/` in a user name or password is written %40 or %2F"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The (decoded) names of a URL's query parameters written before its
 /// last `@`. With a `/` in a password, libpq's rule ends the credentials
 /// early and the password's tail may be read as parameters; a message
@@ -286,68 +303,6 @@ fn from_conninfo(s: &str) -> Result<(String, TlsSettings)> {
     Ok((kept.join(" "), tls))
 }
 
-/// The `key=value` pairs of a conninfo string: (key, unquoted value, the
-/// pair as written).
-fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
-    // `mysql://...`, `http://...`: a URL, but not PostgreSQL's (read as
-    // `key=value` pairs it would only be "a parameter has no `=`").
-    if let Some((scheme, _)) = s.trim_start().split_once("://") {
-        if !scheme.is_empty()
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        {
-            return Err(invalid(format!(
-                "a URL of scheme {scheme:?}: use postgres:// or postgresql://"
-            )));
-        }
-    }
-    let mut out = Vec::new();
-    let mut chars = s.char_indices().peekable();
-    loop {
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        let Some(&(start, _)) = chars.peek() else {
-            break;
-        };
-        let mut key = String::new();
-        while let Some((_, c)) = chars.next_if(|(_, c)| *c != '=' && !c.is_whitespace()) {
-            key.push(c);
-        }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        if chars.next_if(|(_, c)| *c == '=').is_none() {
-            return Err(invalid("a parameter has no `=`".into()));
-        }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        let mut value = String::new();
-        if chars.next_if(|(_, c)| *c == '\'').is_some() {
-            loop {
-                match chars.next() {
-                    None => return Err(invalid("unterminated quoted value".into())),
-                    Some((_, '\'')) => break,
-                    Some((_, '\\')) => match chars.next() {
-                        Some((_, c)) => value.push(c),
-                        None => return Err(invalid("unterminated quoted value".into())),
-                    },
-                    Some((_, c)) => value.push(c),
-                }
-            }
-        } else {
-            while let Some((_, c)) = chars.next_if(|(_, c)| !c.is_whitespace()) {
-                if c == '\\' {
-                    if let Some((_, escaped)) = chars.next() {
-                        value.push(escaped);
-                    }
-                } else {
-                    value.push(c);
-                }
-            }
-        }
-        let end = chars.peek().map_or(s.len(), |&(i, _)| i);
-        out.push((key, value, s[start..end].trim_end().to_owned()));
-    }
-    Ok(out)
-}
-
 /// `sslmode` and `sslrootcert` out of a connection string; the rest of the
 /// string as written. For [`split_ssl_params`].
 fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
@@ -356,6 +311,7 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
         // The query begins at the first `?` after the credentials (a
         // password may hold a `?`).
         let (_, after_credentials) = split_credentials(s);
+        refuse_at_after_credentials(after_credentials)?;
         let query_at = after_credentials
             .find('?')
             .map(|i| s.len() - after_credentials.len() + i);

@@ -130,3 +130,28 @@ fn a_url_with_a_tab_or_line_break_is_refused_not_changed() {
     let got = params("postgres://h/postgres%0Afoo").unwrap();
     assert_eq!(param(&got, "dbname"), Some("postgres\nfoo"));
 }
+
+#[test]
+fn an_at_sign_after_the_credentials_is_refused_without_repeating_the_url() {
+    // An unencoded `/` or `@` in a password: libpq would read the tail as
+    // a host or a database name, which would then be shown.
+    for url in [
+        "postgresql://plain:2024/SecretX@127.0.0.1:56431/app",
+        "postgresql://ua:a@SecretX@127.0.0.1:56431/app",
+        "postgresql://ua:pw@127.0.0.1:56431,SecretX@127.0.0.1:56431/app",
+        "postgresql://127.0.0.1:56431/app@SecretX?sslmode=disable",
+    ] {
+        for err in [
+            params(url).unwrap_err().to_string(),
+            split_ssl_params(url).unwrap_err().to_string(),
+            ConnectOptions::parse(url).unwrap_err().to_string(),
+        ] {
+            assert!(err.contains("written %40 or %2F"), "{url}: {err}");
+            assert!(!err.contains("SecretX") && !err.contains("127."), "{url}: {err}");
+        }
+    }
+    // After the `?` an `@` is a value's; encoded, it is the password's.
+    let got = params("postgres://u:a%40b@h/db?application_name=x@y").unwrap();
+    assert_eq!(param(&got, "password"), Some("a@b"));
+    assert_eq!(param(&got, "application_name"), Some("x@y"));
+}
