@@ -189,3 +189,37 @@ async fn an_at_sign_after_the_credentials_is_a_usage_error_printing_no_password(
         assert!(!out.stderr.contains("SecretX"), "{url}: {}", out.stderr);
     }
 }
+
+/// `PGREQUIRESSL=1` and `requiressl=1` (libpq's deprecated spelling of
+/// `sslmode=require`) were ignored and refused as unknown respectively: the
+/// tool connected without TLS where psql says the server does not
+/// support SSL.
+#[tokio::test]
+async fn requiressl_requires_tls_as_in_libpq() {
+    let db = database().await;
+    let config = db.config();
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}/{}",
+        config.get_user().unwrap(),
+        config.get_ports()[0],
+        db.name()
+    );
+    // The test server offers no TLS: without the setting the run works.
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(no_wait("rssl")),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for (url, requiressl) in [(url.clone(), Some("1")), (format!("{url}?requiressl=1"), None)] {
+        let mut cmd = eventsource(None);
+        cmd.env("DATABASE_URL", &url).args(no_wait("rssl"));
+        if let Some(v) = requiressl {
+            cmd.env("PGREQUIRESSL", v);
+        }
+        let out = output(&mut cmd).await;
+        assert_eq!(out.code, 69, "{url} {requiressl:?}: {out:?}");
+        assert!(out.stderr.contains("does not offer TLS"), "{out:?}");
+    }
+}

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use tokio_postgres::Config;
 
 use super::connstring::{invalid, names_before_last_at, params, quote};
+use super::known_params::{unsupported, KNOWN, UNSUPPORTED_ENV};
 use super::driver_params::{keepalives_count, target_session_attrs, tcp_user_timeout_ms};
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
@@ -52,69 +53,6 @@ impl Origin {
     }
 }
 
-/// The connection parameters this crate takes: tokio-postgres's, and
-/// those it reads itself (TLS beyond `require`, the password file, the
-/// service, libpq's fallback name).
-const KNOWN: &[&str] = &[
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "password",
-    "passfile",
-    "service",
-    "options",
-    "application_name",
-    "fallback_application_name",
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "sslcrl",
-    "sslcrldir",
-    "sslnegotiation",
-    "sslsni",
-    "sslcompression",
-    "ssl_min_protocol_version",
-    "ssl_max_protocol_version",
-    "gssencmode",
-    "connect_timeout",
-    "tcp_user_timeout",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_retries",
-    "keepalives_count",
-    "target_session_attrs",
-    "channel_binding",
-    "load_balance_hosts",
-];
-
-/// libpq parameters this client does not take, and why; named in the
-/// error rather than called unknown, since each would change what the
-/// connection accepts.
-fn unsupported(key: &str) -> Option<&'static str> {
-    Some(match key {
-        "sslpassword" => {
-            "this client cannot decrypt an encrypted sslkey; store the key decrypted, \
-             readable by its owner only (chmod 0600)"
-        }
-        "require_auth" => "this client cannot restrict the server's authentication methods",
-        "sslcertmode" => {
-            "this client sends the client certificate whenever sslcert (or \
-             ~/.postgresql/postgresql.crt) exists and the server asks for one"
-        }
-        _ => return None,
-    })
-}
-
-/// The environment variables of [`unsupported`] parameters.
-const UNSUPPORTED_ENV: &[(&str, &str)] = &[
-    ("PGREQUIREAUTH", "require_auth"),
-    ("PGSSLCERTMODE", "sslcertmode"),
-];
-
 /// What resolving gave: the driver's settings, TLS, the password's
 /// source, warnings (an ignored password file).
 pub(super) struct Resolved {
@@ -139,6 +77,18 @@ impl Params {
         self.0.iter().find(|(k, _, _)| k == key).map(|(_, _, o)| o)
     }
 
+    /// libpq's deprecated `requiressl`: a value beginning with 1 is
+    /// `sslmode=require` unless `sslmode` is given; any other means nothing.
+    fn fold_requiressl(&mut self) {
+        let Some(at) = self.0.iter().position(|(k, _, _)| k == "requiressl") else {
+            return;
+        };
+        let (_, value, origin) = self.0.remove(at);
+        if value.starts_with('1') {
+            self.fill("sslmode", "require", origin);
+        }
+    }
+
     /// Sets `key` unless it is set already (a later source never overrides).
     fn fill(&mut self, key: &str, value: &str, origin: Origin) {
         if self.get(key).is_none() {
@@ -156,6 +106,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         p.0.retain(|(key, _, _)| *key != k);
         p.0.push((k, v, Origin::String));
     }
+    p.fold_requiressl();
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
         return Err(invalid(match unsupported(key) {
             Some(why) => format!("connection parameter `{key}` is not supported: {why}"),
@@ -215,11 +166,17 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
                 }
                 p.fill(k, v, Origin::Service(found.file.clone()));
             }
+            p.fold_requiressl();
         }
         for (var, key) in ENV_PARAMS {
             if let Some(v) = env.var(var) {
                 p.fill(key, v, Origin::Env(var));
             }
+        }
+        // libpq's deprecated PGREQUIRESSL: a value beginning with 1 is
+        // sslmode=require, unless sslmode is given.
+        if env.var("PGREQUIRESSL").is_some_and(|v| v.starts_with('1')) {
+            p.fill("sslmode", "require", Origin::Env("PGREQUIRESSL"));
         }
         let port = p.get("port").unwrap_or("5432").to_owned();
         p.fill("port", &port, Origin::Default);
@@ -383,3 +340,7 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
 #[cfg(test)]
 #[path = "resolve_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "resolve_libpq_tests.rs"]
+mod libpq_tests;
