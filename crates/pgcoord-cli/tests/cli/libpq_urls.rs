@@ -223,3 +223,45 @@ async fn requiressl_requires_tls_as_in_libpq() {
         assert!(out.stderr.contains("does not offer TLS"), "{out:?}");
     }
 }
+
+/// `password=` (empty) was sent as the password; libpq takes it as none
+/// and reads the password file (not PGPASSWORD: the parameter was given).
+#[tokio::test]
+async fn an_empty_password_reads_the_password_file() {
+    let (cluster, db) = password_cluster().await;
+    let password = "pgpass-Empty-Pw9";
+    db.connect()
+        .await
+        .unwrap()
+        .batch_execute(&format!("ALTER ROLE app PASSWORD '{password}'"))
+        .await
+        .unwrap();
+    let dir = scratch_dir();
+    let pgpass = dir.join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!("127.0.0.1:{}:*:app:{password}\n", cluster.port()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &pgpass,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let port = cluster.port();
+    for url in [
+        format!("host=127.0.0.1 port={port} user=app dbname={} password=", db.name()),
+        format!("host=127.0.0.1 port={port} user=app dbname={} password=''", db.name()),
+        format!("postgresql://app@127.0.0.1:{port}/{}?password=", db.name()),
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .env("PGPASSFILE", &pgpass)
+                .env("PGPASSWORD", "WRONG-env-pw")
+                .args(no_wait("empty-pw")),
+        )
+        .await;
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+    }
+}

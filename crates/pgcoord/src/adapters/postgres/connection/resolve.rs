@@ -89,6 +89,12 @@ impl Params {
         }
     }
 
+    /// Sets `key`, replacing a value it has.
+    fn set(&mut self, key: &str, value: &str, origin: Origin) {
+        self.0.retain(|(k, _, _)| k != key);
+        self.0.push((key.to_owned(), value.to_owned(), origin));
+    }
+
     /// Sets `key` unless it is set already (a later source never overrides).
     fn fill(&mut self, key: &str, value: &str, origin: Origin) {
         if self.get(key).is_none() {
@@ -189,7 +195,9 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         if let Some(user) = p.get("user").map(str::to_owned) {
             p.fill("dbname", &user, Origin::Default);
         }
-        if p.get("password").is_none() {
+        // libpq: an empty password is none (the password file is read;
+        // PGPASSWORD is not, the parameter having been given).
+        if p.get("password").is_none_or(str::is_empty) {
             let file = match p.get("passfile") {
                 Some(f) => Some(PathBuf::from(f)),
                 None => env.home().map(|h| h.join(".pgpass")),
@@ -203,7 +211,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
                     }
                     Loaded::Read(entries) => {
                         if let Some(pw) = password_from(&entries, &p) {
-                            p.fill("password", &pw, Origin::Default);
+                            p.set("password", &pw, Origin::Default);
                             password_source = Some(PasswordSource::PasswordFile(file));
                         }
                     }
@@ -211,6 +219,8 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
             }
         }
     }
+    // Still empty: no password, as in libpq (never sent as one).
+    p.0.retain(|(k, v, _)| k != "password" || !v.is_empty());
     if password_source.is_none() {
         password_source = p.origin("password").map(|o| match o {
             Origin::Service(f) => PasswordSource::ServiceFile(f.clone()),

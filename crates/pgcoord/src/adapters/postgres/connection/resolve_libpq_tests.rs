@@ -1,8 +1,8 @@
 //! libpq's rules for deprecated, empty and spaced values (`requiressl`,
 //! an empty password or user name), over environments built from maps.
 
-use super::tests::resolve;
-use crate::adapters::postgres::{LibpqEnv, SslMode};
+use super::tests::{resolve, Dir};
+use crate::adapters::postgres::{LibpqEnv, PasswordSource, SslMode};
 
 #[test]
 fn requiressl_1_is_sslmode_require_unless_sslmode_is_given() {
@@ -33,4 +33,34 @@ fn requiressl_1_is_sslmode_require_unless_sslmode_is_given() {
     assert_eq!(resolve(Some("host=h"), &both).ssl_mode(), SslMode::Disable);
     let zero = LibpqEnv::from_vars([("PGREQUIRESSL", "0")]);
     assert_eq!(resolve(Some("host=h"), &zero).ssl_mode(), SslMode::Prefer);
+}
+
+#[test]
+fn an_empty_password_is_none_and_the_password_file_is_read() {
+    let dir = Dir::new("empty-pw");
+    let file = dir.write("pgpass", "h:5432:app:plain:from-file\n", 0o600);
+    let env = LibpqEnv::from_vars([
+        ("PGPASSFILE", file.display().to_string()),
+        ("PGPASSWORD", "from-env".to_owned()),
+    ]);
+    for s in [
+        "host=h user=plain dbname=app password=",
+        "host=h user=plain dbname=app password=''",
+        "postgresql://plain@h/app?password=",
+    ] {
+        let o = resolve(Some(s), &env);
+        assert_eq!(o.config().get_password(), Some(&b"from-file"[..]), "{s}");
+        assert_eq!(
+            o.password_source(),
+            Some(&PasswordSource::PasswordFile(file.clone())),
+            "{s}"
+        );
+    }
+    // No line for it: no password at all (PGPASSWORD is not read: the
+    // parameter was given), never an empty one.
+    let o = resolve(Some("host=other user=plain dbname=app password="), &env);
+    assert_eq!(o.config().get_password(), None);
+    assert_eq!(o.password_source(), None);
+    let o = resolve(Some("host=h user=plain password="), &LibpqEnv::default());
+    assert_eq!(o.config().get_password(), None);
 }
