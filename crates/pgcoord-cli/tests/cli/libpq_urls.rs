@@ -265,3 +265,33 @@ async fn an_empty_password_reads_the_password_file() {
         assert_eq!(out.code, 0, "{url}: {out:?}");
     }
 }
+
+/// `user=''` with PGUSER set: libpq connects as the OS user; the tool sent
+/// no user name ("no PostgreSQL user name specified in startup packet").
+#[tokio::test]
+async fn an_empty_user_name_is_the_os_users() {
+    let os_user = std::process::Command::new("id").arg("-un").output().unwrap();
+    let os_user = String::from_utf8(os_user.stdout).unwrap().trim().to_owned();
+    let (cluster, db) = private_db(&[]).await;
+    let admin = db.connect().await.unwrap();
+    if os_user != "postgres" {
+        admin
+            .batch_execute(&format!("CREATE ROLE \"{os_user}\" LOGIN"))
+            .await
+            .unwrap();
+    }
+    let port = cluster.port();
+    for url in [
+        format!("host=127.0.0.1 port={port} dbname={} user=''", db.name()),
+        format!("postgresql://127.0.0.1:{port}/{}?user=", db.name()),
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .env("PGUSER", "no-such-role-x")
+                .args(["lock", "holders"]),
+        )
+        .await;
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+    }
+}

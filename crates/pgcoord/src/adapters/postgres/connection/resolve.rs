@@ -189,8 +189,11 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         if p.get("host").is_none() && p.get("hostaddr").is_none() {
             p.fill("host", &env.default_host(&port), Origin::Default);
         }
+        // libpq: no user name, or an empty one, is the OS user's.
         if let Some(user) = env.os_user() {
-            p.fill("user", user, Origin::Default);
+            if p.get("user").is_none_or(str::is_empty) {
+                p.set("user", user, Origin::Default);
+            }
         }
         if let Some(user) = p.get("user").map(str::to_owned) {
             p.fill("dbname", &user, Origin::Default);

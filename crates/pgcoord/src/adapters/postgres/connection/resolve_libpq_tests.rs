@@ -64,3 +64,18 @@ fn an_empty_password_is_none_and_the_password_file_is_read() {
     let o = resolve(Some("host=h user=plain password="), &LibpqEnv::default());
     assert_eq!(o.config().get_password(), None);
 }
+
+#[test]
+fn an_empty_user_name_is_the_os_users() {
+    let env = LibpqEnv::from_vars([("PGUSER", "plain")]).with_os_user("osuser");
+    for s in ["host=h user=''", "host=h user=", "postgresql://h?user="] {
+        let o = resolve(Some(s), &env);
+        assert_eq!(o.config().get_user(), Some("osuser"), "{s}");
+        // The database defaults to the user name, as in libpq.
+        assert_eq!(o.config().get_dbname(), Some("osuser"), "{s}");
+    }
+    assert_eq!(
+        resolve(Some("host=h"), &env).config().get_user(),
+        Some("plain")
+    );
+}
