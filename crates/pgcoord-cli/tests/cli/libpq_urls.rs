@@ -295,3 +295,48 @@ async fn an_empty_user_name_is_the_os_users() {
         assert_eq!(out.code, 0, "{url}: {out:?}");
     }
 }
+
+/// A service file that is not UTF-8 was skipped silently (the system
+/// file's section taken instead); `[s1] # comment` was not found, where
+/// libpq compares `[s1]` alone.
+#[tokio::test]
+async fn service_headers_with_comments_are_found_and_a_non_utf8_file_refused() {
+    let db = database().await;
+    let config = db.config();
+    let dir = scratch_dir();
+    let file = dir.join("services.conf");
+    std::fs::write(
+        &file,
+        format!(
+            "[s1] # the lock database\nhost=127.0.0.1\nport={}\nuser={}\ndbname={}\n",
+            config.get_ports()[0],
+            config.get_user().unwrap(),
+            db.name()
+        ),
+    )
+    .unwrap();
+    let run = |file: &std::path::Path| {
+        let mut cmd = eventsource(None);
+        cmd.env("PGSERVICEFILE", file)
+            .env("PGSYSCONFDIR", dir.join("sys"))
+            .env("PGSERVICE", "s1")
+            .args(no_wait("svc"));
+        cmd
+    };
+    let out = output(&mut run(&file)).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let latin1 = dir.join("latin1.conf");
+    std::fs::write(&latin1, b"[s1]\n# caf\xe9\nport=1\n").unwrap();
+    std::fs::create_dir_all(dir.join("sys")).unwrap();
+    std::fs::copy(&file, dir.join("sys/pg_service.conf")).unwrap();
+    let out = output(&mut run(&latin1)).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "service file \"{}\", line 2, is not UTF-8",
+            latin1.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}
