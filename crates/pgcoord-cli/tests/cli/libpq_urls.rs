@@ -340,3 +340,28 @@ async fn service_headers_with_comments_are_found_and_a_non_utf8_file_refused() {
         out.stderr
     );
 }
+
+/// More ports than hosts were taken (`port=56498,56431,1` for two hosts),
+/// or failed only when connecting (exit 69, "invalid number of ports");
+/// libpq refuses them: one port, or one for each host.
+#[tokio::test]
+async fn more_ports_than_hosts_is_a_usage_error() {
+    for url in [
+        "host=127.0.0.1,::1 port=56498,56431,1 dbname=app",
+        "host=127.0.0.1 port=1,2 dbname=app",
+        "postgresql://127.0.0.1/app?port=56431,,",
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", url)
+                .args(no_wait("ports")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("port numbers to") && out.stderr.contains("hosts"),
+            "{url}: {}",
+            out.stderr
+        );
+    }
+}

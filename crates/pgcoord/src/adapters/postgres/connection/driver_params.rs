@@ -83,3 +83,19 @@ mod tests {
         }
     }
 }
+
+/// libpq's rule for several ports: one port for every host, or as many
+/// ports as hosts (`hostaddr`'s, when given, else `host`'s); an empty
+/// entry is the default port. The driver would refuse only when connecting.
+pub(super) fn port_count(hosts: &str, ports: &str) -> Result<(), String> {
+    let hosts = hosts.split(',').count();
+    let ports = ports.split(',').count();
+    if ports > 1 && ports != hosts {
+        return Err(format!(
+            "could not match {ports} port numbers to {hosts} hosts \
+             (give one port, or one for each host)"
+        ));
+    }
+    Ok(())
+}
+

@@ -12,7 +12,9 @@ use tokio_postgres::Config;
 
 use super::connstring::{invalid, names_before_last_at, params, quote};
 use super::known_params::{unsupported, KNOWN, UNSUPPORTED_ENV};
-use super::driver_params::{keepalives_count, target_session_attrs, tcp_user_timeout_ms};
+use super::driver_params::{
+    keepalives_count, port_count, target_session_attrs, tcp_user_timeout_ms,
+};
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
 use super::service_file;
@@ -280,6 +282,17 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
             origin.describe()
         ))
     };
+    if let Some(ports) = p.get("port") {
+        let hosts = p
+            .get("hostaddr")
+            .filter(|a| !a.is_empty())
+            .or_else(|| p.get("host"))
+            .unwrap_or("");
+        port_count(hosts, ports).map_err(|why| {
+            let origin = p.origin("port").map_or(String::new(), Origin::describe);
+            invalid(format!("connection parameter `port` ({origin}): {why}"))
+        })?;
+    }
     for (key, value, origin) in &p.0 {
         match key.as_str() {
             "passfile" | "service" => {}

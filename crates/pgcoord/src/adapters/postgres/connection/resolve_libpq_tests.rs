@@ -1,7 +1,7 @@
 //! libpq's rules for deprecated, empty and spaced values (`requiressl`,
 //! an empty password or user name), over environments built from maps.
 
-use super::tests::{resolve, Dir};
+use super::tests::{err, resolve, Dir};
 use crate::adapters::postgres::{LibpqEnv, PasswordSource, SslMode};
 
 #[test]
@@ -78,4 +78,25 @@ fn an_empty_user_name_is_the_os_users() {
         resolve(Some("host=h"), &env).config().get_user(),
         Some("plain")
     );
+}
+
+#[test]
+fn ports_are_one_or_one_for_each_host() {
+    let env = LibpqEnv::default();
+    for (s, want) in [
+        ("host=127.0.0.1,::1 port=56498,56431,1", "could not match 3 port numbers to 2 hosts"),
+        ("postgresql://h:1/db?port=56431,,", "could not match 3 port numbers to 1 hosts"),
+        ("host=h port=1,2", "could not match 2 port numbers to 1 hosts"),
+        ("hostaddr=127.0.0.1 port=1,2", "could not match 2 port numbers to 1 hosts"),
+    ] {
+        let msg = err(Some(s), &env);
+        assert!(msg.contains(want) && msg.contains("`port`"), "{s}: {msg}");
+    }
+    let o = resolve(Some("host=a,b port=1,2"), &env);
+    assert_eq!(o.config().get_ports(), [1, 2]);
+    let o = resolve(Some("host=a,b port=7"), &env);
+    assert_eq!(o.config().get_ports(), [7]);
+    // From PGPORT as well, named.
+    let msg = err(Some("host=a"), &LibpqEnv::from_vars([("PGPORT", "1,2")]));
+    assert!(msg.contains("from PGPORT"), "{msg}");
 }
