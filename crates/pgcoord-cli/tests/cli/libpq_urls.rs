@@ -365,3 +365,31 @@ async fn more_ports_than_hosts_is_a_usage_error() {
         );
     }
 }
+
+/// A query parameter with a second `=`, none, or an empty one between two
+/// `&` was taken; psql refuses them (exit 2), and so does the tool now.
+#[tokio::test]
+async fn a_query_parameter_without_exactly_one_equals_sign_is_refused() {
+    for query in [
+        "options=-c%20search_path=foo",
+        "application_name=a=b",
+        "application_name",
+        "&",
+        "&application_name=x",
+        "a=x&&port=1",
+    ] {
+        let url = format!("postgres://app@127.0.0.1:1/app?{query}");
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .args(no_wait("query")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("key/value separator"),
+            "{url}: {}",
+            out.stderr
+        );
+    }
+}

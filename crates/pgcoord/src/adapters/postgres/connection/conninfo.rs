@@ -1,5 +1,6 @@
 //! libpq's `key=value` connection strings (conninfo): the pairs, their
-//! values unquoted. For `connstring.rs`.
+//! values unquoted; and a URL's `key=value&...` query, split as libpq
+//! splits it. For `connstring.rs`.
 
 use crate::ports::error::{Error, Result};
 
@@ -66,6 +67,41 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
         }
         let end = chars.peek().map_or(s.len(), |&(i, _)| i);
         out.push((key, value, s[start..end].trim_end().to_owned()));
+    }
+    Ok(out)
+}
+
+/// A URL query's `key=value` pairs as written (not decoded): (the pair,
+/// key, value). As in libpq, each needs exactly one `=` (an `=` in a value
+/// is written %3D) and none may be empty, except after a trailing `&` (a
+/// bare trailing `?` has none). Errors never repeat the query.
+pub(super) fn query_pairs(query: &str) -> Result<Vec<(&str, &str, &str)>> {
+    // With an `@` in the query, the likeliest cause is a password's tail
+    // (a `/` in it ends libpq's credentials early).
+    let hint = if query.contains('@') {
+        "; a `/` or `@` in a user name or password is written %2F or %40"
+    } else {
+        ""
+    };
+    let pieces: Vec<&str> = query.split('&').collect();
+    let mut out = Vec::new();
+    for (i, pair) in pieces.iter().enumerate() {
+        if pair.is_empty() && i + 1 == pieces.len() {
+            break;
+        }
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(invalid(format!(
+                "a URL query parameter has no `=` (missing key/value separator; \
+                 parameters are key=value, joined by one `&`){hint}"
+            )));
+        };
+        if value.contains('=') {
+            return Err(invalid(format!(
+                "a URL query parameter has a second `=` (extra key/value separator; \
+                 an `=` in a value is written %3D){hint}"
+            )));
+        }
+        out.push((*pair, key, value));
     }
     Ok(out)
 }

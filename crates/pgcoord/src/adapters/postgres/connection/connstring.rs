@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use percent_encoding::percent_decode_str;
 
 pub(super) use super::conninfo::invalid;
-use super::conninfo::conninfo_pairs;
+use super::conninfo::{conninfo_pairs, query_pairs};
 use super::tls::{SslMode, TlsSettings};
 use crate::ports::error::Result;
 
@@ -211,12 +211,7 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
     if !db.is_empty() {
         out.push(("dbname".to_owned(), decode(db, "database name")?));
     }
-    for pair in query
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .filter(|p| !p.is_empty())
-    {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+    for (_, k, v) in query_pairs(query.unwrap_or(""))? {
         out.push((decode(k, "parameter name")?, decode(v, "parameter value")?));
     }
     Ok(out)
@@ -322,12 +317,7 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
         let mut tls = TlsSettings::default();
         let mut saw_mode = false;
         let mut kept = Vec::new();
-        for pair in query
-            .into_iter()
-            .flat_map(|q| q.split('&'))
-            .filter(|p| !p.is_empty())
-        {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        for (pair, k, v) in query_pairs(query.unwrap_or(""))? {
             let key = decode(k, "parameter name")?;
             saw_mode |= key == "sslmode";
             if !take_tls(&key, &decode(v, "parameter value")?, &mut tls)? {

@@ -155,3 +155,30 @@ fn an_at_sign_after_the_credentials_is_refused_without_repeating_the_url() {
     assert_eq!(param(&got, "password"), Some("a@b"));
     assert_eq!(param(&got, "application_name"), Some("x@y"));
 }
+
+#[test]
+fn a_query_parameter_needs_exactly_one_equals_sign_as_in_libpq() {
+    for url in [
+        "postgres://h/db?options=-c%20search_path=fooXYZ",
+        "postgres://h/db?application_name=a=bXYZ",
+        "postgres://h/db?application_nameXYZ",
+        "postgres://h/db?&",
+        "postgres://h/db?&application_name=xXYZ",
+        "postgres://h/db?a=xXYZ&&port=1",
+    ] {
+        for err in [
+            params(url).unwrap_err().to_string(),
+            split_ssl_params(url).unwrap_err().to_string(),
+        ] {
+            assert!(err.contains("key/value separator"), "{url}: {err}");
+            assert!(!err.contains("XYZ"), "{url}: {err}");
+        }
+    }
+    // A trailing `&` or a bare trailing `?` is fine; %3D is a value's `=`.
+    for url in ["postgres://h/db?port=1&", "postgres://h/db?"] {
+        assert!(params(url).is_ok(), "{url}");
+        assert!(split_ssl_params(url).is_ok(), "{url}");
+    }
+    let got = params("postgres://h/db?options=-c%20search_path%3Dfoo").unwrap();
+    assert_eq!(param(&got, "options"), Some("-c search_path=foo"));
+}
