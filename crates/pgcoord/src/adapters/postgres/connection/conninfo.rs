@@ -9,12 +9,19 @@ pub(super) fn invalid(why: String) -> Error {
     Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {why}"))
 }
 
+/// libpq's separator: C's `isspace` (ASCII space, tab, line feed,
+/// vertical tab, form feed, carriage return), never a Unicode space (a
+/// U+00A0 belongs to the value, as in libpq).
+pub(super) fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
 /// The `key=value` pairs of a conninfo string: (key, unquoted value, the
 /// pair as written).
 pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
     // `mysql://...`, `http://...`: a URL, but not PostgreSQL's (read as
     // `key=value` pairs it would only be "a parameter has no `=`").
-    if let Some((scheme, _)) = s.trim_start().split_once("://") {
+    if let Some((scheme, _)) = s.trim_start_matches(is_space).split_once("://") {
         if !scheme.is_empty()
             && scheme
                 .chars()
@@ -28,19 +35,19 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
     let mut out = Vec::new();
     let mut chars = s.char_indices().peekable();
     loop {
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+        while chars.next_if(|(_, c)| is_space(*c)).is_some() {}
         let Some(&(start, _)) = chars.peek() else {
             break;
         };
         let mut key = String::new();
-        while let Some((_, c)) = chars.next_if(|(_, c)| *c != '=' && !c.is_whitespace()) {
+        while let Some((_, c)) = chars.next_if(|(_, c)| *c != '=' && !is_space(*c)) {
             key.push(c);
         }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+        while chars.next_if(|(_, c)| is_space(*c)).is_some() {}
         if chars.next_if(|(_, c)| *c == '=').is_none() {
             return Err(invalid("a parameter has no `=`".into()));
         }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+        while chars.next_if(|(_, c)| is_space(*c)).is_some() {}
         let mut value = String::new();
         if chars.next_if(|(_, c)| *c == '\'').is_some() {
             loop {
@@ -55,7 +62,7 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
                 }
             }
         } else {
-            while let Some((_, c)) = chars.next_if(|(_, c)| !c.is_whitespace()) {
+            while let Some((_, c)) = chars.next_if(|(_, c)| !is_space(*c)) {
                 if c == '\\' {
                     if let Some((_, escaped)) = chars.next() {
                         value.push(escaped);
@@ -66,7 +73,7 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
             }
         }
         let end = chars.peek().map_or(s.len(), |&(i, _)| i);
-        out.push((key, value, s[start..end].trim_end().to_owned()));
+        out.push((key, value, s[start..end].trim_end_matches(is_space).to_owned()));
     }
     Ok(out)
 }

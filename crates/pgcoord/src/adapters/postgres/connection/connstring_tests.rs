@@ -182,3 +182,15 @@ fn a_query_parameter_needs_exactly_one_equals_sign_as_in_libpq() {
     let got = params("postgres://h/db?options=-c%20search_path%3Dfoo").unwrap();
     assert_eq!(param(&got, "options"), Some("-c search_path=foo"));
 }
+
+#[test]
+fn only_ascii_whitespace_separates_key_value_pairs_as_in_libpq() {
+    let got = params("dbname=app\u{a0}application_name=x").unwrap();
+    assert_eq!(param(&got, "dbname"), Some("app\u{a0}application_name=x"));
+    assert_eq!(param(&got, "application_name"), None);
+    let got = params("password=a\u{2003}b\u{a0}c\x0bdbname=app").unwrap();
+    assert_eq!(param(&got, "password"), Some("a\u{2003}b\u{a0}c"));
+    assert_eq!(param(&got, "dbname"), Some("app"));
+    let o = ConnectOptions::parse("host=h password=p\u{a0}w").unwrap();
+    assert_eq!(o.config().get_password(), Some("p\u{a0}w".as_bytes()));
+}

@@ -1,0 +1,44 @@
+//! Values read as libpq reads them: only ASCII whitespace separates
+//! `key=value` pairs, numbers may have spaces around them, and an empty
+//! value of some parameters is no value.
+
+use crate::common::*;
+
+fn no_wait(key: &str) -> [&str; 6] {
+    ["lock", "run", "--no-wait", key, "--", "true"]
+}
+
+/// `key=value` with the database's settings and `extra` appended.
+fn conninfo(db: &pgcoord_testkit::pg::TestDatabase, extra: &str) -> String {
+    let config = db.config();
+    format!(
+        "host=127.0.0.1 port={} user={} dbname={}{extra}",
+        config.get_ports()[0],
+        config.get_user().unwrap(),
+        db.name()
+    )
+}
+
+/// A U+00A0 (no-break space) was taken as a separator: `dbname=app\u{a0}
+/// application_name=x` reached the database `app`. libpq's separators are
+/// ASCII: the database name is the whole of it.
+#[tokio::test]
+async fn a_non_ascii_space_belongs_to_the_value() {
+    let db = database().await;
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", conninfo(&db, "\u{a0}application_name=x"))
+            .args(no_wait("nbsp")),
+    )
+    .await;
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            // Shown escaped.
+            "database \"{}\\u{{a0}}application_name=x\" does not exist",
+            db.name()
+        )),
+        "{}",
+        out.stderr
+    );
+}
