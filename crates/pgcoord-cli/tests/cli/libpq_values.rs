@@ -42,3 +42,30 @@ async fn a_non_ascii_space_belongs_to_the_value() {
         out.stderr
     );
 }
+
+/// `port=' 56431'`, `PGPORT=' 56431'` and `connect_timeout=' 5'` were
+/// refused (exit 2); libpq reads numbers with spaces around them.
+#[tokio::test]
+async fn numbers_with_spaces_around_them_are_read() {
+    let db = database().await;
+    let config = db.config();
+    let port = config.get_ports()[0];
+    let base = format!(
+        "host=127.0.0.1 user={} dbname={}",
+        config.get_user().unwrap(),
+        db.name()
+    );
+    for (url, pgport) in [
+        (format!("{base} port=' {port}' connect_timeout=' 5'"), None),
+        (format!("{base} port='{port} '"), None),
+        (base.clone(), Some(format!(" {port}"))),
+    ] {
+        let mut cmd = eventsource(None);
+        cmd.env("DATABASE_URL", &url).args(no_wait("spaced"));
+        if let Some(p) = &pgport {
+            cmd.env("PGPORT", p);
+        }
+        let out = output(&mut cmd).await;
+        assert_eq!(out.code, 0, "{url} {pgport:?}: {out:?}");
+    }
+}

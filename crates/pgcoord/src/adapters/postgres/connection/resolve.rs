@@ -13,7 +13,7 @@ use tokio_postgres::Config;
 use super::connstring::{invalid, names_before_last_at, params, quote};
 use super::known_params::{unsupported, KNOWN, UNSUPPORTED_ENV};
 use super::driver_params::{
-    keepalives_count, port_count, target_session_attrs, tcp_user_timeout_ms,
+    keepalives_count, port_count, target_session_attrs, tcp_user_timeout_ms, trimmed_number,
 };
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
@@ -88,6 +88,15 @@ impl Params {
         let (_, value, origin) = self.0.remove(at);
         if value.starts_with('1') {
             self.fill("sslmode", "require", origin);
+        }
+    }
+
+    /// Integer parameters without the spaces libpq allows around them.
+    fn trim_numbers(&mut self) {
+        for (key, value, _) in &mut self.0 {
+            if let Some(trimmed) = trimmed_number(key, value) {
+                *value = trimmed;
+            }
         }
     }
 
@@ -186,6 +195,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         if env.var("PGREQUIRESSL").is_some_and(|v| v.starts_with('1')) {
             p.fill("sslmode", "require", Origin::Env("PGREQUIRESSL"));
         }
+        p.trim_numbers();
         let port = p.get("port").unwrap_or("5432").to_owned();
         p.fill("port", &port, Origin::Default);
         if p.get("host").is_none() && p.get("hostaddr").is_none() {
@@ -233,6 +243,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
             _ => PasswordSource::ConnectionString,
         });
     }
+    p.trim_numbers();
     let (config, tls) = build(&p)?;
     Ok(Resolved {
         config,

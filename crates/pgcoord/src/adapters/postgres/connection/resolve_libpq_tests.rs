@@ -100,3 +100,25 @@ fn ports_are_one_or_one_for_each_host() {
     let msg = err(Some("host=a"), &LibpqEnv::from_vars([("PGPORT", "1,2")]));
     assert!(msg.contains("from PGPORT"), "{msg}");
 }
+
+#[test]
+fn numbers_may_have_ascii_spaces_around_them() {
+    let env = LibpqEnv::default();
+    for s in [
+        "host=h port=' 56431'",
+        "host=h port='56431 '",
+        "postgresql://h/db?port=%2056431",
+    ] {
+        assert_eq!(resolve(Some(s), &env).config().get_ports(), [56431], "{s}");
+    }
+    let o = resolve(Some("host=a,b port=' 1, 2 '"), &env);
+    assert_eq!(o.config().get_ports(), [1, 2]);
+    let o = resolve(Some("host=h"), &LibpqEnv::from_vars([("PGPORT", " 56431")]));
+    assert_eq!(o.config().get_ports(), [56431]);
+    let o = resolve(Some("host=h connect_timeout=' 5'"), &env);
+    assert_eq!(
+        o.config().get_connect_timeout(),
+        Some(&std::time::Duration::from_secs(5))
+    );
+    assert!(err(Some("host=h port=' 5 6'"), &env).contains("`port`"));
+}
