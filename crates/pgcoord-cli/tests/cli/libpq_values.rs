@@ -69,3 +69,32 @@ async fn numbers_with_spaces_around_them_are_read() {
         assert_eq!(out.code, 0, "{url} {pgport:?}: {out:?}");
     }
 }
+
+/// `?hostaddr=`, `?sslsni=` and `?ssl_min_protocol_version=` were refused
+/// (exit 2); libpq takes an empty value of these as not given.
+#[tokio::test]
+async fn an_empty_hostaddr_sslsni_or_min_protocol_is_not_given() {
+    let db = database().await;
+    let config = db.config();
+    let base = format!(
+        "postgresql://{}@127.0.0.1:{}/{}",
+        config.get_user().unwrap(),
+        config.get_ports()[0],
+        db.name()
+    );
+    for query in [
+        "hostaddr=",
+        "sslsni=",
+        "ssl_min_protocol_version=",
+        "hostaddr=&sslsni=&ssl_min_protocol_version=",
+    ] {
+        let url = format!("{base}?{query}");
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .args(no_wait("empty")),
+        )
+        .await;
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+    }
+}

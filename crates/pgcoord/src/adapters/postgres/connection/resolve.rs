@@ -198,7 +198,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         p.trim_numbers();
         let port = p.get("port").unwrap_or("5432").to_owned();
         p.fill("port", &port, Origin::Default);
-        if p.get("host").is_none() && p.get("hostaddr").is_none() {
+        if p.get("host").is_none() && p.get("hostaddr").is_none_or(str::is_empty) {
             p.fill("host", &env.default_host(&port), Origin::Default);
         }
         // libpq: no user name, or an empty one, is the OS user's.
@@ -307,6 +307,9 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
     for (key, value, origin) in &p.0 {
         match key.as_str() {
             "passfile" | "service" => {}
+            // Empty is unset, as in libpq.
+            "hostaddr" | "sslsni" | "ssl_min_protocol_version" | "ssl_max_protocol_version"
+                if value.is_empty() => {}
             "sslmode" => {
                 tls.mode = SslMode::parse(value).ok_or_else(|| {
                     bad(

@@ -122,3 +122,22 @@ fn numbers_may_have_ascii_spaces_around_them() {
     );
     assert!(err(Some("host=h port=' 5 6'"), &env).contains("`port`"));
 }
+
+#[test]
+fn an_empty_hostaddr_sslsni_or_protocol_version_is_not_given() {
+    let env = LibpqEnv::default();
+    for s in [
+        "postgresql://h/db?hostaddr=",
+        "postgresql://h/db?sslsni=",
+        "postgresql://h/db?ssl_min_protocol_version=",
+        "postgresql://h/db?ssl_max_protocol_version=",
+        "host=h hostaddr='' sslsni='' ssl_min_protocol_version=''",
+    ] {
+        let o = resolve(Some(s), &env);
+        assert!(o.config().get_hostaddrs().is_empty(), "{s}");
+        assert_eq!(o.config().get_dbname().is_some(), s.contains("/db"), "{s}");
+    }
+    // An empty hostaddr alone leaves the default host.
+    let o = resolve(Some("hostaddr="), &env);
+    assert_eq!(o.config().get_hosts().len(), 1);
+}
