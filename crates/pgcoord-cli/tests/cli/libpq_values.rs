@@ -1,6 +1,7 @@
 //! Values read as libpq reads them: only ASCII whitespace separates
-//! `key=value` pairs, numbers may have spaces around them, and an empty
-//! value of some parameters is no value.
+//! `key=value` pairs, numbers may have spaces around them, an empty
+//! value of some parameters is no value, and a bracketed URL host is an
+//! IPv6 address or a socket directory, never empty.
 
 use crate::common::*;
 
@@ -97,4 +98,38 @@ async fn an_empty_hostaddr_sslsni_or_min_protocol_is_not_given() {
         .await;
         assert_eq!(out.code, 0, "{url}: {out:?}");
     }
+}
+
+/// `[]` as a URL host reached the default socket (psql: "IPv6 host address
+/// may not be empty"); `[/socket/dir]`, a socket directory in brackets
+/// that psql takes, was refused.
+#[tokio::test]
+async fn a_bracketed_host_is_a_socket_directory_or_an_address_never_empty() {
+    let (cluster, db) = private_db(&[]).await;
+    let port = cluster.port();
+    let url = format!("postgresql://postgres@[]:{port}/{}", db.name());
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(no_wait("brackets")),
+    )
+    .await;
+    assert_eq!(out.code, 2, "{url}: {out:?}");
+    assert!(
+        out.stderr.contains("IPv6 host address may not be empty"),
+        "{}",
+        out.stderr
+    );
+    let url = format!(
+        "postgresql://postgres@[{}]:{port}/{}",
+        cluster.dir().display(),
+        db.name()
+    );
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(no_wait("brackets")),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{url}: {out:?}");
 }

@@ -179,7 +179,16 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
             out.push(("password".to_owned(), decode(pw, "password")?));
         }
     }
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    // The host list ends at a `/` or `?` outside brackets (`[/tmp/dir]`
+    // is a socket directory, as libpq reads it).
+    let mut in_brackets = false;
+    let authority_end = rest
+        .bytes()
+        .position(|b| {
+            in_brackets = (in_brackets || b == b'[') && b != b']';
+            !in_brackets && (b == b'/' || b == b'?')
+        })
+        .unwrap_or(rest.len());
     let hostlist = &rest[..authority_end];
     let (mut hosts, mut ports) = (Vec::new(), Vec::new());
     for spec in hostlist.split(',') {
@@ -188,6 +197,9 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
                 let (host, after) = v6
                     .split_once(']')
                     .ok_or_else(|| invalid("an IPv6 host has no closing `]`".into()))?;
+                if host.is_empty() {
+                    return Err(invalid("IPv6 host address may not be empty (`[]`)".into()));
+                }
                 (host, after.strip_prefix(':').unwrap_or(after))
             }
             None => spec.split_once(':').unwrap_or((spec, "")),

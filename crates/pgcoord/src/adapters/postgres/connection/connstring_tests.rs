@@ -194,3 +194,21 @@ fn only_ascii_whitespace_separates_key_value_pairs_as_in_libpq() {
     let o = ConnectOptions::parse("host=h password=p\u{a0}w").unwrap();
     assert_eq!(o.config().get_password(), Some("p\u{a0}w".as_bytes()));
 }
+
+#[test]
+fn bracketed_hosts_as_libpq_reads_them() {
+    let err = params("postgresql://u@[]:56431/app").unwrap_err().to_string();
+    assert!(err.contains("IPv6 host address may not be empty"), "{err}");
+    assert!(ConnectOptions::parse("postgresql://u@[]/app").is_err());
+    // A socket directory in brackets, as libpq takes it.
+    let got = params("postgresql://u@[/tmp/dir]:56431/app").unwrap();
+    assert_eq!(param(&got, "host"), Some("/tmp/dir"));
+    assert_eq!(param(&got, "port"), Some("56431"));
+    let o = ConnectOptions::parse("postgresql://u@[/tmp/dir]:56431/app").unwrap();
+    assert_eq!(
+        o.config().get_hosts(),
+        [tokio_postgres::config::Host::Unix("/tmp/dir".into())]
+    );
+    let got = params("postgresql://u@[::1]:5/app").unwrap();
+    assert_eq!(param(&got, "host"), Some("::1"));
+}
