@@ -1,7 +1,8 @@
 //! Values read as libpq reads them: only ASCII whitespace separates
-//! `key=value` pairs, numbers may have spaces around them, an empty
-//! value of some parameters is no value, and a bracketed URL host is an
-//! IPv6 address or a socket directory, never empty.
+//! `key=value` pairs, numbers may have spaces around them, an empty value
+//! of some parameters is no value, a bracketed URL host is an IPv6
+//! address or a socket directory (never empty), and a URL query parameter
+//! has exactly one `=`.
 
 use crate::common::*;
 
@@ -132,4 +133,32 @@ async fn a_bracketed_host_is_a_socket_directory_or_an_address_never_empty() {
     )
     .await;
     assert_eq!(out.code, 0, "{url}: {out:?}");
+}
+
+/// A query parameter with a second `=`, none, or an empty one between two
+/// `&` was taken; psql refuses them (exit 2), and so does the tool now.
+#[tokio::test]
+async fn a_query_parameter_without_exactly_one_equals_sign_is_refused() {
+    for query in [
+        "options=-c%20search_path=foo",
+        "application_name=a=b",
+        "application_name",
+        "&",
+        "&application_name=x",
+        "a=x&&port=1",
+    ] {
+        let url = format!("postgres://app@127.0.0.1:1/app?{query}");
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .args(no_wait("query")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("key/value separator"),
+            "{url}: {}",
+            out.stderr
+        );
+    }
 }

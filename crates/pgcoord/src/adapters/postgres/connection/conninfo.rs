@@ -73,7 +73,11 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
             }
         }
         let end = chars.peek().map_or(s.len(), |&(i, _)| i);
-        out.push((key, value, s[start..end].trim_end_matches(is_space).to_owned()));
+        out.push((
+            key,
+            value,
+            s[start..end].trim_end_matches(is_space).to_owned(),
+        ));
     }
     Ok(out)
 }

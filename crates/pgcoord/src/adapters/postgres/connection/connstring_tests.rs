@@ -147,7 +147,10 @@ fn an_at_sign_after_the_credentials_is_refused_without_repeating_the_url() {
             ConnectOptions::parse(url).unwrap_err().to_string(),
         ] {
             assert!(err.contains("written %40 or %2F"), "{url}: {err}");
-            assert!(!err.contains("SecretX") && !err.contains("127."), "{url}: {err}");
+            assert!(
+                !err.contains("SecretX") && !err.contains("127."),
+                "{url}: {err}"
+            );
         }
     }
     // After the `?` an `@` is a value's; encoded, it is the password's.
@@ -197,7 +200,9 @@ fn only_ascii_whitespace_separates_key_value_pairs_as_in_libpq() {
 
 #[test]
 fn bracketed_hosts_as_libpq_reads_them() {
-    let err = params("postgresql://u@[]:56431/app").unwrap_err().to_string();
+    let err = params("postgresql://u@[]:56431/app")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("IPv6 host address may not be empty"), "{err}");
     assert!(ConnectOptions::parse("postgresql://u@[]/app").is_err());
     // A socket directory in brackets, as libpq takes it.

@@ -60,32 +60,6 @@ pub(super) fn target_session_attrs(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use crate::adapters::postgres::connection::options::ConnectOptions;
-
-    #[test]
-    fn a_libpq_url_means_the_same_timeouts_and_keepalives_here() {
-        let o = ConnectOptions::parse(
-            "postgres://u@h/db?tcp_user_timeout=30000&keepalives_count=3&keepalives_idle=5",
-        )
-        .unwrap();
-        let c = o.config();
-        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(30)));
-        assert_eq!(c.get_keepalives_retries(), Some(3));
-        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(5));
-        let unset = ConnectOptions::parse("host=h tcp_user_timeout=0").unwrap();
-        assert_eq!(unset.config().get_tcp_user_timeout(), None);
-        for bad in ["tcp_user_timeout=soon", "keepalives_count=many"] {
-            let err = ConnectOptions::parse(&format!("host=h {bad}")).unwrap_err();
-            let name = bad.split('=').next().unwrap();
-            assert!(err.to_string().contains(name), "{err}");
-        }
-    }
-}
-
 /// libpq's rule for several ports: one port for every host, or as many
 /// ports as hosts (`hostaddr`'s, when given, else `host`'s); an empty
 /// entry is the default port. The driver would refuse only when connecting.
@@ -125,3 +99,28 @@ pub(super) fn trimmed_number(key: &str, value: &str) -> Option<String> {
     })
 }
 
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::adapters::postgres::connection::options::ConnectOptions;
+
+    #[test]
+    fn a_libpq_url_means_the_same_timeouts_and_keepalives_here() {
+        let o = ConnectOptions::parse(
+            "postgres://u@h/db?tcp_user_timeout=30000&keepalives_count=3&keepalives_idle=5",
+        )
+        .unwrap();
+        let c = o.config();
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(30)));
+        assert_eq!(c.get_keepalives_retries(), Some(3));
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(5));
+        let unset = ConnectOptions::parse("host=h tcp_user_timeout=0").unwrap();
+        assert_eq!(unset.config().get_tcp_user_timeout(), None);
+        for bad in ["tcp_user_timeout=soon", "keepalives_count=many"] {
+            let err = ConnectOptions::parse(&format!("host=h {bad}")).unwrap_err();
+            let name = bad.split('=').next().unwrap();
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+}

@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use tokio_postgres::Config;
 
 use super::connstring::{invalid, names_before_last_at, params, quote};
-use super::known_params::{unsupported, KNOWN, UNSUPPORTED_ENV};
 use super::driver_params::{
     keepalives_count, port_count, target_session_attrs, tcp_user_timeout_ms, trimmed_number,
 };
+use super::known_params::{unsupported, KNOWN, UNSUPPORTED_ENV};
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
 use super::service_file;

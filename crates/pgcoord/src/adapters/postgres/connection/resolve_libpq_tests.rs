@@ -19,7 +19,10 @@ fn requiressl_1_is_sslmode_require_unless_sslmode_is_given() {
         resolve(Some("host=h requiressl=0"), &none).ssl_mode(),
         SslMode::Prefer
     );
-    for s in ["host=h requiressl=1 sslmode=disable", "host=h sslmode=disable requiressl=1"] {
+    for s in [
+        "host=h requiressl=1 sslmode=disable",
+        "host=h sslmode=disable requiressl=1",
+    ] {
         assert_eq!(resolve(Some(s), &none).ssl_mode(), SslMode::Disable, "{s}");
     }
     // PGREQUIRESSL=1 likewise, below PGSSLMODE and the string's sslmode.
@@ -84,10 +87,22 @@ fn an_empty_user_name_is_the_os_users() {
 fn ports_are_one_or_one_for_each_host() {
     let env = LibpqEnv::default();
     for (s, want) in [
-        ("host=127.0.0.1,::1 port=56498,56431,1", "could not match 3 port numbers to 2 hosts"),
-        ("postgresql://h:1/db?port=56431,,", "could not match 3 port numbers to 1 hosts"),
-        ("host=h port=1,2", "could not match 2 port numbers to 1 hosts"),
-        ("hostaddr=127.0.0.1 port=1,2", "could not match 2 port numbers to 1 hosts"),
+        (
+            "host=127.0.0.1,::1 port=56498,56431,1",
+            "could not match 3 port numbers to 2 hosts",
+        ),
+        (
+            "postgresql://h:1/db?port=56431,,",
+            "could not match 3 port numbers to 1 hosts",
+        ),
+        (
+            "host=h port=1,2",
+            "could not match 2 port numbers to 1 hosts",
+        ),
+        (
+            "hostaddr=127.0.0.1 port=1,2",
+            "could not match 2 port numbers to 1 hosts",
+        ),
     ] {
         let msg = err(Some(s), &env);
         assert!(msg.contains(want) && msg.contains("`port`"), "{s}: {msg}");

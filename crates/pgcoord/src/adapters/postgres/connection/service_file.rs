@@ -186,7 +186,11 @@ mod tests {
     fn a_file_that_is_not_utf8_is_refused_by_name_and_line() {
         let dir = std::env::temp_dir().join(format!("pgcoord-svc-utf8-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("sys")).unwrap();
-        std::fs::write(dir.join("user.conf"), b"[a]\nport=1\napplication_name=\xff\n").unwrap();
+        std::fs::write(
+            dir.join("user.conf"),
+            b"[a]\nport=1\napplication_name=\xff\n",
+        )
+        .unwrap();
         std::fs::write(dir.join("sys/pg_service.conf"), "[a]\nport=2\n").unwrap();
         let env = LibpqEnv::from_vars([
             ("PGSERVICEFILE", dir.join("user.conf").display().to_string()),
