@@ -162,3 +162,214 @@ async fn a_service_file_with_no_end_is_refused_by_name() {
         );
     }
 }
+
+/// An unencoded `/` or `@` in a password: libpq reads the tail as a host
+/// or a database name, and the tool printed it whole in `(database
+/// postgres://root@plain:2024/SecretX@...)`. Refused now (exit 2), the
+/// password masked.
+#[tokio::test]
+async fn an_at_sign_after_the_credentials_is_a_usage_error_printing_no_password() {
+    for url in [
+        "postgresql://plain:2024/SecretX@127.0.0.1:1/app",
+        "postgresql://ua:a@SecretX@127.0.0.1:1/app",
+        "postgresql://ua:pw@127.0.0.1:1,SecretX@127.0.0.1:1/app",
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", url)
+                .args(no_wait("at")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("is written %40 or %2F"),
+            "{url}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("SecretX"), "{url}: {}", out.stderr);
+    }
+}
+
+/// `PGREQUIRESSL=1` and `requiressl=1` (libpq's deprecated spelling of
+/// `sslmode=require`) were ignored and refused as unknown respectively: the
+/// tool connected without TLS where psql says the server does not
+/// support SSL.
+#[tokio::test]
+async fn requiressl_requires_tls_as_in_libpq() {
+    let db = database().await;
+    let config = db.config();
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}/{}",
+        config.get_user().unwrap(),
+        config.get_ports()[0],
+        db.name()
+    );
+    // The test server offers no TLS: without the setting the run works.
+    let out = output(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(no_wait("rssl")),
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for (url, requiressl) in [
+        (url.clone(), Some("1")),
+        (format!("{url}?requiressl=1"), None),
+    ] {
+        let mut cmd = eventsource(None);
+        cmd.env("DATABASE_URL", &url).args(no_wait("rssl"));
+        if let Some(v) = requiressl {
+            cmd.env("PGREQUIRESSL", v);
+        }
+        let out = output(&mut cmd).await;
+        assert_eq!(out.code, 69, "{url} {requiressl:?}: {out:?}");
+        assert!(out.stderr.contains("does not offer TLS"), "{out:?}");
+    }
+}
+
+/// `password=` (empty) was sent as the password; libpq takes it as none
+/// and reads the password file (not PGPASSWORD: the parameter was given).
+#[tokio::test]
+async fn an_empty_password_reads_the_password_file() {
+    let (cluster, db) = password_cluster().await;
+    let password = "pgpass-Empty-Pw9";
+    db.connect()
+        .await
+        .unwrap()
+        .batch_execute(&format!("ALTER ROLE app PASSWORD '{password}'"))
+        .await
+        .unwrap();
+    let dir = scratch_dir();
+    let pgpass = dir.join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!("127.0.0.1:{}:*:app:{password}\n", cluster.port()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&pgpass, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let port = cluster.port();
+    for url in [
+        format!(
+            "host=127.0.0.1 port={port} user=app dbname={} password=",
+            db.name()
+        ),
+        format!(
+            "host=127.0.0.1 port={port} user=app dbname={} password=''",
+            db.name()
+        ),
+        format!("postgresql://app@127.0.0.1:{port}/{}?password=", db.name()),
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .env("PGPASSFILE", &pgpass)
+                .env("PGPASSWORD", "WRONG-env-pw")
+                .args(no_wait("empty-pw")),
+        )
+        .await;
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+    }
+}
+
+/// `user=''` with PGUSER set: libpq connects as the OS user; the tool sent
+/// no user name ("no PostgreSQL user name specified in startup packet").
+#[tokio::test]
+async fn an_empty_user_name_is_the_os_users() {
+    let os_user = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    let os_user = String::from_utf8(os_user.stdout).unwrap().trim().to_owned();
+    let (cluster, db) = private_db(&[]).await;
+    let admin = db.connect().await.unwrap();
+    if os_user != "postgres" {
+        admin
+            .batch_execute(&format!("CREATE ROLE \"{os_user}\" LOGIN"))
+            .await
+            .unwrap();
+    }
+    let port = cluster.port();
+    for url in [
+        format!("host=127.0.0.1 port={port} dbname={} user=''", db.name()),
+        format!("postgresql://127.0.0.1:{port}/{}?user=", db.name()),
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", &url)
+                .env("PGUSER", "no-such-role-x")
+                .args(["lock", "holders"]),
+        )
+        .await;
+        assert_eq!(out.code, 0, "{url}: {out:?}");
+    }
+}
+
+/// A service file that is not UTF-8 was skipped silently (the system
+/// file's section taken instead); `[s1] # comment` was not found, where
+/// libpq compares `[s1]` alone.
+#[tokio::test]
+async fn service_headers_with_comments_are_found_and_a_non_utf8_file_refused() {
+    let db = database().await;
+    let config = db.config();
+    let dir = scratch_dir();
+    let file = dir.join("services.conf");
+    std::fs::write(
+        &file,
+        format!(
+            "[s1] # the lock database\nhost=127.0.0.1\nport={}\nuser={}\ndbname={}\n",
+            config.get_ports()[0],
+            config.get_user().unwrap(),
+            db.name()
+        ),
+    )
+    .unwrap();
+    let run = |file: &std::path::Path| {
+        let mut cmd = eventsource(None);
+        cmd.env("PGSERVICEFILE", file)
+            .env("PGSYSCONFDIR", dir.join("sys"))
+            .env("PGSERVICE", "s1")
+            .args(no_wait("svc"));
+        cmd
+    };
+    let out = output(&mut run(&file)).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let latin1 = dir.join("latin1.conf");
+    std::fs::write(&latin1, b"[s1]\n# caf\xe9\nport=1\n").unwrap();
+    std::fs::create_dir_all(dir.join("sys")).unwrap();
+    std::fs::copy(&file, dir.join("sys/pg_service.conf")).unwrap();
+    let out = output(&mut run(&latin1)).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "service file \"{}\", line 2, is not UTF-8",
+            latin1.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+/// More ports than hosts were taken (`port=56498,56431,1` for two hosts),
+/// or failed only when connecting (exit 69, "invalid number of ports");
+/// libpq refuses them: one port, or one for each host.
+#[tokio::test]
+async fn more_ports_than_hosts_is_a_usage_error() {
+    for url in [
+        "host=127.0.0.1,::1 port=56498,56431,1 dbname=app",
+        "host=127.0.0.1 port=1,2 dbname=app",
+        "postgresql://127.0.0.1/app?port=56431,,",
+    ] {
+        let out = output(
+            eventsource(None)
+                .env("DATABASE_URL", url)
+                .args(no_wait("ports")),
+        )
+        .await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("port numbers to") && out.stderr.contains("hosts"),
+            "{url}: {}",
+            out.stderr
+        );
+    }
+}

@@ -24,6 +24,7 @@ mod leader;
 mod lease_cut;
 mod libpq_env;
 mod libpq_urls;
+mod libpq_values;
 mod lock_loss;
 mod min_interval;
 mod multi_key;

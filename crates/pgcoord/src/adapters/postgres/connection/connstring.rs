@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use percent_encoding::percent_decode_str;
 
+pub(super) use super::conninfo::invalid;
+use super::conninfo::{conninfo_pairs, query_pairs};
 use super::tls::{SslMode, TlsSettings};
-use crate::ports::error::{Error, Result};
+use crate::ports::error::Result;
 
 /// The connection string without its TLS parameters, and those parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,10 +52,6 @@ pub fn split_ssl_params(url: &str) -> crate::Result<SslParams> {
         crl: tls.crl,
         crl_dir: tls.crl_dir,
     })
-}
-
-pub(super) fn invalid(why: String) -> Error {
-    Error::InvalidArgument(format!("not a valid PostgreSQL connection string: {why}"))
 }
 
 pub(super) fn is_url(s: &str) -> bool {
@@ -166,6 +164,7 @@ pub(super) fn params(s: &str) -> Result<Vec<(String, String)>> {
 fn url_params(s: &str) -> Result<Vec<(String, String)>> {
     refuse_tabs_and_line_breaks(s)?;
     let (userinfo, rest) = split_credentials(s);
+    refuse_at_after_credentials(rest)?;
     let mut out = Vec::new();
     if let Some(userinfo) = userinfo {
         // libpq: the user name runs to the first `:`, the password to the `@`.
@@ -180,7 +179,16 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
             out.push(("password".to_owned(), decode(pw, "password")?));
         }
     }
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    // The host list ends at a `/` or `?` outside brackets (`[/tmp/dir]`
+    // is a socket directory, as libpq reads it).
+    let mut in_brackets = false;
+    let authority_end = rest
+        .bytes()
+        .position(|b| {
+            in_brackets = (in_brackets || b == b'[') && b != b']';
+            !in_brackets && (b == b'/' || b == b'?')
+        })
+        .unwrap_or(rest.len());
     let hostlist = &rest[..authority_end];
     let (mut hosts, mut ports) = (Vec::new(), Vec::new());
     for spec in hostlist.split(',') {
@@ -189,6 +197,9 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
                 let (host, after) = v6
                     .split_once(']')
                     .ok_or_else(|| invalid("an IPv6 host has no closing `]`".into()))?;
+                if host.is_empty() {
+                    return Err(invalid("IPv6 host address may not be empty (`[]`)".into()));
+                }
                 (host, after.strip_prefix(':').unwrap_or(after))
             }
             None => spec.split_once(':').unwrap_or((spec, "")),
@@ -212,12 +223,7 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
     if !db.is_empty() {
         out.push(("dbname".to_owned(), decode(db, "database name")?));
     }
-    for pair in query
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .filter(|p| !p.is_empty())
-    {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+    for (_, k, v) in query_pairs(query.unwrap_or(""))? {
         out.push((decode(k, "parameter name")?, decode(v, "parameter value")?));
     }
     Ok(out)
@@ -232,6 +238,24 @@ fn split_credentials(url: &str) -> (Option<&str>, &str) {
         Some(at) if rest.as_bytes()[at] == b'@' => (Some(&rest[..at]), &rest[at + 1..]),
         _ => (None, rest),
     }
+}
+
+/// A URL with an `@` after libpq's credentials and before its `?` (in the
+/// host list or the database name) is refused: it is almost always an
+/// unencoded `@` or `/` in a password (`u:2024/Secret@h/db`, `u:a@b@h/db`),
+/// which libpq would read as a host or a database name, and which would
+/// then be shown. A deliberate difference from libpq; the message never
+/// repeats the URL's text.
+fn refuse_at_after_credentials(rest: &str) -> Result<()> {
+    let before_query = rest.split_once('?').map_or(rest, |(b, _)| b);
+    if before_query.contains('@') {
+        return Err(invalid(
+            "the URL has an `@` after its user name and password (in the host list or the \
+             database name); an `@` or `/` in a user name or password is written %40 or %2F"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The (decoded) names of a URL's query parameters written before its
@@ -286,68 +310,6 @@ fn from_conninfo(s: &str) -> Result<(String, TlsSettings)> {
     Ok((kept.join(" "), tls))
 }
 
-/// The `key=value` pairs of a conninfo string: (key, unquoted value, the
-/// pair as written).
-fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
-    // `mysql://...`, `http://...`: a URL, but not PostgreSQL's (read as
-    // `key=value` pairs it would only be "a parameter has no `=`").
-    if let Some((scheme, _)) = s.trim_start().split_once("://") {
-        if !scheme.is_empty()
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        {
-            return Err(invalid(format!(
-                "a URL of scheme {scheme:?}: use postgres:// or postgresql://"
-            )));
-        }
-    }
-    let mut out = Vec::new();
-    let mut chars = s.char_indices().peekable();
-    loop {
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        let Some(&(start, _)) = chars.peek() else {
-            break;
-        };
-        let mut key = String::new();
-        while let Some((_, c)) = chars.next_if(|(_, c)| *c != '=' && !c.is_whitespace()) {
-            key.push(c);
-        }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        if chars.next_if(|(_, c)| *c == '=').is_none() {
-            return Err(invalid("a parameter has no `=`".into()));
-        }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        let mut value = String::new();
-        if chars.next_if(|(_, c)| *c == '\'').is_some() {
-            loop {
-                match chars.next() {
-                    None => return Err(invalid("unterminated quoted value".into())),
-                    Some((_, '\'')) => break,
-                    Some((_, '\\')) => match chars.next() {
-                        Some((_, c)) => value.push(c),
-                        None => return Err(invalid("unterminated quoted value".into())),
-                    },
-                    Some((_, c)) => value.push(c),
-                }
-            }
-        } else {
-            while let Some((_, c)) = chars.next_if(|(_, c)| !c.is_whitespace()) {
-                if c == '\\' {
-                    if let Some((_, escaped)) = chars.next() {
-                        value.push(escaped);
-                    }
-                } else {
-                    value.push(c);
-                }
-            }
-        }
-        let end = chars.peek().map_or(s.len(), |&(i, _)| i);
-        out.push((key, value, s[start..end].trim_end().to_owned()));
-    }
-    Ok(out)
-}
-
 /// `sslmode` and `sslrootcert` out of a connection string; the rest of the
 /// string as written. For [`split_ssl_params`].
 fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
@@ -356,6 +318,7 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
         // The query begins at the first `?` after the credentials (a
         // password may hold a `?`).
         let (_, after_credentials) = split_credentials(s);
+        refuse_at_after_credentials(after_credentials)?;
         let query_at = after_credentials
             .find('?')
             .map(|i| s.len() - after_credentials.len() + i);
@@ -366,12 +329,7 @@ fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
         let mut tls = TlsSettings::default();
         let mut saw_mode = false;
         let mut kept = Vec::new();
-        for pair in query
-            .into_iter()
-            .flat_map(|q| q.split('&'))
-            .filter(|p| !p.is_empty())
-        {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        for (pair, k, v) in query_pairs(query.unwrap_or(""))? {
             let key = decode(k, "parameter name")?;
             saw_mode |= key == "sslmode";
             if !take_tls(&key, &decode(v, "parameter value")?, &mut tls)? {

@@ -130,3 +130,90 @@ fn a_url_with_a_tab_or_line_break_is_refused_not_changed() {
     let got = params("postgres://h/postgres%0Afoo").unwrap();
     assert_eq!(param(&got, "dbname"), Some("postgres\nfoo"));
 }
+
+#[test]
+fn an_at_sign_after_the_credentials_is_refused_without_repeating_the_url() {
+    // An unencoded `/` or `@` in a password: libpq would read the tail as
+    // a host or a database name, which would then be shown.
+    for url in [
+        "postgresql://plain:2024/SecretX@127.0.0.1:56431/app",
+        "postgresql://ua:a@SecretX@127.0.0.1:56431/app",
+        "postgresql://ua:pw@127.0.0.1:56431,SecretX@127.0.0.1:56431/app",
+        "postgresql://127.0.0.1:56431/app@SecretX?sslmode=disable",
+    ] {
+        for err in [
+            params(url).unwrap_err().to_string(),
+            split_ssl_params(url).unwrap_err().to_string(),
+            ConnectOptions::parse(url).unwrap_err().to_string(),
+        ] {
+            assert!(err.contains("written %40 or %2F"), "{url}: {err}");
+            assert!(
+                !err.contains("SecretX") && !err.contains("127."),
+                "{url}: {err}"
+            );
+        }
+    }
+    // After the `?` an `@` is a value's; encoded, it is the password's.
+    let got = params("postgres://u:a%40b@h/db?application_name=x@y").unwrap();
+    assert_eq!(param(&got, "password"), Some("a@b"));
+    assert_eq!(param(&got, "application_name"), Some("x@y"));
+}
+
+#[test]
+fn a_query_parameter_needs_exactly_one_equals_sign_as_in_libpq() {
+    for url in [
+        "postgres://h/db?options=-c%20search_path=fooXYZ",
+        "postgres://h/db?application_name=a=bXYZ",
+        "postgres://h/db?application_nameXYZ",
+        "postgres://h/db?&",
+        "postgres://h/db?&application_name=xXYZ",
+        "postgres://h/db?a=xXYZ&&port=1",
+    ] {
+        for err in [
+            params(url).unwrap_err().to_string(),
+            split_ssl_params(url).unwrap_err().to_string(),
+        ] {
+            assert!(err.contains("key/value separator"), "{url}: {err}");
+            assert!(!err.contains("XYZ"), "{url}: {err}");
+        }
+    }
+    // A trailing `&` or a bare trailing `?` is fine; %3D is a value's `=`.
+    for url in ["postgres://h/db?port=1&", "postgres://h/db?"] {
+        assert!(params(url).is_ok(), "{url}");
+        assert!(split_ssl_params(url).is_ok(), "{url}");
+    }
+    let got = params("postgres://h/db?options=-c%20search_path%3Dfoo").unwrap();
+    assert_eq!(param(&got, "options"), Some("-c search_path=foo"));
+}
+
+#[test]
+fn only_ascii_whitespace_separates_key_value_pairs_as_in_libpq() {
+    let got = params("dbname=app\u{a0}application_name=x").unwrap();
+    assert_eq!(param(&got, "dbname"), Some("app\u{a0}application_name=x"));
+    assert_eq!(param(&got, "application_name"), None);
+    let got = params("password=a\u{2003}b\u{a0}c\x0bdbname=app").unwrap();
+    assert_eq!(param(&got, "password"), Some("a\u{2003}b\u{a0}c"));
+    assert_eq!(param(&got, "dbname"), Some("app"));
+    let o = ConnectOptions::parse("host=h password=p\u{a0}w").unwrap();
+    assert_eq!(o.config().get_password(), Some("p\u{a0}w".as_bytes()));
+}
+
+#[test]
+fn bracketed_hosts_as_libpq_reads_them() {
+    let err = params("postgresql://u@[]:56431/app")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("IPv6 host address may not be empty"), "{err}");
+    assert!(ConnectOptions::parse("postgresql://u@[]/app").is_err());
+    // A socket directory in brackets, as libpq takes it.
+    let got = params("postgresql://u@[/tmp/dir]:56431/app").unwrap();
+    assert_eq!(param(&got, "host"), Some("/tmp/dir"));
+    assert_eq!(param(&got, "port"), Some("56431"));
+    let o = ConnectOptions::parse("postgresql://u@[/tmp/dir]:56431/app").unwrap();
+    assert_eq!(
+        o.config().get_hosts(),
+        [tokio_postgres::config::Host::Unix("/tmp/dir".into())]
+    );
+    let got = params("postgresql://u@[::1]:5/app").unwrap();
+    assert_eq!(param(&got, "host"), Some("::1"));
+}

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio_postgres::Config;
 
+use super::conninfo::is_space;
+
 /// `tcp_user_timeout`: libpq counts it in milliseconds, the driver's
 /// string form in seconds (a libpq URL's 30000, 30 s, would be 8 hours
 /// there). 0 or less: the system's default, as in libpq.
@@ -55,6 +57,45 @@ pub(super) fn target_session_attrs(
                     .to_owned(),
             )
         }
+    })
+}
+
+/// libpq's rule for several ports: one port for every host, or as many
+/// ports as hosts (`hostaddr`'s, when given, else `host`'s); an empty
+/// entry is the default port. The driver would refuse only when connecting.
+pub(super) fn port_count(hosts: &str, ports: &str) -> Result<(), String> {
+    let hosts = hosts.split(',').count();
+    let ports = ports.split(',').count();
+    if ports > 1 && ports != hosts {
+        return Err(format!(
+            "could not match {ports} port numbers to {hosts} hosts \
+             (give one port, or one for each host)"
+        ));
+    }
+    Ok(())
+}
+
+/// libpq's integer parameters, which it reads with spaces around them.
+const NUMBERS: &[&str] = &[
+    "port",
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+];
+
+/// The value of an integer parameter without ASCII whitespace around it
+/// (around each port of a list), as libpq reads `port=' 5432'`; `None`
+/// for another parameter.
+pub(super) fn trimmed_number(key: &str, value: &str) -> Option<String> {
+    NUMBERS.contains(&key).then(|| {
+        value
+            .split(',')
+            .map(|v| v.trim_matches(is_space))
+            .collect::<Vec<_>>()
+            .join(",")
     })
 }
 

@@ -4,17 +4,19 @@
 //! session with its cancel token.
 
 // Layers, top to bottom (each imports only from those below it):
-//   connect -> hosts, tls_failure; options -> resolve -> driver_params, libpq_env, passfile,
-//   service_file, connstring, tls_options -> tls -> tls_verifier,
+//   connect -> hosts, tls_failure; options -> resolve -> known_params, driver_params, libpq_env, passfile,
+//   service_file, connstring -> conninfo, tls_options -> tls -> tls_verifier,
 //   tls_client_cert, tls_channel_binding -> tls_v1 (X.509 version 1
 //   certificates); tls_failure (which connect failures are TLS's, and
 //   their words) -> tls, tls_v1
 mod application_name;
 pub(crate) mod connect;
+mod conninfo;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
 mod driver_params;
 pub(crate) mod hosts;
+mod known_params;
 pub(crate) mod libpq_env;
 pub(crate) mod options;
 mod passfile;

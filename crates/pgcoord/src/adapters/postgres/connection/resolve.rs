@@ -11,7 +11,10 @@ use std::path::PathBuf;
 use tokio_postgres::Config;
 
 use super::connstring::{invalid, names_before_last_at, params, quote};
-use super::driver_params::{keepalives_count, target_session_attrs, tcp_user_timeout_ms};
+use super::driver_params::{
+    keepalives_count, port_count, target_session_attrs, tcp_user_timeout_ms, trimmed_number,
+};
+use super::known_params::{unsupported, KNOWN, UNSUPPORTED_ENV};
 use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
 use super::service_file;
@@ -52,69 +55,6 @@ impl Origin {
     }
 }
 
-/// The connection parameters this crate takes: tokio-postgres's, and
-/// those it reads itself (TLS beyond `require`, the password file, the
-/// service, libpq's fallback name).
-const KNOWN: &[&str] = &[
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "password",
-    "passfile",
-    "service",
-    "options",
-    "application_name",
-    "fallback_application_name",
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "sslcrl",
-    "sslcrldir",
-    "sslnegotiation",
-    "sslsni",
-    "sslcompression",
-    "ssl_min_protocol_version",
-    "ssl_max_protocol_version",
-    "gssencmode",
-    "connect_timeout",
-    "tcp_user_timeout",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_retries",
-    "keepalives_count",
-    "target_session_attrs",
-    "channel_binding",
-    "load_balance_hosts",
-];
-
-/// libpq parameters this client does not take, and why; named in the
-/// error rather than called unknown, since each would change what the
-/// connection accepts.
-fn unsupported(key: &str) -> Option<&'static str> {
-    Some(match key {
-        "sslpassword" => {
-            "this client cannot decrypt an encrypted sslkey; store the key decrypted, \
-             readable by its owner only (chmod 0600)"
-        }
-        "require_auth" => "this client cannot restrict the server's authentication methods",
-        "sslcertmode" => {
-            "this client sends the client certificate whenever sslcert (or \
-             ~/.postgresql/postgresql.crt) exists and the server asks for one"
-        }
-        _ => return None,
-    })
-}
-
-/// The environment variables of [`unsupported`] parameters.
-const UNSUPPORTED_ENV: &[(&str, &str)] = &[
-    ("PGREQUIREAUTH", "require_auth"),
-    ("PGSSLCERTMODE", "sslcertmode"),
-];
-
 /// What resolving gave: the driver's settings, TLS, the password's
 /// source, warnings (an ignored password file).
 pub(super) struct Resolved {
@@ -139,6 +79,33 @@ impl Params {
         self.0.iter().find(|(k, _, _)| k == key).map(|(_, _, o)| o)
     }
 
+    /// libpq's deprecated `requiressl`: a value beginning with 1 is
+    /// `sslmode=require` unless `sslmode` is given; any other means nothing.
+    fn fold_requiressl(&mut self) {
+        let Some(at) = self.0.iter().position(|(k, _, _)| k == "requiressl") else {
+            return;
+        };
+        let (_, value, origin) = self.0.remove(at);
+        if value.starts_with('1') {
+            self.fill("sslmode", "require", origin);
+        }
+    }
+
+    /// Integer parameters without the spaces libpq allows around them.
+    fn trim_numbers(&mut self) {
+        for (key, value, _) in &mut self.0 {
+            if let Some(trimmed) = trimmed_number(key, value) {
+                *value = trimmed;
+            }
+        }
+    }
+
+    /// Sets `key`, replacing a value it has.
+    fn set(&mut self, key: &str, value: &str, origin: Origin) {
+        self.0.retain(|(k, _, _)| k != key);
+        self.0.push((key.to_owned(), value.to_owned(), origin));
+    }
+
     /// Sets `key` unless it is set already (a later source never overrides).
     fn fill(&mut self, key: &str, value: &str, origin: Origin) {
         if self.get(key).is_none() {
@@ -156,6 +123,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         p.0.retain(|(key, _, _)| *key != k);
         p.0.push((k, v, Origin::String));
     }
+    p.fold_requiressl();
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
         return Err(invalid(match unsupported(key) {
             Some(why) => format!("connection parameter `{key}` is not supported: {why}"),
@@ -215,24 +183,36 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
                 }
                 p.fill(k, v, Origin::Service(found.file.clone()));
             }
+            p.fold_requiressl();
         }
         for (var, key) in ENV_PARAMS {
             if let Some(v) = env.var(var) {
                 p.fill(key, v, Origin::Env(var));
             }
         }
+        // libpq's deprecated PGREQUIRESSL: a value beginning with 1 is
+        // sslmode=require, unless sslmode is given.
+        if env.var("PGREQUIRESSL").is_some_and(|v| v.starts_with('1')) {
+            p.fill("sslmode", "require", Origin::Env("PGREQUIRESSL"));
+        }
+        p.trim_numbers();
         let port = p.get("port").unwrap_or("5432").to_owned();
         p.fill("port", &port, Origin::Default);
-        if p.get("host").is_none() && p.get("hostaddr").is_none() {
+        if p.get("host").is_none() && p.get("hostaddr").is_none_or(str::is_empty) {
             p.fill("host", &env.default_host(&port), Origin::Default);
         }
+        // libpq: no user name, or an empty one, is the OS user's.
         if let Some(user) = env.os_user() {
-            p.fill("user", user, Origin::Default);
+            if p.get("user").is_none_or(str::is_empty) {
+                p.set("user", user, Origin::Default);
+            }
         }
         if let Some(user) = p.get("user").map(str::to_owned) {
             p.fill("dbname", &user, Origin::Default);
         }
-        if p.get("password").is_none() {
+        // libpq: an empty password is none (the password file is read;
+        // PGPASSWORD is not, the parameter having been given).
+        if p.get("password").is_none_or(str::is_empty) {
             let file = match p.get("passfile") {
                 Some(f) => Some(PathBuf::from(f)),
                 None => env.home().map(|h| h.join(".pgpass")),
@@ -246,7 +226,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
                     }
                     Loaded::Read(entries) => {
                         if let Some(pw) = password_from(&entries, &p) {
-                            p.fill("password", &pw, Origin::Default);
+                            p.set("password", &pw, Origin::Default);
                             password_source = Some(PasswordSource::PasswordFile(file));
                         }
                     }
@@ -254,6 +234,8 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
             }
         }
     }
+    // Still empty: no password, as in libpq (never sent as one).
+    p.0.retain(|(k, v, _)| k != "password" || !v.is_empty());
     if password_source.is_none() {
         password_source = p.origin("password").map(|o| match o {
             Origin::Service(f) => PasswordSource::ServiceFile(f.clone()),
@@ -261,6 +243,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
             _ => PasswordSource::ConnectionString,
         });
     }
+    p.trim_numbers();
     let (config, tls) = build(&p)?;
     Ok(Resolved {
         config,
@@ -310,9 +293,23 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
             origin.describe()
         ))
     };
+    if let Some(ports) = p.get("port") {
+        let hosts = p
+            .get("hostaddr")
+            .filter(|a| !a.is_empty())
+            .or_else(|| p.get("host"))
+            .unwrap_or("");
+        port_count(hosts, ports).map_err(|why| {
+            let origin = p.origin("port").map_or(String::new(), Origin::describe);
+            invalid(format!("connection parameter `port` ({origin}): {why}"))
+        })?;
+    }
     for (key, value, origin) in &p.0 {
         match key.as_str() {
             "passfile" | "service" => {}
+            // Empty is unset, as in libpq.
+            "hostaddr" | "sslsni" | "ssl_min_protocol_version" | "ssl_max_protocol_version"
+                if value.is_empty() => {}
             "sslmode" => {
                 tls.mode = SslMode::parse(value).ok_or_else(|| {
                     bad(
@@ -383,3 +380,7 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
 #[cfg(test)]
 #[path = "resolve_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "resolve_libpq_tests.rs"]
+mod libpq_tests;

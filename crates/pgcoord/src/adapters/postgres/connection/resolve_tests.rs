@@ -7,18 +7,18 @@ use tokio_postgres::config::{Host, TargetSessionAttrs};
 
 use crate::adapters::postgres::{ConnectOptions, LibpqEnv, PasswordSource, SslMode};
 
-fn resolve(s: Option<&str>, env: &LibpqEnv) -> ConnectOptions {
+pub(super) fn resolve(s: Option<&str>, env: &LibpqEnv) -> ConnectOptions {
     ConnectOptions::resolve(s, env).unwrap_or_else(|e| panic!("{s:?}: {e}"))
 }
 
-fn err(s: Option<&str>, env: &LibpqEnv) -> String {
+pub(super) fn err(s: Option<&str>, env: &LibpqEnv) -> String {
     match ConnectOptions::resolve(s, env) {
         Ok(o) => panic!("{s:?} resolved: {o:?}"),
         Err(e) => e.to_string(),
     }
 }
 
-fn tcp_hosts(o: &ConnectOptions) -> Vec<String> {
+pub(super) fn tcp_hosts(o: &ConnectOptions) -> Vec<String> {
     o.config()
         .get_hosts()
         .iter()
@@ -30,10 +30,10 @@ fn tcp_hosts(o: &ConnectOptions) -> Vec<String> {
 }
 
 /// A scratch directory, removed on drop.
-struct Dir(PathBuf);
+pub(super) struct Dir(PathBuf);
 
 impl Dir {
-    fn new(name: &str) -> Self {
+    pub(super) fn new(name: &str) -> Self {
         // Unique: the unit tests of one process run at the same time, and
         // another module's test may use the same name.
         let dir = std::env::temp_dir().join(format!("pgcoord-{name}-{}", uuid::Uuid::new_v4()));
@@ -41,7 +41,7 @@ impl Dir {
         Self(dir)
     }
 
-    fn write(&self, name: &str, text: &str, mode: u32) -> PathBuf {
+    pub(super) fn write(&self, name: &str, text: &str, mode: u32) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let path = self.0.join(name);
         std::fs::write(&path, text).unwrap();
@@ -49,7 +49,7 @@ impl Dir {
         path
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 }

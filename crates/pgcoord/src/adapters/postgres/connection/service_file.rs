@@ -67,9 +67,10 @@ pub(super) fn find(name: &str, env: &LibpqEnv) -> Result<Service> {
 /// not fill memory.
 const MAX_SIZE: u64 = 1 << 20;
 
-/// The file's text; `None` when it cannot be read or is not UTF-8 (the
-/// next file is searched, as before), an error naming the file when it
-/// holds more than [`MAX_SIZE`] bytes.
+/// The file's text; `None` when it cannot be read (the next file is
+/// searched, as libpq does); an error naming the file when it holds more
+/// than [`MAX_SIZE`] bytes, or naming the file and the line when it is not
+/// UTF-8 (skipping it would silently take another file's section).
 fn read(file: &Path) -> Result<Option<String>> {
     use std::io::Read;
     let Ok(f) = std::fs::File::open(file) else {
@@ -86,7 +87,14 @@ fn read(file: &Path) -> Result<Option<String>> {
             MAX_SIZE >> 20
         )));
     }
-    Ok(String::from_utf8(bytes).ok())
+    String::from_utf8(bytes).map(Some).map_err(|e| {
+        let bad = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..bad].iter().filter(|b| **b == b'\n').count() + 1;
+        invalid(format!(
+            "service file \"{}\", line {line}, is not UTF-8; not read",
+            file.display()
+        ))
+    })
 }
 
 /// The `keyword=value` lines of section `[name]`, if the file has one.
@@ -104,7 +112,10 @@ fn section(text: &str, name: &str, file: &Path) -> Result<Option<Vec<(String, St
             if found.is_some() {
                 break;
             }
-            in_section = header.strip_suffix(']') == Some(name);
+            // libpq compares `[name]` only: what follows `]` is ignored.
+            in_section = header
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(']'));
             if in_section {
                 found = Some(Vec::new());
             }
@@ -159,6 +170,39 @@ mod tests {
         );
         assert!(!msg.contains("hunter2"), "{msg}");
         assert!(section("[s]\nservice=t\n", "s", Path::new("/f")).is_err());
+    }
+
+    #[test]
+    fn a_header_is_matched_on_its_bracketed_name_alone() {
+        let text = "[s1] # the first\nport=1\n[s10]\nport=10\n";
+        let got = section(text, "s1", Path::new("/f")).unwrap().unwrap();
+        assert_eq!(got, vec![("port".to_owned(), "1".to_owned())]);
+        let got = section(text, "s10", Path::new("/f")).unwrap().unwrap();
+        assert_eq!(got, vec![("port".to_owned(), "10".to_owned())]);
+        assert_eq!(section(text, "s", Path::new("/f")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_refused_by_name_and_line() {
+        let dir = std::env::temp_dir().join(format!("pgcoord-svc-utf8-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sys")).unwrap();
+        std::fs::write(
+            dir.join("user.conf"),
+            b"[a]\nport=1\napplication_name=\xff\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("sys/pg_service.conf"), "[a]\nport=2\n").unwrap();
+        let env = LibpqEnv::from_vars([
+            ("PGSERVICEFILE", dir.join("user.conf").display().to_string()),
+            ("PGSYSCONFDIR", dir.join("sys").display().to_string()),
+        ]);
+        let err = find("a", &env).unwrap_err().to_string();
+        let want = format!(
+            "service file \"{}\", line 3, is not UTF-8",
+            dir.join("user.conf").display()
+        );
+        assert!(err.contains(&want), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
