@@ -6,6 +6,17 @@
 use crate::common::*;
 use crate::libpq_env::password_cluster;
 
+/// `postgres://USER@127.0.0.1:PORT/` then `path` (the database's name, as
+/// the test writes it) for `db`.
+pub(crate) fn tcp_url(db: &pgcoord_testkit::pg::TestDatabase, path: &str) -> String {
+    let config = db.config();
+    format!(
+        "postgres://{}@127.0.0.1:{}/{path}",
+        config.get_user().unwrap(),
+        config.get_ports()[0]
+    )
+}
+
 fn no_wait(key: &str) -> [&str; 6] {
     ["lock", "run", "--no-wait", key, "--", "true"]
 }
@@ -88,13 +99,7 @@ async fn no_secret_of_any_spelling_is_printed() {
 #[tokio::test]
 async fn a_double_slash_names_a_database_beginning_with_a_slash() {
     let db = database().await;
-    let config = db.config();
-    let url = format!(
-        "postgres://{}@127.0.0.1:{}//{}",
-        config.get_user().unwrap(),
-        config.get_ports()[0],
-        db.name()
-    );
+    let url = tcp_url(&db, &format!("/{}", db.name()));
     let out = output(
         eventsource(None)
             .env("DATABASE_URL", &url)
@@ -197,13 +202,7 @@ async fn an_at_sign_after_the_credentials_is_a_usage_error_printing_no_password(
 #[tokio::test]
 async fn requiressl_requires_tls_as_in_libpq() {
     let db = database().await;
-    let config = db.config();
-    let url = format!(
-        "postgres://{}@127.0.0.1:{}/{}",
-        config.get_user().unwrap(),
-        config.get_ports()[0],
-        db.name()
-    );
+    let url = tcp_url(&db, db.name());
     // The test server offers no TLS: without the setting the run works.
     let out = output(
         eventsource(None)

@@ -77,13 +77,7 @@ async fn numbers_with_spaces_around_them_are_read() {
 #[tokio::test]
 async fn an_empty_hostaddr_sslsni_or_min_protocol_is_not_given() {
     let db = database().await;
-    let config = db.config();
-    let base = format!(
-        "postgresql://{}@127.0.0.1:{}/{}",
-        config.get_user().unwrap(),
-        config.get_ports()[0],
-        db.name()
-    );
+    let base = crate::libpq_urls::tcp_url(&db, db.name());
     for query in [
         "hostaddr=",
         "sslsni=",

@@ -169,6 +169,42 @@ async fn watch_reports_a_frozen_server_once_and_sees_the_release_after() {
     );
 }
 
+/// Freezes `cluster` under a running `watch` (`--every 1s`): its failure
+/// line, starting with `failing`, says the server did not answer within
+/// the 2s floor and that it tries again; once thawed, `recovered` comes,
+/// `next` (if any) checks the watch's next line, no session is left
+/// behind, SIGTERM ends it with 0, and the failure was said once.
+async fn rides_out_a_freeze(
+    cluster: &pgcoord_testkit::pg::TestCluster,
+    db: &pgcoord_testkit::pg::TestDatabase,
+    mut watch: Running,
+    (failing, recovered): (&str, &str),
+    next: Option<fn(&str)>,
+) {
+    let frozen = Frozen::freeze(cluster);
+    let error = watch.expect_stderr(failing).await;
+    assert!(
+        error.contains("did not answer within 2s") && error.ends_with("; trying again every 1s"),
+        "{error}"
+    );
+    drop(frozen);
+    watch.expect_stderr(recovered).await;
+    if let Some(check) = next {
+        check(&watch.next_line().await);
+    }
+    let admin = db.connect().await.unwrap();
+    until_only_the_views_session(&admin).await;
+    watch.signal(Signal::SIGTERM);
+    let out = watch.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stderr.matches(failing).count(),
+        1,
+        "reported once: {}",
+        out.stderr
+    );
+}
+
 #[tokio::test]
 async fn leader_show_watch_reports_a_frozen_server_within_its_bound_and_recovers() {
     let (cluster, db) = private_db(&[]).await;
@@ -182,28 +218,9 @@ async fn leader_show_watch_reports_a_frozen_server_within_its_bound_and_recovers
         line.ends_with("frozen\tvacant\t-\t-\tlast_term=-"),
         "{line}"
     );
-
-    let frozen = Frozen::freeze(&cluster);
-    let error = watch.expect_stderr("cannot look at election").await;
-    assert!(
-        error.contains("did not answer within 2s") && error.ends_with("; trying again every 1s"),
-        "{error}"
-    );
-    drop(frozen);
-    watch
-        .expect_stderr("looking at election \"frozen\" again")
-        .await;
-    let admin = db.connect().await.unwrap();
-    until_only_the_views_session(&admin).await;
-    watch.signal(Signal::SIGTERM);
-    let out = watch.finish().await;
-    assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(
-        out.stderr.matches("cannot look at election").count(),
-        1,
-        "reported once: {}",
-        out.stderr
-    );
+    let recovered = "looking at election \"frozen\" again";
+    let lines = ("cannot look at election", recovered);
+    rides_out_a_freeze(&cluster, &db, watch, lines, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,36 +238,13 @@ async fn projection_status_watch_rides_out_a_frozen_server() {
         "events",
         "shop",
     ]));
-    let checkpoint = |line: &str| {
+    fn checkpoint(line: &str) -> Option<i64> {
         let json: serde_json::Value = serde_json::from_str(line).unwrap();
         json["checkpoint"].as_i64()
-    };
+    }
     assert_eq!(checkpoint(&watch.next_line().await), Some(3));
-
-    let frozen = Frozen::freeze(&cluster);
-    let error = watch
-        .expect_stderr("cannot read the projection's status")
-        .await;
-    assert!(
-        error.contains("did not answer within 2s") && error.ends_with("; trying again every 1s"),
-        "{error}"
-    );
-    drop(frozen);
-    watch
-        .expect_stderr("reading projection \"shop\" again")
-        .await;
-    assert_eq!(checkpoint(&watch.next_line().await), Some(3));
-    let admin = db.connect().await.unwrap();
-    until_only_the_views_session(&admin).await;
-    watch.signal(Signal::SIGTERM);
-    let out = watch.finish().await;
-    assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(
-        out.stderr
-            .matches("cannot read the projection's status")
-            .count(),
-        1,
-        "reported once: {}",
-        out.stderr
-    );
+    let failing = "cannot read the projection's status";
+    let recovered = "reading projection \"shop\" again";
+    let still_at_3: fn(&str) = |line| assert_eq!(checkpoint(line), Some(3));
+    rides_out_a_freeze(&cluster, &db, watch, (failing, recovered), Some(still_at_3)).await;
 }
