@@ -17,8 +17,18 @@ pub(crate) fn tcp_url(db: &pgcoord_testkit::pg::TestDatabase, path: &str) -> Str
     )
 }
 
-fn no_wait(key: &str) -> [&str; 6] {
+pub(crate) fn no_wait(key: &str) -> [&str; 6] {
     ["lock", "run", "--no-wait", key, "--", "true"]
+}
+
+/// `lock run --no-wait KEY -- true` with `DATABASE_URL` = `url`.
+pub(crate) async fn run_with_url(url: &str, key: &str) -> Output {
+    output(
+        eventsource(None)
+            .env("DATABASE_URL", url)
+            .args(no_wait(key)),
+    )
+    .await
 }
 
 /// `k3?Jd8Lq2=xYz` was cut at its `?`: exit 2 naming `Jd8Lq2`, a piece
@@ -100,12 +110,7 @@ async fn no_secret_of_any_spelling_is_printed() {
 async fn a_double_slash_names_a_database_beginning_with_a_slash() {
     let db = database().await;
     let url = tcp_url(&db, &format!("/{}", db.name()));
-    let out = output(
-        eventsource(None)
-            .env("DATABASE_URL", &url)
-            .args(no_wait("slash")),
-    )
-    .await;
+    let out = run_with_url(&url, "slash").await;
     assert_ne!(out.code, 0, "{out:?}");
     assert!(
         out.stderr
@@ -123,12 +128,7 @@ async fn a_url_with_a_tab_or_line_break_is_refused() {
         "postgres://app@127.0.0.1:1/postgres\nfoo",
         "postgres://app@127.0.0.1:1/postgres?application_name=a\tb",
     ] {
-        let out = output(
-            eventsource(None)
-                .env("DATABASE_URL", url)
-                .args(no_wait("k")),
-        )
-        .await;
+        let out = run_with_url(url, "k").await;
         assert_eq!(out.code, 2, "{url:?}: {out:?}");
         assert!(
             out.stderr.contains("the URL holds a tab or a line break"),
@@ -179,12 +179,7 @@ async fn an_at_sign_after_the_credentials_is_a_usage_error_printing_no_password(
         "postgresql://ua:a@SecretX@127.0.0.1:1/app",
         "postgresql://ua:pw@127.0.0.1:1,SecretX@127.0.0.1:1/app",
     ] {
-        let out = output(
-            eventsource(None)
-                .env("DATABASE_URL", url)
-                .args(no_wait("at")),
-        )
-        .await;
+        let out = run_with_url(url, "at").await;
         assert_eq!(out.code, 2, "{url}: {out:?}");
         assert!(
             out.stderr.contains("is written %40 or %2F"),
@@ -204,12 +199,7 @@ async fn requiressl_requires_tls_as_in_libpq() {
     let db = database().await;
     let url = tcp_url(&db, db.name());
     // The test server offers no TLS: without the setting the run works.
-    let out = output(
-        eventsource(None)
-            .env("DATABASE_URL", &url)
-            .args(no_wait("rssl")),
-    )
-    .await;
+    let out = run_with_url(&url, "rssl").await;
     assert_eq!(out.code, 0, "{out:?}");
     for (url, requiressl) in [
         (url.clone(), Some("1")),
@@ -358,12 +348,7 @@ async fn more_ports_than_hosts_is_a_usage_error() {
         "host=127.0.0.1 port=1,2 dbname=app",
         "postgresql://127.0.0.1/app?port=56431,,",
     ] {
-        let out = output(
-            eventsource(None)
-                .env("DATABASE_URL", url)
-                .args(no_wait("ports")),
-        )
-        .await;
+        let out = run_with_url(url, "ports").await;
         assert_eq!(out.code, 2, "{url}: {out:?}");
         assert!(
             out.stderr.contains("port numbers to") && out.stderr.contains("hosts"),

@@ -5,10 +5,7 @@
 //! has exactly one `=`.
 
 use crate::common::*;
-
-fn no_wait(key: &str) -> [&str; 6] {
-    ["lock", "run", "--no-wait", key, "--", "true"]
-}
+use crate::libpq_urls::{no_wait, run_with_url};
 
 /// `key=value` with the database's settings and `extra` appended.
 fn conninfo(db: &pgcoord_testkit::pg::TestDatabase, extra: &str) -> String {
@@ -85,12 +82,7 @@ async fn an_empty_hostaddr_sslsni_or_min_protocol_is_not_given() {
         "hostaddr=&sslsni=&ssl_min_protocol_version=",
     ] {
         let url = format!("{base}?{query}");
-        let out = output(
-            eventsource(None)
-                .env("DATABASE_URL", &url)
-                .args(no_wait("empty")),
-        )
-        .await;
+        let out = run_with_url(&url, "empty").await;
         assert_eq!(out.code, 0, "{url}: {out:?}");
     }
 }
@@ -103,12 +95,7 @@ async fn a_bracketed_host_is_a_socket_directory_or_an_address_never_empty() {
     let (cluster, db) = private_db(&[]).await;
     let port = cluster.port();
     let url = format!("postgresql://postgres@[]:{port}/{}", db.name());
-    let out = output(
-        eventsource(None)
-            .env("DATABASE_URL", &url)
-            .args(no_wait("brackets")),
-    )
-    .await;
+    let out = run_with_url(&url, "brackets").await;
     assert_eq!(out.code, 2, "{url}: {out:?}");
     assert!(
         out.stderr.contains("IPv6 host address may not be empty"),
@@ -120,12 +107,7 @@ async fn a_bracketed_host_is_a_socket_directory_or_an_address_never_empty() {
         cluster.dir().display(),
         db.name()
     );
-    let out = output(
-        eventsource(None)
-            .env("DATABASE_URL", &url)
-            .args(no_wait("brackets")),
-    )
-    .await;
+    let out = run_with_url(&url, "brackets").await;
     assert_eq!(out.code, 0, "{url}: {out:?}");
 }
 
@@ -142,12 +124,7 @@ async fn a_query_parameter_without_exactly_one_equals_sign_is_refused() {
         "a=x&&port=1",
     ] {
         let url = format!("postgres://app@127.0.0.1:1/app?{query}");
-        let out = output(
-            eventsource(None)
-                .env("DATABASE_URL", &url)
-                .args(no_wait("query")),
-        )
-        .await;
+        let out = run_with_url(&url, "query").await;
         assert_eq!(out.code, 2, "{url}: {out:?}");
         assert!(
             out.stderr.contains("key/value separator"),
