@@ -131,9 +131,12 @@ impl Database {
             format!(
                 // The environment fills what the URL leaves out, and its
                 // errors name their variable: not every error is the URL's.
-                "invalid connection settings (database URL {}): {}",
+                // The URL comes last: a masked `password=***` value runs to
+                // the next space, so punctuation after it would be masked
+                // too when the whole line is scrubbed again.
+                "invalid connection settings: {}; database URL: {}",
+                crate::printable::printable(&crate::redact::scrub_secrets(&e.to_string())),
                 crate::printable::printable(&redact_url(url)),
-                crate::printable::printable(&crate::redact::scrub_secrets(&e.to_string()))
             )
         })
     }

@@ -91,14 +91,40 @@ async fn a_bad_url_value_is_shown_in_the_masked_url_and_a_variables_is_not() {
     .await;
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
-        out.stderr.starts_with(
-            "eventsource: invalid connection settings (database URL \
-             postgres://app:***@db.invalid/app?connect_timeout=abc): "
-        ),
+        out.stderr
+            .starts_with("eventsource: invalid connection settings: ")
+            && out
+                .stderr
+                .contains("invalid value for connection parameter `connect_timeout`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .trim_end()
+            .ends_with("; database URL: postgres://app:***@db.invalid/app?connect_timeout=abc"),
         "{}",
         out.stderr
     );
     assert!(!out.stderr.contains("s3cr3t-pw"), "{}", out.stderr);
+    // A password parameter that ends the URL is masked and nothing after
+    // it is lost: the error itself comes before the URL.
+    let out = output(eventsource(None).args([
+        "--database-url",
+        "postgres://app@db.invalid:99999/app?password=s3cr3t-pw",
+        "lock",
+        "holders",
+    ]))
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("invalid value for connection parameter `port`")
+            && out.stderr.trim_end().ends_with("/app?password=***")
+            && !out.stderr.contains("s3cr3t-pw"),
+        "{}",
+        out.stderr
+    );
     let out = output(
         eventsource(None)
             .env("PGPORT", "p0rt-typo")
