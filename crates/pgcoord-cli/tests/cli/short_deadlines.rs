@@ -71,10 +71,13 @@ async fn a_tiny_timeout_against_a_silent_server_exits_69_past_the_floor() {
     )
     .await;
     assert_eq!(out.code, 69, "{out:?}");
-    // It waited for the documented floor (2 s), and says so.
+    // It waited for the documented floor (2 s), and says so: the engine's
+    // own deadline says 2s; on a machine too busy for that answer to come
+    // within the tool's 1 s of grace, the tool's backstop says 3s.
     assert!(started.elapsed().as_secs_f64() >= 2.0, "{out:?}");
     assert!(
-        out.stderr.contains("did not answer within 2s"),
+        out.stderr.contains("did not answer within 2s")
+            || out.stderr.contains("did not answer within 3s"),
         "{}",
         out.stderr
     );
