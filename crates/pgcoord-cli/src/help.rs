@@ -122,12 +122,12 @@ only after every process of the group has ended, so work that COMMAND leaves
 running in the background keeps the lock held.
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM sent
-to the tool are forwarded to the job's process group (a stopped job also
-gets SIGCONT, but after SIGUSR1 and SIGUSR2); one the tool was started with
-ignored (nohup) stays ignored, by the job too. When the tool has a terminal
-(stdin, stdout or stderr) and runs in its foreground, the terminal is handed
-to the job, so a typed Ctrl-C or Ctrl-Z reaches the job directly; otherwise
-a SIGTSTP sent to the tool stops the job. While the tool still waits for the lock, one of the
+to the tool are forwarded to the job's process group (after each but SIGUSR1
+and SIGUSR2 the group also gets SIGCONT, so a stopped job ends too); one the
+tool was started with ignored (nohup) stays ignored, by the job too. When
+the tool has a terminal (stdin, stdout or stderr) and runs in its foreground,
+the terminal is handed to the job, so a typed Ctrl-C or Ctrl-Z reaches the
+job directly; otherwise a SIGTSTP sent to the tool stops the job. While the tool still waits for the lock, one of the
 seven ends the wait and the tool exits with 128+N without running COMMAND.
 
 Job control: under an interactive shell, a stopped job (Ctrl-Z) stops the
