@@ -11,8 +11,8 @@ use crate::duration::parse_interval;
 /// `lock holders --watch [--interval DURATION]`
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Keep watching: print a line for each change (acquired, released,
-    /// waiting, granted, abandoned) until interrupted.
+    /// Keep watching: print a line for each change (held, waiting,
+    /// acquired, granted, released, abandoned, left) until interrupted.
     #[arg(long)]
     pub watch: bool,
 
@@ -139,6 +139,8 @@ at most 30s), is reported once on stderr and retried every interval;
 \"listing lock holders again\" follows when one succeeds.
 
 With --json each line is one JSON object: time, event, lock_id, key,
-fence, the session's fields as in `lock holders --json` (shared included),
-shared_holders as in the text, and waited_seconds or held_seconds. The locks are listed every --interval: a lock taken and
+fence, the session's fields as in `lock holders --json` (shared included,
+and granted_not_before for a holder's held, acquired, granted and
+released), shared_holders as in the text, and waited_seconds or
+held_seconds. The locks are listed every --interval: a lock taken and
 released in between is not seen.";
