@@ -21,13 +21,14 @@ Connection:
   --database-url, else the DATABASE_URL environment variable, in libpq URL
   form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...],
   or key=value form (host=... dbname=... service=...). What it leaves out
-  comes from libpq's environment, as for psql: PGHOST, PGPORT, PGUSER,
-  PGDATABASE, PGPASSWORD, PGAPPNAME, PGSSLMODE, PGSSLROOTCERT, PGSSLCERT,
-  PGSSLKEY, PGSSLCRL, PGSSLCRLDIR, PGCONNECT_TIMEOUT, PGOPTIONS,
-  PGTARGETSESSIONATTRS, PGSERVICE
-  (a section of PGSERVICEFILE or ~/.pg_service.conf, then
-  PGSYSCONFDIR/pg_service.conf),
-  then the defaults (a local server's socket, else localhost; port 5432;
+  comes from libpq's environment, as for psql: PGHOST, PGHOSTADDR, PGPORT,
+  PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE, PGAPPNAME, PGSSLMODE,
+  PGSSLROOTCERT, PGSSLCERT, PGSSLKEY, PGSSLCRL, PGSSLCRLDIR,
+  PGCONNECT_TIMEOUT, PGOPTIONS, PGTARGETSESSIONATTRS, PGCHANNELBINDING,
+  PGLOADBALANCEHOSTS, PGSSLNEGOTIATION, PGREQUIRESSL (=1: sslmode=require
+  when no sslmode is given), PGSERVICE (a section of PGSERVICEFILE or
+  ~/.pg_service.conf, then PGSYSCONFDIR/pg_service.conf); an empty
+  variable counts as unset; then the defaults (a local server's socket, else localhost; port 5432;
   user = the OS user; database = the user name); a password still missing
   comes from PGPASSFILE or ~/.pgpass, which is ignored with a warning when
   its group or others may read it (chmod 0600). Without a URL the tool
@@ -44,7 +45,9 @@ Connection:
   as parameters or PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY /
   PGSSLCRL / PGSSLCRLDIR; also
   ssl_min_protocol_version / ssl_max_protocol_version (TLSv1.2, TLSv1.3),
-  sslsni, sslcompression and gssencmode=disable|prefer.
+  sslsni, sslcompression and gssencmode=disable|prefer (or
+  PGSSLMINPROTOCOLVERSION, PGSSLMAXPROTOCOLVERSION, PGSSLSNI,
+  PGSSLCOMPRESSION, PGGSSENCMODE).
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
