@@ -116,7 +116,9 @@ name: ExclusiveLock, ShareLock), and a lock held shared has
 
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
-(exit 0, silently). Each line: the time it was seen, the event, then
+(exit 0, silently). A signal the tool was started with ignored stays
+ignored: started as `cmd &` by a script without job control (SIGINT
+ignored), SIGTERM or SIGHUP ends the watch, SIGINT does not. Each line: the time it was seen, the event, then
 name=value fields (key, id, pid, holder or app, client, mode (exclusive or
 shared); shared_holders for a shared holder's held, acquired and granted;
 blocked_by for a waiter, waited or held when known, fence when the fencing
