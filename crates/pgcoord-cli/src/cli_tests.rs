@@ -191,5 +191,8 @@ fn the_help_names_every_libpq_variable_the_readme_says_is_read() {
                 .any(|w| w == **v)
         })
         .collect();
-    assert!(missing.is_empty(), "`eventsource --help` leaves out {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "`eventsource --help` leaves out {missing:?}"
+    );
 }

@@ -1,4 +1,5 @@
-//! Usage errors read well: a value too long to read back is shortened, and
+//! Usage errors read well: a value too long to read back is shortened, one
+//! that does not print is escaped, and
 //! `--database-url` taken from DATABASE_URL is not shown in the usage line
 //! as if the command required it; a bad connection parameter is shown as
 //! the README says.
@@ -24,6 +25,23 @@ async fn a_too_long_key_or_name_is_quoted_shortened() {
             out.stderr
         );
     }
+}
+
+/// A value clap repeats in a usage error is escaped as the README's "Text
+/// others control" says: a newline does not break the line, an escape
+/// sequence does not reach the terminal (clap wrote both as they were).
+#[tokio::test]
+async fn a_value_that_does_not_print_is_escaped() {
+    let out =
+        output(eventsource(None).args(["leader", "run", "a\nb\u{1b}[31mc", "--", "true"])).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("error: invalid value 'a\\nb\\u{1b}[31mc' for '<NAME>'"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
 }
 
 /// `--every` (`--interval`) without `--watch`: the usage line names what
