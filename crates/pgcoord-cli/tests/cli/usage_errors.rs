@@ -173,3 +173,30 @@ async fn gssencmode_disable_and_prefer_are_taken_and_require_is_refused() {
         }
     }
 }
+
+/// A URL with an `@` after its credentials (an unencoded `@` or `/` in a
+/// password) is refused before connecting, and its line shows the URL
+/// masked to its last `@`, the password's tail with it, as the README and
+/// reliability.md say.
+#[tokio::test]
+async fn a_url_with_a_second_at_is_refused_masked_to_its_last_at() {
+    for url in [
+        "postgresql://u:s3cr3t@tail-pw@db.invalid/app",
+        "postgresql://u:2024/s3cr3t-tail@db.invalid/app",
+    ] {
+        let out = output(eventsource(None).args(["--database-url", url, "lock", "holders"])).await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr
+                .trim_end()
+                .ends_with("; database URL: postgresql://u:***@db.invalid/app"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("s3cr3t") && !out.stderr.contains("tail"),
+            "{}",
+            out.stderr
+        );
+    }
+}
