@@ -23,7 +23,7 @@ use crate::job;
 use crate::messages::{describe_status, exit_code};
 use crate::min_interval::Claimed;
 use crate::signals::Signals;
-use crate::supervise::supervise;
+use crate::supervise::{supervise, Grace};
 use crate::watchdog::Watchdog;
 use crate::{exit, report};
 
@@ -186,7 +186,10 @@ async fn run_holding(
         &what,
         signals,
         &mut job_control,
-        args.kill_grace,
+        Grace {
+            kill: args.kill_grace,
+            leased: args.lease.is_some(),
+        },
         &mut watchdog,
     )
     .await;

@@ -65,7 +65,9 @@ pub struct RunArgs {
     pub lost_exit_code: i32,
 
     /// After a lock loss, how long the job (COMMAND's whole process group)
-    /// has between SIGTERM and SIGKILL (0s: SIGKILL at once).
+    /// has between SIGTERM and SIGKILL (0s: SIGKILL at once); cut, when
+    /// the server went silent, to what remains before it may free the lock
+    /// (its TCP timeouts, about 15 s, or --lease).
     #[arg(
         long,
         value_name = "DURATION",

@@ -32,28 +32,46 @@ pub struct Ended {
     pub lost_while_stopped: bool,
 }
 
-/// The time between SIGTERM and SIGKILL after a loss: `grace`, cut in
-/// lease mode to what remains of the lease the server last confirmed
-/// (`confirmed_until`), so that a holder cut off from the server has
-/// killed its command before the server can free the lock for silence;
-/// with the words that say it was cut.
+/// The time between SIGTERM and SIGKILL after a loss.
+#[derive(Debug, Clone, Copy)]
+pub struct Grace {
+    /// `--kill-grace`.
+    pub kill: Duration,
+    /// Whether the run has a `--lease` (for the words of a cut grace).
+    pub leased: bool,
+}
+
+/// The time between SIGTERM and SIGKILL after a loss: `grace`, cut to what
+/// remains of the time the server last confirmed it keeps the silent
+/// session (`confirmed_until`: the lease, or without one the server's TCP
+/// timeouts), so that a holder cut off from the server has killed its
+/// command before the server can free the lock for silence; with the
+/// words that say it was cut.
 fn grace_after_loss(
-    grace: Duration,
+    grace: Grace,
     confirmed_until: Option<std::time::Instant>,
 ) -> (Duration, &'static str) {
     let Some(until) = confirmed_until else {
-        return (grace, "");
+        return (grace.kill, "");
     };
     let left = until.saturating_duration_since(std::time::Instant::now());
-    match left {
-        l if l >= grace => (grace, ""),
-        l if l.is_zero() => (
+    match (left, grace.leased) {
+        (l, _) if l >= grace.kill => (grace.kill, ""),
+        (l, true) if l.is_zero() => (
             Duration::ZERO,
             " at once: its lease has run out, and the server may give the lock to another holder now",
         ),
-        l => (
+        (l, true) => (
             l,
             " (--kill-grace cut to what remains of the lease, so that the command ends before the server may give the lock to another holder)",
+        ),
+        (l, false) if l.is_zero() => (
+            Duration::ZERO,
+            " at once: the server may already have given up on the silent session and given the lock to another holder",
+        ),
+        (l, false) => (
+            l,
+            " (--kill-grace cut to what remains before the server may give up on the silent session, so that the command ends before the server may give the lock to another holder)",
         ),
     }
 }
@@ -93,7 +111,7 @@ pub async fn supervise(
     what: &str,
     signals: &mut Signals,
     job_control: &mut JobControl,
-    grace: Duration,
+    grace: Grace,
     watchdog: &mut Watchdog,
 ) -> io::Result<Ended> {
     let pgid = job.pgid;
@@ -101,7 +119,7 @@ pub async fn supervise(
     let mut lost = false;
     let mut lost_while_stopped = false;
     let mut kill_at: Option<Instant> = None;
-    let mut kill_grace = grace;
+    let mut kill_grace = grace.kill;
     let mut status: Option<ExitStatus> = None;
     // Replaced by the wait for the rest of the group once COMMAND exited.
     let mut rest_of_group: Pin<Box<dyn Future<Output = ()> + Send>> =
@@ -219,18 +237,37 @@ mod tests {
     fn a_lease_cuts_the_grace_to_what_remains_of_it() {
         let secs = Duration::from_secs;
         let now = std::time::Instant::now();
-        assert_eq!(grace_after_loss(secs(10), None), (secs(10), ""));
-        let (far, why) = grace_after_loss(secs(10), Some(now + secs(60)));
+        let grace = |kill, leased| Grace { kill, leased };
+        let ten = grace(secs(10), true);
+        assert_eq!(grace_after_loss(ten, None), (secs(10), ""));
+        let (far, why) = grace_after_loss(ten, Some(now + secs(60)));
         assert_eq!((far, why), (secs(10), ""));
-        let (cut, why) = grace_after_loss(secs(10), Some(now + secs(2)));
+        let (cut, why) = grace_after_loss(ten, Some(now + secs(2)));
         assert!(cut <= secs(2) && cut > secs(1), "{cut:?}");
         assert!(why.contains("cut to what remains of the lease"), "{why}");
-        let (none, why) = grace_after_loss(secs(10), Some(now));
+        let (none, why) = grace_after_loss(ten, Some(now));
         assert_eq!(none, Duration::ZERO);
         assert!(why.contains("lease has run out"), "{why}");
         assert_eq!(
-            grace_after_loss(Duration::ZERO, Some(now + secs(2))).0,
+            grace_after_loss(grace(Duration::ZERO, true), Some(now + secs(2))).0,
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn the_servers_tcp_timeouts_cut_the_grace_without_a_lease() {
+        let secs = Duration::from_secs;
+        let now = std::time::Instant::now();
+        let ten = Grace {
+            kill: secs(10),
+            leased: false,
+        };
+        let (cut, why) = grace_after_loss(ten, Some(now + secs(2)));
+        assert!(cut <= secs(2) && cut > secs(1), "{cut:?}");
+        assert!(why.contains("give up on the silent session"), "{why}");
+        assert!(!why.contains("lease"), "{why}");
+        let (none, why) = grace_after_loss(ten, Some(now));
+        assert_eq!(none, Duration::ZERO);
+        assert!(why.contains("may already have given up"), "{why}");
     }
 }

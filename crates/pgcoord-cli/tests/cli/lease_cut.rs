@@ -106,3 +106,35 @@ async fn a_cut_off_holder_says_its_liveness_check_got_no_answer() {
     );
     assert!(!out.stderr.contains("LivenessFailed"), "{}", out.stderr);
 }
+
+/// Without a lease, the server's own TCP timeouts bound how long it keeps
+/// a silent session (the tool lowers them to about 15 s; here the session
+/// asks for 4 s, as a server configured that way would have it): a
+/// holder cut off from the server cuts `--kill-grace` (10 s) to what
+/// remains of them, so that a COMMAND that ignores SIGTERM is killed
+/// before the server may give its lock away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_holder_cuts_its_grace_to_the_servers_tcp_timeouts() {
+    let db = database().await;
+    let Some((relay, url)) = CuttableRelay::for_database(&db).await else {
+        return;
+    };
+    let url = format!("{url}?options=-c%20tcp_user_timeout%3D4000");
+    let mut holder = Running::start(
+        eventsource(None)
+            .env("DATABASE_URL", &url)
+            .args(["lock", "run", "cut-tcp-timeouts", "--", "sh", "-c"])
+            .arg("trap '' TERM; echo ready; while :; do sleep 0.05; done"),
+    );
+    holder.expect_line("ready").await;
+    relay.cut();
+    let out = holder.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    assert!(
+        out.stderr.contains("give up on the silent session"),
+        "the line says why SIGKILL came before --kill-grace: {}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("SIGKILL in 10s"), "{}", out.stderr);
+    assert!(!out.stderr.contains("lease"), "{}", out.stderr);
+}

@@ -28,16 +28,47 @@ fn epoch() -> Instant {
 pub struct LeaseClock {
     /// Nanoseconds after [`epoch`] until which the lease holds.
     until: AtomicU64,
+    /// Whether passing the deadline loses the lock (a lease), or only
+    /// bounds [`LossSignal::confirmed_until`] (the server's TCP timeouts,
+    /// which a frozen holder's kernel still answers: see [`bound`](Self::bound)).
+    fires: bool,
 }
 
 impl LeaseClock {
     /// A clock whose lease holds until `until`.
     pub fn new(until: Instant) -> Arc<Self> {
+        Self::with(until, true)
+    }
+
+    /// A clock that only says until when the server cannot have freed a
+    /// silent session's locks for silence (its TCP keepalive and
+    /// `tcp_user_timeout`): [`LossSignal::confirmed_until`] reads it, but
+    /// passing it loses nothing. A network cut is found sooner by the
+    /// liveness check; a frozen holder's kernel still answers the
+    /// server's keepalives, so the server keeps its locks.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn bound(until: Instant) -> Arc<Self> {
+        Self::with(until, false)
+    }
+
+    fn with(until: Instant, fires: bool) -> Arc<Self> {
         let clock = Arc::new(Self {
             until: AtomicU64::new(0),
+            fires,
         });
         clock.extend_to(until);
         clock
+    }
+
+    /// Whether passing the deadline loses the lock: a lease's clock, not a
+    /// [`bound`](Self::bound).
+    pub(crate) fn fires(&self) -> bool {
+        self.fires
+    }
+
+    /// A lease's clock that has run out (never a [`bound`](Self::bound)).
+    pub(crate) fn lease_over(&self) -> bool {
+        self.fires && self.expired()
     }
 
     /// Moves the deadline to `until` if that is later than the current one.
@@ -159,7 +190,7 @@ impl LossSignal {
             Source::Alarms { session, lock } => session.is_raised() || lock.is_raised(),
             Source::Any(members) => return members.iter().any(LossSignal::is_lost),
         };
-        fired || self.lease.as_ref().is_some_and(|l| l.expired())
+        fired || self.lease.as_ref().is_some_and(|l| l.lease_over())
     }
 
     /// Why the lock was lost, when the signal knows: the session holding
@@ -180,15 +211,19 @@ impl LossSignal {
             }
             _ => {}
         }
-        let expired = self.lease.as_ref().is_some_and(|l| l.expired());
+        let expired = self.lease.as_ref().is_some_and(|l| l.lease_over());
         expired.then_some("the server did not confirm the session before its lease ran out")
     }
 
-    /// In lease mode, the end of the lease as the server last confirmed it:
-    /// until then the server cannot have freed the lock for silence (a
-    /// session that *ended* frees it at once, whatever this says). `None`
-    /// without a lease; for [`any`](Self::any), the earliest of its
-    /// members'. A holder that must stop touching the protected resource
+    /// Until when the server cannot have freed the lock for silence, as it
+    /// last confirmed the session: in lease mode the end of the lease;
+    /// otherwise, for this crate's PostgreSQL manager on a TCP connection,
+    /// the end of the server's TCP timeouts (`tcp_user_timeout` and its
+    /// keepalives, which the manager sets to about 15 s unless the server
+    /// has shorter ones). A session that *ended* frees the lock at once,
+    /// whatever this says. `None` when nothing bounds it (no lease, a Unix
+    /// socket, an adapter that does not know); for [`any`](Self::any), the
+    /// earliest of its members'. A holder that must stop touching the protected resource
     /// before anyone else can take the lock stops by this instant (the
     /// `eventsource` tool sends SIGKILL to its command by then).
     pub fn confirmed_until(&self) -> Option<Instant> {
@@ -209,7 +244,7 @@ impl LossSignal {
             futures_util::future::select_all(waits).await;
             return;
         }
-        let Some(lease) = &self.lease else {
+        let Some(lease) = self.lease.as_ref().filter(|l| l.fires()) else {
             return self.source_fired().await;
         };
         loop {

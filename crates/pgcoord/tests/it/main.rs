@@ -150,6 +150,8 @@ mod stalled_process;
 #[cfg(feature = "postgres")]
 mod standby;
 #[cfg(feature = "postgres")]
+mod tcp_timeouts;
+#[cfg(feature = "postgres")]
 mod tls_postgres;
 #[cfg(feature = "postgres")]
 mod tls_v1;

@@ -22,6 +22,7 @@ pub(crate) mod options;
 mod passfile;
 pub(crate) mod resolve;
 mod service_file;
+pub(crate) mod tcp_timeouts;
 pub(crate) mod tls;
 mod tls_channel_binding;
 mod tls_client_cert;

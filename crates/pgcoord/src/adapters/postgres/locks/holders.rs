@@ -18,6 +18,7 @@ use tokio_postgres::Client;
 use super::fencing::FENCE_TABLE;
 use crate::adapters::postgres::connection::connect::{connect_any_host, pg_error};
 use crate::adapters::postgres::connection::options::ConnectOptions;
+use crate::adapters::postgres::connection::tcp_timeouts;
 use crate::adapters::postgres::connection::tls::MakeRustls;
 use crate::ports::error::{BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
@@ -360,6 +361,10 @@ pub async fn connect_for_inspection(options: ConnectOptions, timeout: Duration) 
             tracing::debug!(error = %e, "inspection session ended with an error");
         }
     });
+    // A watcher cut off by the network must not leave its session behind
+    // for hours (see `tcp_timeouts`); a server slow to answer this leaves
+    // the server's own timeouts in place.
+    let _ = tokio::time::timeout(timeout, tcp_timeouts::apply(&client)).await;
     Ok(client)
 }
 
@@ -384,17 +389,5 @@ pub async fn query_holders(client: &Client, keys: &[&str]) -> Result<Vec<Advisor
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn holder_id_comes_from_prefixed_application_names_only() {
-        assert_eq!(
-            holder_id_from_application_name("eventsource/host-a:42").as_deref(),
-            Some("host-a:42")
-        );
-        assert_eq!(holder_id_from_application_name("eventsource"), None);
-        assert_eq!(holder_id_from_application_name("eventsource/"), None);
-        assert_eq!(holder_id_from_application_name("psql"), None);
-    }
-}
+#[path = "holders_tests.rs"]
+mod tests;

@@ -50,7 +50,7 @@ pub(super) async fn wait_reply(
 /// it is not yet known, the guard's loss signal fires as soon as it is (the
 /// window that only fencing closes; see docs/reliability.md).
 pub(super) fn alive(granted: Granted) -> Result<Granted, AcquireFailure> {
-    let lease_over = granted.lease.as_ref().is_some_and(|l| l.expired());
+    let lease_over = granted.lease.as_ref().is_some_and(|l| l.lease_over());
     if granted.dead.is_raised() || lease_over {
         drop(granted);
         return Err(AcquireFailure::Backend(BackendError::new(

@@ -107,7 +107,26 @@ async fn open(
             .settings
             .lease_confirmed_for()
             .map(|d| LeaseClock::new(sent + d)),
+        silence: silence_clock(ctx, identity.silence_bound, sent),
     })
+}
+
+/// Without a lease: the clock of how long the server's TCP timeouts keep
+/// the session however silent, counted from `sent` and moved on by every
+/// answer, each confirmation counting a tenth less than the bound (at
+/// least 50 ms less) so that the holder's view errs early.
+fn silence_clock(
+    ctx: &SessionContext,
+    bound: Option<std::time::Duration>,
+    sent: std::time::Instant,
+) -> Option<(Arc<LeaseClock>, std::time::Duration)> {
+    if ctx.settings.lease.is_some() {
+        return None;
+    }
+    let bound = bound?;
+    let margin = (bound / 10).max(std::time::Duration::from_millis(50));
+    let counts_for = bound.saturating_sub(margin);
+    Some((LeaseClock::bound(sent + counts_for), counts_for))
 }
 
 impl Actor {

@@ -133,7 +133,9 @@ pub(crate) struct Granted {
     pub(crate) loss: Arc<Alarm>,
     /// Granted after a wait in the server's queue (not by a try).
     pub(crate) waited: bool,
-    /// Lease mode: the session's lease, which the loss signal also watches.
+    /// The session's lease, which the loss signal also watches; without a
+    /// lease, the bound of the server's TCP timeouts (which loses nothing:
+    /// [`LeaseClock::bound`](crate::ports::loss::LeaseClock::bound)).
     pub(crate) lease: Option<Arc<crate::ports::loss::LeaseClock>>,
     /// The fencing token, when the manager fences (never for shared holds).
     pub(crate) fence: Option<u64>,

@@ -51,6 +51,10 @@ pub(super) struct SessionState {
     pub(super) shared_mode: IdSet<i64>,
     /// Lease mode: until when the server is known to keep this session.
     pub(super) lease: Option<Arc<LeaseClock>>,
+    /// Without a lease, on TCP: until when the server's TCP timeouts keep
+    /// this session however silent it is, and how long each confirmation
+    /// counts for (a [`LeaseClock::bound`], which loses nothing).
+    pub(super) silence: Option<(Arc<LeaseClock>, Duration)>,
 }
 
 impl SessionState {
@@ -64,6 +68,18 @@ impl SessionState {
     pub(super) fn confirmed(&self, sent: Instant) {
         if let (Some(clock), Some(d)) = (&self.lease, self.ctx.settings.lease_confirmed_for()) {
             clock.extend_to(sent + d);
+        }
+        if let Some((clock, d)) = &self.silence {
+            clock.extend_to(sent + *d);
+        }
+    }
+
+    /// The clock a guard's loss signal reads: the lease's, else the
+    /// bound of the server's TCP timeouts.
+    fn loss_clock(&self) -> Option<Arc<LeaseClock>> {
+        match &self.lease {
+            Some(lease) => Some(lease.clone()),
+            None => self.silence.as_ref().map(|(clock, _)| clock.clone()),
         }
     }
 
@@ -132,7 +148,7 @@ impl SessionState {
             dead: self.mailbox.dead.clone(),
             loss,
             waited,
-            lease: self.lease.clone(),
+            lease: self.loss_clock(),
             fence,
             mode: LockMode::Exclusive,
             acquired_at: time.utc,
@@ -156,7 +172,7 @@ impl SessionState {
             dead: self.mailbox.dead.clone(),
             loss,
             waited,
-            lease: self.lease.clone(),
+            lease: self.loss_clock(),
             fence: None,
             mode: LockMode::Shared,
             acquired_at: time.utc,

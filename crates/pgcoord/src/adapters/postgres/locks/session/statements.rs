@@ -11,6 +11,7 @@ use super::super::fencing::fence_query_error;
 use super::answer::{shaped, Kind, Stamps};
 use super::sql::*;
 use crate::adapters::postgres::connection::connect::{pg_error, SESSION_SETUP, SESSION_SETUP_PG14};
+use crate::adapters::postgres::connection::tcp_timeouts;
 use crate::ports::error::{BackendError, BackendErrorKind};
 
 /// The prepared statements of one session.
@@ -50,6 +51,9 @@ pub(super) struct FencedStatements {
 pub(super) struct Identity {
     pub(super) pid: i32,
     pub(super) in_recovery: bool,
+    /// How long the server keeps this session however silent it is (its
+    /// TCP timeouts, [`tcp_timeouts`]); `None` over a Unix socket.
+    pub(super) silence_bound: Option<std::time::Duration>,
 }
 
 /// Applies the session settings and prepares every statement, all in one
@@ -66,9 +70,10 @@ pub(super) async fn prepare(
     let identify: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&tag, &identify_stamp.sent];
     let first_token: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&first_token_stamp.sent];
     let prep = |sql: &'static str, types: &'static [Type]| client.prepare_typed(sql, types);
-    let (setup, pg14, extra, fenced, prepared) = tokio::join!(
+    let (setup, pg14, silence_bound, extra, fenced, prepared) = tokio::join!(
         client.batch_execute(SESSION_SETUP),
         client.batch_execute(SESSION_SETUP_PG14),
+        tcp_timeouts::apply(client),
         async {
             match extra {
                 Some(sql) => client.batch_execute(sql).await.map(Some),
@@ -206,6 +211,7 @@ pub(super) async fn prepare(
     let identity = Identity {
         pid: row.get(0),
         in_recovery: row.get(1),
+        silence_bound,
     };
     Ok((statements, identity))
 }

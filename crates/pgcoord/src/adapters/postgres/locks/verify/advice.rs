@@ -12,10 +12,6 @@ pub(super) const REPORTED: [&str; 6] = [
     "client_connection_check_interval",
 ];
 
-/// Above this keepalive idle time (s) the server is slow to notice a
-/// client lost to the network.
-const MAX_KEEPALIVE_IDLE_S: i64 = 300;
-
 /// Advice from the server's settings (values in the units of `pg_settings`:
 /// ms for the timeouts, s for keepalives).
 pub(crate) fn advice(
@@ -42,20 +38,9 @@ pub(crate) fn advice(
         ),
         Some(_) => {}
     }
-    // On a TCP session the server shows the socket's value: the kernel
-    // default (7200 s) when the setting is 0.
-    match get("tcp_keepalives_idle") {
-        Some(s) if s > 0 && s <= MAX_KEEPALIVE_IDLE_S => {}
-        shown => out.push(format!(
-            "tcp_keepalives_idle is {}: the server frees the locks of a client cut off by the \
-             network only that late; set tcp_keepalives_idle, _interval and _count (and \
-             tcp_user_timeout) on the server",
-            match shown {
-                Some(s) if s > 0 => format!("{s} s"),
-                _ => "the kernel default (usually 2 hours)".to_owned(),
-            }
-        )),
-    }
+    // No advice on the TCP keepalives and `tcp_user_timeout`: every
+    // session the manager opens lowers them to about 15 s itself
+    // (`connection/tcp_timeouts.rs`), whatever the server's defaults.
     if let Some(cap) = capacity {
         if (budget as i64) > cap / 2 {
             out.push(format!(
@@ -79,7 +64,8 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let interval = Duration::from_millis(500);
-        // Defaults: no lease, kernel keepalives (shown as 0 or as 7200).
+        // Defaults: no lease, kernel keepalives (shown as 0 or as 7200),
+        // which the manager's sessions lower themselves: no advice on them.
         for idle in [0, 7200] {
             let w = advice(
                 &s(&[("idle_session_timeout", 0), ("tcp_keepalives_idle", idle)]),
@@ -87,8 +73,8 @@ mod tests {
                 100,
                 Some(6400),
             );
-            assert_eq!(w.len(), 2, "{w:?}");
-            assert!(w[0].contains("frozen holder") && w[1].contains("tcp_keepalives_idle"));
+            assert_eq!(w.len(), 1, "{w:?}");
+            assert!(w[0].contains("frozen holder"), "{w:?}");
         }
         // A lease too short for the pings.
         let w = advice(
