@@ -169,3 +169,30 @@ fn a_key_written_after_a_separator_keeps_commands_program() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_help_names_every_libpq_variable_the_readme_says_is_read() {
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let section = readme
+        .split("\n### Connection\n")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("the README has a `### Connection` section");
+    let vars: std::collections::BTreeSet<&str> = section
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|w| w.starts_with("PG") && w.len() > 2)
+        .collect();
+    assert!(vars.contains("PGHOSTADDR") && vars.len() > 20, "{vars:?}");
+    let missing: Vec<_> = vars
+        .iter()
+        .filter(|v| {
+            !crate::help::AFTER_HELP
+                .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                .any(|w| w == **v)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "`eventsource --help` leaves out {missing:?}"
+    );
+}

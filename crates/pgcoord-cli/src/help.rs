@@ -21,13 +21,14 @@ Connection:
   --database-url, else the DATABASE_URL environment variable, in libpq URL
   form: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...],
   or key=value form (host=... dbname=... service=...). What it leaves out
-  comes from libpq's environment, as for psql: PGHOST, PGPORT, PGUSER,
-  PGDATABASE, PGPASSWORD, PGAPPNAME, PGSSLMODE, PGSSLROOTCERT, PGSSLCERT,
-  PGSSLKEY, PGSSLCRL, PGSSLCRLDIR, PGCONNECT_TIMEOUT, PGOPTIONS,
-  PGTARGETSESSIONATTRS, PGSERVICE
-  (a section of PGSERVICEFILE or ~/.pg_service.conf, then
-  PGSYSCONFDIR/pg_service.conf),
-  then the defaults (a local server's socket, else localhost; port 5432;
+  comes from libpq's environment, as for psql: PGHOST, PGHOSTADDR, PGPORT,
+  PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE, PGAPPNAME, PGSSLMODE,
+  PGSSLROOTCERT, PGSSLCERT, PGSSLKEY, PGSSLCRL, PGSSLCRLDIR,
+  PGCONNECT_TIMEOUT, PGOPTIONS, PGTARGETSESSIONATTRS, PGCHANNELBINDING,
+  PGLOADBALANCEHOSTS, PGSSLNEGOTIATION, PGREQUIRESSL (=1: sslmode=require
+  when no sslmode is given), PGSERVICE (a section of PGSERVICEFILE or
+  ~/.pg_service.conf, then PGSYSCONFDIR/pg_service.conf); an empty
+  variable counts as unset; then the defaults (a local server's socket, else localhost; port 5432;
   user = the OS user; database = the user name); a password still missing
   comes from PGPASSFILE or ~/.pgpass, which is ignored with a warning when
   its group or others may read it (chmod 0600). Without a URL the tool
@@ -44,7 +45,9 @@ Connection:
   as parameters or PGSSLMODE / PGSSLROOTCERT / PGSSLCERT / PGSSLKEY /
   PGSSLCRL / PGSSLCRLDIR; also
   ssl_min_protocol_version / ssl_max_protocol_version (TLSv1.2, TLSv1.3),
-  sslsni, sslcompression and gssencmode=disable|prefer.
+  sslsni, sslcompression and gssencmode=disable|prefer (or
+  PGSSLMINPROTOCOLVERSION, PGSSLMAXPROTOCOLVERSION, PGSSLSNI,
+  PGSSLCOMPRESSION, PGGSSENCMODE).
 
 Logging:
   EVENTSOURCE_LOG=debug (or info, trace, a tracing filter) logs to stderr,
@@ -122,12 +125,12 @@ only after every process of the group has ended, so work that COMMAND leaves
 running in the background keeps the lock held.
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM sent
-to the tool are forwarded to the job's process group (a stopped job also
-gets SIGCONT, but after SIGUSR1 and SIGUSR2); one the tool was started with
-ignored (nohup) stays ignored, by the job too. When the tool has a terminal
-(stdin, stdout or stderr) and runs in its foreground, the terminal is handed
-to the job, so a typed Ctrl-C or Ctrl-Z reaches the job directly; otherwise
-a SIGTSTP sent to the tool stops the job. While the tool still waits for the lock, one of the
+to the tool are forwarded to the job's process group (after each but SIGUSR1
+and SIGUSR2 the group also gets SIGCONT, so a stopped job ends too); one the
+tool was started with ignored (nohup) stays ignored, by the job too. When
+the tool has a terminal (stdin, stdout or stderr) and runs in its foreground,
+the terminal is handed to the job, so a typed Ctrl-C or Ctrl-Z reaches the
+job directly; otherwise a SIGTSTP sent to the tool stops the job. While the tool still waits for the lock, one of the
 seven ends the wait and the tool exits with 128+N without running COMMAND.
 
 Job control: under an interactive shell, a stopped job (Ctrl-Z) stops the

@@ -11,8 +11,8 @@ use crate::duration::parse_interval;
 /// `lock holders --watch [--interval DURATION]`
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Keep watching: print a line for each change (acquired, released,
-    /// waiting, granted, abandoned) until interrupted.
+    /// Keep watching: print a line for each change (held, waiting,
+    /// acquired, granted, released, abandoned, left) until interrupted.
     #[arg(long)]
     pub watch: bool,
 
@@ -116,7 +116,9 @@ name: ExclusiveLock, ShareLock), and a lock held shared has
 
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
-(exit 0, silently). Each line: the time it was seen, the event, then
+(exit 0, silently). A signal the tool was started with ignored stays
+ignored: started as `cmd &` by a script without job control (SIGINT
+ignored), SIGTERM or SIGHUP ends the watch, SIGINT does not. Each line: the time it was seen, the event, then
 name=value fields (key, id, pid, holder or app, client, mode (exclusive or
 shared); shared_holders for a shared holder's held, acquired and granted;
 blocked_by for a waiter, waited or held when known, fence when the fencing
@@ -139,6 +141,8 @@ at most 30s), is reported once on stderr and retried every interval;
 \"listing lock holders again\" follows when one succeeds.
 
 With --json each line is one JSON object: time, event, lock_id, key,
-fence, the session's fields as in `lock holders --json` (shared included),
-shared_holders as in the text, and waited_seconds or held_seconds. The locks are listed every --interval: a lock taken and
+fence, the session's fields as in `lock holders --json` (shared included,
+and granted_not_before for a holder's held, acquired, granted and
+released), shared_holders as in the text, and waited_seconds or
+held_seconds. The locks are listed every --interval: a lock taken and
 released in between is not seen.";

@@ -97,6 +97,10 @@ pub struct Event {
     fence: Option<i64>,
     #[serde(flatten)]
     session: LockSession,
+    /// For a holder, as in `lock holders --json`: its `backend_start`
+    /// (`null` when hidden), a bound PostgreSQL gives for the grant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    granted_not_before: Option<Option<DateTime<Utc>>>,
     /// Whether the session holds or wants the lock in shared mode.
     shared: bool,
     /// For a grant in shared mode, how many hold the lock so (this one included).
@@ -218,6 +222,7 @@ impl Tracker {
                 key: seen.key.clone(),
                 fence: seen.fence,
                 session: seen.session.clone(),
+                granted_not_before: seen.session.granted.then_some(seen.session.backend_start),
                 shared,
                 shared_holders: (shared && granted).then_some(seen.shared_holders),
                 waited_seconds: waited,

@@ -110,3 +110,38 @@ fn a_waiter_that_leaves_is_abandoned_and_json_names_the_fields() {
     assert_eq!(json["waited_seconds"], 3.0);
     assert!(json.get("held_seconds").is_none() && json.get("fence").is_none());
 }
+
+#[test]
+fn json_bounds_a_holders_grant_as_lock_holders_json_does() {
+    let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
+    let has_bound = |e: &Event| {
+        let json = serde_json::to_value(e).unwrap();
+        json.get("granted_not_before").cloned()
+    };
+    let mut holder = session(1, "a", true);
+    holder.backend_start = Some(Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap());
+    let mut tracker = Tracker::default();
+    let held = tracker.update(&[lock(vec![holder.clone()], vec![])], t(1));
+    assert_eq!(
+        has_bound(&held[0]),
+        Some("2026-12-01T08:00:00Z".into()),
+        "held"
+    );
+    // Hidden (another role's session): null, as in `lock holders --json`.
+    let other = AdvisoryLock {
+        lock_id: 43,
+        ..lock(vec![session(3, "c", true)], vec![])
+    };
+    let acquired = tracker.update(&[lock(vec![holder], vec![]), other], t(2));
+    assert_eq!(kinds(&acquired), [(Kind::Acquired, 3)]);
+    assert_eq!(has_bound(&acquired[0]), Some(serde_json::Value::Null));
+    // A waiter has no grant to bound; a release and a grant do.
+    let mut tracker = a_holds_b_waits(t(1));
+    let handed = tracker.update(&[lock(vec![session(2, "b", true)], vec![])], t(3));
+    assert_eq!(kinds(&handed), [(Kind::Released, 1), (Kind::Granted, 2)]);
+    assert!(handed.iter().all(|e| has_bound(e).is_some()));
+    let mut tracker = a_holds_b_waits(t(1));
+    let left = tracker.update(&[lock(vec![session(1, "a", true)], vec![])], t(3));
+    assert_eq!(kinds(&left), [(Kind::Abandoned, 2)]);
+    assert_eq!(has_bound(&left[0]), None);
+}

@@ -1,4 +1,5 @@
-//! Usage errors read well: a value too long to read back is shortened, and
+//! Usage errors read well: a value too long to read back is shortened, one
+//! that does not print is escaped, and
 //! `--database-url` taken from DATABASE_URL is not shown in the usage line
 //! as if the command required it; a bad connection parameter is shown as
 //! the README says.
@@ -24,6 +25,23 @@ async fn a_too_long_key_or_name_is_quoted_shortened() {
             out.stderr
         );
     }
+}
+
+/// A value clap repeats in a usage error is escaped as the README's "Text
+/// others control" says: a newline does not break the line, an escape
+/// sequence does not reach the terminal (clap wrote both as they were).
+#[tokio::test]
+async fn a_value_that_does_not_print_is_escaped() {
+    let out =
+        output(eventsource(None).args(["leader", "run", "a\nb\u{1b}[31mc", "--", "true"])).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("error: invalid value 'a\\nb\\u{1b}[31mc' for '<NAME>'"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
 }
 
 /// `--every` (`--interval`) without `--watch`: the usage line names what
@@ -153,5 +171,32 @@ async fn gssencmode_disable_and_prefer_are_taken_and_require_is_refused() {
                 out.stderr
             );
         }
+    }
+}
+
+/// A URL with an `@` after its credentials (an unencoded `@` or `/` in a
+/// password) is refused before connecting, and its line shows the URL
+/// masked to its last `@`, the password's tail with it, as the README and
+/// reliability.md say.
+#[tokio::test]
+async fn a_url_with_a_second_at_is_refused_masked_to_its_last_at() {
+    for url in [
+        "postgresql://u:s3cr3t@tail-pw@db.invalid/app",
+        "postgresql://u:2024/s3cr3t-tail@db.invalid/app",
+    ] {
+        let out = output(eventsource(None).args(["--database-url", url, "lock", "holders"])).await;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr
+                .trim_end()
+                .ends_with("; database URL: postgresql://u:***@db.invalid/app"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("s3cr3t") && !out.stderr.contains("tail"),
+            "{}",
+            out.stderr
+        );
     }
 }

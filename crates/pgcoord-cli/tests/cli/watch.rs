@@ -226,6 +226,8 @@ async fn json_lines_parse_and_a_waiter_that_gives_up_is_abandoned() {
     assert_eq!(held["holder_id"], "j-holder");
     assert_eq!(held["granted"], true);
     assert!(held["time"].as_str().unwrap().ends_with('Z'), "{held}");
+    // As in `lock holders --json`: the grant's lower bound, for a holder.
+    assert!(held["granted_not_before"].is_string(), "{held}");
 
     // A waiter that is interrupted: it stops waiting, unserved.
     let waiter = lock_run(&db, "j-waiter", key);
@@ -236,6 +238,7 @@ async fn json_lines_parse_and_a_waiter_that_gives_up_is_abandoned() {
         "{waiting}"
     );
     assert_eq!(waiting["granted"], false);
+    assert!(waiting.get("granted_not_before").is_none(), "{waiting}");
     let holder_pid = pid_of(&inspector, key, "j-holder").await;
     assert_eq!(waiting["blocked_by"], serde_json::json!([holder_pid]));
     waiter.signal(Signal::SIGTERM);
