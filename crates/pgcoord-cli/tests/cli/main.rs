@@ -28,6 +28,7 @@ mod libpq_values;
 mod lock_loss;
 mod min_interval;
 mod multi_key;
+mod network_cut;
 mod os_limits;
 mod output;
 mod permits;
