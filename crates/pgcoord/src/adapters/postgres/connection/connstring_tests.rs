@@ -238,3 +238,18 @@ fn a_bracket_inside_a_host_name_opens_nothing() {
     let (rest, _, _) = split_tls("postgres://a,[/tmp?x]:6/db?sslmode=disable").unwrap();
     assert_eq!(rest, "postgres://a,[/tmp?x]:6/db");
 }
+
+/// Found by fuzzing: a value ending in an escaped space (`password=pw\ `)
+/// lost it in the rest of `split_tls`, each pair having been cut at its
+/// trailing spaces, the escaped one too.
+#[test]
+fn an_escaped_space_ending_a_value_stays_in_the_rest() {
+    let (rest, _, _) = split_tls("password=pw\\  sslmode=require host=h").unwrap();
+    assert_eq!(rest, "password=pw\\  host=h");
+    assert_eq!(param(&params(&rest).unwrap(), "password"), Some("pw "));
+    let (rest, _, _) = split_tls("sslmode=require password=pw\\\t").unwrap();
+    assert_eq!(param(&params(&rest).unwrap(), "password"), Some("pw\t"));
+    // The spaces after an empty value's `=` are not the value's.
+    let (rest, _, _) = split_tls("host=h sslmode=disable application_name=  ").unwrap();
+    assert_eq!(rest, "host=h application_name=");
+}
