@@ -115,17 +115,30 @@ fn mask_standalone(text: &str, secret: &str) -> String {
 fn mask_url_passwords(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
+    // The end of the word (at the next space) last searched for an `@`,
+    // and its last `@`, as offsets in `text`: a word holding many `://` is
+    // searched once, not once for each (quadratic in a long line).
+    let mut word: Option<(usize, Option<usize>)> = None;
     while let Some(pos) = rest.find("://") {
         let start = pos + 3;
         out.push_str(&rest[..start]);
         let after = &rest[start..];
-        let word_len = after.find(char::is_whitespace).unwrap_or(after.len());
+        let offset = text.len() - after.len();
         let authority_len = after
             .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`') || c.is_whitespace())
             .unwrap_or(after.len());
-        let at = after[..authority_len]
-            .rfind('@')
-            .or_else(|| after[..word_len].rfind('@'));
+        let at = after[..authority_len].rfind('@').or_else(|| {
+            let last_at = match word {
+                Some((end, last_at)) if offset < end => last_at,
+                _ => {
+                    let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                    let last_at = after[..end].rfind('@').map(|at| offset + at);
+                    word = Some((offset + end, last_at));
+                    last_at
+                }
+            };
+            last_at.and_then(|at| at.checked_sub(offset))
+        });
         let span = at.and_then(|at| Some((after[..at].find(':')?, at)));
         let consumed = match span {
             Some((colon, at)) => {

@@ -167,3 +167,20 @@ fn sslpassword_and_percent_encoded_names_are_masked_like_password() {
     // Other names that merely end in `password` are left alone.
     assert_eq!(scrub("host=h mypassword=x"), "host=h mypassword=x");
 }
+
+/// Found by fuzzing: a line holding many `://` and no space (a server's
+/// message, a 128 KiB argument) was searched to its end once for each
+/// `://`, and took seconds (minutes for a megabyte).
+#[test]
+fn a_long_line_of_urls_is_scrubbed_in_linear_time() {
+    let line = "://".repeat(128 * 1024 / 3);
+    let start = std::time::Instant::now();
+    assert_eq!(scrub_secrets(&line), line);
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    // Each URL still masks its own password, up to the word's last `@`.
+    assert_eq!(
+        scrub("a://u:p@h b://v:q/r@s c://w"),
+        "a://u:***@h b://v:***@s c://w"
+    );
+}

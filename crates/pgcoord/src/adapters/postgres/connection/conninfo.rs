@@ -49,7 +49,8 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
         }
         while chars.next_if(|(_, c)| is_space(*c)).is_some() {}
         let mut value = String::new();
-        if chars.next_if(|(_, c)| *c == '\'').is_some() {
+        let quoted = chars.next_if(|(_, c)| *c == '\'').is_some();
+        if quoted {
             loop {
                 match chars.next() {
                     None => return Err(invalid("unterminated quoted value".into())),
@@ -73,11 +74,14 @@ pub(super) fn conninfo_pairs(s: &str) -> Result<Vec<(String, String, String)>> {
             }
         }
         let end = chars.peek().map_or(s.len(), |&(i, _)| i);
-        out.push((
-            key,
-            value,
-            s[start..end].trim_end_matches(is_space).to_owned(),
-        ));
+        // A value ends at an unescaped space: a space at the end of the
+        // pair is the value's (`a\ `), but for the spaces after an empty
+        // value's `=` at the string's end.
+        let raw = match value.is_empty() && !quoted {
+            true => s[start..end].trim_end_matches(is_space),
+            false => &s[start..end],
+        };
+        out.push((key, value, raw.to_owned()));
     }
     Ok(out)
 }

@@ -179,16 +179,7 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
             out.push(("password".to_owned(), decode(pw, "password")?));
         }
     }
-    // The host list ends at a `/` or `?` outside brackets (`[/tmp/dir]`
-    // is a socket directory, as libpq reads it).
-    let mut in_brackets = false;
-    let authority_end = rest
-        .bytes()
-        .position(|b| {
-            in_brackets = (in_brackets || b == b'[') && b != b']';
-            !in_brackets && (b == b'/' || b == b'?')
-        })
-        .unwrap_or(rest.len());
+    let authority_end = host_list_len(rest);
     let hostlist = &rest[..authority_end];
     let (mut hosts, mut ports) = (Vec::new(), Vec::new());
     for spec in hostlist.split(',') {
@@ -227,6 +218,32 @@ fn url_params(s: &str) -> Result<Vec<(String, String)>> {
         out.push((decode(k, "parameter name")?, decode(v, "parameter value")?));
     }
     Ok(out)
+}
+
+/// The length of the host list at the start of `rest` (a URL after its
+/// credentials): up to a `/` or `?` outside brackets. As in libpq, a `[`
+/// opens brackets only at the start of a host (`[::1]`, `[/tmp/dir]`, a
+/// socket directory); inside a name (`h[db?x`) it is the name's.
+fn host_list_len(rest: &str) -> usize {
+    let (mut in_brackets, mut host_start) = (false, true);
+    rest.bytes()
+        .position(|b| {
+            in_brackets = if in_brackets {
+                b != b']'
+            } else {
+                host_start && b == b'['
+            };
+            host_start = b == b',';
+            !in_brackets && (b == b'/' || b == b'?')
+        })
+        .unwrap_or(rest.len())
+}
+
+/// Where the query of `rest` (a URL after its credentials) begins: at the
+/// first `?` after the host list.
+fn query_start(rest: &str) -> Option<usize> {
+    let hosts = host_list_len(rest);
+    rest[hosts..].find('?').map(|i| hosts + i)
 }
 
 /// A URL's `user[:password]` part as libpq finds it (the text before the
@@ -268,7 +285,7 @@ pub(super) fn names_before_last_at(s: &str) -> Vec<String> {
         return Vec::new();
     };
     let (_, rest) = split_credentials(s);
-    let Some(query) = rest.find('?').map(|q| s.len() - rest.len() + q + 1) else {
+    let Some(query) = query_start(rest).map(|q| s.len() - rest.len() + q + 1) else {
         return Vec::new();
     };
     let mut names = Vec::new();
@@ -315,13 +332,12 @@ fn from_conninfo(s: &str) -> Result<(String, TlsSettings)> {
 fn split_tls(s: &str) -> Result<(String, TlsSettings, bool)> {
     if is_url(s) {
         refuse_tabs_and_line_breaks(s)?;
-        // The query begins at the first `?` after the credentials (a
-        // password may hold a `?`).
+        // The query begins at the first `?` after the host list (a
+        // password may hold a `?`, and so may a bracketed host).
         let (_, after_credentials) = split_credentials(s);
         refuse_at_after_credentials(after_credentials)?;
-        let query_at = after_credentials
-            .find('?')
-            .map(|i| s.len() - after_credentials.len() + i);
+        let query_at =
+            query_start(after_credentials).map(|i| s.len() - after_credentials.len() + i);
         let (base, query) = match query_at {
             Some(i) => (&s[..i], Some(&s[i + 1..])),
             None => (s, None),

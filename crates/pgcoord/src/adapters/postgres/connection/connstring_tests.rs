@@ -217,3 +217,39 @@ fn bracketed_hosts_as_libpq_reads_them() {
     let got = params("postgresql://u@[::1]:5/app").unwrap();
     assert_eq!(param(&got, "host"), Some("::1"));
 }
+
+/// Found by fuzzing: `postgres://h[db?sslmode=require` was the host
+/// `h[db?sslmode=require` to the URL reader and the host `h[db` with a
+/// query to the TLS splitter. libpq opens brackets only at a host's start.
+#[test]
+fn a_bracket_inside_a_host_name_opens_nothing() {
+    let got = params("postgres://h[db?sslmode=require").unwrap();
+    assert_eq!(param(&got, "host"), Some("h[db"));
+    assert_eq!(param(&got, "sslmode"), Some("require"));
+    let (rest, tls, saw) = split_tls("postgres://h[db?sslmode=require").unwrap();
+    assert_eq!(rest, "postgres://h[db");
+    assert_eq!((tls.mode, saw), (SslMode::Require, true));
+    let got = params("postgres://h[x/y]/db").unwrap();
+    assert_eq!(param(&got, "host"), Some("h[x"));
+    assert_eq!(param(&got, "dbname"), Some("y]/db"));
+    // At a host's start, after a comma too, brackets still hold a `/` or `?`.
+    let got = params("postgres://a,[/tmp?x]:6/db?port=7").unwrap();
+    assert_eq!(param(&got, "host"), Some("a,/tmp?x"));
+    let (rest, _, _) = split_tls("postgres://a,[/tmp?x]:6/db?sslmode=disable").unwrap();
+    assert_eq!(rest, "postgres://a,[/tmp?x]:6/db");
+}
+
+/// Found by fuzzing: a value ending in an escaped space (`password=pw\ `)
+/// lost it in the rest of `split_tls`, each pair having been cut at its
+/// trailing spaces, the escaped one too.
+#[test]
+fn an_escaped_space_ending_a_value_stays_in_the_rest() {
+    let (rest, _, _) = split_tls("password=pw\\  sslmode=require host=h").unwrap();
+    assert_eq!(rest, "password=pw\\  host=h");
+    assert_eq!(param(&params(&rest).unwrap(), "password"), Some("pw "));
+    let (rest, _, _) = split_tls("sslmode=require password=pw\\\t").unwrap();
+    assert_eq!(param(&params(&rest).unwrap(), "password"), Some("pw\t"));
+    // The spaces after an empty value's `=` are not the value's.
+    let (rest, _, _) = split_tls("host=h sslmode=disable application_name=  ").unwrap();
+    assert_eq!(rest, "host=h application_name=");
+}

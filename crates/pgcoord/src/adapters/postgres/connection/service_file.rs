@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::conninfo::is_space;
 use super::connstring::invalid;
 use super::libpq_env::{LibpqEnv, DEFAULT_SYSCONFDIR};
 use crate::ports::error::Result;
@@ -104,7 +105,9 @@ fn section(text: &str, name: &str, file: &Path) -> Result<Option<Vec<(String, St
     let mut in_section = false;
     let mut found = None::<Vec<(String, String)>>;
     for (n, raw) in text.lines().enumerate() {
-        let line = raw.trim();
+        // libpq trims C's `isspace`, never a Unicode space (a U+00A0 ending
+        // a password is the password's).
+        let line = raw.trim_matches(is_space);
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -134,12 +137,15 @@ fn section(text: &str, name: &str, file: &Path) -> Result<Option<Vec<(String, St
         let (key, value) = line
             .split_once('=')
             .ok_or_else(|| syntax("expected keyword=value"))?;
-        let key = key.trim_end();
+        let key = key.trim_end_matches(is_space);
         if key == "service" {
             return Err(syntax("nested service specifications are not supported"));
         }
         if let Some(params) = found.as_mut() {
-            params.push((key.to_owned(), value.trim_start().to_owned()));
+            params.push((
+                key.to_owned(),
+                value.trim_start_matches(is_space).to_owned(),
+            ));
         }
     }
     Ok(found)
@@ -170,6 +176,21 @@ mod tests {
         );
         assert!(!msg.contains("hunter2"), "{msg}");
         assert!(section("[s]\nservice=t\n", "s", Path::new("/f")).is_err());
+    }
+
+    /// Found by fuzzing: the lines were trimmed of Unicode spaces, so a
+    /// password ending in U+00A0 (or U+3000) lost it, where libpq keeps it.
+    #[test]
+    fn only_ascii_spaces_are_trimmed_as_in_libpq() {
+        let text = "[s]\n\u{a0}host\u{a0}=h\npassword = \u{3000}pw\u{a0} \t\r\n";
+        let got = section(text, "s", Path::new("/f")).unwrap().unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("\u{a0}host\u{a0}".to_owned(), "h".to_owned()),
+                ("password".to_owned(), "\u{3000}pw\u{a0}".to_owned()),
+            ]
+        );
     }
 
     #[test]
