@@ -121,7 +121,14 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
     for (k, v) in params(s.unwrap_or(""))? {
         // libpq: a later duplicate in the string replaces the earlier one.
         p.0.retain(|(key, _, _)| *key != k);
+        let unknown = !KNOWN.contains(&k.as_str());
         p.0.push((k, v, Origin::String));
+        if unknown {
+            // Refused just below: stop here, so that a string of many
+            // distinct unknown names is not compared pair by pair
+            // (quadratic); the known ones are at most KNOWN's few dozen.
+            break;
+        }
     }
     p.fold_requiressl();
     if let Some((key, _, _)) = p.0.iter().find(|(k, _, _)| !KNOWN.contains(&k.as_str())) {
