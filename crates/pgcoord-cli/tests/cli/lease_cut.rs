@@ -8,15 +8,7 @@
 
 use crate::common::*;
 use crate::relay::CuttableRelay;
-
-/// Nanoseconds since the epoch, as `date +%s%N` wrote them.
-fn stamps(path: &std::path::Path) -> Vec<u128> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
+use crate::stamps::StampLogs;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_leased_holder_kills_its_command_before_the_server_frees_the_lock() {
@@ -24,20 +16,13 @@ async fn a_cut_off_leased_holder_kills_its_command_before_the_server_frees_the_l
     let Some((relay, url)) = CuttableRelay::for_database(&db).await else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("lease-cut-{}", db.name()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (holder_log, waiter_log) = (dir.join("holder"), dir.join("waiter"));
-
     // COMMAND ignores SIGTERM and writes a time stamp every 50 ms.
-    let script = format!(
-        "trap '' TERM; echo ready; while :; do date +%s%N >> {}; sleep 0.05; done",
-        holder_log.display()
-    );
+    let logs = StampLogs::new(&format!("lease-cut-{}", db.name()));
     let mut holder = Running::start(
         eventsource(None)
             .env("DATABASE_URL", &url)
             .args(["lock", "run", "--lease", "3s", "cut-key", "--", "sh", "-c"])
-            .arg(&script),
+            .arg(logs.stubborn_holder()),
     );
     holder.expect_line("ready").await;
     relay.cut();
@@ -56,14 +41,12 @@ async fn a_cut_off_leased_holder_kills_its_command_before_the_server_frees_the_l
                 "sh",
                 "-c",
             ])
-            .arg(format!("date +%s%N > {}", waiter_log.display())),
+            .arg(logs.next_holder()),
     )
     .await;
     assert_eq!(waiter.code, 0, "the waiter gets the lock: {waiter:?}");
 
     let out = holder.finish().await;
-    let (held, entered) = (stamps(&holder_log), stamps(&waiter_log));
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.code, 76, "{out:?}");
     assert!(
         out.stderr.contains("what remains of the lease")
@@ -71,12 +54,7 @@ async fn a_cut_off_leased_holder_kills_its_command_before_the_server_frees_the_l
         "the line says why SIGKILL came before --kill-grace: {}",
         out.stderr
     );
-    let (last, start) = (*held.last().expect("COMMAND ran"), entered[0]);
-    assert!(
-        last < start,
-        "the cut-off COMMAND wrote {} ms after the next holder's COMMAND started",
-        (last - start) / 1_000_000
-    );
+    logs.assert_no_overlap(&out.stderr);
 }
 
 /// Without a lease, a holder cut off from the server fails its liveness

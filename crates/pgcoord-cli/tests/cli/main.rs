@@ -46,6 +46,7 @@ mod shell_job_control;
 mod shell_loops_and_leases;
 mod short_deadlines;
 mod signals;
+mod stamps;
 mod standby;
 mod terminal;
 mod tls;

@@ -12,6 +12,7 @@ use std::process::Command as StdCommand;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::common::*;
+use crate::stamps::StampLogs;
 
 /// Three namespaces' worth of plumbing: the test's own (the server), a
 /// router, and the client's; removed on drop.
@@ -169,33 +170,17 @@ fn url_through(net: &Net, cluster: &pgcoord_testkit::pg::TestCluster, db: &str) 
     )
 }
 
-/// Nanoseconds since the epoch, as `date +%s%N` wrote them.
-fn stamps(path: &std::path::Path) -> Vec<u128> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_off_holders_lock_goes_to_the_next_holder_after_its_command_is_killed() {
     let Some(net) = Net::new() else { return };
     let (cluster, db) = cluster_on(&net).await;
-    let dir = std::env::temp_dir().join(format!("network-cut-{}", db.name()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (holder_log, waiter_log) = (dir.join("holder"), dir.join("waiter"));
-
     // COMMAND ignores SIGTERM and writes a time stamp every 50 ms.
-    let script = format!(
-        "trap '' TERM; echo ready; while :; do date +%s%N >> {}; sleep 0.05; done",
-        holder_log.display()
-    );
+    let logs = StampLogs::new(&format!("network-cut-{}", db.name()));
     let mut holder = Running::start(
         net.eventsource()
             .env("DATABASE_URL", url_through(&net, &cluster, db.name()))
             .args(["lock", "run", "cut-holder", "--", "sh", "-c"])
-            .arg(&script),
+            .arg(logs.stubborn_holder()),
     );
     holder.expect_line("ready").await;
     net.cut();
@@ -206,22 +191,14 @@ async fn a_cut_off_holders_lock_goes_to_the_next_holder_after_its_command_is_kil
         eventsource(Some(&db))
             .args(["lock", "run", "--timeout", "100s", "cut-holder", "--"])
             .args(["sh", "-c"])
-            .arg(format!("date +%s%N > {}", waiter_log.display())),
+            .arg(logs.next_holder()),
     )
     .await;
     assert_eq!(waiter.code, 0, "the waiter gets the lock: {waiter:?}");
 
     let out = holder.finish().await;
-    let (held, entered) = (stamps(&holder_log), stamps(&waiter_log));
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.code, 76, "{out:?}");
-    let (last, start) = (*held.last().expect("COMMAND ran"), entered[0]);
-    assert!(
-        last < start,
-        "the cut-off COMMAND wrote {} ms after the next holder's COMMAND started: {}",
-        (last - start) / 1_000_000,
-        out.stderr
-    );
+    logs.assert_no_overlap(&out.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

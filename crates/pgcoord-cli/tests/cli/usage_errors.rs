@@ -6,6 +6,11 @@
 
 use crate::common::*;
 
+/// `lock holders` with `url` typed on the command line.
+async fn holders_with_url(url: &str) -> Output {
+    output(eventsource(None).args(["--database-url", url, "lock", "holders"])).await
+}
+
 /// A key one byte over what COMMAND's environment takes (131,050 bytes)
 /// used to be printed back whole: 131 KB on standard error.
 #[tokio::test]
@@ -100,13 +105,7 @@ async fn an_option_missing_its_watch_shows_no_url_in_the_usage_line() {
 /// `PG*` variable by its name only.
 #[tokio::test]
 async fn a_bad_url_value_is_shown_in_the_masked_url_and_a_variables_is_not() {
-    let out = output(eventsource(None).args([
-        "--database-url",
-        "postgres://app:s3cr3t-pw@db.invalid/app?connect_timeout=abc",
-        "lock",
-        "holders",
-    ]))
-    .await;
+    let out = holders_with_url("postgres://app:s3cr3t-pw@db.invalid/app?connect_timeout=abc").await;
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
         out.stderr
@@ -127,13 +126,7 @@ async fn a_bad_url_value_is_shown_in_the_masked_url_and_a_variables_is_not() {
     assert!(!out.stderr.contains("s3cr3t-pw"), "{}", out.stderr);
     // A password parameter that ends the URL is masked and nothing after
     // it is lost: the error itself comes before the URL.
-    let out = output(eventsource(None).args([
-        "--database-url",
-        "postgres://app@db.invalid:99999/app?password=s3cr3t-pw",
-        "lock",
-        "holders",
-    ]))
-    .await;
+    let out = holders_with_url("postgres://app@db.invalid:99999/app?password=s3cr3t-pw").await;
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
         out.stderr
@@ -160,7 +153,7 @@ async fn a_bad_url_value_is_shown_in_the_masked_url_and_a_variables_is_not() {
 async fn gssencmode_disable_and_prefer_are_taken_and_require_is_refused() {
     for (mode, code) in [("disable", 69), ("prefer", 69), ("require", 2)] {
         let url = format!("postgres://u@127.0.0.1:1/x?gssencmode={mode}");
-        let out = output(eventsource(None).args(["--database-url", &url, "lock", "holders"])).await;
+        let out = holders_with_url(&url).await;
         assert_eq!(out.code, code, "gssencmode={mode}: {out:?}");
         if code == 2 {
             assert!(out.stderr.contains("gssencmode"), "{}", out.stderr);
@@ -184,7 +177,7 @@ async fn a_url_with_a_second_at_is_refused_masked_to_its_last_at() {
         "postgresql://u:s3cr3t@tail-pw@db.invalid/app",
         "postgresql://u:2024/s3cr3t-tail@db.invalid/app",
     ] {
-        let out = output(eventsource(None).args(["--database-url", url, "lock", "holders"])).await;
+        let out = holders_with_url(url).await;
         assert_eq!(out.code, 2, "{url}: {out:?}");
         assert!(
             out.stderr
