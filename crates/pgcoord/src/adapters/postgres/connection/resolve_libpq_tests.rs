@@ -1,5 +1,6 @@
 //! libpq's rules for deprecated, empty and spaced values (`requiressl`,
-//! an empty password or user name), over environments built from maps.
+//! an empty password or user name), over environments built from maps;
+//! an unknown name, which ends the reading.
 
 use super::tests::{err, resolve, Dir};
 use crate::adapters::postgres::{LibpqEnv, PasswordSource, SslMode};
@@ -155,4 +156,22 @@ fn an_empty_hostaddr_sslsni_or_protocol_version_is_not_given() {
     // An empty hostaddr alone leaves the default host.
     let o = resolve(Some("hostaddr="), &env);
     assert_eq!(o.config().get_hosts().len(), 1);
+}
+
+#[test]
+fn the_first_unknown_name_is_the_one_refused_however_many_follow() {
+    // The first unknown name stops the reading: a string of thousands of
+    // them is refused without comparing each with all before it.
+    let mut s = String::from("host=h typo_one=1");
+    for i in 0..20_000 {
+        s.push_str(&format!(" typo{i}=1"));
+    }
+    s.push_str(" typo_one=2");
+    let msg = crate::adapters::postgres::ConnectOptions::parse(&s)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("unknown connection parameter `typo_one`"),
+        "{msg}"
+    );
 }
