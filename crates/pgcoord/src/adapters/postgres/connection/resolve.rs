@@ -19,6 +19,7 @@ use super::libpq_env::{LibpqEnv, ENV_PARAMS};
 use super::passfile::{self, Loaded};
 use super::service_file;
 use super::tls::{SslMode, TlsSettings};
+use super::tls_trust;
 use crate::ports::error::Result;
 
 /// Where a connection's password came from, for messages about it.
@@ -124,10 +125,7 @@ pub(super) fn resolve(s: Option<&str>, env: Option<&LibpqEnv>) -> Result<Resolve
         let unknown = !KNOWN.contains(&k.as_str());
         p.0.push((k, v, Origin::String));
         if unknown {
-            // Refused just below: stop here, so that a string of many
-            // distinct unknown names is not compared pair by pair
-            // (quadratic); the known ones are at most KNOWN's few dozen.
-            break;
+            break; // refused below; many unknown names are not deduplicated (quadratic)
         }
     }
     p.fold_requiressl();
@@ -325,6 +323,14 @@ fn build(p: &Params) -> Result<(Config, TlsSettings)> {
                         ": expected disable, allow, prefer, require, verify-ca or verify-full",
                     )
                 })?;
+            }
+            // libpq 16's OS CA store: refused before connecting.
+            "sslrootcert" if value == "system" => {
+                let why = format!(
+                    ": `system` is not supported: {}",
+                    tls_trust::SYSTEM_STORE_WHY
+                );
+                return Err(bad(key, origin, &why));
             }
             "sslrootcert" => tls.root_cert = Some(PathBuf::from(value)),
             "sslcert" => tls.client_cert = Some(PathBuf::from(value)),

@@ -175,3 +175,36 @@ fn the_first_unknown_name_is_the_one_refused_however_many_follow() {
         "{msg}"
     );
 }
+
+#[test]
+fn sslrootcert_system_is_refused_before_connecting_wherever_it_comes_from() {
+    let env = LibpqEnv::from_vars([
+        ("PGSYSCONFDIR", "/nonexistent"),
+        ("PGSSLROOTCERT", "system"),
+    ]);
+    for (s, env, origin) in [
+        (
+            "host=h sslrootcert=system",
+            None,
+            "in the connection string",
+        ),
+        (
+            "postgres://h/db?sslrootcert=system&sslmode=disable",
+            None,
+            "in the connection string",
+        ),
+        ("host=h", Some(&env), "PGSSLROOTCERT"),
+    ] {
+        let msg = match env {
+            None => crate::adapters::postgres::ConnectOptions::parse(s)
+                .unwrap_err()
+                .to_string(),
+            Some(env) => err(Some(s), env),
+        };
+        assert!(
+            msg.contains("`sslrootcert`") && msg.contains(origin),
+            "{s}: {msg}"
+        );
+        assert!(msg.contains("`system` is not supported"), "{s}: {msg}");
+    }
+}

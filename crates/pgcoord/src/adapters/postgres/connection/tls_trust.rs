@@ -58,14 +58,17 @@ const SYSTEM: &str = "system";
 /// plaintext, under the default `prefer`).
 pub(super) fn refuse_system_store(path: Option<&Path>) -> Result<(), BackendError> {
     match path {
-        Some(p) if p == Path::new(SYSTEM) => Err(tls_error(
-            "sslrootcert=system (libpq 16's operating-system CA store) is not supported, \
-             whatever the sslmode: name a file of the CA certificates to trust, with \
-             sslmode=verify-full",
-        )),
+        Some(p) if p == Path::new(SYSTEM) => Err(tls_error(format!(
+            "sslrootcert=system is not supported: {SYSTEM_STORE_WHY}"
+        ))),
         _ => Ok(()),
     }
 }
+
+/// Why `sslrootcert=system` is refused, and what to write instead.
+pub(super) const SYSTEM_STORE_WHY: &str = "libpq 16's operating-system CA store, which this \
+     client does not load, whatever the sslmode; name a file of the CA certificates to trust, \
+     with sslmode=verify-full";
 
 /// The trusted certificates of `sslrootcert` (or libpq's default file),
 /// as a store and as their own DER.
