@@ -52,6 +52,13 @@ impl Connector {
         config.keepalives_idle(Duration::from_secs(5));
         config.keepalives_interval(Duration::from_secs(1));
         config.keepalives_retries(3);
+        // Keepalives probe only an idle connection: data sent just before
+        // a silent cut and never acknowledged (a wait's statement) would
+        // be retransmitted for about 15 minutes. Unless the URL sets it,
+        // give up on unacknowledged data as soon as the keepalives would.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(Duration::from_secs(8));
+        }
         config.connect_timeout(connect_timeout);
         Self {
             per_host: super::hosts::one_per_host(&config),
