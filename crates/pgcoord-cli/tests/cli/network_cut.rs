@@ -248,6 +248,13 @@ async fn a_cut_off_waiters_wait_leaves_the_servers_queue() {
     // queued there until the server's TCP timeouts end the session.
     let out = waiter.finish().await;
     assert_eq!(out.code, 69, "the server did not answer: {out:?}");
+    // Its session's connection timed out, and it says so (before: the
+    // session "ended", as if the server had ended it).
+    assert!(
+        out.stderr.contains("connection timed out") && out.stderr.contains("os error 110"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stderr.contains("held elsewhere"), "{}", out.stderr);
     // The abandoned wait leaves the queue while the cut lasts, so that it
     // can never be granted to a client long gone (before: it stayed for

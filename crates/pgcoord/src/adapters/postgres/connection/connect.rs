@@ -291,6 +291,33 @@ pub(crate) fn ends_session(e: &tokio_postgres::Error) -> bool {
             .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"))
 }
 
+/// `e` and its causes, as one line ("error communicating with the
+/// server: Connection timed out (os error 110)").
+pub(crate) fn with_causes(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Whether the connection ended because the operating system gave up on
+/// it (ETIMEDOUT: `tcp_user_timeout` or the keepalives): the server went
+/// silent, as behind a network cut, rather than ending the session.
+pub(crate) fn timed_out(e: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Whether connecting failed because the server asked for a password the
 /// settings lack. tokio-postgres reports that as a configuration error with
 /// no SQLSTATE and no public kind, so its text is the only sign; this is
@@ -307,16 +334,7 @@ pub(crate) fn pg_error(e: tokio_postgres::Error, default_kind: BackendErrorKind)
     let code = e.code().map(crate::ports::sql_state::SqlState::from);
     let message = match e.as_db_error() {
         Some(db) => db.message().to_owned(),
-        None => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                text.push_str(": ");
-                text.push_str(&s.to_string());
-                source = s.source();
-            }
-            text
-        }
+        None => with_causes(&e),
     };
     let kind = if e.is_closed() {
         BackendErrorKind::Closed

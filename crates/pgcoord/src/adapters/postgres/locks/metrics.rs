@@ -83,6 +83,9 @@ pub(crate) enum LossCause {
     LivenessFailed = 1,
     /// Lease mode: the session was not confirmed within its lease.
     LeaseExpired = 2,
+    /// The connection timed out: the server stopped acknowledging it (the
+    /// client's `tcp_user_timeout` or keepalives gave up).
+    TimedOut = 3,
 }
 
 impl LossCause {
@@ -90,6 +93,7 @@ impl LossCause {
         match v {
             1 => LossCause::LivenessFailed,
             2 => LossCause::LeaseExpired,
+            3 => LossCause::TimedOut,
             _ => LossCause::SessionEnded,
         }
     }
@@ -100,6 +104,7 @@ impl LossCause {
             LossCause::SessionEnded => "session_ended",
             LossCause::LivenessFailed => "liveness_failed",
             LossCause::LeaseExpired => "lease_expired",
+            LossCause::TimedOut => "timed_out",
         }
     }
 }

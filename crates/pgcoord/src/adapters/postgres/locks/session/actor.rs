@@ -136,10 +136,9 @@ impl Actor {
     async fn run(self, ctx: Arc<SessionContext>, mailbox: Arc<Mailbox>) {
         match ctx.connector.connect_driven().await {
             Ok((client, connection)) => {
-                let dead = mailbox.dead.clone();
-                let co = mailbox.work.clone();
+                let (co, own) = (mailbox.work.clone(), mailbox.clone());
                 let work = self.serve(ctx, mailbox, client);
-                co.run(Driven::new(connection, work, dead)).await;
+                co.run(Driven::new(connection, work, own)).await;
             }
             Err(e) => self.open_failed(&ctx, &mailbox, e),
         }

@@ -16,6 +16,7 @@ use super::answer::{self, Kind};
 use super::batch_form::{batch_item, outcomes};
 use super::claim::{ended_by_pooler, not_its_connection};
 use super::downgrade::unlock_shared;
+use super::liveness::connection_timed_out;
 use super::mailbox::{session_ended, statement_unanswered, Granted, Op, Reply};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
@@ -247,6 +248,9 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
         // stay held on the server connection it was granted on, which the
         // release is told (not "lost").
         s.dead().raise();
+        if s.mailbox.loss_cause() == LossCause::TimedOut {
+            ended_by = connection_timed_out;
+        }
         for l in locks.drain(..) {
             drop(l.res);
             let _ = l.reply.send(Err(ended_by()));

@@ -66,7 +66,7 @@ pub(super) async fn run_try_shared(
         }
         Ok(Err(e)) if ends_session(&e) => {
             s.dead().raise();
-            let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)));
+            let _ = reply.send(WaitOutcome::Failed(s.ended_by(e)));
             false
         }
         Ok(Err(e)) => {
@@ -129,7 +129,7 @@ pub(super) async fn run_downgrade(
         }
         Ok(Err(e)) => {
             s.dead().raise();
-            let _ = reply.send(Err(pg_error(e, BackendErrorKind::Closed)));
+            let _ = reply.send(Err(s.ended_by(e)));
         }
         Err(_) => {
             s.dead().raise();

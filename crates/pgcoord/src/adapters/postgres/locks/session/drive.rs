@@ -14,28 +14,29 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::mailbox::Mailbox;
 use crate::adapters::postgres::connection::connect::ConnectionFuture;
-use crate::ports::alarm::Alarm;
 
 /// The actor's work and its session's connection, polled as one future.
 ///
-/// When the connection ends first, `dead` is cancelled (the session is
-/// over: every guard's loss signal fires) and the work goes on without it;
+/// When the connection ends first, the mailbox is told (the session is
+/// over: every guard's loss signal fires, and a connection that timed out
+/// is the cause) and the work goes on without it;
 /// its statements then fail at once, as on any closed client. When the
 /// work ends first (the actor has closed the session and dropped its
 /// client), the connection is polled on until it has said goodbye.
 pub(super) struct Driven<W> {
     connection: Option<ConnectionFuture>,
     work: Option<Pin<Box<W>>>,
-    dead: Arc<Alarm>,
+    mailbox: Arc<Mailbox>,
 }
 
 impl<W: Future<Output = ()>> Driven<W> {
-    pub(super) fn new(connection: ConnectionFuture, work: W, dead: Arc<Alarm>) -> Self {
+    pub(super) fn new(connection: ConnectionFuture, work: W, mailbox: Arc<Mailbox>) -> Self {
         Self {
             connection: Some(connection),
             work: Some(Box::pin(work)),
-            dead,
+            mailbox,
         }
     }
 
@@ -46,12 +47,10 @@ impl<W: Future<Output = ()>> Driven<W> {
             return;
         };
         if let Poll::Ready(end) = connection.as_mut().poll(cx) {
-            if let Err(e) = end {
-                tracing::debug!(error = %e, "lock session connection ended with an error");
-            }
-            // Dropping it fails the client's statements in flight.
+            // Recorded before the connection is dropped, which fails the
+            // client's statements in flight: their callers are told why.
+            self.mailbox.connection_ended(end.as_ref().map(|_| ()));
             self.connection = None;
-            self.dead.raise();
         }
     }
 }

@@ -34,8 +34,19 @@ pub(super) fn ended_error(cause: LossCause, settings: &Settings) -> BackendError
             BackendErrorKind::NoAnswer,
             "the server did not confirm the lock session before its lease ran out",
         ),
+        LossCause::TimedOut => connection_timed_out(),
         LossCause::SessionEnded => session_ended(),
     }
+}
+
+/// What a session whose connection timed out tells its callers: the
+/// server went silent (a network cut, a frozen host), it did not end the
+/// session.
+pub(super) fn connection_timed_out() -> BackendError {
+    BackendError::new(
+        BackendErrorKind::NoAnswer,
+        "the lock session's connection timed out (the server stopped acknowledging it)",
+    )
 }
 
 /// Warns that the session `pid` was given up for `cause` (a failed

@@ -16,6 +16,7 @@ use super::super::holders::AdvisoryLock as HoldersRow;
 use super::super::holdings::Reservation;
 use super::super::metrics::LossCause;
 use super::queue::{queue, Queue, Receiver};
+use crate::adapters::postgres::connection::connect::{timed_out, with_causes};
 use crate::ports::alarm::Alarm;
 use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::shared_locks::LockMode;
@@ -192,6 +193,28 @@ impl Mailbox {
     pub(super) fn end(&self, cause: LossCause) {
         self.loss_cause.store(cause as u8, Ordering::Relaxed);
         self.dead.raise();
+    }
+
+    /// The session's connection ended with `end`: when the operating
+    /// system gave up on it (the server stopped acknowledging it), that is
+    /// the cause, unless the session had already ended for another. Ends
+    /// the session either way.
+    pub(super) fn connection_ended(&self, end: Result<(), &tokio_postgres::Error>) {
+        match end {
+            Err(e) if !self.dead.is_raised() && timed_out(e) => {
+                tracing::warn!(
+                    pid = self.pid(),
+                    error = %with_causes(e),
+                    "lock session's connection timed out; its locks count as lost"
+                );
+                self.end(LossCause::TimedOut);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "lock session connection ended with an error");
+                self.dead.raise();
+            }
+            Ok(()) => self.dead.raise(),
+        }
     }
 
     pub(super) fn loss_cause(&self) -> LossCause {

@@ -13,12 +13,16 @@ use super::super::held_lock::{HeldLock, SessionRef, UnlockReply};
 use super::super::hold_token::{HoldToken, PackedToken};
 use super::super::holdings::Reservation;
 use super::super::id_map::{IdMap, IdSet};
+use super::super::metrics::LossCause;
 use super::super::silence::answer_within;
 use super::answer::{self, Kind};
 use super::context::SessionContext;
+use super::liveness::connection_timed_out;
 use super::mailbox::{Granted, Mailbox};
 use super::statements::Statements;
+use crate::adapters::postgres::connection::connect::pg_error;
 use crate::ports::alarm::Alarm;
+use crate::ports::error::{BackendError, BackendErrorKind};
 use crate::ports::loss::LeaseClock;
 use crate::ports::shared_locks::LockMode;
 
@@ -61,6 +65,16 @@ impl SessionState {
     /// The session's end alarm (every guard's loss signal watches it).
     pub(super) fn dead(&self) -> &Alarm {
         &self.mailbox.dead
+    }
+
+    /// What a caller whose statement failed with `e`, a driver error that
+    /// ends the session, is told: the connection's own end when it timed
+    /// out (the server went silent), else the driver's words.
+    pub(super) fn ended_by(&self, e: tokio_postgres::Error) -> BackendError {
+        match self.mailbox.loss_cause() {
+            LossCause::TimedOut => connection_timed_out(),
+            _ => pg_error(e, BackendErrorKind::Closed),
+        }
     }
 
     /// Lease mode: the server answered a statement sent at `sent`, so it

@@ -25,8 +25,7 @@ use super::answer::{self, Kind};
 use super::claim::ended_by_pooler;
 use super::mailbox::{session_ended, WaitMode, WaitOutcome, WaitRequest};
 use super::state::{GrantTime, SessionState};
-use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
-use crate::ports::error::BackendErrorKind;
+use crate::adapters::postgres::connection::connect::ends_session;
 
 /// Runs one wait; false when the session must not be reused.
 pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
@@ -152,7 +151,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         s.dead().raise();
         let _ = reply.send(match lock {
             _ if abandoned => WaitOutcome::Abandoned,
-            Err(e) => WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)),
+            Err(e) => WaitOutcome::Failed(s.ended_by(e)),
             Ok(_) => WaitOutcome::Failed(session_ended()),
         });
         return false;
@@ -202,7 +201,7 @@ pub(super) async fn run_wait(s: &mut SessionState, req: WaitRequest) -> bool {
         }
         Err(e) if ends_session(&e) => {
             s.dead().raise();
-            let _ = reply.send(WaitOutcome::Failed(pg_error(e, BackendErrorKind::Closed)));
+            let _ = reply.send(WaitOutcome::Failed(s.ended_by(e)));
             false
         }
         Err(e) => {
