@@ -63,6 +63,7 @@ mod signals;
 mod supervise;
 mod tools;
 mod usage_error;
+mod watch_session;
 mod watchdog;
 
 /// The version `--version` prints: the package version and, when built

@@ -7,6 +7,7 @@
 
 use std::io::IsTerminal;
 
+use pgcoord::inspect::connect_for_inspection;
 use pgcoord::readmodels::postgres::ProjectionStatus;
 use pgcoord::Error;
 use tokio_postgres::Client;
@@ -17,6 +18,7 @@ use crate::projection_args::ProjectionStatusArgs;
 use crate::projection_reads::look;
 use crate::projection_render::{clear_bar, draw_bars, json, line};
 use crate::signals::Signals;
+use crate::watch_session::WatchSession;
 use crate::{exit, report};
 
 /// What one look saw: the projection's status and its rebuild's.
@@ -53,7 +55,7 @@ impl Watch<'_> {
             }
         };
         let limit = refresh_within(self.args.every);
-        let mut session = Some(client);
+        let mut session = WatchSession::Open(client);
         let mut seen = Some(first);
         // Looks fail in a row (an outage): said once, and once when it ends.
         let mut failing = false;
@@ -84,8 +86,9 @@ impl Watch<'_> {
                     seen = Some(s);
                 }
                 Err(e) => {
-                    // A session that failed or stayed silent is not used again.
-                    session = None;
+                    // A session that failed or stayed silent is not used
+                    // again (one being opened goes on: `WatchSession`).
+                    session.forget_open();
                     if !std::mem::replace(&mut failing, true) {
                         if bar {
                             clear_bar();
@@ -106,19 +109,18 @@ impl Watch<'_> {
     }
 
     /// One look, on the session of the last one or on a new one.
-    async fn look(&mut self, session: &mut Option<Client>) -> Result<Seen, Error> {
-        let client = match session.take().filter(|c| !c.is_closed()) {
-            Some(c) => session.insert(c),
-            None => {
-                let c = self.db.connect().await?;
-                let standby = db::in_recovery(&c).await?;
-                if standby && !self.standby {
-                    warn_standby();
-                }
-                self.standby = standby;
-                session.insert(c)
+    async fn look(&mut self, session: &mut WatchSession) -> Result<Seen, Error> {
+        let (options, timeout) = (self.db.inspection_options(), self.db.connect_timeout());
+        let (client, fresh) = session
+            .get(move || connect_for_inspection(options, timeout))
+            .await?;
+        if fresh {
+            let standby = db::in_recovery(client).await?;
+            if standby && !self.standby {
+                warn_standby();
             }
-        };
+            self.standby = standby;
+        }
         look(client, self.args).await
     }
 

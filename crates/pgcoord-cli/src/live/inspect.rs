@@ -4,16 +4,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::args::KeyNameArgs;
+use crate::db::{self, Database};
+use crate::printable::{printable, shortened, SHOWN_KEY_WIDTH};
+use crate::watch_session::WatchSession;
+use crate::{exit, report};
 use pgcoord::{
     inspect::{connect_for_inspection, AdvisoryLock, FenceTable, HoldersQuery},
     ConnectOptions,
 };
-use tokio_postgres::Client;
-
-use super::args::KeyNameArgs;
-use crate::db::{self, Database};
-use crate::printable::{printable, shortened, SHOWN_KEY_WIDTH};
-use crate::{exit, report};
 
 /// The most of a key file read (`--key-file /dev/zero` must not fill
 /// memory): many keys, each at most `MAX_KEY_LEN` (1 MiB).
@@ -82,7 +81,7 @@ impl KeyNames {
 #[derive(Debug)]
 pub struct Inspector {
     options: ConnectOptions,
-    session: tokio::sync::Mutex<Option<Client>>,
+    session: tokio::sync::Mutex<WatchSession>,
     query: HoldersQuery,
 }
 
@@ -110,7 +109,7 @@ impl Inspector {
             .map_err(|e| fail(&e))?;
         Ok(Self {
             options,
-            session: tokio::sync::Mutex::new(Some(client)),
+            session: tokio::sync::Mutex::new(WatchSession::Open(client)),
             query,
         })
     }
@@ -137,14 +136,17 @@ impl Inspector {
     /// One listing, or a [`NoAnswer`](pgcoord::error::BackendErrorKind::NoAnswer) error once `limit`
     /// has passed, whether connecting or querying. A session that did not
     /// answer is dropped (it ends when the server answers its query, or
-    /// at once when the server is gone) and the next call opens another,
-    /// so a frozen server leaves at most one such session behind.
+    /// at once when the server is gone) and a later call opens another,
+    /// so a frozen server leaves at most one such session behind. A new
+    /// session is opened in a task of its own that outlives a call that
+    /// runs out of time ([`WatchSession`]): behind a multi-host URL whose
+    /// first host is silent, later calls reach the next host.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads; a session being opened when the call is
-    /// dropped is closed, and the next call opens another; an open session
-    /// is kept.
+    /// dropped goes on being opened, and the next call waits for it; an
+    /// open session is kept.
     pub async fn snapshot_within(
         &self,
         names: &KeyNames,
@@ -156,8 +158,8 @@ impl Inspector {
             Ok(Ok(locks)) => locks,
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                // Silent: the next look opens another session.
-                *slot = None;
+                // Silent: a later look opens another session.
+                slot.forget_open();
                 return Err(db::no_answer(limit));
             }
         };
@@ -165,20 +167,18 @@ impl Inspector {
         Ok(locks)
     }
 
-    async fn look(&self, slot: &mut Option<Client>) -> pgcoord::Result<Vec<AdvisoryLock>> {
-        let client = match slot.take().filter(|c| !c.is_closed()) {
-            Some(c) => slot.insert(c),
-            // The last one ended (a restart, a network failure): a new one.
-            None => {
-                let timeout = (self.options.config().get_connect_timeout().copied())
-                    .unwrap_or(db::CONNECT_TIMEOUT);
-                let client = connect_for_inspection(self.options.clone(), timeout).await?;
-                // A multi-host URL may now reach another server: a
-                // standby that a failover left, say so again.
-                db::warn_if_standby(&client, "\"not held\"").await?;
-                slot.insert(client)
-            }
-        };
+    async fn look(&self, slot: &mut WatchSession) -> pgcoord::Result<Vec<AdvisoryLock>> {
+        let options = self.options.clone();
+        let timeout =
+            (options.config().get_connect_timeout().copied()).unwrap_or(db::CONNECT_TIMEOUT);
+        let (client, fresh) = slot
+            .get(move || connect_for_inspection(options, timeout))
+            .await?;
+        if fresh {
+            // A multi-host URL may now reach another server: a standby
+            // that a failover left, say so again.
+            db::warn_if_standby(client, "\"not held\"").await?;
+        }
         self.query.run(client).await
     }
 }

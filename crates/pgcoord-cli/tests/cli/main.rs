@@ -61,4 +61,5 @@ mod unix_socket;
 mod usage_errors;
 mod watch;
 mod watch_fence;
+mod watch_next_host;
 mod watchdog;

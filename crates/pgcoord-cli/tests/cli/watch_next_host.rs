@@ -1,0 +1,65 @@
+//! A watch behind a multi-host URL whose first host goes silent (a
+//! failover behind a network cut) goes on with the next host. Each look
+//! is given `--interval` (at least 2 s), but a new session spends the
+//! silent host's whole `connect_timeout` first; the tool used to give up
+//! on the attempt with the look, and so tried the silent host again at
+//! every look and never reached the next one.
+
+use nix::sys::signal::Signal;
+
+use crate::common::*;
+use crate::relay::CuttableRelay;
+use crate::watch::{get, parse};
+
+#[tokio::test]
+async fn a_watch_whose_first_host_goes_silent_reaches_the_next_host() {
+    let db = database().await;
+    let Some((relay, through_relay)) = CuttableRelay::for_database(&db).await else {
+        return;
+    };
+    // The relay first, then the database itself; each host's connect
+    // bounded by 3 s, longer than a look's 2 s.
+    let config = db.config();
+    let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first().cloned() else {
+        unreachable!("the relay exists only for a database reached over TCP");
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let (relay_at, name) = through_relay
+        .rsplit_once('/')
+        .expect("the relay's URL names its database");
+    let url = format!("{relay_at},{host}:{port}/{name}?connect_timeout=3");
+
+    let holder = session(&db, "next-host-holder").await;
+    holder
+        .execute("SELECT pg_advisory_lock(43)", &[])
+        .await
+        .unwrap();
+    let mut watch = Running::start(eventsource(None).env("DATABASE_URL", &url).args([
+        "lock",
+        "holders",
+        "--watch",
+        "--interval",
+        "100ms",
+    ]));
+    let (event, f) = parse(&watch.next_line().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("held", Some("next-host-holder"))
+    );
+
+    // The relay stays cut: only the second host answers from now on.
+    relay.cut();
+    watch.expect_stderr("did not answer within 2s").await;
+    watch.expect_stderr("listing lock holders again").await;
+    holder
+        .execute("SELECT pg_advisory_unlock(43)", &[])
+        .await
+        .unwrap();
+    let (event, f) = parse(&watch.next_line().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("released", Some("next-host-holder"))
+    );
+    watch.signal(Signal::SIGINT);
+    assert_eq!(watch.finish().await.code, 0);
+}
