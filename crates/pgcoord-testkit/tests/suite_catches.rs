@@ -139,7 +139,7 @@ impl DistributedLock for Broken {
         Ok(self.wrap(self.inner.acquire(key, timeout).await?))
     }
 
-    fn release(&self, key: &str) -> impl Future<Output = Result<()>> + Send {
+    fn release<'a>(&'a self, key: &'a str) -> impl Future<Output = Result<()>> + Send + 'a {
         self.fire(Some(key));
         self.inner.release(key)
     }

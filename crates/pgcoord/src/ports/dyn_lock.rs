@@ -37,6 +37,7 @@
 //! # }).unwrap();
 //! ```
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,8 +127,10 @@ impl DistributedLock for Arc<dyn DynLockManager> {
         DynLockManager::try_lock_any(&**self, keys).await
     }
 
-    async fn release(&self, key: &str) -> Result<()> {
-        DynLockManager::release(&**self, key).await
+    // Not `async fn`: the release is sent when it is called, as the port
+    // promises, not when the future is first polled.
+    fn release<'a>(&'a self, key: &'a str) -> impl Future<Output = Result<()>> + Send + 'a {
+        DynLockManager::release(&**self, key)
     }
 
     fn is_held(&self, key: &str) -> bool {
@@ -140,8 +143,9 @@ impl DistributedLock for Arc<dyn DynLockManager> {
 }
 
 impl LockRegistry for Arc<dyn DynLockManager> {
-    async fn release_all(&self) -> Result<usize> {
-        DynLockManager::release_all(&**self).await
+    // Not `async fn`, as `release` above.
+    fn release_all(&self) -> impl Future<Output = Result<usize>> + Send {
+        DynLockManager::release_all(&**self)
     }
 
     fn held_lock_count(&self) -> usize {

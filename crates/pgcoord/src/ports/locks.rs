@@ -266,7 +266,7 @@ pub trait DistributedLock: Send + Sync {
     /// # Cancel safety
     ///
     /// Once called, the release goes ahead even if the future is dropped.
-    fn release(&self, key: &str) -> impl Future<Output = Result<()>> + Send;
+    fn release<'a>(&'a self, key: &'a str) -> impl Future<Output = Result<()>> + Send + 'a;
 
     /// Whether this manager holds `key` now. Says nothing about other
     /// processes.

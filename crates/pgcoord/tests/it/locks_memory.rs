@@ -12,6 +12,22 @@ pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::Tokens, || async {
     (primary, observer, ())
 });
 
+/// The same suite through the trait object: its `release` and
+/// `release_all` must go ahead once called, as the manager's own do.
+mod through_dyn_lock_manager {
+    use std::sync::Arc;
+
+    use pgcoord::{DynLockManager, InMemoryLockManager};
+    use pgcoord_testkit::locks::Fencing;
+
+    pgcoord_testkit::lock_conformance_tests!(fencing: Fencing::Tokens, || async {
+        let manager = InMemoryLockManager::new(Some("memory-test".into()));
+        let primary: Arc<dyn DynLockManager> = Arc::new(manager.clone());
+        let observer: Arc<dyn DynLockManager> = Arc::new(manager);
+        (primary, observer, ())
+    });
+}
+
 #[tokio::test]
 async fn waiters_are_served_in_arrival_order() {
     let locks = InMemoryLockManager::new(None);
