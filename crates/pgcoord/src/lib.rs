@@ -114,7 +114,8 @@
 //!
 //! ## Observability
 //!
-//! `acquire`, `try_lock` and `release` run in `tracing` spans
+//! `acquire`, `try_lock` and a manual lock's `release(key)` run in
+//! `tracing` spans
 //! (`eventsource.lock.*`, with key, lock id, outcome and wait time) and emit
 //! DEBUG events; every read-model repository call runs in a span
 //! `eventsource.readmodel.<operation>` with OpenTelemetry's database field

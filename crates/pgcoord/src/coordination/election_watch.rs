@@ -26,8 +26,9 @@ pub struct Leader {
     /// When the leader's session was last active, or connected (PostgreSQL
     /// does not record when a lock was granted).
     pub since: Option<DateTime<Utc>>,
-    /// The leader's term, when the observer can read it (in memory; for
-    /// PostgreSQL the CLI's `leader show` reads it from the fence table).
+    /// The leader's term, when the observer can read it: in memory, and
+    /// for a fencing `PostgresLockManager` from its fence table; `None`
+    /// for a manager that does not fence.
     pub term: Option<u64>,
 }
 

@@ -210,6 +210,15 @@ pub enum AcquireFailure {
         /// The configured budget.
         limit: usize,
     },
+    /// Every session the manager may open for waits and shared holds is
+    /// in use (the PostgreSQL manager's `max_wait_sessions`): a try found
+    /// none free, or the timeout passed before one was. Says nothing about
+    /// the key, which may be free.
+    #[error("all {limit} of the lock manager's wait sessions are in use (max_wait_sessions)")]
+    WaitSessionsBusy {
+        /// The configured number of wait sessions.
+        limit: usize,
+    },
     /// The manager was shut down ([`close`](crate::PostgresLockManager::close)).
     /// A session that ended is not this: it is [`AcquireFailure::Backend`]
     /// with [`BackendErrorKind::Closed`].
@@ -218,7 +227,7 @@ pub enum AcquireFailure {
     /// Another semaphore participant holds slot `permits`: it was created
     /// with more permits than this one (all must use the same count).
     #[error(
-        "another participant holds semaphore slot {permits}: it has more than {permits} permits"
+        "another participant holds semaphore slot {permits}: it was created with a larger permit count than {permits}"
     )]
     PermitCountMismatch {
         /// The permit count of the participant that noticed.
@@ -235,6 +244,17 @@ pub enum AcquireFailure {
 pub struct LockNotHeldError {
     /// The key that was named.
     pub key: String,
+}
+
+impl LockNotHeldError {
+    /// The error for `key`: whole, but for a key longer than
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) (no manager holds one), of
+    /// which its first 64 characters are kept, followed by `…`.
+    pub fn new(key: &str) -> Self {
+        Self {
+            key: crate::ports::key_limit::shown_key(key).into_owned(),
+        }
+    }
 }
 
 /// A lock was lost while it was relied on: its database session ended.

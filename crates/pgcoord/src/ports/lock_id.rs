@@ -2,13 +2,8 @@
 
 use sha2::{Digest, Sha256};
 
-/// The longest key, in bytes, that the lock managers accept: 1 MiB.
-///
-/// Keys are hashed locally and never sent to the server (only the 63-bit id
-/// is), so any key another service locks on (the Python reference library
-/// takes keys of any length) can be used here; the limit only guards
-/// against a whole document passed as a key by mistake.
-pub const MAX_KEY_LEN: usize = 1 << 20;
+pub use super::key_limit::MAX_KEY_LEN;
+use super::key_limit::shown_key;
 
 /// Derives the 63-bit advisory-lock id for `key`.
 ///
@@ -36,9 +31,8 @@ pub(crate) fn checked_lock_id(
     timeout: Option<std::time::Duration>,
 ) -> crate::Result<i64> {
     if key.len() > MAX_KEY_LEN {
-        let shown: String = key.chars().take(64).collect();
         return Err(crate::ports::error::LockAcquisitionError::new(
-            format!("{shown}…"),
+            shown_key(key),
             crate::ports::error::AcquireFailure::KeyTooLong {
                 len: key.len(),
                 limit: MAX_KEY_LEN,

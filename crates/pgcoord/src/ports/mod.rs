@@ -10,6 +10,7 @@ pub(crate) mod deadline;
 pub mod dyn_lock;
 pub mod error;
 pub mod fenced;
+pub(crate) mod key_limit;
 pub mod lock_id;
 pub mod lock_mode;
 pub mod locks;

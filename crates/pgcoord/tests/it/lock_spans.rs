@@ -104,7 +104,16 @@ async fn a_key_too_long_fails_its_span_like_any_other_error() {
 
     assert!(m.acquire(&long, None).await.is_err());
     assert!(m.try_lock(&long).await.is_err());
+    // Not held (no manager holds such a key), and said in a short line.
+    let not_held = m.release(&long).await.unwrap_err().to_string();
+    assert_eq!(
+        not_held,
+        format!("lock \"{}…\" is not held by this manager", &long[..64])
+    );
 
+    // The key is shown as in the errors: a document passed as a key by
+    // mistake is not copied into every span (before: 1 MiB per span).
+    let shown = format!("{}…", &long[..64]);
     for name in ["eventsource.lock.acquire", "eventsource.lock.try_lock"] {
         let spans = capture.spans(name);
         assert_eq!(spans.len(), 1, "{name}: {spans:#?}");
@@ -112,7 +121,10 @@ async fn a_key_too_long_fails_its_span_like_any_other_error() {
         assert_eq!(f["eventsource.lock.outcome"], "error", "{name}: {f:?}");
         assert_eq!(f["error.type"], "key_too_long", "{name}: {f:?}");
         assert_eq!(f["otel.status_code"], "ERROR", "{name}: {f:?}");
+        assert_eq!(f["eventsource.lock.key"], shown, "{name}");
     }
+    let releases = capture.spans("eventsource.lock.release");
+    assert_eq!(releases[0].fields["eventsource.lock.key"], shown);
 }
 
 #[tokio::test]

@@ -283,3 +283,37 @@ async fn fenced_and_single_session_managers_take_shared_holds() {
     assert!(w.fence().is_some());
     w.release().await.unwrap();
 }
+
+/// With every wait session in use by shared holds, another one is refused
+/// as such, for a try and for a wait that times out: the key is free, and
+/// a timeout would say it is held elsewhere (`is_conflict`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_wait_sessions_are_not_a_key_held_elsewhere() {
+    use pgcoord::error::AcquireFailure;
+    let db = &TestDatabase::create().await.unwrap();
+    let locks = PostgresLockManager::builder(db.config().into())
+        .max_wait_sessions(2)
+        .build()
+        .unwrap();
+    let (a, b) = (
+        locks.acquire_shared(&key("a"), WAIT).await.unwrap(),
+        locks.acquire_shared(&key("b"), WAIT).await.unwrap(),
+    );
+    let free = key("free");
+    for timeout in [Some(Duration::ZERO), Some(Duration::from_millis(200))] {
+        let err = locks.acquire_shared(&free, timeout).await.unwrap_err();
+        let failure = err.as_lock_acquisition().expect("an acquisition error");
+        assert!(
+            matches!(
+                failure.reason,
+                AcquireFailure::WaitSessionsBusy { limit: 2 }
+            ),
+            "{timeout:?}: {err:?}"
+        );
+        assert!(!failure.is_conflict(), "{err}");
+        assert!(err.to_string().contains("max_wait_sessions"), "{err}");
+    }
+    drop(a);
+    let c = locks.acquire_shared(&free, WAIT).await.unwrap();
+    drop((b, c));
+}

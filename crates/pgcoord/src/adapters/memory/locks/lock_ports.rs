@@ -62,10 +62,7 @@ impl DistributedLock for InMemoryLockManager {
                 drop(h);
                 Ok(())
             }
-            None => Err(LockNotHeldError {
-                key: key.to_owned(),
-            }
-            .into()),
+            None => Err(LockNotHeldError::new(key).into()),
         };
         std::future::ready(outcome)
     }

@@ -59,7 +59,7 @@ impl DistributedLock for PostgresLockManager {
         let span = lock_span!(
             "eventsource.lock.acquire",
             "acquire",
-            key,
+            &*crate::ports::key_limit::shown_key(key),
             "server.address" = %address,
             "server.port" = port,
             "eventsource.lock.id" = tracing::field::Empty,
@@ -93,7 +93,7 @@ impl DistributedLock for PostgresLockManager {
         let span = lock_span!(
             "eventsource.lock.try_lock",
             "try_lock",
-            key,
+            &*crate::ports::key_limit::shown_key(key),
             "server.address" = %address,
             "server.port" = port,
             "eventsource.lock.id" = tracing::field::Empty,
@@ -152,16 +152,14 @@ impl DistributedLock for PostgresLockManager {
         let span = lock_span!(
             "eventsource.lock.release",
             "release",
-            key,
+            &*crate::ports::key_limit::shown_key(key),
             "eventsource.lock.id" = lock_id,
         );
         let held = self.ctx().holdings.take_manual(lock_id, key);
         async move {
             let r = match held {
                 Some(lock) => Box::new(lock).release().await,
-                None => Err(Error::LockNotHeld(LockNotHeldError {
-                    key: key.to_owned(),
-                })),
+                None => Err(Error::LockNotHeld(LockNotHeldError::new(key))),
             };
             let outcome = if r.is_ok() { "released" } else { "error" };
             tracing::Span::current().record("eventsource.lock.outcome", outcome);

@@ -35,6 +35,7 @@ pub(super) fn error_type(e: &Error) -> &'static str {
             "fencing_not_installed"
         }
         Some(AcquireFailure::BudgetExceeded { .. }) => "budget_exceeded",
+        Some(AcquireFailure::WaitSessionsBusy { .. }) => "wait_sessions_busy",
         Some(AcquireFailure::ManagerClosed) => "closed",
         Some(AcquireFailure::KeyTooLong { .. }) => "key_too_long",
         _ => "backend",

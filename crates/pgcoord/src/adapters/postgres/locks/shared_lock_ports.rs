@@ -24,7 +24,7 @@ impl SharedLock for PostgresLockManager {
     /// Each shared hold (and each wait for one) uses a dedicated session of
     /// its own, within [`max_wait_sessions`](crate::adapters::postgres::PostgresLockManagerBuilder::max_wait_sessions);
     /// when they are all in use, the call waits for one within `timeout`
-    /// (a try fails with [`AcquireFailure::BudgetExceeded`](crate::ports::error::AcquireFailure::BudgetExceeded)). Shared holds
+    /// (then, or at once for a try, it fails with [`AcquireFailure::WaitSessionsBusy`](crate::ports::error::AcquireFailure::WaitSessionsBusy), not as a timeout: the key may be free). Shared holds
     /// take no fencing token. A single-session manager takes the hold on its
     /// one session (and then holds nothing else).
     ///
@@ -68,7 +68,7 @@ impl PostgresLockManager {
         lock_span!(
             "eventsource.lock.acquire_shared",
             "acquire_shared",
-            key,
+            &*crate::ports::key_limit::shown_key(key),
             "server.address" = %address,
             "server.port" = port,
             "eventsource.lock.id" = tracing::field::Empty,

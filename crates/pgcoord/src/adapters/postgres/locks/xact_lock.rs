@@ -126,7 +126,7 @@ pub async fn acquire_xact(
     let span = lock_span!(
         "eventsource.lock.acquire_xact",
         "acquire_xact",
-        key,
+        &*crate::ports::key_limit::shown_key(key),
         "eventsource.lock.id" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
         "otel.status_code" = tracing::field::Empty,
@@ -186,7 +186,7 @@ pub async fn try_acquire_xact(tx: &Transaction<'_>, key: &str) -> Result<Option<
     let span = lock_span!(
         "eventsource.lock.try_acquire_xact",
         "try_acquire_xact",
-        key,
+        &*crate::ports::key_limit::shown_key(key),
         "eventsource.lock.id" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
         "otel.status_code" = tracing::field::Empty,

@@ -91,17 +91,18 @@ impl Acquirer {
         try_only: bool,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, AcquireFailure> {
         let permits = self.pool.permits.clone();
-        let full = || AcquireFailure::BudgetExceeded {
+        // Not the key's doing: the manager's own sessions are all in use.
+        let busy = || AcquireFailure::WaitSessionsBusy {
             limit: self.ctx.settings.max_wait_sessions,
         };
         if try_only {
-            return permits.try_acquire_owned().map_err(|_| full());
+            return permits.try_acquire_owned().map_err(|_| busy());
         }
         let acquire = permits.acquire_owned();
         let permit = match deadline {
             Some(d) => tokio::time::timeout_at(d, acquire)
                 .await
-                .map_err(|_| AcquireFailure::Timeout)?,
+                .map_err(|_| busy())?,
             None => acquire.await,
         };
         permit.map_err(|_| AcquireFailure::ManagerClosed)
