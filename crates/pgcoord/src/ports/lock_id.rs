@@ -2,8 +2,8 @@
 
 use sha2::{Digest, Sha256};
 
-pub use super::key_limit::MAX_KEY_LEN;
 use super::key_limit::shown_key;
+pub use super::key_limit::MAX_KEY_LEN;
 
 /// Derives the 63-bit advisory-lock id for `key`.
 ///

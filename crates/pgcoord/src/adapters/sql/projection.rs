@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 pub use super::catch_up::CatchUp;
 use super::retry::{is_transient, RetryPolicy};
 use crate::ports::error::{Error, LockLostError, Result};
-use crate::ports::locks::DistributedLock;
+use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{Applied, ReadModel, ReadModelHandler, TransactionalReadModels};
 
 /// Feeds events to a read model's handler.
@@ -309,10 +309,11 @@ where
         let guard = locks.acquire(&key, wait).await?;
         self.prepare().await?;
         let lost = || {
-            Error::LockLost(LockLostError {
-                key: key.clone(),
-                reason: format!("the runner of projection {:?} stopped", self.name),
-            })
+            lock_lost(
+                &key,
+                &guard,
+                &format!("the runner of projection {:?}", self.name),
+            )
         };
         let mut done = CatchUp::default();
         for (position, event) in events {
@@ -370,4 +371,18 @@ impl<H, B> fmt::Debug for ReadModelProjection<H, B> {
             .field("retry", &self.retry)
             .finish()
     }
+}
+
+/// The error of a run whose lock `guard` was lost: why, when the loss
+/// signal knows (the in-memory manager's does not), then that `who`
+/// stopped.
+pub(super) fn lock_lost(key: &str, guard: &LockGuard, who: &str) -> Error {
+    let stopped = format!("{who} stopped");
+    Error::LockLost(LockLostError {
+        key: key.to_owned(),
+        reason: match guard.loss_signal().reason() {
+            Some(why) => format!("{why}; {stopped}"),
+            None => stopped,
+        },
+    })
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::progress_samples::ProgressSamples;
-use super::projection::ReadModelProjection;
+use super::projection::{lock_lost, ReadModelProjection};
 use super::runner::DEFAULT_BATCH_SIZE;
-use crate::ports::error::{Error, LockLostError, Result};
+use crate::ports::error::{Error, Result};
 use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
     during_warm_up, version_name, CheckpointPublisher, EventFeed, FeedWakeup, ProjectionProgress,
@@ -164,7 +164,7 @@ where
             guard = locks.acquire(&key, self.lock_wait) => guard?,
             _ = shutdown.cancelled() => return Ok(done),
         };
-        let lost = || lock_lost(&key, name);
+        let lost = || lock_lost(&key, &guard, &format!("the rebuild of projection {name:?}"));
         if backend.versions(name).await?.building != Some(version) {
             guard.release().await?;
             return Err(Error::InvalidArgument(format!(
@@ -360,11 +360,4 @@ pub(super) async fn guarded<T>(
         _ = guard.lost() => Err(lost()),
         r = work => r,
     }
-}
-
-pub(super) fn lock_lost(key: &str, name: &str) -> Error {
-    Error::LockLost(LockLostError {
-        key: key.to_owned(),
-        reason: format!("the rebuild of projection {name:?} stopped"),
-    })
 }

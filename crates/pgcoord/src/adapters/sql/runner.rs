@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 use super::dead_letter_policy::DeadLetterPolicy;
 use super::outage::{take_lock, DEFAULT_RECONNECT_PATIENCE};
 use super::progress_samples::ProgressSamples;
-use super::projection::ReadModelProjection;
+use super::projection::{lock_lost, ReadModelProjection};
 use super::runner_metrics;
-use crate::ports::error::{Error, LockLostError, Result};
+use crate::ports::error::{Error, Result};
 use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
     CheckpointPublisher, EventFeed, ProjectionProgress, ReadModelHandler, TransactionalReadModels,
@@ -215,7 +215,10 @@ where
             return Ok(done);
         };
         locked();
-        let lost = || lock_lost(&key, self.projection.name());
+        let lost = || {
+            let who = format!("the runner of projection {:?}", self.projection.name());
+            lock_lost(&key, &guard, &who)
+        };
         let name = self.projection.name();
         let mut checkpoint = self
             .guarded(&guard, &lost, async {
@@ -356,13 +359,6 @@ where
             r = work => r,
         }
     }
-}
-
-fn lock_lost(key: &str, name: &str) -> Error {
-    Error::LockLost(LockLostError {
-        key: key.to_owned(),
-        reason: format!("the runner of projection {name:?} stopped"),
-    })
 }
 
 impl<H: ReadModelHandler, B, F> fmt::Debug for ProjectionRunner<H, B, F> {

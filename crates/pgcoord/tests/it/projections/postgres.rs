@@ -222,6 +222,12 @@ async fn a_runner_whose_lock_session_is_terminated_stops_and_the_next_resumes() 
     assert!(ok);
     let err = task.await.unwrap().unwrap_err();
     assert!(err.is_lock_lost(), "{err}");
+    // Why, as the loss signal knows it, then what the runner did.
+    assert_eq!(
+        err.to_string(),
+        "lock \"projection:seen\" was lost: the session holding the lock ended; \
+         the runner of projection \"seen\" stopped"
+    );
 
     append_committed(&s.db, &s.feed, 7, 9).await;
     let next = runner(&s.db, &s.feed, "seen");
