@@ -389,3 +389,21 @@ fn concurrent_tries_after_a_shared_hold_all_answer() {
         .expect("the tries did not answer within a minute: the manager is stuck");
     assert_eq!(taken, 4);
 }
+
+/// A guard whose lock `release_all` took says so when released, and only
+/// that: its session is alive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_guard_that_release_all_took_names_release_all() {
+    let db = &TestDatabase::create().await.unwrap();
+    let m = PostgresLockManager::builder(db.config().into())
+        .build()
+        .unwrap();
+    let guard = m.acquire(&key("taken"), None).await.unwrap();
+    assert_eq!(m.release_all().await.unwrap(), 1);
+    let err = guard.release().await.unwrap_err();
+    assert!(err.is_lock_lost(), "{err:?}");
+    assert!(
+        err.to_string().ends_with("it was released by release_all"),
+        "{err}"
+    );
+}

@@ -137,11 +137,11 @@ fn session_gone(session: &SessionRef) -> &'static str {
 
 /// Why a lock its session no longer held was gone by the time its release
 /// or downgrade ran: a close of the manager (which releases everything
-/// first), else `release_all` or the session's end.
+/// first), the session's end, else `release_all`.
 fn taken_away(session: &SessionRef) -> &'static str {
-    match session.manager_closed() {
-        true => "the lock manager was closed",
-        false => "it was released by release_all or its session ended",
+    match session.manager_closed() || session.has_ended() {
+        true => session_gone(session),
+        false => "it was released by release_all",
     }
 }
 
