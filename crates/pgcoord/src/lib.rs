@@ -181,6 +181,17 @@ pub use serde_json;
 /// and [`LossSignal::from_token`] and leaders' work loops use one.
 pub use tokio_util;
 
+/// `futures-util` (0.3): [`coordination::Election::watch`] is a `Stream`,
+/// read with `futures_util::StreamExt::next`.
+pub use futures_util;
+
+/// `rusqlite` (0.32): [`readmodels::sqlite::SqliteDatabase::call`] hands
+/// your closure its `Connection`; a `rusqlite::Error` converts into
+/// [`Error`] with `?`.
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use rusqlite;
+
 /// `tokio-postgres` (0.7): [`postgres::acquire_xact`] and
 /// [`postgres::fencing::check`] take your own `Transaction`.
 #[cfg(feature = "postgres")]

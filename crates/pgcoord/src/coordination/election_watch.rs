@@ -70,7 +70,7 @@ impl<L: DistributedLock + LeaderObserver> Election<L> {
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// use std::time::Duration;
-    /// use futures_util::StreamExt;
+    /// use pgcoord::futures_util::StreamExt;
     /// use pgcoord::coordination::Election;
     /// use pgcoord::InMemoryLockManager;
     ///

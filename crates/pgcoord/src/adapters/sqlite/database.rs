@@ -135,7 +135,23 @@ impl SqliteDatabase {
     /// Runs `f` with the connection after the gate: on this thread inside
     /// [`tokio::task::block_in_place`] on a multi-thread runtime, else on
     /// the database's thread. For queries this crate does not provide. A
-    /// panic in `f` comes back as an error.
+    /// panic in `f` comes back as an error; `?` turns rusqlite's errors
+    /// into the crate's.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use pgcoord::readmodels::sqlite::SqliteDatabase;
+    ///
+    /// let db = SqliteDatabase::open_in_memory().await?;
+    /// let answer: i64 = db
+    ///     .call(|conn| Ok(conn.query_row("SELECT 41 + 1", [], |row| row.get(0))?))
+    ///     .await?;
+    /// assert_eq!(answer, 42);
+    /// let bad = db.call(|conn| Ok(conn.execute_batch("NOT SQL")?)).await;
+    /// assert!(bad.unwrap_err().to_string().contains("syntax error"));
+    /// # Ok::<(), pgcoord::Error>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Cancel safety
     ///

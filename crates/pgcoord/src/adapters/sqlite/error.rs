@@ -66,6 +66,15 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     Error::Backend(be.with_driver_error(e))
 }
 
+/// For `?` on rusqlite's calls inside
+/// [`SqliteDatabase::call`](super::SqliteDatabase::call): the error as the
+/// crate's own statements report theirs.
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        sqlite_error(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
