@@ -103,12 +103,15 @@
 //! models' ids), [`pgcoord::chrono`](chrono) (timestamps),
 //! [`pgcoord::serde_json`](serde_json) (JSON columns),
 //! [`pgcoord::tokio_util`](tokio_util) (the `CancellationToken` that stops a
-//! projection runner), and with feature `postgres`
+//! projection runner), [`pgcoord::futures_util`](futures_util) (`StreamExt`
+//! for an election's `watch`), with feature `postgres`
 //! `pgcoord::tokio_postgres` (the `Transaction` of [`postgres::acquire_xact`]
-//! and [`postgres::fencing::check`]) and `pgcoord::deadpool_postgres`. If you
-//! add one of them to your own manifest anyway, keep it at the same major
-//! version (uuid 1, chrono 0.4, serde_json 1, tokio-util 0.7, tokio-postgres
-//! 0.7, deadpool-postgres 0.14). `#[derive(ReadModel)]` needs `serde` with
+//! and [`postgres::fencing::check`]) and `pgcoord::deadpool_postgres`, and
+//! with feature `sqlite` `pgcoord::rusqlite` (the `Connection` of
+//! `SqliteDatabase::call`). If you add one of them to your own manifest
+//! anyway, keep it at the same major version (uuid 1, chrono 0.4,
+//! serde_json 1, tokio-util 0.7, futures-util 0.3, tokio-postgres 0.7,
+//! deadpool-postgres 0.14, rusqlite 0.32). `#[derive(ReadModel)]` needs `serde` with
 //! `derive` in your manifest, since `#[derive(Serialize, Deserialize)]`
 //! generates code that names `::serde`.
 //!
