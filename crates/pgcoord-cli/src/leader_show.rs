@@ -304,6 +304,19 @@ async fn watch(
             continue;
         }
         let mut out = String::new();
+        if let (Some((_, Some(before))), Some(now)) = (&last, term) {
+            if now < *before {
+                // Terms only grow, across a failover too: a smaller one is
+                // another server's count (split brain, a restore).
+                report!(
+                    "warning: election {:?}'s term went back from {before} to {now}: this server \
+                     did not hand out the last term seen (an old primary back as a primary, \
+                     or a restored backup); two servers that both accept writes each elect \
+                     a leader",
+                    args.name
+                );
+            }
+        }
         if let (Some((_, before)), Some(now)) = (&last, term) {
             // Terms begun since the last look; the current leader's is shown.
             // Counted within the current term's epoch (the timeline in its

@@ -21,6 +21,7 @@ mod job;
 mod job_control;
 mod key_and_help;
 mod leader;
+mod leader_terms;
 mod lease_cut;
 mod libpq_env;
 mod libpq_urls;
