@@ -43,8 +43,16 @@ pub async fn doctor(db: Database) -> i32 {
         }
         Err(e) => match problem_of(&e) {
             Some(problem) => {
+                // Several hosts, the driver taking the first that answers:
+                // the fix is in the URL, as `lock run` says.
+                let hint = match (problem, crate::not_acquired::to_the_primary(&db)) {
+                    (VerifyProblem::Standby, several) if several.contains("several hosts") => {
+                        format!("; {several}")
+                    }
+                    _ => String::new(),
+                };
                 report!(
-                    "FAILED: {} (database {})",
+                    "FAILED: {}{hint} (database {})",
                     printable(&problem.to_string()),
                     db.shown()
                 );

@@ -53,7 +53,7 @@ pub fn standby_refused(args: &RunArgs, db: &Database) -> String {
 /// How to reach the primary instead: with several hosts (a standby listed
 /// first, the driver taking the first that answers), ask for the one that
 /// takes writes; with one, name another.
-fn to_the_primary(db: &Database) -> &'static str {
+pub fn to_the_primary(db: &Database) -> &'static str {
     let c = db.options.config();
     let hosts = c.get_hosts().len().max(c.get_hostaddrs().len());
     let picks_the_primary = c.get_target_session_attrs() == TargetSessionAttrs::ReadWrite;

@@ -187,6 +187,16 @@ async fn several_hosts_with_a_standby_first_are_told_to_ask_for_read_write() {
         !out.stderr.contains("point the URL at the primary"),
         "{out:?}"
     );
+    // The doctor's check fails there too, with the same way out.
+    let out = on(&hosts, &["lock", "doctor"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("the server is a standby")
+            && out
+                .stderr
+                .contains("lists several hosts: add target_session_attrs=read-write"),
+        "{out:?}"
+    );
     // The standby alone, asked for read-write: told it is a standby.
     let alone = format!("{}?target_session_attrs=read-write", standby.url(db.name()));
     let out = on(&alone, &["lock", "holders"]).await;
