@@ -170,6 +170,12 @@ async fn while_running<F: std::future::Future>(limit: Duration, work: F) -> Opti
     }
 }
 
+/// How many hosts the settings list (tried in turn when connecting).
+fn host_count(db: &Database) -> u32 {
+    let c = db.options.config();
+    c.get_hosts().len().max(c.get_hostaddrs().len()).max(1) as u32
+}
+
 /// How long one attempt may go without an outcome before the tool says the
 /// server did not answer. With a timeout: the timeout (at least
 /// [`ANSWER_FLOOR`]) and a grace. Without one (`--no-wait`): the time to
@@ -179,8 +185,7 @@ async fn while_running<F: std::future::Future>(limit: Duration, work: F) -> Opti
 fn backstop(timeout: Option<Duration>, db: &Database) -> Option<Duration> {
     match timeout {
         Some(t) if t.is_zero() => {
-            let hosts = db.options.config().get_hosts().len().max(1) as u32;
-            Some(db.connect_timeout() * hosts + ANSWER_FLOOR + ANSWER_GRACE)
+            Some(db.connect_timeout() * host_count(db) + ANSWER_FLOOR + ANSWER_GRACE)
         }
         Some(t) => Some(t.max(ANSWER_FLOOR) + ANSWER_GRACE),
         None => None,
@@ -201,6 +206,7 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
     };
     let deadline = args.timeout.map(|t| Instant::now() + t);
     let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let hosts = host_count(db);
     let mut backoff = RETRY_FIRST;
     // The last connection failure retried, reported if time runs out.
     let mut retried: Option<Error> = None;
@@ -215,15 +221,28 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         }
         // Whether this try's connect was cut short of `connect_timeout`.
         let mut cut = false;
-        if let (Some(l), Some(_)) = (left(), &retried) {
+        if let Some(l) = left() {
             // A retry connects within what is left of --timeout. The
             // engine gives an attempt at least [`ANSWER_FLOOR`] to connect
             // (so that a deadline shorter than a connect still works on
             // the first try): a URL's `connect_timeout` would otherwise
             // run the last retry past --timeout by up to that floor.
-            cut = l < db.connect_timeout();
-            let within = db.connect_timeout().min(l).max(Duration::from_millis(1));
-            builder = builder.connect_timeout(within);
+            // With several hosts, tried in turn, each gets its share (at
+            // least the floor), the first try's too: a silent first host
+            // would otherwise spend all of --timeout, and a promoted
+            // standby listed after it would never be tried.
+            let share = match hosts {
+                1 => l,
+                n => (l / n).max(ANSWER_FLOOR.min(l)),
+            };
+            if retried.is_some() || hosts > 1 {
+                cut = retried.is_some() && share < db.connect_timeout();
+                let within = db
+                    .connect_timeout()
+                    .min(share)
+                    .max(Duration::from_millis(1));
+                builder = builder.connect_timeout(within);
+            }
         }
         if set {
             // The set's tries go out together on one batched session; each

@@ -248,20 +248,17 @@ async fn an_inspection_that_reaches_no_host_names_every_host() {
     }
 }
 
-/// `--no-wait` with two hosts, the first frozen (it accepts and never
-/// answers, as a SIGSTOPped old primary): the first host takes its whole
-/// `connect_timeout` (10 s by default), then the second is asked. The
-/// attempt used to be cut at 10 s in all, so the run exited 69 without the
-/// second host ever being tried.
-#[tokio::test]
-async fn no_wait_behind_a_frozen_first_host_runs_on_the_second() {
+/// `lock run ARGS behind-a-frozen-host -- echo ran` with a URL whose
+/// first host accepts connections and never answers and whose second is
+/// the test database; `None` when it is not reached over TCP.
+async fn behind_a_frozen_first_host(args: &[&str]) -> Option<Output> {
     let db = database().await;
     let config = db.config();
     let (Some(tokio_postgres::config::Host::Tcp(host)), Some(port)) =
         (config.get_hosts().first(), config.get_ports().first())
     else {
         println!("SKIPPED: the test database is not reached over TCP");
-        return;
+        return None;
     };
     let (frozen, accepting) = silent_server();
     let url = format!(
@@ -274,19 +271,38 @@ async fn no_wait_behind_a_frozen_first_host_runs_on_the_second() {
     if let Some(pw) = config.get_password() {
         cmd.env("PGPASSWORD", String::from_utf8_lossy(pw).as_ref());
     }
-    let out = output(cmd.args([
-        "lock",
-        "run",
-        "--no-wait",
-        "behind-a-frozen-host",
-        "--",
-        "echo",
-        "ran",
-    ]))
-    .await;
+    cmd.args(["lock", "run"]).args(args);
+    let out = output(cmd.args(["behind-a-frozen-host", "--", "echo", "ran"])).await;
+    drop(accepting);
+    Some(out)
+}
+
+/// `--no-wait` with two hosts, the first frozen (it accepts and never
+/// answers, as a SIGSTOPped old primary): the first host takes its whole
+/// `connect_timeout` (10 s by default), then the second is asked. The
+/// attempt used to be cut at 10 s in all, so the run exited 69 without the
+/// second host ever being tried.
+#[tokio::test]
+async fn no_wait_behind_a_frozen_first_host_runs_on_the_second() {
+    let Some(out) = behind_a_frozen_first_host(&["--no-wait"]).await else {
+        return;
+    };
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout.trim(), "ran", "{out:?}");
-    drop(accepting);
+}
+
+/// A `--timeout` shorter than the frozen host's `connect_timeout` (10 s by
+/// default) used to be spent on that host alone: exit 69, "did not answer
+/// within 8s", the second host never tried (found by a failover probe:
+/// a promoted standby listed after a silent old primary). Each host now
+/// gets its share of the timeout.
+#[tokio::test]
+async fn a_timeout_behind_a_frozen_first_host_leaves_time_for_the_second() {
+    let Some(out) = behind_a_frozen_first_host(&["--timeout", "8s"]).await else {
+        return;
+    };
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "ran", "{out:?}");
 }
 
 /// `--timeout` against a silent server, the URL setting `connect_timeout`:
