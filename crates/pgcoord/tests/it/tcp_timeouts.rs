@@ -85,3 +85,59 @@ async fn tcp_sessions_bound_how_long_the_server_keeps_them_silent() {
     );
     assert_eq!(bound_after_acquire(&unix).await, None);
 }
+
+/// A server that completes the startup (no TLS, no password) and then
+/// never answers a statement, as a pooler that accepted a client but
+/// cannot reach its server: its port.
+async fn greets_then_goes_silent() -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        loop {
+            let len = socket.read_u32().await.unwrap() as usize;
+            let mut body = vec![0; len - 4];
+            socket.read_exact(&mut body).await.unwrap();
+            if body[..4] == 80877103u32.to_be_bytes() {
+                socket.write_all(b"N").await.unwrap(); // no TLS
+                continue;
+            }
+            // AuthenticationOk, then ReadyForQuery (idle).
+            socket
+                .write_all(b"R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I")
+                .await
+                .unwrap();
+            break;
+        }
+        let mut sink = vec![0; 4096];
+        while socket.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    });
+    port
+}
+
+/// An inspection session whose server accepts it and then answers nothing
+/// is refused within the connect timeout, as a server that did not answer;
+/// before, it was handed over, and the caller's first query then waited
+/// behind the unanswered setup statement (`lock holders` said "no answer
+/// within 30s" after 40 s behind a PgBouncer cut from its server).
+#[tokio::test]
+async fn an_inspection_session_whose_server_goes_silent_after_the_startup_is_refused() {
+    let port = greets_then_goes_silent().await;
+    let options: ConnectOptions = format!("postgres://u@127.0.0.1:{port}/x?sslmode=disable")
+        .parse()
+        .unwrap();
+    let err = connect_for_inspection(options, Duration::from_millis(500))
+        .await
+        .expect_err("a session whose first statement got no answer");
+    let backend = err.as_backend().expect("a backend error");
+    assert_eq!(
+        backend.kind(),
+        pgcoord::error::BackendErrorKind::NoAnswer,
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("first statement got no answer"),
+        "{err}"
+    );
+}

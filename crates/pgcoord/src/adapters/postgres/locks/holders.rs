@@ -20,7 +20,7 @@ use crate::adapters::postgres::connection::connect::{connect_any_host, pg_error}
 use crate::adapters::postgres::connection::options::ConnectOptions;
 use crate::adapters::postgres::connection::tcp_timeouts;
 use crate::adapters::postgres::connection::tls::MakeRustls;
-use crate::ports::error::{BackendErrorKind, Error, Result};
+use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 
 /// The prefix the lock managers put before their holder id in
@@ -362,9 +362,23 @@ pub async fn connect_for_inspection(options: ConnectOptions, timeout: Duration) 
         }
     });
     // A watcher cut off by the network must not leave its session behind
-    // for hours (see `tcp_timeouts`); a server slow to answer this leaves
-    // the server's own timeouts in place.
-    let _ = tokio::time::timeout(timeout, tcp_timeouts::apply(&client)).await;
+    // for hours (see `tcp_timeouts`). A server that does not answer this
+    // within the connect timeout would not answer the next statement
+    // either (it queues behind this one): a pooler that accepted the
+    // connection but cannot reach its server, say. That is said now,
+    // rather than after the caller's own bound on its query.
+    if tokio::time::timeout(timeout, tcp_timeouts::apply(&client))
+        .await
+        .is_err()
+    {
+        return Err(Error::Backend(BackendError::new(
+            BackendErrorKind::NoAnswer,
+            format!(
+                "the new session's first statement got no answer within {timeout:?} \
+                 (a pooler that cannot reach its server, or a server that stopped answering)"
+            ),
+        )));
+    }
     Ok(client)
 }
 

@@ -111,7 +111,7 @@ fn not_served(connection: u8, waited: Duration) -> String {
         1 => format!(
             "the test connection was accepted but its first statement got no answer within \
              {waited} s: a pooler with no server connection free for this database and user \
-             queues it (or the server is overloaded)"
+             queues it, or a pooler that cannot reach its server (or the server is overloaded)"
         ),
         _ => format!(
             "a second test connection was accepted but got no answer within {waited} s while the \
