@@ -15,9 +15,8 @@ pub use connection::resolve::PasswordSource;
 pub use connection::tls::SslMode;
 pub use locks::config::PostgresLockManagerBuilder;
 pub use locks::fencing;
-pub use locks::holders::{
-    connect_for_inspection, query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession,
-};
+pub use locks::holders::{query_holders, AdvisoryLock, FenceTable, HoldersQuery, LockSession};
+pub use locks::inspection_connect::connect_for_inspection;
 pub use locks::manager::PostgresLockManager;
 pub use locks::run_log::PostgresRunLog;
 pub use locks::verify::{Replication, VerifyProblem, VerifyReport};

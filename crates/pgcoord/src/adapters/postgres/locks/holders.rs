@@ -8,19 +8,14 @@
 //! current database: other processes, other hosts, other languages (the
 //! Python reference derives the same lock ids).
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 use super::fencing::FENCE_TABLE;
-use crate::adapters::postgres::connection::connect::{connect_any_host, pg_error};
-use crate::adapters::postgres::connection::options::ConnectOptions;
-use crate::adapters::postgres::connection::tcp_timeouts;
-use crate::adapters::postgres::connection::tls::MakeRustls;
-use crate::ports::error::{BackendError, BackendErrorKind, Error, Result};
+use crate::adapters::postgres::connection::connect::pg_error;
+use crate::ports::error::{BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 
 /// The prefix the lock managers put before their holder id in
@@ -333,53 +328,6 @@ fn session_from(row: &tokio_postgres::Row) -> LockSession {
             .get::<_, Option<Vec<i32>>>("blocked_by")
             .unwrap_or_default(),
     }
-}
-
-/// Opens a session to inspect the locks on (it takes none), with the TLS of
-/// `options` (`sslmode`, `sslrootcert`, as the lock managers' sessions),
-/// within `timeout`. Its connection runs in a background task; when that
-/// ends (the server restarted, the network failed, the session was
-/// terminated), [`Client::is_closed`] turns true and a new one is needed.
-/// The end is logged at debug level only, so a live view on a terminal is
-/// not written over. Fails with [`BackendErrorKind::Connect`] when no
-/// session could be opened in time.
-///
-/// # Cancel safety
-///
-/// Cancel safe: dropped before it returns, the half-open connection is
-/// closed and nothing is left behind.
-pub async fn connect_for_inspection(options: ConnectOptions, timeout: Duration) -> Result<Client> {
-    let (mut config, tls) = options.into_parts();
-    config.connect_timeout(timeout);
-    // Host by host, as the lock sessions connect: a failure names every
-    // host of a multi-host URL, not only the last one tried.
-    let (client, connection) = connect_any_host(&config, &MakeRustls::new(tls), timeout)
-        .await
-        .map_err(Error::Backend)?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "inspection session ended with an error");
-        }
-    });
-    // A watcher cut off by the network must not leave its session behind
-    // for hours (see `tcp_timeouts`). A server that does not answer this
-    // within the connect timeout would not answer the next statement
-    // either (it queues behind this one): a pooler that accepted the
-    // connection but cannot reach its server, say. That is said now,
-    // rather than after the caller's own bound on its query.
-    if tokio::time::timeout(timeout, tcp_timeouts::apply(&client))
-        .await
-        .is_err()
-    {
-        return Err(Error::Backend(BackendError::new(
-            BackendErrorKind::NoAnswer,
-            format!(
-                "the new session's first statement got no answer within {timeout:?} \
-                 (a pooler that cannot reach its server, or a server that stopped answering)"
-            ),
-        )));
-    }
-    Ok(client)
 }
 
 /// Lists the advisory locks of the current database that are held or

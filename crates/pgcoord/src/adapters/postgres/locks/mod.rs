@@ -4,7 +4,7 @@
 // Layers, top to bottom (each imports only from those below it):
 //   config (builder), lock_ports -> registry_ports, shared_lock_ports, xact_lock
 //   -> lock_settle -> manager
-//   -> holders, inspection, verify, leader_observer, run_log
+//   -> holders, inspection, inspection_connect, verify, leader_observer, run_log
 //   -> acquirer -> wait_line -> session/* -> holdings -> held_lock -> hold_token
 //   -> settings, metrics, metrics_gauges, metrics_per_key, lock_span, fencing
 //   (and below all of them: ../connection)
@@ -18,6 +18,7 @@ pub(crate) mod holders;
 mod holdings;
 mod id_map;
 mod inspection;
+pub(crate) mod inspection_connect;
 mod leader_observer;
 mod lock_ports;
 mod lock_settle;
