@@ -270,3 +270,71 @@ async fn a_cut_off_waiters_wait_leaves_the_servers_queue() {
     let out = holder.finish().await;
     assert_eq!(out.code, 143, "{out:?}");
 }
+
+/// The settings docs/reliability.md gives for PgBouncer: behind a pooler,
+/// the server's TCP timeouts (which the manager lowers) watch the pooler's
+/// connection, not the client's, and PgBouncer's own client sockets keep
+/// the kernel's keepalive (2 h) unless these are set.
+const PGBOUNCER_CUT_SETTINGS: &str = "tcp_keepalive = 1\ntcp_keepidle = 5\n\
+                                      tcp_keepintvl = 2\ntcp_keepcnt = 5\n\
+                                      tcp_user_timeout = 15000\n";
+
+/// A holder connected through PgBouncer (session mode, with the settings
+/// the docs give) is cut off: PgBouncer drops its client within about
+/// 15 s and resets the server connection (`DISCARD ALL`), which frees the
+/// lock, after the holder's COMMAND was killed. With PgBouncer's defaults
+/// the lock stayed held for about 2 hours (the waiter below exits 75).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_cut_off_from_a_tuned_pgbouncer_loses_its_lock_to_the_next() {
+    let Some(net) = Net::new() else { return };
+    let Some(bin) = pgcoord_testkit::pgbouncer::pgbouncer_or_skip() else {
+        return;
+    };
+    let (cluster, db) = cluster_on(&net).await;
+    let listen = format!(
+        "listen_addr = {}\n{PGBOUNCER_CUT_SETTINGS}",
+        net.server_addr
+    );
+    let bouncer =
+        pgcoord_testkit::pgbouncer::Bouncer::start_with(&bin, cluster.port(), "session", &listen)
+            .expect("pgbouncer starts");
+    // Started, not yet listening, maybe.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let listening = format!("{}:{}", net.server_addr, bouncer.port());
+    while tokio::net::TcpStream::connect(&listening).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "{}", bouncer.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let through_bouncer = format!(
+        "postgres://postgres@{}:{}/{}",
+        net.server_addr,
+        bouncer.port(),
+        db.name()
+    );
+    let logs = StampLogs::new(&format!("pgbouncer-cut-{}", db.name()));
+    let mut holder = Running::start(
+        net.eventsource()
+            .env("DATABASE_URL", &through_bouncer)
+            .args(["lock", "run", "bouncer-holder", "--", "sh", "-c"])
+            .arg(logs.stubborn_holder()),
+    );
+    holder.expect_line("ready").await;
+    net.cut();
+
+    let waiter = output(
+        eventsource(Some(&db))
+            .args(["lock", "run", "--timeout", "100s", "bouncer-holder", "--"])
+            .args(["sh", "-c"])
+            .arg(logs.next_holder()),
+    )
+    .await;
+    assert_eq!(
+        waiter.code,
+        0,
+        "the waiter gets the lock: {waiter:?}\n{}",
+        bouncer.log()
+    );
+    let out = holder.finish().await;
+    assert_eq!(out.code, 76, "{out:?}");
+    logs.assert_no_overlap(&out.stderr);
+}
