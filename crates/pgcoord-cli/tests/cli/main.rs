@@ -62,5 +62,5 @@ mod unix_socket;
 mod usage_errors;
 mod watch;
 mod watch_fence;
-mod watch_next_host;
+mod watch_silence;
 mod watchdog;

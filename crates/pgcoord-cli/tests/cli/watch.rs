@@ -1,7 +1,8 @@
 //! `lock holders --watch`: the event lines of a hand-over in order, as text
 //! and as JSON lines; a clean end on SIGINT / SIGTERM and on a closed
-//! stdout; a server restart or silence reported once and the watch going
-//! on. The fence token in every view: `watch_fence`.
+//! stdout; a server restart reported once and the watch going on. The
+//! fence token in every view: `watch_fence`; a silent server and a silent
+//! first host: `watch_silence`.
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -342,53 +343,4 @@ async fn a_closed_stdout_ends_the_watch_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(exit_code(out.status), 0, "{stderr}");
     assert!(stderr.is_empty(), "no panic, no message: {stderr}");
-}
-
-#[tokio::test]
-async fn a_silent_server_is_reported_and_the_watch_goes_on_on_a_new_session() {
-    let db = database().await;
-    let Some((relay, url)) = crate::relay::CuttableRelay::for_database(&db).await else {
-        return;
-    };
-    let holder = session(&db, "silent-holder").await;
-    holder
-        .execute("SELECT pg_advisory_lock(41)", &[])
-        .await
-        .unwrap();
-    let mut watch = Running::start(eventsource(None).env("DATABASE_URL", &url).args([
-        "lock",
-        "holders",
-        "--watch",
-        "--interval",
-        "100ms",
-    ]));
-    let (event, f) = parse(&watch.next_line().await);
-    assert_eq!(
-        (event.as_str(), get(&f, "app")),
-        ("held", Some("silent-holder"))
-    );
-
-    // The watch's session stays open and silent: its look is given up
-    // after the bound (--interval, at least 2s), said once, and the next
-    // look opens a new session.
-    relay.cut();
-    let error = watch.expect_stderr("did not answer within 2s").await;
-    assert!(error.contains("cannot list lock holders"), "{error}");
-    assert!(
-        error.contains("(silent, a pooler with no server connection free, or the query waits"),
-        "{error}"
-    );
-    relay.mend();
-    watch.expect_stderr("listing lock holders again").await;
-    holder
-        .execute("SELECT pg_advisory_unlock(41)", &[])
-        .await
-        .unwrap();
-    let (event, f) = parse(&watch.next_line().await);
-    assert_eq!(
-        (event.as_str(), get(&f, "app")),
-        ("released", Some("silent-holder"))
-    );
-    watch.signal(Signal::SIGINT);
-    assert_eq!(watch.finish().await.code, 0);
 }
