@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use pgcoord::error::BackendErrorKind;
 use pgcoord::inspect::connect_for_inspection;
 use pgcoord::ConnectOptions;
 use tokio_postgres::{Client, Statement};
@@ -19,7 +20,15 @@ use crate::Res;
 /// left to a scenario's own timeout much later.
 pub async fn connect(options: &ConnectOptions, application_name: &str) -> Res<Client> {
     let options = options.clone().with_application_name(application_name);
-    let client = connect_for_inspection(options, SESSION_LIMIT).await?;
+    let client = match connect_for_inspection(options, SESSION_LIMIT).await {
+        Ok(client) => client,
+        // Accepted, and its first statement (the session's set-up) not
+        // answered: what a pooler with no server connection free does.
+        Err(e) if e.as_backend().map(|b| b.kind()) == Some(BackendErrorKind::NoAnswer) => {
+            return Err(not_served(application_name).into())
+        }
+        Err(e) => return Err(e.into()),
+    };
     match tokio::time::timeout(SESSION_LIMIT, client.simple_query("SELECT 1")).await {
         Ok(answer) => {
             answer?;
