@@ -175,7 +175,7 @@ where
         let target = backend.at_version(version)?;
         let vname = version_name(name, version);
         let mut checkpoint = target.checkpoint(&vname).await?;
-        self.publisher.publish(checkpoint);
+        self.publisher.publish_read(checkpoint);
         self.samples.restart();
         tracing::info!(projection = %name, version, ?checkpoint, "projection rebuild started");
         let switched = during_warm_up(async {

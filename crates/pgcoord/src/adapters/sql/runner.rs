@@ -230,7 +230,7 @@ where
             })
             .await?;
         done.checkpoint = checkpoint;
-        self.publisher.publish(checkpoint);
+        self.publisher.publish_read(checkpoint);
         let mut wakeup = wake.map(|s| s.subscribe());
         let samples = ProgressSamples::default();
         if self.dead_letters.is_some() {

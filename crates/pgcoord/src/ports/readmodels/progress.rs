@@ -42,6 +42,20 @@ impl CheckpointPublisher {
         });
     }
 
+    /// Publishes `checkpoint` as the store holds it now, even below the
+    /// one published: for a checkpoint read afresh (a run that starts, a
+    /// watch that reads it on notice). A store's checkpoint moves back
+    /// when a standby that had not received the last commits is promoted;
+    /// from then on a waiter must not be told that those positions are
+    /// applied, since the read model it reads no longer has them.
+    pub fn publish_read(&self, checkpoint: Option<i64>) {
+        self.tx.send_if_modified(|current| {
+            let moved = *current != checkpoint;
+            *current = checkpoint;
+            moved
+        });
+    }
+
     /// A view of the published checkpoint.
     pub fn progress(&self) -> ProjectionProgress {
         ProjectionProgress {
@@ -69,6 +83,11 @@ impl ProjectionProgress {
     /// `timeout` (`None`: no limit) runs out first, or when nothing can
     /// publish any more (the runner and its publisher are gone).
     ///
+    /// The checkpoint it compares with is the one last read from the
+    /// store: after a failover that lost the last commits it is the new
+    /// primary's, lower than before, and positions past it are waited for
+    /// again.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: a wait on a watch; dropped, nothing changes.
@@ -92,5 +111,23 @@ impl ProjectionProgress {
                 Err(_) => Err(not_yet(format!("timed out after {t:?}")).into()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CheckpointPublisher;
+
+    #[test]
+    fn a_checkpoint_read_afresh_may_move_back_a_reported_one_may_not() {
+        let publisher = CheckpointPublisher::new();
+        let progress = publisher.progress();
+        publisher.publish(Some(103));
+        publisher.publish(Some(90));
+        assert_eq!(progress.checkpoint(), Some(103), "reports only move forward");
+        publisher.publish_read(Some(3));
+        assert_eq!(progress.checkpoint(), Some(3), "the store's own, after a failover");
+        publisher.publish(Some(5));
+        assert_eq!(progress.checkpoint(), Some(5));
     }
 }

@@ -20,6 +20,8 @@ mod dead_letters_replay;
 #[cfg(feature = "postgres")]
 mod event_table_gaps;
 #[cfg(feature = "postgres")]
+mod failover;
+#[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
 mod rebuild;

@@ -19,8 +19,10 @@ use crate::ports::readmodels::{
 /// A projection's committed checkpoint, as seen from any process: a
 /// `LISTEN` session on the runners' checkpoint channel, and one read of the
 /// checkpoint on each notification for this projection (and on every
-/// reconnect), never a polling loop. Cheap to clone; the session ends with
-/// the last clone.
+/// reconnect), never a polling loop. What it publishes is what it read,
+/// lower than before too: after a failover to a standby that missed the
+/// last commits, the new primary's checkpoint. Cheap to clone; the session
+/// ends with the last clone.
 ///
 /// ```no_run
 /// # async fn demo(db: pgcoord::readmodels::postgres::PostgresDatabase, written_at: i64) -> pgcoord::Result<()> {
@@ -66,7 +68,7 @@ impl PostgresCheckpointWatch {
                     _ = token.cancelled() => return,
                 }
                 match repo.checkpoint(&name).await {
-                    Ok(c) => publisher.publish(c),
+                    Ok(c) => publisher.publish_read(c),
                     Err(e) => {
                         tracing::warn!(error = %e, projection = %name, "checkpoint watch: read failed")
                     }

@@ -10,12 +10,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio_postgres::GenericClient;
 
+use super::event_table_errors::{parse_xid, sequence_error, serialization};
 use super::listen::{spawn_listener, Listener};
 use super::pool::PostgresDatabase;
 use super::source::query_error;
 use super::watermark::Watermark;
 use crate::ports::error::{Error, Result};
-use crate::ports::readmodels::{EventFeed, FeedSignal, ReadModelError};
+use crate::ports::readmodels::{EventFeed, FeedSignal};
 
 /// The longest table name accepted (its sequence's name adds 13 bytes to
 /// PostgreSQL's 63).
@@ -47,6 +48,13 @@ const MAX_NAME: usize = 48;
 /// still running) has passed that id. A transaction that stays open holds
 /// the feed back (events after it wait; none is skipped); so does any long
 /// writing transaction of the database, as with every reader of this kind.
+///
+/// The final position is learnt from one server's history. When the
+/// table's sequence is found below it (a standby promoted before it had the
+/// last commits, a restored backup), the feed forgets it, warns, and learns
+/// it again from that server's evidence before it reads past the
+/// checkpoint, so an event appended after such a failover is not skipped
+/// because its position was final on the old primary.
 ///
 /// While positions wait for running transactions, the feed raises its own
 /// signal after a growing pause (10 ms doubling to 1 s) to look again: the
@@ -180,8 +188,11 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
     }
 
     /// Moves the watermark forward as far as the evidence allows; returns
-    /// the final position. Two short statements.
-    async fn final_position<C: GenericClient + Sync>(&self, client: &C) -> Result<i64> {
+    /// the final position. Two short statements. `known` is the final
+    /// position known before the call: a sequence found below it means
+    /// another table's history (a failover that lost commits), and the
+    /// watermark starts again from nothing.
+    async fn final_position<C: GenericClient + Sync>(&self, client: &C, known: i64) -> Result<i64> {
         // The sequence first, then a transaction id (in the same row, so
         // after the read): every position handed out so far belongs to a
         // transaction whose id is below ours.
@@ -207,6 +218,16 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
         let xmin = parse_xid(&xmin)?;
         let (safe, held_back) = {
             let mut w = self.lock();
+            if w.forget_if_behind(hi, known) {
+                tracing::warn!(
+                    table = %self.table,
+                    sequence = hi,
+                    final_position = known,
+                    "event table's position sequence moved back (a failover to a standby \
+                     that missed the last commits, a restored backup or a restarted \
+                     sequence): the feed forgets which positions it knew to be final"
+                );
+            }
             w.candidate(hi, xid);
             let safe = w.promote(xmin);
             (safe, w.note_held_back())
@@ -225,7 +246,9 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
         Ok(safe)
     }
 
-    /// Up to `limit` events in `(after, upto]`, in position order.
+    /// Up to `limit` events in `(after, upto]`, in position order; none
+    /// when the table's sequence stands below `upto` (a final position
+    /// learnt on another history: see [`final_position`](Self::final_position)).
     async fn rows<C: GenericClient + Sync>(
         &self,
         client: &C,
@@ -236,12 +259,14 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> PostgresEventTable<E> {
         if upto <= after {
             return Ok(Vec::new());
         }
+        let t = &self.table;
         let rows = client
             .query(
                 &format!(
-                    "SELECT \"position\", \"payload\" FROM \"{}\" WHERE \"position\" > $1 \
-                     AND \"position\" <= $2 ORDER BY \"position\" LIMIT $3",
-                    self.table
+                    "SELECT \"position\", \"payload\" FROM \"{t}\" WHERE \"position\" > $1 \
+                     AND \"position\" <= $2 AND $2 <= (SELECT CASE WHEN is_called THEN last_value \
+                     ELSE last_value - 1 END FROM \"{t}_position_seq\") \
+                     ORDER BY \"position\" LIMIT $3"
                 ),
                 &[&after, &upto, &(limit as i64)],
             )
@@ -280,46 +305,6 @@ pub(crate) fn check_table_name(table: &str) -> Result<()> {
     }
 }
 
-fn serialization<E>(e: serde_json::Error) -> Error {
-    ReadModelError::Serialization {
-        model: std::any::type_name::<E>(),
-        reason: e.to_string(),
-        source: Some(Box::new(e)),
-    }
-    .into()
-}
-
-/// A failed read of the table's sequence. A role without SELECT on it is
-/// told which grant the feed needs (the table's own grants do not cover
-/// the sequence).
-fn sequence_error(table: &str, e: tokio_postgres::Error) -> Error {
-    if e.code() != Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
-        return query_error(e);
-    }
-    let said = e
-        .as_db_error()
-        .map_or_else(|| e.to_string(), |db| db.message().to_owned());
-    let message = format!(
-        "{said}: the feed reads it to know which positions are taken; \
-         GRANT SELECT ON SEQUENCE \"{table}_position_seq\" to the runner's role"
-    );
-    let error = crate::ports::error::BackendError::new(
-        crate::ports::error::BackendErrorKind::Query,
-        message,
-    );
-    // The message says the server's: its error is no cause of ours.
-    Error::Backend(error.with_code("42501").with_driver_error(e))
-}
-
-fn parse_xid(text: &str) -> Result<u64> {
-    text.parse().map_err(|_| {
-        Error::Backend(crate::ports::error::BackendError::new(
-            crate::ports::error::BackendErrorKind::Other,
-            format!("unexpected transaction id {text:?}"),
-        ))
-    })
-}
-
 impl<E: Serialize + DeserializeOwned + Send + Sync> EventFeed for PostgresEventTable<E> {
     type Event = E;
 
@@ -335,12 +320,17 @@ impl<E: Serialize + DeserializeOwned + Send + Sync> EventFeed for PostgresEventT
         let client = self.db.get().await?;
         let known = self.lock().safe();
         if known - after < limit as i64 {
-            let upto = self.final_position(&*client).await?;
+            let upto = self.final_position(&*client, known).await?;
             return self.rows(&*client, after, upto, limit).await;
         }
         let mut events = self.rows(&*client, after, known, limit).await?;
         if events.len() < limit {
-            let upto = self.final_position(&*client).await?;
+            let upto = self.final_position(&*client, known).await?;
+            if upto < known {
+                // Forgotten (the sequence moved back): nothing was read
+                // above, and only what is final now may be.
+                return self.rows(&*client, after, upto, limit).await;
+            }
             let more = self.rows(&*client, known, upto, limit - events.len());
             events.extend(more.await?);
         }

@@ -10,6 +10,7 @@ mod checkpoint_watch;
 mod codec;
 mod dead_letters;
 mod event_table;
+mod event_table_errors;
 mod listen;
 mod own_transaction;
 mod parking;

@@ -58,10 +58,13 @@ pub struct RebuildProgress {
 
 impl ProjectionStatus {
     /// Seconds until the checkpoint reaches the head at the current rate
-    /// (`None` without a lag or a rate).
+    /// (`None` without a lag or a rate, and behind with no runner holding
+    /// the projection: the rate of the last minute is a stopped runner's,
+    /// and nothing moves the checkpoint now).
     pub fn eta_seconds(&self) -> Option<f64> {
         match (self.lag_events, self.events_per_second) {
             (Some(0), _) => Some(0.0),
+            _ if self.runner.is_none() => None,
             (Some(lag), Some(rate)) if rate > 0.0 => Some(lag as f64 / rate),
             _ => None,
         }
@@ -312,6 +315,35 @@ mod tests {
             Some(0.0),
             "neither moved in the window: nothing applied"
         );
+    }
+
+    #[test]
+    fn behind_with_no_runner_has_no_eta() {
+        let mut status = super::ProjectionStatus {
+            projection: "p".into(),
+            checkpoint: Some(10),
+            checkpoint_updated_at: None,
+            head: Some(110),
+            lag_events: Some(100),
+            lag_seconds: Some(5.0),
+            events_per_second: Some(20.0),
+            runner: None,
+            parked: 0,
+            rebuild: None,
+        };
+        assert_eq!(status.eta_seconds(), None, "nothing runs it");
+        status.lag_events = Some(0);
+        assert_eq!(status.eta_seconds(), Some(0.0), "caught up");
+        status.lag_events = Some(100);
+        status.runner = Some(super::RunnerInfo {
+            holder_id: None,
+            host: None,
+            pid: None,
+            backend_pid: 42,
+            client_addr: None,
+            since: None,
+        });
+        assert_eq!(status.eta_seconds(), Some(5.0));
     }
 
     #[test]

@@ -40,6 +40,21 @@ impl Watermark {
         self.safe
     }
 
+    /// Forgets everything known when the sequence, read after the final
+    /// position `known` was established, stands below it (`hi`): on one
+    /// server a sequence never moves back, so the table is not the one the
+    /// watermark was learnt on: a standby promoted before it had the last
+    /// commits, a restored backup, a sequence restarted by hand. Positions
+    /// up to `known` may be handed out again there, and none of them is
+    /// final until proved anew. Returns whether it forgot.
+    pub(crate) fn forget_if_behind(&mut self, hi: i64, known: i64) -> bool {
+        if hi >= known {
+            return false;
+        }
+        *self = Self::default();
+        true
+    }
+
     /// Records that the sequence had handed out up to `hi` before
     /// transaction id `xid` was assigned.
     pub(crate) fn candidate(&mut self, hi: i64, xid: u64) {
@@ -109,6 +124,20 @@ mod tests {
         assert_eq!(w.note_held_back(), Some(2));
         w.promote(51);
         assert_eq!(w.note_held_back(), None);
+    }
+
+    #[test]
+    fn a_sequence_behind_the_final_position_forgets_it() {
+        let mut w = Watermark::default();
+        w.candidate(2_243, 10);
+        assert_eq!(w.promote(11), 2_243);
+        w.candidate(2_250, 12);
+        assert!(!w.forget_if_behind(2_243, 2_243), "not behind");
+        assert!(w.forget_if_behind(2_031, 2_243));
+        assert_eq!(w.safe(), 0);
+        assert_eq!(w.note_held_back(), None, "the old candidates are gone");
+        w.candidate(2_031, 5);
+        assert_eq!(w.promote(6), 2_031);
     }
 
     #[test]
