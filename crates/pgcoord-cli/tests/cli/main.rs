@@ -3,6 +3,7 @@
 //! module per concern.
 
 mod bench;
+mod bench_roles;
 mod common;
 mod connections;
 mod demo;
