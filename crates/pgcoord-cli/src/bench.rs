@@ -21,7 +21,10 @@ It leaves nothing behind: its keys are unique to the run and released, its sessi
 closed, it creates no table (the fenced run uses the one key eventsource/lock-bench/fenced, \
 whose row in the fencing table every run reuses). It loads the server for the duration: run \
 it where that is acceptable. A line on standard error shows progress when standard error is \
-a terminal. Exit 0 with the figures; 69 when the database cannot be reached.";
+a terminal. It opens up to 6 server sessions at once: a role's CONNECTION LIMIT below that \
+fails it (\"too many connections\"). A role that may not write the fence table's rows, or whose \
+sessions are read-only, gets every other figure and a note why the fenced one is missing. Exit 0 \
+with the figures; 69 when the database cannot be reached or a workload fails.";
 
 /// `eventsource lock bench`
 #[derive(Debug, Args)]
@@ -60,7 +63,7 @@ pub async fn bench(args: BenchArgs, db: Database) -> i32 {
     }
     let figures = match figures {
         Ok(f) => f,
-        Err(e) => return db::fail("the benchmark failed", Some(&db), &e),
+        Err(e) => return failed(&db, &e),
     };
     let text = if args.json {
         match serde_json::to_string(&figures) {
@@ -79,13 +82,39 @@ pub async fn bench(args: BenchArgs, db: Database) -> i32 {
     }
 }
 
+/// Reports a failed run; 69 for every failure of the database, as the
+/// help says, whatever the library's error (a waiter that never queued
+/// is a server that did not serve it, not a bad argument).
+fn failed(db: &Database, e: &pgcoord::Error) -> i32 {
+    let mut line = db::describe_failure("the benchmark failed", Some(db), e);
+    let too_many = e
+        .as_backend()
+        .and_then(|b| b.code())
+        .is_some_and(|c| c.code() == "53300");
+    if too_many {
+        line.push_str(&format!(
+            " (lock bench opens up to {} server sessions at once: the role's CONNECTION LIMIT, \
+             the database's and max_connections must leave room for them)",
+            pgcoord_workloads::SESSIONS_AT_ONCE
+        ));
+    }
+    crate::report!("{line}");
+    match crate::exit::for_error(e) {
+        crate::exit::SOFTWARE => crate::exit::SOFTWARE,
+        _ => crate::exit::UNAVAILABLE,
+    }
+}
+
 fn render(f: &Figures, shown: &str) -> String {
     let room = &f.lock_table;
     let fenced = match (f.fenced_pairs_per_sec, f.fenced_grant_extra_us) {
         (Some(rate), Some(extra)) => {
             format!("{rate:.0} pairs/s, {extra:.0} µs more per grant than unfenced")
         }
-        _ => "not measured: the fencing table is not installed (eventsource lock install)".into(),
+        _ => format!(
+            "not measured: {}",
+            f.fenced_not_measured.as_deref().unwrap_or("no figure")
+        ),
     };
     format!(
         "lock bench on {shown}, {secs} s per workload\n\

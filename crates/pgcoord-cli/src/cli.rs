@@ -201,8 +201,11 @@ eventsource_lock_fence_check_key(key, token), eventsource_lock_claim_run(lock_id
 interval_us) (the run log of --min-interval) and eventsource_lock_epoch() (the server's WAL \
 timeline, part of every token so that tokens never repeat across a failover; SECURITY DEFINER, \
 so the roles that lock need no WAL privileges), in the connection's current schema. Safe to run \
-again and concurrently (run it again after upgrading); nothing else ever creates tables in your \
-database.";
+again and concurrently (run it again after upgrading); run by a role that may not change what \
+another role installed, it says whether that is up to date (exit 0) or names the owner who must \
+upgrade it (exit 78). Exit 78 too when the database or role lacks what the install needs (no \
+schema of the search_path exists, no CREATE privilege, a read-only session); 69 when the \
+database cannot be reached. Nothing else ever creates tables in your database.";
 
 /// `eventsource lock key`
 #[derive(Debug, Args)]

@@ -278,6 +278,17 @@ pub fn require_url(url: Option<String>) -> Result<Database, i32> {
 /// The one line for a library error that ends the tool: the error with
 /// its causes, the database, and a hint of ours where one is right.
 pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> String {
+    describe_failure_with(context, db, err, hint(db, err))
+}
+
+/// [`describe_failure`] with `hint` for ours (one the caller learnt more
+/// for, as `read_only` does).
+pub fn describe_failure_with(
+    context: &str,
+    db: Option<&Database>,
+    err: &Error,
+    hint: Option<String>,
+) -> String {
     let mut chain = with_own_timeout(err, error_chain(err));
     if crate::messages::is_pooler_mix_up(err) {
         // The server's words ("prepared statement \"s0\" already exists")
@@ -303,7 +314,7 @@ pub fn describe_failure(context: &str, db: Option<&Database>, err: &Error) -> St
             line.push_str(&format!(" (database {})", db.shown()));
         }
     }
-    if let Some(hint) = hint(db, err) {
+    if let Some(hint) = hint {
         line.push_str(&format!("; {hint}"));
     }
     line

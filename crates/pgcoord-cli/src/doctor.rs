@@ -36,6 +36,10 @@ pub async fn doctor(db: Database) -> i32 {
             if let Some(w) = lease_advice(&report.settings) {
                 text.push_str(&format!("warning: {w}\n"));
             }
+            let _ = manager.close().await;
+            if let Some(w) = read_only_advice(&db).await {
+                text.push_str(&format!("warning: {w}\n"));
+            }
             match crate::print_stdout(&text) {
                 Ok(()) => 0,
                 Err(code) => code,
@@ -58,6 +62,20 @@ pub async fn doctor(db: Database) -> i32 {
                 );
                 CHECK_FAILED
             }
+            None if lock_table_full(&e) => {
+                // The server answered: its lock table is what the check
+                // is about, and it is full.
+                report!(
+                    "FAILED: the server's shared lock table is full ({}): no session may take \
+                     another lock, advisory or a query's table lock, until some are released; \
+                     see who holds them with `eventsource lock holders` once there is room, and \
+                     raise max_locks_per_transaction (a server restart) if the fleet needs more \
+                     (database {})",
+                    db::error_chain(&e),
+                    db.shown()
+                );
+                CHECK_FAILED
+            }
             None if cancelled(&e) => {
                 report!(
                     "INCONCLUSIVE: the server cancelled a check's statement ({}) although the \
@@ -71,6 +89,21 @@ pub async fn doctor(db: Database) -> i32 {
             }
             None => db::fail("cannot check the database", Some(&db), &e),
         },
+    }
+}
+
+/// Advice when this role's sessions are read-only on a primary: the locks
+/// work, the writes of the fenced features do not. Best effort, on a
+/// session of its own (nothing when it cannot be asked; a standby was
+/// reported by the checks already).
+async fn read_only_advice(db: &Database) -> Option<String> {
+    let client = db.connect().await.ok()?;
+    match crate::read_only::read_only(&client).await.ok()?? {
+        crate::read_only::ReadOnly::Standby => None,
+        by_default => Some(format!(
+            "for --fence, --min-interval, leader run and lock install: {}",
+            by_default.hint()
+        )),
     }
 }
 
@@ -101,6 +134,14 @@ fn lease_advice(settings: &[(String, String)]) -> Option<String> {
 /// Whether the server cancelled a statement (SQLSTATE 57014).
 fn cancelled(e: &pgcoord::Error) -> bool {
     e.as_backend().and_then(|b| b.code()) == Some(&pgcoord::error::SqlState::QUERY_CANCELED)
+}
+
+/// Whether the server's shared lock table is full ("out of shared
+/// memory", SQLSTATE 53200).
+fn lock_table_full(e: &pgcoord::Error) -> bool {
+    e.as_backend()
+        .and_then(|b| b.code())
+        .is_some_and(|c| c.code() == "53200")
 }
 
 /// The failed check, when the error is one.

@@ -202,7 +202,9 @@ Exit codes:
   78              the database lacks what the options need (--fence,
                   --min-interval or leader run before `eventsource lock
                   install`, or a privilege of the logged-in role on the
-                  fence table: permission denied), or a --permits N waiter found a holder
+                  fence table: permission denied, or the role's sessions
+                  read-only by default_transaction_read_only on a
+                  primary), or a --permits N waiter found a holder
                   with a larger N (a larger N than the holders' is not
                   detected); COMMAND did not run
   126             COMMAND could not be executed

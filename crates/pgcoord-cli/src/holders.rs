@@ -158,6 +158,14 @@ pub fn render_table(
             out.push_str(BOUND_NOTE);
             out.push('\n');
         }
+        if locks
+            .iter()
+            .flat_map(|l| l.holders.iter().chain(&l.waiters))
+            .any(|s| client_cell(s) == "?")
+        {
+            out.push_str(HIDDEN_NOTE);
+            out.push('\n');
+        }
         if locks.iter().any(|l| l.int_pair.is_some()) {
             out.push_str(
                 "(K1,K2): a two-int advisory lock, pg_advisory_lock(int, int); \
@@ -179,6 +187,12 @@ pub fn render_table(
     }
     out
 }
+
+/// Why a row shows `?` (and a holder `-` for SINCE): another role's
+/// session, whose details the server hides from this role.
+const HIDDEN_NOTE: &str = "?: another role's session, whose client address and connection time \
+                           PostgreSQL hides from this role (a holder's SINCE shows -); a role \
+                           with pg_read_all_stats (or pg_monitor) sees them";
 
 #[cfg(test)]
 mod tests {
@@ -281,6 +295,24 @@ beta (id 8380746901480884457): not held, no one waiting
             "{text}"
         );
         assert!(!text.contains(">="), "{text}");
+    }
+
+    #[test]
+    fn another_roles_hidden_session_is_explained_under_the_table() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 9, 3, 0).unwrap();
+        assert!(!render_table(&alpha(None), &[], false, now).contains("pg_read_all_stats"));
+        let mut locks = alpha(None);
+        locks[0].holders[0].backend_start = None;
+        locks[0].holders[0].client_addr = None;
+        let text = render_table(&locks, &[], false, now);
+        assert!(
+            text.lines().nth(1).unwrap().ends_with("?       -"),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l == HIDDEN_NOTE) && HIDDEN_NOTE.contains("pg_read_all_stats"),
+            "{text}"
+        );
     }
 
     /// One 2.4 MB key used to pad every row of the table to its width.

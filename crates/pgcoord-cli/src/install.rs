@@ -10,21 +10,33 @@ pub async fn install(db: Database) -> i32 {
         Ok(m) => m,
         Err(e) => return db::fail("cannot install fencing", Some(&db), &e),
     };
-    match manager.install_fencing().await {
-        Ok(()) => {
-            let text = format!(
-                "fencing installed in database {}: table eventsource_lock_fences (with \
-                 last_run_started, for lock run --min-interval), functions \
-                 eventsource_lock_id(key), eventsource_lock_fence_check(lock_id, token), \
-                 eventsource_lock_fence_check_key(key, token), eventsource_lock_epoch() and \
-                 eventsource_lock_claim_run(lock_ids, keys, interval_us)\n",
-                db.shown()
-            );
+    match manager.install_fencing_report().await {
+        Ok(installed) => {
+            let text = if installed.left_as_is {
+                format!(
+                    "fencing is installed and up to date in schema {} of database {} (owned by \
+                     role {}; this role may not change it, and nothing needed changing)\n",
+                    installed.schema,
+                    db.shown(),
+                    installed.owner
+                )
+            } else {
+                format!(
+                    "fencing installed in schema {} of database {}: table \
+                     eventsource_lock_fences (with last_run_started, for lock run \
+                     --min-interval), functions eventsource_lock_id(key), \
+                     eventsource_lock_fence_check(lock_id, token), \
+                     eventsource_lock_fence_check_key(key, token), eventsource_lock_epoch() and \
+                     eventsource_lock_claim_run(lock_ids, keys, interval_us)\n",
+                    installed.schema,
+                    db.shown()
+                )
+            };
             match crate::print_stdout(&text) {
                 Ok(()) => 0,
                 Err(code) => code,
             }
         }
-        Err(e) => db::fail("cannot install fencing", Some(&db), &e),
+        Err(e) => crate::read_only::fail("cannot install fencing", &db, &e).await,
     }
 }

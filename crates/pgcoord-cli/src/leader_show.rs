@@ -103,10 +103,8 @@ async fn look(
 
 fn not_installed(db: &Database) -> i32 {
     report!(
-        "cannot show the leader: election terms live in the fence table, which database {} \
-         does not have (no `leader run` can have led there yet); run `eventsource lock install` \
-         once",
-        db.shown()
+        "cannot show the leader: election terms live in the fence table, {}",
+        crate::messages::no_fence_table(&db.shown())
     );
     exit::CONFIG
 }

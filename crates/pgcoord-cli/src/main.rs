@@ -56,6 +56,7 @@ mod projection_dlq;
 mod projection_reads;
 mod projection_render;
 mod projection_watch;
+mod read_only;
 mod redact;
 mod run;
 mod run_args;

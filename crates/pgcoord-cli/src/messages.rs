@@ -104,6 +104,18 @@ pub fn conflict_message(
     line
 }
 
+/// Where a statement on the fence table found none (`FencingNotInstalled`):
+/// the database may not have one yet, or have it in a schema the role's
+/// search_path does not name; both remedies. One wording for `--fence`,
+/// `--min-interval`, `leader run` and `leader show`.
+pub fn no_fence_table(database: &str) -> String {
+    format!(
+        "which database {database} does not have yet, or not in a schema of this role's \
+         search_path: run `eventsource lock install` once, or put the schema that holds \
+         eventsource_lock_fences in the role's search_path"
+    )
+}
+
 /// What a prepared statement lost (`26000`) or met twice (`42P05`) means,
 /// as `lock doctor` says it: the line of such a failure begins with it.
 pub const POOLER_MIX_UP: &str = "a pooler in transaction or statement mode (such as PgBouncer \

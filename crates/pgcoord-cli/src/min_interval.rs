@@ -79,15 +79,16 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
                 .is_some_and(|b| b.kind() == BackendErrorKind::FencingNotInstalled) =>
         {
             report!(
-                "{what} not run: --min-interval records each run's start in the fence table, \
-                 which database {} does not have yet (or has from an older version); run \
-                 `eventsource lock install` once; the command was not run",
-                db.shown()
+                "{what} not run: --min-interval records each run's start in the fence table, {}; \
+                 or the table is from an older version, which running `eventsource lock \
+                 install` again upgrades; the command was not run",
+                crate::messages::no_fence_table(&db.shown())
             );
             Claimed::Exit(exit::CONFIG)
         }
         Err(e) => {
-            let mut line = db::describe_failure("cannot record the run's start", Some(db), &e);
+            let (mut line, code) =
+                crate::read_only::describe("cannot record the run's start", db, &e).await;
             let backend = e.as_backend();
             if backend.is_some_and(|b| b.kind() == BackendErrorKind::NoAnswer) {
                 line.push_str(
@@ -105,7 +106,7 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
                 );
             }
             report!("{line}; the command was not run");
-            Claimed::Exit(exit::for_error(&e))
+            Claimed::Exit(code)
         }
     }
 }

@@ -16,7 +16,7 @@ use tokio_postgres::config::TargetSessionAttrs;
 use crate::cli::RunArgs;
 use crate::db::{self, Database};
 use crate::duration::format_duration;
-use crate::messages::conflict_message;
+use crate::messages::{conflict_message, no_fence_table};
 use crate::{exit, report};
 
 /// How long the best-effort "who holds it" query may take after a conflict
@@ -143,18 +143,15 @@ pub async fn not_acquired(
     if kind == Some(BackendErrorKind::FencingNotInstalled) {
         if let Some(subcommand) = args.built_for {
             report!(
-                "{subcommand} needs the fence table (its terms live there), which database {} \
-                 does not have yet: run `eventsource lock install` once; the command was not run",
-                db.shown()
+                "{subcommand} needs the fence table (its terms live there), {}; the command was \
+                 not run",
+                no_fence_table(&db.shown())
             );
             return exit::CONFIG;
         }
         report!(
-            "{what} not acquired: --fence needs the fencing table, which database {} does \
-             not have yet, or not in a schema of this role's search_path; run `eventsource \
-             lock install` once (it creates eventsource_lock_fences and its check functions); \
-             the command was not run",
-            db.shown()
+            "{what} not acquired: --fence needs the fencing table, {}; the command was not run",
+            no_fence_table(&db.shown())
         );
         return exit::CONFIG;
     }
@@ -181,7 +178,7 @@ pub async fn not_acquired(
         return exit::UNAVAILABLE;
     }
     // The error names the key already, or (a set's failure to connect) not.
-    db::fail(&crate::multi::failed(&what, e), Some(db), e)
+    crate::read_only::fail(&crate::multi::failed(&what, e), db, e).await
 }
 
 #[cfg(test)]

@@ -13,6 +13,13 @@ use super::{concurrent_pairs, handover, lock_table_room, percentile_us, sequenti
 /// row per key ever fenced, so a fixed key adds one row once, not one per run.
 pub const FENCED_KEY: &str = "eventsource/lock-bench/fenced";
 
+/// How many server sessions [`run_all`] has open at once, at most: the
+/// caller's `client`, the first manager's lock and inspection sessions,
+/// the second's lock session and the session its queued wait takes, and
+/// the fenced manager's lock session. A role's `CONNECTION LIMIT` (or the
+/// database's) below this fails the run with "too many connections".
+pub const SESSIONS_AT_ONCE: usize = 6;
+
 /// The figures of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figures {
@@ -34,6 +41,10 @@ pub struct Figures {
     /// What fencing adds to each grant, µs (fenced pair time minus
     /// unfenced pair time); `None` without the fencing table.
     pub fenced_grant_extra_us: Option<f64>,
+    /// Why the fenced figures are `None`, in a few words: no fencing
+    /// table, a role that may not write its rows (SQLSTATE 42501), a
+    /// read-only session (25006); `None` when they were measured.
+    pub fenced_not_measured: Option<String>,
     /// The server's lock-table room.
     pub lock_table: LockTableRoom,
 }
@@ -113,16 +124,11 @@ async fn workloads(
     progress(Phase::Handover);
     let samples = handover(a, b, &format!("{prefix}/handover"), window).await?;
     progress(Phase::Fenced);
-    let fenced_rate = match sequential_pairs(fenced, FENCED_KEY, window).await {
-        Ok(rate) => Some(rate),
-        Err(e)
-            if e.as_backend().map(|b| b.kind())
-                == Some(pgcoord::error::BackendErrorKind::FencingNotInstalled) =>
-        {
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let (fenced_rate, fenced_not_measured) =
+        match sequential_pairs(fenced, FENCED_KEY, window).await {
+            Ok(rate) => (Some(rate), None),
+            Err(e) => (None, Some(fenced_skipped(&e).ok_or(e)?)),
+        };
     debug_assert!(!a.is_held(FENCED_KEY));
     Ok(Figures {
         seconds_per_workload: window.as_secs_f64(),
@@ -133,6 +139,34 @@ async fn workloads(
         handover_p99_us: percentile_us(&samples, 99.0),
         fenced_pairs_per_sec: fenced_rate,
         fenced_grant_extra_us: fenced_rate.map(|f| 1e6 / f - 1e6 / sequential),
+        fenced_not_measured,
         lock_table,
     })
+}
+
+/// Why the fenced run could not measure, when the database or the role
+/// lacks what fencing needs (the other figures stand); `None` for any
+/// other failure, which fails the run.
+fn fenced_skipped(e: &pgcoord::Error) -> Option<String> {
+    use pgcoord::error::BackendErrorKind;
+    let backend = e.as_backend()?;
+    if backend.kind() == BackendErrorKind::FencingNotInstalled {
+        return Some(
+            "the fencing table is not installed, or not in a schema of this role's \
+             search_path (eventsource lock install)"
+                .into(),
+        );
+    }
+    let said = backend.message();
+    match backend.code().map(|c| c.code()) {
+        Some("42501") => Some(format!(
+            "this role may not write the fencing table's rows ({said}, SQLSTATE 42501): fenced \
+             locks need SELECT, INSERT and UPDATE on eventsource_lock_fences"
+        )),
+        Some("25006") => Some(format!(
+            "the sessions are read-only ({said}, SQLSTATE 25006; default_transaction_read_only \
+             is on for this role or database): a fencing token is a write"
+        )),
+        _ => None,
+    }
 }

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use pgcoord::error::{BackendError, BackendErrorKind};
 use pgcoord::DistributedLock;
 use pgcoord::PostgresLockManager;
 
@@ -44,11 +45,27 @@ pub async fn handover(
             if locks.first().is_some_and(|l| !l.waiters.is_empty()) {
                 break;
             }
+            // A waiter that failed (its session could not be opened: a
+            // role at its connection limit) never queues: its error is
+            // the cause, not the wait below.
+            if task.is_finished() {
+                let failed = waiter_failed(task.await);
+                return Err(failed.unwrap_or_else(|| {
+                    pgcoord::Error::InvalidArgument(format!(
+                        "hand-over: the waiter took {key} while the holder held it"
+                    ))
+                }));
+            }
             if queued.elapsed() > QUEUE_LIMIT {
                 task.abort();
-                return Err(pgcoord::Error::InvalidArgument(format!(
-                    "hand-over: the waiter did not queue for {key} within {QUEUE_LIMIT:?}"
-                )));
+                return Err(BackendError::new(
+                    BackendErrorKind::NoAnswer,
+                    format!(
+                        "hand-over: the waiter's request for {key} did not show in pg_locks \
+                         within {QUEUE_LIMIT:?}"
+                    ),
+                )
+                .into());
             }
             tokio::task::yield_now().await;
         }
@@ -61,4 +78,19 @@ pub async fn handover(
         g.release().await?;
     }
     Ok(samples)
+}
+
+/// The error of a waiter task that ended before it was served: its own,
+/// or its panic's; `None` when it was granted (which it cannot be while
+/// the holder holds the key).
+fn waiter_failed(
+    joined: Result<pgcoord::Result<(pgcoord::LockGuard, Instant)>, tokio::task::JoinError>,
+) -> Option<pgcoord::Error> {
+    match joined {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(pgcoord::Error::InvalidArgument(format!(
+            "the waiter task failed: {e}"
+        ))),
+    }
 }

@@ -13,7 +13,7 @@ mod handover;
 mod pairs;
 mod room;
 
-pub use figures::{run_all, Figures, Phase};
+pub use figures::{run_all, Figures, Phase, SESSIONS_AT_ONCE};
 pub use handover::handover;
 pub use pairs::{concurrent_pairs, sequential_pairs};
 pub use room::{lock_table_room, LockTableRoom};

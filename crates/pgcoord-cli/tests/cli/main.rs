@@ -3,6 +3,7 @@
 //! module per concern.
 
 mod bench;
+mod bench_roles;
 mod common;
 mod connections;
 mod demo;
@@ -27,6 +28,7 @@ mod libpq_env;
 mod libpq_urls;
 mod libpq_values;
 mod lock_loss;
+mod managed_roles;
 mod min_interval;
 mod multi_key;
 mod network_cut;

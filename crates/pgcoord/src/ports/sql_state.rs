@@ -54,6 +54,9 @@ codes! {
     INVALID_PASSWORD = "28P01";
     /// `3D000`: the database does not exist.
     INVALID_CATALOG_NAME = "3D000";
+    /// `3F000`: no such schema (or, for a `CREATE`, none in the
+    /// search_path to create in).
+    INVALID_SCHEMA_NAME = "3F000";
     /// `40001`: a serialization failure; retry the transaction.
     SERIALIZATION_FAILURE = "40001";
     /// `40P01`: a deadlock was detected; retry the transaction.

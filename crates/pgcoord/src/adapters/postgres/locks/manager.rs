@@ -151,6 +151,24 @@ impl PostgresLockManager {
         super::fencing::install(&mut connected.client).await
     }
 
+    /// [`install_fencing`](Self::install_fencing), saying in which schema
+    /// the fencing objects are, which role owns them, and whether they
+    /// were left as they were (up to date, and owned by a role this one
+    /// may not act as): see [`fencing::install_report`](super::fencing::install_report).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`install_fencing`](Self::install_fencing).
+    pub async fn install_fencing_report(&self) -> Result<super::fencing::Installed> {
+        let mut connected = self
+            .ctx()
+            .connector
+            .connect()
+            .await
+            .map_err(Error::Backend)?;
+        super::fencing::install_report(&mut connected.client).await
+    }
+
     /// Every advisory lock in the database (or those of `keys`): who holds
     /// it, who waits for it and since when. Unlike [`is_held`](crate::DistributedLock::is_held),
     /// this sees every process. One statement (two for a fencing manager,
