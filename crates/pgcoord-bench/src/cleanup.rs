@@ -116,9 +116,9 @@ pub async fn fencing_installed(client: &Client) -> Res<bool> {
 /// schema's CREATE privilege even when everything exists, so a role
 /// without it could not run the fenced scenarios on a database where
 /// another role ran `eventsource lock install`.
-pub async fn install_fencing<E>(
+pub async fn install_fencing<T, E>(
     client: &Client,
-    install: impl Future<Output = Result<(), E>>,
+    install: impl Future<Output = Result<T, E>>,
 ) -> Res<()>
 where
     E: StdError + Send + Sync + 'static,
@@ -126,5 +126,5 @@ where
     if fencing_installed(client).await? {
         return Ok(());
     }
-    creating(FENCE_TABLE, install).await
+    creating(FENCE_TABLE, async { install.await.map(drop) }).await
 }

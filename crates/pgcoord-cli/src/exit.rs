@@ -155,12 +155,14 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         // A session that finds prepared statements it did not make, or
         // misses its own: statements of several clients mixed on one
         // server session, or one client's spread over several.
-        // "cannot execute ... in a read-only transaction": fencing, the
-        // run log and `lock install` write.
+        // "cannot execute ... in a read-only transaction": the command
+        // writes (a fence token, the run log, `lock install`, a replayed
+        // or dropped dead letter). The lock commands name their writes
+        // themselves (`read_only`).
         (_, Some("25006")) => {
             "the session is read-only (a hot standby, or default_transaction_read_only on for \
-             the role or database): fence tokens, --min-interval's run log and `lock install` \
-             are writes"
+             the role or database), and this command writes: run it against the primary, as a \
+             role whose sessions may write"
         }
         // The server answered: it cancelled the statement (outside a wait
         // for a lock, which is exit 77 and says so itself).

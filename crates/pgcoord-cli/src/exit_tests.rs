@@ -90,6 +90,12 @@ fn a_read_only_server_is_named_as_such() {
         hint.contains("hot standby") && hint.contains("default_transaction_read_only"),
         "{hint}"
     );
+    // Any command's write (a dead letter replayed or dropped too): no
+    // lock feature named.
+    assert!(
+        hint.contains("this command writes") && !hint.contains("fence"),
+        "{hint}"
+    );
 }
 
 #[test]

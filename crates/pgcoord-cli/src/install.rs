@@ -10,7 +10,7 @@ pub async fn install(db: Database) -> i32 {
         Ok(m) => m,
         Err(e) => return db::fail("cannot install fencing", Some(&db), &e),
     };
-    match manager.install_fencing_report().await {
+    match manager.install_fencing().await {
         Ok(installed) => {
             let text = if installed.left_as_is {
                 format!(

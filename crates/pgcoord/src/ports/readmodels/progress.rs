@@ -124,9 +124,17 @@ mod tests {
         let progress = publisher.progress();
         publisher.publish(Some(103));
         publisher.publish(Some(90));
-        assert_eq!(progress.checkpoint(), Some(103), "reports only move forward");
+        assert_eq!(
+            progress.checkpoint(),
+            Some(103),
+            "reports only move forward"
+        );
         publisher.publish_read(Some(3));
-        assert_eq!(progress.checkpoint(), Some(3), "the store's own, after a failover");
+        assert_eq!(
+            progress.checkpoint(),
+            Some(3),
+            "the store's own, after a failover"
+        );
         publisher.publish(Some(5));
         assert_eq!(progress.checkpoint(), Some(5));
     }

@@ -135,13 +135,15 @@ impl PostgresLockManager {
     /// on a short-lived session of its own. Run once per database before
     /// the first acquisition of a manager built with
     /// [`fencing(true)`](crate::adapters::postgres::PostgresLockManagerBuilder::fencing);
-    /// idempotent.
+    /// idempotent. Says where the objects are, which role owns them, and
+    /// whether they were left as they were (up to date, and owned by a
+    /// role this one may not act as): see [`fencing::install`](super::fencing::install).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the install is one transaction; a dropped call commits
     /// nothing, and its session closes.
-    pub async fn install_fencing(&self) -> Result<()> {
+    pub async fn install_fencing(&self) -> Result<super::fencing::Installed> {
         let mut connected = self
             .ctx()
             .connector
@@ -149,24 +151,6 @@ impl PostgresLockManager {
             .await
             .map_err(Error::Backend)?;
         super::fencing::install(&mut connected.client).await
-    }
-
-    /// [`install_fencing`](Self::install_fencing), saying in which schema
-    /// the fencing objects are, which role owns them, and whether they
-    /// were left as they were (up to date, and owned by a role this one
-    /// may not act as): see [`fencing::install_report`](super::fencing::install_report).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`install_fencing`](Self::install_fencing).
-    pub async fn install_fencing_report(&self) -> Result<super::fencing::Installed> {
-        let mut connected = self
-            .ctx()
-            .connector
-            .connect()
-            .await
-            .map_err(Error::Backend)?;
-        super::fencing::install_report(&mut connected.client).await
     }
 
     /// Every advisory lock in the database (or those of `keys`): who holds

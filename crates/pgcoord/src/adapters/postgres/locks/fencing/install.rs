@@ -129,11 +129,30 @@ $$;
     )
 }
 
+/// What [`install`] found: where the fencing objects are, who owns
+/// them, and whether this call left them as they were because the role
+/// may not change them (they were up to date).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Installed {
+    /// The schema that holds them (quoted as an identifier where needed).
+    pub schema: String,
+    /// The role that owns the fence table.
+    pub owner: String,
+    /// `true` when they were up to date and the role may not change them
+    /// (another role installed them): nothing was run.
+    pub left_as_is: bool,
+}
+
 /// Creates the fencing table and the SQL check functions in the
 /// connection's current schema, if they are not there yet. Idempotent and
 /// safe to run concurrently; needs the right to create in that schema and
-/// to own what is there, except where all of it is up to date already
-/// (then it succeeds without changing anything: see [`install_report`]).
+/// to own what is there, except where all of it is up to date already.
+/// Returns where the objects are and who owns them: a role that may not
+/// create in the schema or is not the objects' owner gets `Ok` with
+/// [`left_as_is`](Installed::left_as_is) when they are up to date (nothing
+/// was run), and an error naming the owner when they are not (SQLSTATE
+/// 42501).
 ///
 /// The SQL functions, for writers that are not Rust:
 /// `eventsource_lock_id(key text) -> bigint` (the crate's key derivation),
@@ -151,34 +170,7 @@ $$;
 /// Cancel safe: it runs in one transaction, which a dropped call leaves
 /// uncommitted (the server rolls it back when the connection goes or the
 /// next statement runs), so calling again starts from what was there.
-pub async fn install(client: &mut Client) -> Result<()> {
-    install_report(client).await.map(drop)
-}
-
-/// What [`install_report`] found: where the fencing objects are, who owns
-/// them, and whether this call left them as they were because the role
-/// may not change them (they were up to date).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Installed {
-    /// The schema that holds them (quoted as an identifier where needed).
-    pub schema: String,
-    /// The role that owns the fence table.
-    pub owner: String,
-    /// `true` when they were up to date and the role may not change them
-    /// (another role installed them): nothing was run.
-    pub left_as_is: bool,
-}
-
-/// [`install`], saying where and by whom. A role that may not create in
-/// the schema or is not the objects' owner gets `Ok` with
-/// [`left_as_is`](Installed::left_as_is) when they are up to date, and an
-/// error naming the owner when they are not (SQLSTATE 42501).
-///
-/// # Cancel safety
-///
-/// Cancel safe, as [`install`].
-pub async fn install_report(client: &mut Client) -> Result<Installed> {
+pub async fn install(client: &mut Client) -> Result<Installed> {
     let query = |e| Error::Backend(pg_error(e, BackendErrorKind::Query));
     let mut tx = client.transaction().await.map_err(query)?;
     tx.execute(

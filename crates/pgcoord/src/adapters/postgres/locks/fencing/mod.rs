@@ -38,7 +38,7 @@
 
 mod install;
 
-pub use install::{install, install_report, Installed};
+pub use install::{install, Installed};
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
