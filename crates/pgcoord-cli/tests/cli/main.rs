@@ -28,6 +28,7 @@ mod libpq_env;
 mod libpq_urls;
 mod libpq_values;
 mod lock_loss;
+mod login_hosts;
 mod managed_roles;
 mod min_interval;
 mod multi_key;

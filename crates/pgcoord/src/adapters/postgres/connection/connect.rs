@@ -121,12 +121,16 @@ impl Connector {
 /// libpq does; when none does, every host's failure, in order.
 ///
 /// As in libpq, a host that cannot be reached (refused, no answer, gone
-/// during the handshake) passes the turn to the next host, and a TLS
-/// failure does not: a certificate the settings refuse, no TLS where they
-/// require it, or `channel_binding=require` unmet ends the walk with that
-/// host's error. Going on would put the session, and the advisory locks it
-/// takes, on another server than a libpq client with the same settings
-/// uses, with the broken host never reported.
+/// during the handshake) passes the turn to the next host, and neither a
+/// TLS failure nor a refused login does: a certificate the settings
+/// refuse, no TLS where they require it, `channel_binding=require` unmet,
+/// or a server that refuses the role's credentials (SQLSTATE class 28: a
+/// wrong password, a `pg_hba.conf` rejection, a client certificate that
+/// does not name the user) ends the walk with that host's error. Going on
+/// would put the session, and the advisory locks it takes, on another
+/// server than a libpq client with the same settings uses, with the broken
+/// host never reported, and would spend the other hosts' logins on the
+/// same refused credentials.
 pub(crate) async fn connect_each_host(
     per_host: &[Config],
     tls: &MakeRustls,
@@ -162,13 +166,17 @@ pub(crate) async fn connect_each_host(
                 format!("no answer within {timeout:?}"),
             ),
         };
-        let last = failure.kind() == BackendErrorKind::Tls;
+        let last = failure.kind() == BackendErrorKind::Tls
+            || super::host_failures::refused_login(&failure);
         failures.push((super::hosts::host_name(config), failure));
         if last {
             break;
         }
     }
-    Err(every_host_failed(failures, per_host.len()))
+    Err(super::host_failures::every_host_failed(
+        failures,
+        per_host.len(),
+    ))
 }
 
 /// `config` with hosts given by address alone (`hostaddr` without `host`)
@@ -190,43 +198,6 @@ pub(crate) async fn connect_any_host(
     timeout: Duration,
 ) -> Result<(Client, ConnectionFuture), BackendError> {
     connect_each_host(&super::hosts::one_per_host(config), tls, timeout).await
-}
-
-/// The error of a connect where no host could be used, of `hosts` in
-/// all: the one host's own error, or each tried host's, in order; each
-/// named by its host and port (a driver's "Connection refused" does not
-/// say whose). A TLS
-/// failure (which ends the walk) gives its kind whatever came before it,
-/// so that it is never retried as an unreachable server would be.
-fn every_host_failed(mut failures: Vec<(String, BackendError)>, hosts: usize) -> BackendError {
-    if hosts <= 1 && failures.len() == 1 {
-        let (host, e) = failures.pop().expect("one failure");
-        return e.in_context(&host);
-    }
-    let tls = failures
-        .iter()
-        .any(|(_, e)| e.kind() == BackendErrorKind::Tls);
-    let kind = match tls {
-        true => BackendErrorKind::Tls,
-        false => failures
-            .last()
-            .map_or(BackendErrorKind::Connect, |(_, e)| e.kind()),
-    };
-    let each: Vec<String> = failures
-        .iter()
-        .map(|(host, e)| format!("{host}: {}", e.message()))
-        .collect();
-    let untried = match hosts.saturating_sub(failures.len()) {
-        0 => String::new(),
-        n => format!(
-            "; a TLS failure ends the walk, as in libpq: {n} later host{} not tried",
-            if n == 1 { "" } else { "s" }
-        ),
-    };
-    BackendError::new(
-        kind,
-        format!("no host could be used ({}{untried})", each.join("; ")),
-    )
 }
 
 /// The statement every lock session runs once, pipelined with its prepares.

@@ -15,6 +15,7 @@ mod conninfo;
 pub(crate) mod connstring;
 pub(crate) mod driver_error;
 mod driver_params;
+mod host_failures;
 pub(crate) mod hosts;
 mod known_params;
 pub(crate) mod libpq_env;
