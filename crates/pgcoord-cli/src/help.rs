@@ -115,8 +115,9 @@ runs only if no run of KEY (with --also: of any key of the set; with
 server's clock (clock_timestamp(), so the hosts' clocks do not matter);
 otherwise the run is skipped with the conflict code (75) and a line saying
 when the last run started and when the next may. The start is recorded in
-the fence table before COMMAND starts, so a crash still counts; COMMAND gets
-it as EVENTSOURCE_RUN_STARTED. Needs `eventsource lock install` (again, on a
+the fence table before COMMAND starts, so a crash still counts (a COMMAND
+that could not be started at all, exit 126 or 127, ran nothing: its start is
+taken back); COMMAND gets it as EVENTSOURCE_RUN_STARTED. Needs `eventsource lock install` (again, on a
 database installed by an older version).
 
 The job: COMMAND starts in a process group of its own, which the processes

@@ -102,7 +102,7 @@ async fn run_holding(
     // Under the lock, before COMMAND starts: a crash from here on counts.
     let started = match args.min_interval {
         Some(interval) => match crate::min_interval::claim(args, interval, db, &what).await {
-            Claimed::Run(at) => Some(at),
+            Claimed::Run(claim) => Some(claim),
             Claimed::Exit(code) => {
                 release(held, &what).await;
                 return code;
@@ -151,10 +151,10 @@ async fn run_holding(
             env.push((name, f.to_string()));
         }
     }
-    if let Some(at) = started {
+    if let Some(claim) = &started {
         env.push((
             crate::min_interval::STARTED_ENV,
-            crate::min_interval::timestamp(at),
+            crate::min_interval::timestamp(claim.at),
         ));
     }
     if let Held::Set(set) = &held {
@@ -172,7 +172,14 @@ async fn run_holding(
             } else {
                 exit::CANNOT_EXECUTE
             };
-            report!("cannot run {program:?}: {e}");
+            // Nothing ran: the start does not use up --min-interval.
+            let counts = match &started {
+                Some(claim) => {
+                    format!("; {}", crate::min_interval::take_back(claim, db).await)
+                }
+                None => String::new(),
+            };
+            report!("cannot run {program:?}: {e}{counts}");
             watchdog.finish().await;
             release(held, &what).await;
             return code;

@@ -28,6 +28,7 @@ mod libpq_urls;
 mod libpq_values;
 mod lock_loss;
 mod min_interval;
+mod min_interval_spawn;
 mod multi_key;
 mod network_cut;
 mod os_limits;
