@@ -46,6 +46,7 @@ mod server_freeze;
 mod shared;
 mod shell_job_control;
 mod shell_loops_and_leases;
+mod shell_pipelines;
 mod short_deadlines;
 mod signals;
 mod stamps;
