@@ -115,8 +115,9 @@ runs only if no run of KEY (with --also: of any key of the set; with
 server's clock (clock_timestamp(), so the hosts' clocks do not matter);
 otherwise the run is skipped with the conflict code (75) and a line saying
 when the last run started and when the next may. The start is recorded in
-the fence table before COMMAND starts, so a crash still counts; COMMAND gets
-it as EVENTSOURCE_RUN_STARTED. Needs `eventsource lock install` (again, on a
+the fence table before COMMAND starts, so a crash still counts (a COMMAND
+that could not be started at all, exit 126 or 127, ran nothing: its start is
+taken back); COMMAND gets it as EVENTSOURCE_RUN_STARTED. Needs `eventsource lock install` (again, on a
 database installed by an older version).
 
 The job: COMMAND starts in a process group of its own, which the processes
@@ -130,7 +131,13 @@ and SIGUSR2 the group also gets SIGCONT, so a stopped job ends too); one the
 tool was started with ignored (nohup) stays ignored, by the job too. When
 the tool has a terminal (stdin, stdout or stderr) and runs in its foreground,
 the terminal is handed to the job, so a typed Ctrl-C or Ctrl-Z reaches the
-job directly; otherwise a SIGTSTP sent to the tool stops the job. While the tool still waits for the lock, one of the
+job directly (a Ctrl-C or Ctrl-\\ that ends it so is then sent on to the
+tool's own process group, so that a script around the tool stops too);
+otherwise a SIGTSTP sent to the tool stops the job. Not when the tool is
+one stage of a pipeline (`... | less`): the pipeline keeps the terminal, so
+a pager or password prompt beside it works and a Ctrl-C reaches every stage,
+but a job that itself reads the terminal is stopped (SIGTTIN), as a
+background job would be. While the tool still waits for the lock, one of the
 seven ends the wait and the tool exits with 128+N without running COMMAND.
 
 Job control: under an interactive shell, a stopped job (Ctrl-Z) stops the
@@ -173,8 +180,10 @@ Exit codes:
                   was interrupted by signal N while waiting for the lock. A
                   run a shell started in the foreground of its terminal that
                   ends so by SIGINT or SIGQUIT (Ctrl-C, Ctrl-\\) dies of that
-                  signal instead, once the lock is released, so that the
-                  shell also stops a loop or script around it
+                  signal instead, once the lock is released (one the
+                  terminal sent to the job holding it is sent on to the
+                  tool's own process group), so that the shell also stops
+                  a loop or script around it
   2               bad usage (unknown option, bad DURATION, a bad URL or PG*
                   variable, an unknown service); nothing was connected to
   69              the database could not be reached, refused the login (a

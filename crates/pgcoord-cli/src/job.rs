@@ -13,7 +13,21 @@
 //! so that Ctrl-C, Ctrl-\\ and terminal input reach COMMAND directly; the
 //! tool takes it back when the job stops under a job-control shell (and
 //! hands it over again when `fg` continues the tool), and at the end. See
-//! `job_control`.
+//! `job_control`. A Ctrl-C that ends COMMAND so is then passed on to the
+//! tool's own group (see `signals`).
+//!
+//! Not when the tool is one stage of a pipeline (`eventsource lock run k
+//! -- cmd | less`): its process group has other live members than the
+//! tool and its ancestors ([`crate::proc_stat::group_has_others`]). The
+//! pipeline keeps the terminal, as it would without the tool, so that a
+//! pager or a password prompt beside it reads the terminal (were the
+//! terminal the job's, it would stop them, and the tool with them, by
+//! SIGTTIN), and a Ctrl-C reaches every stage, the tool included, which
+//! forwards it to the job. The price: a job that itself reads the terminal
+//! in a pipeline is stopped by the terminal (SIGTTIN), as a background job
+//! would be, and the tool with it (`job_control`). The check is made
+//! whenever the terminal would be handed over, so a stage that ended by
+//! then (`echo x | eventsource lock run k -- sudo ...`) does not count.
 
 use std::ffi::OsString;
 use std::io;
@@ -129,7 +143,9 @@ pub fn spawn(
         .env("EVENTSOURCE_LOCK_ID", lock_id.to_string())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(false);
-    let tty = owned_terminal().map(|fd| fd.as_raw_fd());
+    let tty = owned_terminal()
+        .filter(|_| !crate::proc_stat::group_has_others())
+        .map(|fd| fd.as_raw_fd());
     let has_terminal = tty.is_some();
     let parent = getpid();
     // SAFETY: the hook runs in the forked child before exec. It makes only
@@ -215,24 +231,41 @@ impl Job {
         owned_terminal().is_some()
     }
 
+    /// Whether the job holds the terminal the tool handed it.
+    pub fn holds_terminal(&self) -> bool {
+        self.has_terminal
+    }
+
     /// After the tool was continued (`fg` or `bg` of its shell), or put in
     /// the foreground without a signal (`fg` of a job that runs): when the
     /// tool is in its terminal's foreground, hands the terminal to the job,
-    /// as at the start; when it is in the background, the shell has the
-    /// terminal, and the job must do without it.
-    pub fn terminal_after_continue(&mut self) {
+    /// as at the start (unless the tool is a stage of a pipeline: the
+    /// pipeline keeps it); when it is in the background, the shell has the
+    /// terminal, and the job must do without it. Returns whether the job
+    /// has the terminal now.
+    pub fn terminal_after_continue(&mut self) -> bool {
         let Some(fd) = terminal() else {
             self.has_terminal = false;
-            return;
+            return false;
         };
         match tcgetpgrp(fd) {
-            Ok(fg) if fg == getpgrp() => match take_terminal(fd, self.pgid) {
-                Ok(()) => self.has_terminal = true,
-                Err(e) => tracing::debug!(error = %e, "cannot hand the terminal to the command"),
-            },
+            Ok(fg) if fg == getpgrp() => {
+                self.has_terminal = false;
+                if crate::proc_stat::group_has_others() {
+                    tracing::debug!("a stage of a pipeline: the pipeline keeps the terminal");
+                    return false;
+                }
+                match take_terminal(fd, self.pgid) {
+                    Ok(()) => self.has_terminal = true,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot hand the terminal to the command")
+                    }
+                }
+            }
             Ok(fg) if fg == self.pgid => {}
             _ => self.has_terminal = false,
         }
+        self.has_terminal
     }
 
     /// The stops and continues that the job's processes that are this

@@ -181,12 +181,12 @@ impl JobControl {
         // `fg` of a job that runs sends no SIGCONT: the shell only gives the
         // tool's group the terminal. A job that then reads or writes it is
         // stopped by the terminal, and finds the tool in the foreground: hand
-        // the terminal over and go on, as the shell would have.
-        if self.shell
-            && matches!(sig, Signal::SIGTTIN | Signal::SIGTTOU)
-            && job.terminal_in_foreground()
-        {
-            job.terminal_after_continue();
+        // the terminal over and go on, as the shell would have. Not in a
+        // pipeline, which keeps the terminal: the job is stopped as a
+        // background job that reads the terminal, and the tool with it.
+        let reads_terminal = matches!(sig, Signal::SIGTTIN | Signal::SIGTTOU);
+        let in_foreground = reads_terminal && job.terminal_in_foreground();
+        if self.shell && in_foreground && job.terminal_after_continue() {
             job.signal(Signal::SIGCONT);
             return;
         }
@@ -238,8 +238,16 @@ impl JobControl {
             ),
             None => format!("this run keeps {what} while it is stopped"),
         };
+        // The tool in the foreground kept the terminal: a pipeline's.
+        let why = if in_foreground {
+            " by the terminal, which it read or wrote while the pipeline that this run is a \
+             stage of has it (in a pipeline the command does not get the terminal: give it \
+             its input otherwise, or run it outside the pipeline)"
+        } else {
+            ""
+        };
         say_on_terminal(&format!(
-            "the command (pgid {pgid}) is stopped ({sig}); {keeps} (`fg` resumes it)"
+            "the command (pgid {pgid}) is stopped ({sig}){why}; {keeps} (`fg` resumes it)"
         ));
         self.stop_self(sig);
     }

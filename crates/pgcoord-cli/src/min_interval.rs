@@ -1,6 +1,13 @@
 //! `lock run --min-interval`: with the lock held, record this run's start
 //! in the fence table (the library's `PostgresRunLog`), or skip the run
 //! when one started within the interval, by the database server's clock.
+//!
+//! The start is recorded before COMMAND starts, so a run that crashes
+//! still counts. A COMMAND that could not be started at all (not found,
+//! not executable: exit 127 or 126) ran nothing: its start is taken back
+//! ([`take_back`]; the starts it replaced are read in the claim's own
+//! transaction), so that a host with a broken path does not use up the
+//! interval of the healthy ones.
 
 use std::time::Duration;
 
@@ -18,10 +25,18 @@ use crate::{exit, report};
 /// The environment variable with the recorded start (RFC 3339, UTC).
 pub const STARTED_ENV: &str = "EVENTSOURCE_RUN_STARTED";
 
+/// A recorded start, and the starts it replaced (for [`take_back`]).
+pub struct Claim {
+    /// This run's start.
+    pub at: DateTime<Utc>,
+    /// Each key's start before, if any.
+    previous: Vec<(String, Option<DateTime<Utc>>)>,
+}
+
 /// What the claim came to.
 pub enum Claimed {
     /// Run COMMAND: its start, recorded.
-    Run(DateTime<Utc>),
+    Run(Claim),
     /// Do not run COMMAND: the tool's exit code (reported already).
     Exit(i32),
 }
@@ -38,7 +53,7 @@ pub enum Claimed {
 pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str) -> Claimed {
     let keys = crate::multi::keys(args);
     let claimed = db::answered(async {
-        let client = db.connect().await?;
+        let mut client = db.connect().await?;
         // As the lock's own sessions (and the doctor's): a role's short
         // statement_timeout must not cancel the claim (its synchronous
         // commit counts against it) while the lock is held. The session
@@ -47,18 +62,25 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
             .batch_execute("SET statement_timeout = 0")
             .await
             .map_err(Error::from)?;
-        PostgresRunLog::new(&client)
-            .claim_start(&keys, interval)
-            .await
+        let tx = client.transaction().await.map_err(Error::from)?;
+        let log = PostgresRunLog::new(&tx);
+        // In the claim's transaction, its rows locked: what it replaces.
+        let previous = log.last_starts(&keys).await?;
+        let start = log.claim_start(&keys, interval).await?;
+        tx.commit().await.map_err(Error::from)?;
+        Ok::<_, Error>((start, previous))
     })
     .await;
     match claimed {
-        Ok(RunStart::Recorded { at }) => Claimed::Run(at),
-        Ok(RunStart::TooSoon {
-            last_started,
-            now,
-            next_at,
-        }) => {
+        Ok((RunStart::Recorded { at }, previous)) => Claimed::Run(Claim { at, previous }),
+        Ok((
+            RunStart::TooSoon {
+                last_started,
+                now,
+                next_at,
+            },
+            _,
+        )) => {
             let ago = (now - last_started).to_std().unwrap_or_default();
             let wait = (next_at - now).to_std().unwrap_or_default();
             report!(
@@ -108,6 +130,34 @@ pub async fn claim(args: &RunArgs, interval: Duration, db: &Database, what: &str
             report!("{line}; the command was not run");
             Claimed::Exit(code)
         }
+    }
+}
+
+/// Takes back `claim` (COMMAND could not be started: nothing ran), on a
+/// session of its own, while the lock is still held; returns the end of
+/// the error line: whether the start still counts.
+pub async fn take_back(claim: &Claim, db: &Database) -> String {
+    let taken = db::answered(async {
+        let client = db.connect().await?;
+        client
+            .batch_execute("SET statement_timeout = 0")
+            .await
+            .map_err(Error::from)?;
+        PostgresRunLog::new(&client)
+            .take_back(claim.at, &claim.previous)
+            .await
+    })
+    .await;
+    match taken {
+        Ok(_) => format!(
+            "its start ({}) was taken back, so it does not count for --min-interval",
+            timestamp(claim.at)
+        ),
+        Err(e) => format!(
+            "{}: its start ({}) still counts for --min-interval",
+            db::describe_failure("taking back the run's start failed", Some(db), &e),
+            timestamp(claim.at)
+        ),
     }
 }
 

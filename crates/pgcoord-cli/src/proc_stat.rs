@@ -1,7 +1,8 @@
 //! What `/proc/PID/stat` says of a process: its state, parent, process
 //! group and session. Job control reads it for facts no system call gives
 //! without side effects: whether a process is stopped now, and which
-//! processes make up a process group.
+//! processes make up a process group (and whether the tool's own has
+//! other stages of a pipeline in it).
 
 /// The fields of `/proc/PID/stat` that job control needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,30 @@ pub fn group(pgid: i32) -> Vec<Stat> {
         .filter_map(Stat::of)
         .filter(|s| s.pgrp == pgid)
         .collect()
+}
+
+/// Whether this process's group has a live member other than this
+/// process, its children and its ancestors: the other stages of a
+/// pipeline (`eventsource ... | less`), or what a script without job
+/// control runs beside it. Ended members not yet reaped do not count.
+pub fn group_has_others() -> bool {
+    let me = std::process::id() as i32;
+    let pgrp = nix::unistd::getpgrp().as_raw();
+    let mut ancestors = Vec::new();
+    let mut next = Stat::of(me).map(|s| s.ppid);
+    // Bounded: a chain of ancestors in one group is short.
+    while let Some(pid) = next.filter(|&p| p > 0 && ancestors.len() < 64) {
+        match Stat::of(pid) {
+            Some(parent) if parent.pgrp == pgrp => {
+                ancestors.push(pid);
+                next = Some(parent.ppid);
+            }
+            _ => break,
+        }
+    }
+    group(pgrp)
+        .iter()
+        .any(|m| m.pid != me && m.ppid != me && !m.has_ended() && !ancestors.contains(&m.pid))
 }
 
 /// Whether group `pgid` is stopped as a whole: a process of it stopped

@@ -38,7 +38,10 @@ const EXIT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// A run started as a foreground job of its terminal that ends because of
 /// SIGINT or SIGQUIT (COMMAND died of it, or the tool received it while it
 /// waited for the lock) dies of that signal once cleaned up (see
-/// `signals::exit`), so that the shell ends a loop around it.
+/// `signals::exit`), so that the shell ends a loop around it; when the
+/// signal came from the terminal to COMMAND holding it, the tool sends it
+/// to its own process group too, so that a script or pipeline around the
+/// tool gets it, as it would have without the hand-over.
 pub async fn run(args: RunArgs, db: Database) -> i32 {
     let foreground = job::in_terminal_foreground();
     if let Err(why) = crate::multi::check_env_fits(&args) {
@@ -64,29 +67,35 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
     let (manager, held) = match acquire(&args, &db, &mut signals).await {
         Acquired::Held(manager, held) => (manager, held),
         Acquired::Exit(code) => {
-            crate::signals::die_of_at_exit(foreground, signals.received(), code);
+            crate::signals::die_of_at_exit(foreground, signals.received(), code, false);
             return code;
         }
     };
     let mut died_of = None;
     let code = run_holding(&args, &db, held, &mut signals, &mut died_of).await;
+    // A signal COMMAND died of while it held the terminal, that was not
+    // sent to the tool (nor forwarded by it), came from the terminal.
+    let from_terminal =
+        died_of.is_some_and(|(sig, held_terminal)| held_terminal && !signals.has_received(sig));
+    let died_of = died_of.map(|(sig, _)| sig);
     // Whatever the manager still has going (a wait it left, such as a
     // semaphore's look at a slot granted after the permit came another
     // way, whose grant is given back at once) finishes before the exit, so
     // that nothing of this process is left in the server once it has ended.
     close_within(&manager, EXIT_CLOSE_TIMEOUT, EXIT_CLOSE_TIMEOUT).await;
-    crate::signals::die_of_at_exit(foreground, died_of, code);
+    crate::signals::die_of_at_exit(foreground, died_of, code, from_terminal);
     code
 }
 
 /// Runs the command holding `held`, releases it; returns the exit code.
-/// `died_of`: the signal COMMAND died of, if it did.
+/// `died_of`: the signal COMMAND died of, if it did, and whether it held
+/// the terminal then.
 async fn run_holding(
     args: &RunArgs,
     db: &Database,
     held: Held,
     signals: &mut Signals,
-    died_of: &mut Option<nix::sys::signal::Signal>,
+    died_of: &mut Option<(nix::sys::signal::Signal, bool)>,
 ) -> i32 {
     let what = crate::multi::describe(&crate::multi::keys(args));
     let guard = held.key_guard(&args.key);
@@ -102,7 +111,7 @@ async fn run_holding(
     // Under the lock, before COMMAND starts: a crash from here on counts.
     let started = match args.min_interval {
         Some(interval) => match crate::min_interval::claim(args, interval, db, &what).await {
-            Claimed::Run(at) => Some(at),
+            Claimed::Run(claim) => Some(claim),
             Claimed::Exit(code) => {
                 release(held, &what).await;
                 return code;
@@ -151,10 +160,10 @@ async fn run_holding(
             env.push((name, f.to_string()));
         }
     }
-    if let Some(at) = started {
+    if let Some(claim) = &started {
         env.push((
             crate::min_interval::STARTED_ENV,
-            crate::min_interval::timestamp(at),
+            crate::min_interval::timestamp(claim.at),
         ));
     }
     if let Held::Set(set) = &held {
@@ -172,7 +181,14 @@ async fn run_holding(
             } else {
                 exit::CANNOT_EXECUTE
             };
-            report!("cannot run {program:?}: {e}");
+            // Nothing ran: the start does not use up --min-interval.
+            let counts = match &started {
+                Some(claim) => {
+                    format!("; {}", crate::min_interval::take_back(claim, db).await)
+                }
+                None => String::new(),
+            };
+            report!("cannot run {program:?}: {e}{counts}");
             watchdog.finish().await;
             release(held, &what).await;
             return code;
@@ -206,7 +222,8 @@ async fn run_holding(
     let status = ended.status;
     *died_of = status
         .signal()
-        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok());
+        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+        .map(|sig| (sig, ended.held_terminal));
 
     if watchdog_killed {
         report!(

@@ -149,7 +149,8 @@ pub struct RunArgs {
     /// --permits: of the semaphore) started within DURATION before, by the
     /// database server's clock; otherwise it is skipped with the conflict
     /// exit code. The start is recorded before COMMAND starts, so a crash
-    /// still counts (needs `eventsource lock install`).
+    /// still counts; one of a COMMAND that could not be started (126, 127)
+    /// is taken back (needs `eventsource lock install`).
     #[arg(
         long,
         value_name = "DURATION",

@@ -30,6 +30,9 @@ pub struct Ended {
     /// Whether the job was stopped as a whole (Ctrl-Z, `kill -STOP`) when
     /// the loss was found.
     pub lost_while_stopped: bool,
+    /// Whether COMMAND held the terminal the tool handed it when it ended
+    /// (a Ctrl-C then reached its group, not the tool's).
+    pub held_terminal: bool,
 }
 
 /// The time between SIGTERM and SIGKILL after a loss.
@@ -86,9 +89,9 @@ fn ends_a_stopped_job(sig: Signal) -> bool {
     )
 }
 
-/// Before the job starts: catches SIGTSTP from now on (a Ctrl-Z that
-/// reaches the tool stops the job; before this, it stops the tool, as it
-/// should while the tool waits for the lock), and starts watching for the
+/// Before the job starts: catches SIGTSTP and SIGTTIN from now on (a
+/// Ctrl-Z that reaches the tool stops the job; before this, it stops the
+/// tool, as it should while the tool waits for the lock), and starts watching for the
 /// job's stops. Done before the spawn, so that a signal or a stop that
 /// comes as soon as the job runs finds them ready.
 /// `lease`: the run's `--lease`, which a stopped tool cannot renew.
@@ -125,6 +128,7 @@ pub async fn supervise(
     let mut rest_of_group: Pin<Box<dyn Future<Output = ()> + Send>> =
         Box::pin(std::future::pending());
     let mut waiting_for_group = false;
+    let mut held_terminal = false;
     let mut beat = tokio::time::interval(watchdog.interval());
     beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut watchdog_alive = true;
@@ -132,6 +136,7 @@ pub async fn supervise(
         tokio::select! {
             exited = job.child.wait(), if status.is_none() => {
                 status = Some(exited?);
+                held_terminal = job.holds_terminal();
                 if !job.group_alive() {
                     break;
                 }
@@ -226,6 +231,7 @@ pub async fn supervise(
         status: status.expect("COMMAND was reaped"),
         lost,
         lost_while_stopped,
+        held_terminal,
     })
 }
 

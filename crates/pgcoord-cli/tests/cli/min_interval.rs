@@ -216,8 +216,8 @@ async fn the_start_is_the_servers_clock_at_the_claim_not_a_transactions_start() 
     let first = output(&mut once(&db, "1ms", &[], "clocked", "true")).await;
     assert_eq!(first.code, 0, "{first:?}");
     // A fenced writer's transaction keeps the key's row locked FOR SHARE:
-    // the next claim waits for it inside its statement, whose now() (and
-    // statement_timestamp()) is the moment it started waiting.
+    // the next claim waits for it inside its transaction (first to read
+    // the start it replaces), whose now() is from before the wait.
     let mut writer = session(&db, "writer").await;
     let tx = writer.transaction().await.unwrap();
     tx.execute(
@@ -239,7 +239,8 @@ async fn the_start_is_the_servers_clock_at_the_claim_not_a_transactions_start() 
         watcher
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgcoord-cli' \
-                 AND wait_event_type = 'Lock' AND query LIKE '%eventsource_lock_claim_run%'",
+                 AND wait_event_type = 'Lock' AND (query LIKE '%eventsource_lock_claim_run%' \
+                 OR query LIKE '%last_run_started%FOR NO KEY UPDATE%')",
                 &[],
             )
             .await
@@ -359,7 +360,8 @@ async fn a_lock_lost_while_the_start_is_recorded_does_not_start_the_command() {
         watcher
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgcoord-cli' \
-                 AND wait_event_type = 'Lock' AND query LIKE '%eventsource_lock_claim_run%'",
+                 AND wait_event_type = 'Lock' AND (query LIKE '%eventsource_lock_claim_run%' \
+                 OR query LIKE '%last_run_started%FOR NO KEY UPDATE%')",
                 &[],
             )
             .await

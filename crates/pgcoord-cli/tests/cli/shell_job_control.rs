@@ -25,7 +25,7 @@ pub(crate) async fn cat_of(key: &str) -> i32 {
 
 /// The pid of the process named `name` whose environment has
 /// `EVENTSOURCE_LOCK_KEY=KEY` (a process of `lock run KEY`'s job).
-async fn process_of(key: &str, name: &str) -> i32 {
+pub(crate) async fn process_of(key: &str, name: &str) -> i32 {
     let wanted = format!("EVENTSOURCE_LOCK_KEY={key}");
     let mut found = 0;
     until(&format!("the {name} of {key}"), || {

@@ -25,6 +25,14 @@ use crate::ports::lock_id::checked_lock_id;
 
 const CLAIM: &str = "SELECT started, at, last_started \
      FROM eventsource_lock_claim_run($1::int8[], $2::text[], $3::int8)";
+/// The keys' rows locked as the claim locks them (in lock-id order).
+const LAST_STARTS: &str = "SELECT f.lock_id, f.last_run_started \
+     FROM eventsource_lock_fences f WHERE f.lock_id = ANY ($1::int8[]) \
+     ORDER BY f.lock_id FOR NO KEY UPDATE";
+/// Only where the start is still the one taken back.
+const TAKE_BACK: &str = "UPDATE eventsource_lock_fences f SET last_run_started = p.previous \
+     FROM unnest($1::int8[], $2::timestamptz[]) AS p(lock_id, previous) \
+     WHERE f.lock_id = p.lock_id AND f.last_run_started = $3";
 
 /// The run log in the fence table (`eventsource lock install` or
 /// [`install_fencing`](crate::adapters::postgres::PostgresLockManager::install_fencing) once;
@@ -41,6 +49,53 @@ impl<'a, C: GenericClient> PostgresRunLog<'a, C> {
     /// last until it ends).
     pub fn new(client: &'a C) -> Self {
         Self { client }
+    }
+}
+
+impl<C: GenericClient + Sync> PostgresRunLog<'_, C> {
+    /// Each key's last recorded start (`None`: none, or no row yet),
+    /// locking the rows that exist until the transaction ends. Called in a
+    /// transaction before [`RunLog::claim_start`], it gives the starts
+    /// that the claim replaces, for [`PostgresRunLog::take_back`].
+    pub async fn last_starts(&self, keys: &[&str]) -> Result<Vec<(String, Option<DateTime<Utc>>)>> {
+        let ids = keys
+            .iter()
+            .map(|k| checked_lock_id(k, None))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = self
+            .client
+            .query(LAST_STARTS, &[&ids])
+            .await
+            .map_err(|e| Error::Backend(claim_error(e)))?;
+        Ok(keys
+            .iter()
+            .zip(&ids)
+            .map(|(key, id)| {
+                let row = rows.iter().find(|r| r.get::<_, i64>(0) == *id);
+                (key.to_string(), row.and_then(|r| r.get(1)))
+            })
+            .collect())
+    }
+
+    /// Takes back a start recorded at `at` whose run never ran (its
+    /// command could not be started): each key's start is put back to
+    /// what it was (`previous`, from [`PostgresRunLog::last_starts`];
+    /// `None` removes the record), where it is still `at`. Returns how many
+    /// keys' starts were taken back.
+    pub async fn take_back(
+        &self,
+        at: DateTime<Utc>,
+        previous: &[(String, Option<DateTime<Utc>>)],
+    ) -> Result<u64> {
+        let ids = previous
+            .iter()
+            .map(|(k, _)| checked_lock_id(k, None))
+            .collect::<Result<Vec<_>>>()?;
+        let starts: Vec<Option<DateTime<Utc>>> = previous.iter().map(|(_, p)| *p).collect();
+        self.client
+            .execute(TAKE_BACK, &[&ids, &starts, &at])
+            .await
+            .map_err(|e| Error::Backend(claim_error(e)))
     }
 }
 
