@@ -18,7 +18,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use super::tls_trust::{default_file, tls_error};
+use super::tls_trust::{default_file, read_certs, tls_error};
 use crate::ports::error::BackendError;
 
 /// A client certificate chain and its private key, with the files they
@@ -117,9 +117,7 @@ pub(super) fn client_identity(
     if !cert_path.exists() {
         return Ok(None);
     }
-    let certs = CertificateDer::pem_file_iter(&cert_path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| tls_error(format!("cannot read sslcert {}: {e}", cert_path.display())))?;
+    let certs = read_certs(&cert_path, "sslcert")?;
     if certs.is_empty() {
         return Err(tls_error(format!(
             "no certificate in sslcert {}",
@@ -180,6 +178,12 @@ fn check_key_permissions(path: &Path) -> Result<(), BackendError> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path)
         .map_err(|e| tls_error(format!("cannot read sslkey {}: {e}", path.display())))?;
+    if meta.is_dir() {
+        return Err(tls_error(format!(
+            "sslkey {} is a directory, not a private key file",
+            path.display()
+        )));
+    }
     let mode = meta.mode() & 0o777;
     let allowed = if meta.uid() == 0 { 0o640 } else { 0o600 };
     if mode & !allowed != 0 {
@@ -225,6 +229,29 @@ mod tests {
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         let identity = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
         assert_eq!(identity.certs.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_der_certificate_is_read_and_a_directory_as_key_named_as_such() {
+        let dir = dir("client-cert-der");
+        let (cert, key) = (dir.join("c.der"), dir.join("c.key"));
+        let pair = rcgen::generate_simple_self_signed(vec!["app".to_owned()]).unwrap();
+        std::fs::write(&cert, pair.cert.der()).unwrap();
+        std::fs::write(&key, pair.key_pair.serialize_pem()).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let identity = client_identity(Some(&cert), Some(&key)).unwrap().unwrap();
+        assert_eq!(identity.certs, vec![pair.cert.der().clone()]);
+        let garbage = dir.join("g.crt");
+        std::fs::write(&garbage, b"not a certificate").unwrap();
+        let err = client_identity(Some(&garbage), Some(&key)).unwrap_err();
+        assert!(err.message().contains("no certificate in sslcert"), "{err}");
+        let err = client_identity(Some(&cert), Some(&dir)).unwrap_err();
+        assert!(
+            err.message()
+                .contains("is a directory, not a private key file"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

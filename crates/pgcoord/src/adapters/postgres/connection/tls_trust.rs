@@ -88,11 +88,7 @@ pub(super) fn load_roots(
     refuse_system_store(Some(path))?;
     let mut roots = RootCertStore::empty();
     let mut ders = Vec::new();
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| tls_error(format!("cannot read sslrootcert {}: {e}", path.display())))?;
-    for cert in certs {
-        let cert =
-            cert.map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
+    for cert in read_certs(path, "sslrootcert")? {
         roots
             .add(cert.clone())
             .map_err(|e| tls_error(format!("bad certificate in {}: {e}", path.display())))?;
@@ -105,6 +101,26 @@ pub(super) fn load_roots(
         )));
     }
     Ok((roots, ders))
+}
+
+/// The certificates in `path` (the file of parameter `what`, named in
+/// errors): PEM, or a single DER certificate (a file without PEM armour),
+/// as the private key may be. Empty when there is none.
+pub(super) fn read_certs(
+    path: &Path,
+    what: &str,
+) -> Result<Vec<CertificateDer<'static>>, BackendError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| tls_error(format!("cannot read {what} {}: {e}", path.display())))?;
+    if bytes.windows(10).any(|w| w == b"-----BEGIN") {
+        return CertificateDer::pem_slice_iter(&bytes)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| tls_error(format!("bad certificate in {what} {}: {e}", path.display())));
+    }
+    match x509_parser::certificate::X509Certificate::from_der(&bytes) {
+        Ok((rest, _)) if rest.is_empty() => Ok(vec![CertificateDer::from(bytes)]),
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// The revocation lists of `sslcrl` and `sslcrldir`, or of
