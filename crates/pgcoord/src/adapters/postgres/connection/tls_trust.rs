@@ -118,7 +118,7 @@ pub(super) fn read_certs(
             .map_err(|e| tls_error(format!("bad certificate in {what} {}: {e}", path.display())));
     }
     match x509_parser::certificate::X509Certificate::from_der(&bytes) {
-        Ok((rest, _)) if rest.is_empty() => Ok(vec![CertificateDer::from(bytes)]),
+        Ok(([], _)) => Ok(vec![CertificateDer::from(bytes)]),
         _ => Ok(Vec::new()),
     }
 }
