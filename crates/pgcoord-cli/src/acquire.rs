@@ -271,7 +271,13 @@ pub async fn acquire(args: &RunArgs, db: &Database, signals: &mut Signals) -> Ac
         tracing::info!(keys = ?keys, timeout = ?this_try, %holder_id, "acquiring");
         let bound = backstop(this_try, db);
         let e = match attempt(&manager, args, &keys, this_try, bound, signals).await {
-            Attempt::Done(Ok(guard)) => return Acquired::Held(manager, guard),
+            Attempt::Done(Ok(guard)) => {
+                if retried.is_some() {
+                    // The last line said "retrying": say how it ended.
+                    report!("{what} acquired after retrying (database {})", db.shown());
+                }
+                return Acquired::Held(manager, guard);
+            }
             // Messages give the run's --timeout, not what was left of it
             // for this try ("(timeout 999ms)" for `--timeout 1s`).
             Attempt::Done(Err(Error::LockAcquisition(mut a))) => {

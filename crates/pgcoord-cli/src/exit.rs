@@ -109,6 +109,17 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
              standby (standby, read-only): point the URL at a standby, or drop \
              target_session_attrs"
         }
+        // Several hosts, none a primary now: the one that was could not be
+        // reached (a failover under way, or the URL lists no primary).
+        (BackendErrorKind::Connect, None)
+            if backend.message().contains("database does not allow writes")
+                && backend.message().starts_with("no host could be used") =>
+        {
+            "no host of the URL takes writes now: those that answered are hot standbys or \
+             read-only (default_transaction_read_only), the others could not be reached (a \
+             failover under way, or no primary among the hosts); with --timeout the run tries \
+             again until one answers as the primary"
+        }
         (BackendErrorKind::Connect, None)
             if backend.message().contains("database does not allow writes") =>
         {

@@ -66,7 +66,7 @@ fn grace_after_loss(
         ),
         (l, true) => (
             l,
-            " (--kill-grace cut to what remains of the lease, so that the command ends before the server may give the lock to another holder)",
+            " (--kill-grace cut to what remains of the lease: a server that only lost touch with the session may give the lock to another holder then; one that ended the session already has)",
         ),
         (l, false) if l.is_zero() => (
             Duration::ZERO,
@@ -74,7 +74,7 @@ fn grace_after_loss(
         ),
         (l, false) => (
             l,
-            " (--kill-grace cut to what remains before the server may give up on the silent session, so that the command ends before the server may give the lock to another holder)",
+            " (--kill-grace cut to what remains before a server that lost touch with the session may give up on it and give the lock to another holder; one that ended the session already has)",
         ),
     }
 }
@@ -251,6 +251,11 @@ mod tests {
         let (cut, why) = grace_after_loss(ten, Some(now + secs(2)));
         assert!(cut <= secs(2) && cut > secs(1), "{cut:?}");
         assert!(why.contains("cut to what remains of the lease"), "{why}");
+        // True whether the session went silent or ended.
+        assert!(
+            why.contains("one that ended the session already has"),
+            "{why}"
+        );
         let (none, why) = grace_after_loss(ten, Some(now));
         assert_eq!(none, Duration::ZERO);
         assert!(why.contains("lease has run out"), "{why}");
@@ -270,7 +275,14 @@ mod tests {
         };
         let (cut, why) = grace_after_loss(ten, Some(now + secs(2)));
         assert!(cut <= secs(2) && cut > secs(1), "{cut:?}");
-        assert!(why.contains("give up on the silent session"), "{why}");
+        assert!(
+            why.contains("lost touch with the session may give up on it"),
+            "{why}"
+        );
+        assert!(
+            why.contains("one that ended the session already has"),
+            "{why}"
+        );
         assert!(!why.contains("lease"), "{why}");
         let (none, why) = grace_after_loss(ten, Some(now));
         assert_eq!(none, Duration::ZERO);

@@ -71,9 +71,16 @@ async fn a_run_waiting_for_a_primary_runs_once_the_standby_is_promoted() {
     .await;
     assert_eq!(out.code, 0, "{out:?}");
 
-    // Nothing accepts writes: the run says it retries.
+    // Nothing accepts writes: the run says it retries, and why, without
+    // asking for a primary the URL already lists.
     let line = run_across_promotion(&primary, &standby, &both).await;
     assert!(!line.contains("held elsewhere"), "{line}");
+    assert!(
+        line.contains("no host of the URL takes writes now")
+            && line.contains("a failover under way")
+            && !line.contains("list it among the hosts"),
+        "{line}"
+    );
 }
 
 /// Stops `primary`, starts `lock run --timeout 5m cutover` on `url`,
@@ -108,6 +115,12 @@ async fn run_across_promotion(
     let out = run.finish().await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "after failover\n");
+    // The last word on the retries is that they ended well.
+    assert!(
+        out.stderr.contains("acquired after retrying"),
+        "{}",
+        out.stderr
+    );
     line
 }
 
