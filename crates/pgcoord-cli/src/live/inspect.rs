@@ -83,6 +83,26 @@ pub struct Inspector {
     options: ConnectOptions,
     session: tokio::sync::Mutex<WatchSession>,
     query: HoldersQuery,
+    /// The server the last session reached, and how many times a new
+    /// session reached another one ([`Inspector::server_changes`]).
+    server: std::sync::Mutex<(Option<String>, u64)>,
+}
+
+/// The server `client` is on, as `address:port` (for a watch to notice
+/// that a new session reached another server); `None` when it cannot say.
+async fn server_of(client: &tokio_postgres::Client) -> Option<String> {
+    let row = client
+        .query_one(
+            "SELECT coalesce(host(inet_server_addr()), 'local socket'), inet_server_port()",
+            &[],
+        )
+        .await
+        .ok()?;
+    let (addr, port): (String, Option<i32>) = (row.get(0), row.get(1));
+    Some(match port {
+        Some(port) => format!("{addr}:{port}"),
+        None => addr,
+    })
 }
 
 impl Inspector {
@@ -107,11 +127,25 @@ impl Inspector {
         db::warn_if_standby(&client, "\"not held\"")
             .await
             .map_err(|e| fail(&e))?;
+        let server = server_of(&client).await;
         Ok(Self {
             options,
             session: tokio::sync::Mutex::new(WatchSession::Open(client)),
             query,
+            server: std::sync::Mutex::new((server, 0)),
         })
+    }
+
+    /// How many times a new session reached another server than the one
+    /// before (a failover, a multi-host URL's next host), and the server
+    /// of the last session: a watch compares listings of one server only.
+    pub fn server_changes(&self) -> (u64, Option<String>) {
+        let (server, changes) = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        (changes, server)
     }
 
     /// The fencing table joined, if any.
@@ -178,6 +212,13 @@ impl Inspector {
             // A multi-host URL may now reach another server: a standby
             // that a failover left, say so again.
             db::warn_if_standby(client, "\"not held\"").await?;
+            if let Some(now) = server_of(client).await {
+                let mut server = self.server.lock().unwrap_or_else(|e| e.into_inner());
+                if server.0.as_ref().is_some_and(|before| *before != now) {
+                    server.1 += 1;
+                }
+                server.0 = Some(now);
+            }
         }
         self.query.run(client).await
     }

@@ -48,6 +48,7 @@ pub async fn watch(
         }
     };
     let mut tracker = Tracker::default();
+    let mut server_changes = inspector.server_changes().0;
     let mut failing = false;
     let mut next = tokio::time::Instant::now();
     // A refresh that does not return in time fails like any other.
@@ -81,6 +82,18 @@ pub async fn watch(
         if failing {
             report!("listing lock holders again");
             failing = false;
+        }
+        let (changes, server) = inspector.server_changes();
+        if changes != server_changes {
+            // Sessions of two servers are not one another's: no release,
+            // grant or departure is inferred across them.
+            server_changes = changes;
+            tracker = Tracker::default();
+            report!(
+                "the listing now comes from another server ({}): what follows is its state, \
+                 not compared with the last server's (a failover, or the URL's next host)",
+                server.as_deref().unwrap_or("unknown")
+            );
         }
         let mut text = String::new();
         for event in tracker.update(&locks, Utc::now()) {

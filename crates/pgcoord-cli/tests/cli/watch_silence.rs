@@ -6,7 +6,8 @@
 //! is given `--interval` (at least 2 s), but a new session spends the
 //! silent host's whole `connect_timeout` first; the tool used to give up
 //! on the attempt with the look, and so tried the silent host again at
-//! every look and never reached the next one.
+//! every look and never reached the next one. A next host that is another
+//! server altogether is said to be one, and nothing is compared across.
 
 use nix::sys::signal::Signal;
 
@@ -108,4 +109,63 @@ async fn a_silent_server_is_reported_and_the_watch_goes_on_on_a_new_session() {
     );
     watch.signal(Signal::SIGINT);
     assert_eq!(watch.finish().await.code, 0);
+}
+
+/// A watch whose URL's first server dies and whose next host is another
+/// server altogether (not a standby of it: a failover to a server with
+/// other sessions): the watch says it now lists another server, and infers
+/// nothing across the two (the first server's holder is not "released",
+/// the second's not "acquired"): it lists the new server's state afresh.
+#[tokio::test]
+async fn a_watch_that_reaches_another_server_says_so_and_compares_nothing_across() {
+    use pgcoord_testkit::pg::StopMode;
+    let (first, db) = private_db(&[]).await;
+    let (second, other) = private_db(&[]).await;
+    // The same database name on the second server.
+    other
+        .connect()
+        .await
+        .unwrap()
+        .batch_execute(&format!("CREATE DATABASE \"{}\"", db.name()))
+        .await
+        .unwrap();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}?connect_timeout=3",
+        first.port(),
+        second.port(),
+        db.name()
+    );
+    let (_holder, mut watch) = watching_a_holder(&db, &url, "first-holder", 51).await;
+    let (on_second, conn) = tokio_postgres::connect(
+        &format!(
+            "host=127.0.0.1 port={} user=postgres dbname={} application_name=second-holder",
+            second.port(),
+            db.name()
+        ),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    on_second
+        .execute("SELECT pg_advisory_lock(52)", &[])
+        .await
+        .unwrap();
+
+    tokio::task::spawn_blocking(move || first.stop(StopMode::Immediate))
+        .await
+        .unwrap()
+        .unwrap();
+    let note = watch.expect_stderr("now comes from another server").await;
+    assert!(note.contains(&format!(":{}", second.port())), "{note}");
+    let (event, f) = parse(&watch.next_line().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("held", Some("second-holder")),
+        "the new server's state, listed afresh"
+    );
+    watch.signal(Signal::SIGINT);
+    let out = watch.finish().await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stdout.contains("released"), "{}", out.stdout);
 }
