@@ -52,23 +52,28 @@ impl Live {
     }
 
     pub(super) fn line(&self, elapsed: Duration, keys: &[String]) -> String {
+        let plural = if self.acquisitions == 1 { "" } else { "s" };
         let mut parts = vec![format!(
-            "[{:5.1}s] {} acquisitions",
+            "[{:5.1}s] {} acquisition{plural}",
             elapsed.as_secs_f64(),
             self.acquisitions
         )];
+        let waiting = |n: &usize| match n {
+            0 => String::new(),
+            n => format!(", {n} waiting"),
+        };
         let keys: Vec<String> = keys
             .iter()
             .map(|k| match self.db_view.get(k) {
-                Some((Some(holder), waiting)) => {
+                Some((Some(holder), n)) => {
                     format!(
-                        "{}: {} +{} waiting",
+                        "{}: {} holds{}",
                         short_key(k),
                         short_holder(holder),
-                        waiting
+                        waiting(n)
                     )
                 }
-                Some((None, waiting)) => format!("{}: - +{} waiting", short_key(k), waiting),
+                Some((None, n)) => format!("{}: free{}", short_key(k), waiting(n)),
                 None => format!("{}: free", short_key(k)),
             })
             .collect();

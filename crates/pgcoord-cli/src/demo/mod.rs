@@ -36,6 +36,14 @@ const LOG_REFRESH: Duration = Duration::from_secs(2);
 /// Extra time the workers get past --seconds before they are killed.
 const OVERRUN: Duration = Duration::from_secs(60);
 
+/// Writes a progress line to stderr; a closed stderr (`2>&1 | head`) is no
+/// reason to stop, and the standard macro would panic on it (twice, in a
+/// drop, which aborts).
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Messages from the workers' stdout.
 #[derive(Debug)]
 enum WorkerLine {
@@ -54,29 +62,55 @@ impl Drop for Throwaway {
         if let Some(cluster) = self.cluster.take() {
             // Dropping the cluster stops the server and removes its directory.
             drop(cluster);
-            eprintln!("demo: stopped and removed the throwaway PostgreSQL");
+            say("demo: stopped and removed the throwaway PostgreSQL");
         }
     }
 }
 
-async fn boot_throwaway() -> Result<(Database, Throwaway), pgcoord::Error> {
-    eprintln!("demo: no database URL given; starting a throwaway PostgreSQL (initdb, pg_ctl) ...");
-    let cluster = tokio::task::spawn_blocking(TestCluster::start)
-        .await
-        .map_err(|e| pgcoord::Error::InvalidArgument(e.to_string()))??;
-    eprintln!(
+/// The demo's own server, once `TestCluster::start` has given it: its
+/// database, and the guard that removes it.
+fn throwaway_database(cluster: TestCluster) -> Result<(Database, Throwaway), pgcoord::Error> {
+    say(&format!(
         "demo: PostgreSQL listening on 127.0.0.1:{} in {}",
         cluster.port(),
         cluster.dir().display()
-    );
+    ));
+    let throwaway = Throwaway {
+        cluster: Some(cluster),
+    };
     // The cluster is the demo's alone: its `postgres` database will do.
-    let db = Database::parse(&cluster.url("postgres")).map_err(pgcoord::Error::InvalidArgument)?;
-    Ok((
-        db,
-        Throwaway {
-            cluster: Some(cluster),
-        },
-    ))
+    let url = throwaway.cluster.as_ref().map(|c| c.url("postgres"));
+    let db = Database::parse(&url.unwrap_or_default()).map_err(pgcoord::Error::InvalidArgument)?;
+    Ok((db, throwaway))
+}
+
+/// Starts the throwaway server, unless a signal comes first: then the
+/// start (initdb, pg_ctl) is let finish, or fail, so that what it made is
+/// removed before the demo exits (`Err`: the exit code).
+async fn boot_throwaway(signals: &mut Signals) -> Result<(Database, Throwaway), i32> {
+    say("demo: no database URL given; starting a throwaway PostgreSQL (initdb, pg_ctl) ...");
+    let mut start = tokio::task::spawn_blocking(TestCluster::start);
+    let started = tokio::select! {
+        started = &mut start => started,
+        sig = signals.recv() => {
+            say("demo: interrupted while the throwaway PostgreSQL starts; it is removed once its start ends");
+            if let Ok(Ok(cluster)) = start.await {
+                drop(Throwaway { cluster: Some(cluster) });
+            }
+            return Err(exit::SIGNAL_BASE + sig as i32);
+        }
+    };
+    let started = started
+        .map_err(|e| pgcoord::Error::InvalidArgument(e.to_string()))
+        .and_then(|r| r);
+    started.and_then(throwaway_database).map_err(|e| {
+        db::fail(
+            "cannot start a throwaway PostgreSQL (or give the demo a database with \
+             --database-url or DATABASE_URL)",
+            None,
+            &e,
+        )
+    })
 }
 
 fn spawn_worker(
@@ -124,34 +158,22 @@ pub async fn demo(args: DemoArgs, url: Option<String>) -> i32 {
         }
     };
     let url = url.filter(|u| !u.trim().is_empty());
-    let (db, throwaway) =
-        match url {
-            Some(url) => match Database::parse(&url) {
-                Ok(db) => {
-                    eprintln!("demo: using database {}", db.shown());
-                    (db, None)
-                }
-                Err(msg) => {
-                    report!("{msg}");
-                    return exit::USAGE;
-                }
-            },
-            None => {
-                let booted = tokio::select! {
-                    booted = boot_throwaway() => booted,
-                    sig = signals.recv() => return exit::SIGNAL_BASE + sig as i32,
-                };
-                match booted {
-                    Ok((db, t)) => (db, Some(t)),
-                    Err(e) => return db::fail(
-                        "cannot start a throwaway PostgreSQL (or give the demo a database with \
-                         --database-url or DATABASE_URL)",
-                        None,
-                        &e,
-                    ),
-                }
+    let (db, throwaway) = match url {
+        Some(url) => match Database::parse(&url) {
+            Ok(db) => {
+                say(&format!("demo: using database {}", db.shown()));
+                (db, None)
             }
-        };
+            Err(msg) => {
+                report!("{msg}");
+                return exit::USAGE;
+            }
+        },
+        None => match boot_throwaway(&mut signals).await {
+            Ok((db, t)) => (db, Some(t)),
+            Err(code) => return code,
+        },
+    };
     // With a throwaway server the record goes into its directory, which
     // its reaper removes however the demo ends (SIGKILL included).
     let record_dir = throwaway
@@ -214,11 +236,11 @@ async fn run_with_record(
         }
     };
     let seconds = Duration::from_secs(u64::from(args.seconds));
-    eprintln!(
+    say(&format!(
         "demo: {} workers contend for {} keys ({}0 ..) for {}s; worker 0 will be killed half-way \
          while it holds a lock",
         args.workers, args.keys, prefix, args.seconds
-    );
+    ));
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut children: Vec<(u32, Child, Pid)> = Vec::new();
@@ -366,7 +388,9 @@ async fn run_with_record(
     };
     let (events, malformed) = record::parse(&text);
     let analysis = analyze(events);
-    print_summary(args, &analysis, malformed);
+    if let Err(code) = print_summary(args, &analysis, malformed) {
+        return code;
+    }
     let good = analysis.overlaps.is_empty()
         && !worker_failed
         && analysis.takeover.as_ref().is_some_and(|t| t.next.is_some());

@@ -1,8 +1,6 @@
 //! The demo's closing summary: acquisitions per worker, the overlap check
 //! on the shared enter/exit record, and the wait-time percentiles.
 
-use std::io::Write;
-
 use crate::cli::DemoArgs;
 
 use super::record::{self, percentile};
@@ -11,7 +9,12 @@ fn ms(ns: u64) -> String {
     format!("{:.2} ms", ns as f64 / 1e6)
 }
 
-pub(super) fn print_summary(args: &DemoArgs, a: &record::Analysis, malformed: usize) {
+/// Prints the summary; `Err` is the exit code of a failed write (74).
+pub(super) fn print_summary(
+    args: &DemoArgs,
+    a: &record::Analysis,
+    malformed: usize,
+) -> Result<(), i32> {
     let mut out = String::new();
     out.push_str(&format!(
         "\nSummary: {} workers, {} keys, {}s\n",
@@ -75,7 +78,5 @@ pub(super) fn print_summary(args: &DemoArgs, a: &record::Analysis, malformed: us
         },
         None => out.push_str("  crash:                          no worker was killed\n"),
     }
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(out.as_bytes());
-    let _ = stdout.flush();
+    crate::print_stdout(&out)
 }

@@ -156,3 +156,67 @@ async fn a_sigkilled_demo_leaves_no_record_behind() {
         .collect();
     assert!(in_tmp.is_empty(), "{in_tmp:?}");
 }
+
+/// SIGTERM while the throwaway server starts (initdb runs for most of a
+/// second after the first line): the start is let end, and what it made
+/// is removed before the demo exits 143; it used to exit at once, leaving
+/// initdb running on as an orphan and its cluster in the temporary
+/// directory.
+#[tokio::test]
+async fn a_demo_stopped_while_its_server_starts_removes_it() {
+    let mut demo = Running::start(eventsource(None).args(["demo", "--seconds", "60"]));
+    demo.expect_stderr("starting a throwaway PostgreSQL").await;
+    let pid = demo.pid();
+    demo.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = demo.finish().await;
+    assert_eq!(out.code, 143, "{out:?}");
+    assert!(out.stderr.contains("stopped and removed"), "{}", out.stderr);
+    let prefix = format!("eventsource-pg-{pid}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A closed stderr (`2>&1 | head -1`) does not stop the demo (it used to
+/// panic, then abort in the server's cleanup), and a failed write of its
+/// summary is said and exits 74, as for every other command.
+#[tokio::test]
+async fn a_demo_whose_stderr_closes_runs_on_and_a_failed_summary_exits_74() {
+    let mut child = eventsource(None)
+        .args(["demo", "--workers", "2", "--seconds", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = tokio::time::timeout(BOUND, child.wait())
+        .await
+        .expect("the demo ends")
+        .unwrap();
+    assert_eq!(exit_code(status), 0, "a closed stderr is no failure");
+
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let child = eventsource(None)
+        .args(["demo", "--workers", "2", "--seconds", "2"])
+        .stdout(full)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(BOUND, child.wait_with_output())
+        .await
+        .expect("the demo ends")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(exit_code(out.status), 74, "{stderr}");
+    assert!(
+        stderr.contains("cannot write to standard output"),
+        "{stderr}"
+    );
+}
