@@ -95,6 +95,8 @@ macro_rules! __readmodel_case_list {
                 save_many_stores_every_model,
                 save_many_applies_repeated_ids_in_order,
                 invalid_models_are_rejected_before_writing,
+                years_outside_0000_to_9999_are_rejected_before_writing,
+                nan_is_rejected_and_negative_zero_reads_back_as_zero,
                 delete_removes_the_row,
                 delete_of_missing_row_is_false,
                 soft_delete_hides_the_row,

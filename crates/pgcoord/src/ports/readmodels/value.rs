@@ -113,8 +113,10 @@ impl Value {
     /// Converts a filter value to the type of a field, or says why it cannot.
     ///
     /// Integers widen to floats and decimals; strings parse as UUIDs,
-    /// timestamps (RFC 3339), dates and decimals. NULL is refused: a NULL
-    /// field never equals anything, so a NULL operand is always a mistake.
+    /// timestamps (RFC 3339), dates and decimals. NaN, and a timestamp or
+    /// date outside years 0000–9999, are refused (no backend can store
+    /// them alike). NULL is refused: a NULL field never equals anything,
+    /// so a NULL operand is always a mistake.
     pub fn coerce_to(&self, ty: &FieldType) -> Result<Value, String> {
         let wrong = || {
             let (kind, ty) = (self.kind(), ty.to_string());
@@ -124,7 +126,7 @@ impl Value {
                 article(&ty)
             )
         };
-        Ok(match (ty, self) {
+        let value = match (ty, self) {
             (_, Value::Null) => return Err("NULL is not a valid filter value".into()),
             (FieldType::Text | FieldType::Other(_), Value::Text(s)) if s.contains('\0') => {
                 // PostgreSQL refuses the operand; no backend stores such text.
@@ -136,7 +138,10 @@ impl Value {
                 Value::Uuid(Uuid::parse_str(s).map_err(|_| format!("{s:?} is not a UUID"))?)
             }
             (FieldType::Integer, Value::Integer(i)) => Value::Integer(*i),
-            (FieldType::Float, Value::Float(f)) if f.is_finite() => Value::Float(*f),
+            (FieldType::Float, Value::Float(f)) if f.is_nan() => {
+                return Err("NaN is not a valid float operand (no backend stores NaN)".into())
+            }
+            (FieldType::Float, Value::Float(f)) => Value::Float(*f),
             (FieldType::Float, Value::Integer(i)) => Value::Float(*i as f64),
             (FieldType::Decimal, Value::Decimal(s) | Value::Text(s)) => Value::Decimal(
                 normalize_decimal(s).ok_or_else(|| format!("{s:?} is not a decimal"))?,
@@ -152,7 +157,11 @@ impl Value {
                 Value::Date(parse_date(s).ok_or_else(|| format!("{s:?} is not a YYYY-MM-DD date"))?)
             }
             _ => return Err(wrong()),
-        })
+        };
+        match super::bounds::unsupported(&value) {
+            Some(why) => Err(why),
+            None => Ok(value),
+        }
     }
 
     /// Compares two non-NULL values of the same kind; `None` for NULLs or
