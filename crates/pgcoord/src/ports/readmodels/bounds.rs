@@ -1,6 +1,7 @@
 //! The values every backend stores alike, checked before a write and on a
 //! filter's operand: timestamps and dates in years 0000–9999, floats other
-//! than NaN, and zero without a sign.
+//! than NaN, and zero without a sign. Checks on plain values: `Value` and
+//! the stored form call them.
 //!
 //! SQLite stores timestamps and dates as text that orders like time only
 //! with four-digit years (`+10000-…` sorts before `2000-…`, and chrono
@@ -12,22 +13,13 @@
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 
-use super::value::Value;
-
 /// The years a timestamp or date may have, on every backend.
 pub(crate) const YEARS: std::ops::RangeInclusive<i32> = 0..=9999;
 
-/// Why `value` cannot be stored or compared alike on every backend, or
-/// `None` when it can.
-pub(crate) fn unsupported(value: &Value) -> Option<String> {
-    match value {
-        Value::Float(f) if f.is_nan() => {
-            Some("NaN is not a storable float (no backend orders it alike)".into())
-        }
-        Value::Timestamp(t) => timestamp_out_of_range(t),
-        Value::Date(d) => date_out_of_range(d),
-        _ => None,
-    }
+/// NaN, which no two backends store and order alike.
+pub(crate) fn float_unsupported(f: f64) -> Option<String> {
+    f.is_nan()
+        .then(|| "NaN is not a storable float (no two backends order it alike)".to_owned())
 }
 
 /// The timestamp's year is outside [`YEARS`].
@@ -37,18 +29,18 @@ pub(crate) fn timestamp_out_of_range(t: &DateTime<Utc>) -> Option<String> {
         .then(|| format!("timestamp {t:?} has year {year}, outside the supported years 0000-9999"))
 }
 
-fn date_out_of_range(d: &NaiveDate) -> Option<String> {
+pub(crate) fn date_out_of_range(d: &NaiveDate) -> Option<String> {
     let year = d.year();
     (!YEARS.contains(&year))
         .then(|| format!("date {d} has year {year}, outside the supported years 0000-9999"))
 }
 
 /// `-0.0` as `0.0` (SQLite keeps no sign on zero); anything else unchanged.
-pub(crate) fn normalize(value: &mut Value) {
-    if let Value::Float(f) = value {
-        if *f == 0.0 {
-            *f = 0.0;
-        }
+pub(crate) fn normalize_zero(f: f64) -> f64 {
+    if f == 0.0 {
+        0.0
+    } else {
+        f
     }
 }
 
@@ -59,26 +51,21 @@ mod tests {
 
     #[test]
     fn years_outside_four_digits_nan_are_refused_and_negative_zero_loses_its_sign() {
-        let ts = |y| Value::Timestamp(Utc.with_ymd_and_hms(y, 1, 1, 0, 0, 0).unwrap());
-        let day = |y| Value::Date(NaiveDate::from_ymd_opt(y, 1, 1).unwrap());
-        for ok in [
-            ts(0),
-            ts(9999),
-            day(0),
-            day(9999),
-            Value::Float(f64::INFINITY),
-        ] {
-            assert_eq!(unsupported(&ok), None, "{ok:?}");
+        let at = |y| Utc.with_ymd_and_hms(y, 1, 1, 0, 0, 0).unwrap();
+        let day = |y| NaiveDate::from_ymd_opt(y, 1, 1).unwrap();
+        for y in [0, 9999] {
+            assert_eq!(timestamp_out_of_range(&at(y)), None);
+            assert_eq!(date_out_of_range(&day(y)), None);
         }
-        for bad in [ts(-1), ts(10_000), day(-5), day(12_000)] {
-            let why = unsupported(&bad).expect("refused");
+        for y in [-1, 10_000] {
+            let why = timestamp_out_of_range(&at(y)).expect("refused");
+            assert!(why.contains("0000-9999"), "{why}");
+            let why = date_out_of_range(&day(y)).expect("refused");
             assert!(why.contains("0000-9999"), "{why}");
         }
-        assert!(unsupported(&Value::Float(f64::NAN))
-            .unwrap()
-            .contains("NaN"));
-        let mut z = Value::Float(-0.0);
-        normalize(&mut z);
-        assert!(matches!(z, Value::Float(f) if f.is_sign_positive()));
+        assert_eq!(float_unsupported(f64::INFINITY), None);
+        assert!(float_unsupported(f64::NAN).unwrap().contains("NaN"));
+        assert!(normalize_zero(-0.0).is_sign_positive());
+        assert!(normalize_zero(-1.0).is_sign_negative());
     }
 }

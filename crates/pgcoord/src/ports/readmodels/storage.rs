@@ -84,14 +84,16 @@ impl Record {
             )));
         }
         for (field, value) in fields.iter().zip(values.iter_mut()) {
-            if let Some(why) = bounds::unsupported(value) {
+            if let Some(why) = value.unsupported() {
                 return Err(ReadModelError::InvalidModel(format!(
                     "{}: field {:?}: {why}",
                     short_type_name::<M>(),
                     field.name
                 )));
             }
-            bounds::normalize(value);
+            if let Value::Float(f) = value {
+                *f = bounds::normalize_zero(*f);
+            }
             if value.is_null() && !field.nullable {
                 return Err(ReadModelError::InvalidModel(format!(
                     "{}: field {:?} is NULL but not nullable",

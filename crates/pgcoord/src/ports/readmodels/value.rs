@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use uuid::Uuid;
 
+use super::bounds;
 use super::field_type::FieldType;
 
 /// One column value. Filters take values through `From` impls
@@ -158,9 +159,20 @@ impl Value {
             }
             _ => return Err(wrong()),
         };
-        match super::bounds::unsupported(&value) {
+        match value.unsupported() {
             Some(why) => Err(why),
             None => Ok(value),
+        }
+    }
+
+    /// Why the value cannot be stored or compared alike on every backend
+    /// (NaN, a timestamp or date outside years 0000–9999), or `None`.
+    pub(crate) fn unsupported(&self) -> Option<String> {
+        match self {
+            Value::Float(f) => bounds::float_unsupported(*f),
+            Value::Timestamp(t) => bounds::timestamp_out_of_range(t),
+            Value::Date(d) => bounds::date_out_of_range(d),
+            _ => None,
         }
     }
 
