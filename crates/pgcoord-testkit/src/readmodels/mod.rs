@@ -119,6 +119,7 @@ macro_rules! __readmodel_case_list {
                 uuid_filters,
                 timestamp_filters,
                 decimal_filters_compare_numerically,
+                decimal_filters_compare_exactly_beyond_double_precision,
                 unknown_field_is_an_error,
                 unknown_order_field_is_an_error,
                 unknown_operator_is_an_error,

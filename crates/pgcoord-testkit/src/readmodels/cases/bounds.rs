@@ -1,6 +1,7 @@
 //! Values that not every backend can store or order alike: timestamps and
 //! dates outside years 0000–9999, NaN, and the sign of zero. Each is
-//! refused (or normalised) the same way everywhere, before any write.
+//! refused (or normalised) the same way everywhere, before any write. And
+//! decimals with more digits than a double holds, compared exactly.
 
 use chrono::{NaiveDate, TimeZone, Utc};
 use pgcoord::readmodels::{Direction, Filter, Query, ReadModelRepository};
@@ -160,5 +161,53 @@ pub(super) async fn nan_is_rejected_and_negative_zero_reads_back_as_zero<
         got.sort();
         ensure!(got == strs(&want), "{what}: got {got:?}, want {want:?}");
     }
+    Ok(())
+}
+
+/// Decimals compare by exact value however many digits they have (on
+/// SQLite, not through a double, which keeps about 15).
+pub(super) async fn decimal_filters_compare_exactly_beyond_double_precision<
+    R: ReadModelRepository<Item>,
+>(
+    repo: &R,
+) -> Outcome {
+    let with = |name: &str, amount: &str| {
+        let mut i = Item::new(name);
+        i.amount = Some(amount.to_owned());
+        i
+    };
+    seed(
+        repo,
+        vec![
+            with("a", "99999999999999999999"),
+            with("b", "99999999999999999998"),
+            with("c", "0.1"),
+            with("e", "0.10000000000000001"),
+            with("n", "-99999999999999999999.5"),
+        ],
+    )
+    .await?;
+    for (filter, want) in [
+        (Filter::eq("amount", "99999999999999999999"), vec!["a"]),
+        (Filter::eq("amount", "0.1"), vec!["c"]),
+        (Filter::eq("amount", "0.100"), vec!["c"]),
+        (Filter::gt("amount", "99999999999999999998"), vec!["a"]),
+        (Filter::lt("amount", "0.10000000000000001"), vec!["c", "n"]),
+        (Filter::lt("amount", "-99999999999999999999.4"), vec!["n"]),
+        (
+            Filter::is_in("amount", ["99999999999999999998", "0.10000000000000001"]),
+            vec!["b", "e"],
+        ),
+    ] {
+        let what = format!("{filter:?}");
+        let mut got = names(&repo.find(&Query::new().filter(filter)).await.ctx(&what)?);
+        got.sort();
+        ensure!(got == strs(&want), "{what}: got {got:?}, want {want:?}");
+    }
+    let desc = repo
+        .find(&Query::new().order_by("amount", Direction::Desc))
+        .await
+        .ctx("order")?;
+    ensure_eq!(names(&desc), strs(&["a", "b", "e", "c", "n"]));
     Ok(())
 }

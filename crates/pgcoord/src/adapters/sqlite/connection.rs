@@ -8,7 +8,9 @@ use std::time::Duration;
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
+use crate::adapters::sql::SQLITE_DECIMAL_COLLATION;
 use crate::ports::error::Result;
+use crate::ports::readmodels::storage::decimal_order;
 
 use super::error::{sqlite_error, wal_error};
 
@@ -17,6 +19,9 @@ pub const BUSY_TIMEOUT_MS: u64 = 5000;
 
 /// Sets the pragmas of a connection to the database file at `file`
 /// (`None`: in memory, where WAL does not apply).
+///
+/// Decimal text compares by exact value through the collation
+/// [`SQLITE_DECIMAL_COLLATION`] (the statements name it).
 ///
 /// Double-quoted string literals are turned off (`SQLITE_DBCONFIG_DQS_DML`
 /// and `_DDL`): otherwise SQLite reads `"tier"` naming no column as the
@@ -29,6 +34,8 @@ pub(super) fn configure(conn: &Connection, file: Option<&Path>) -> Result<()> {
     ] {
         conn.set_db_config(dqs, false).map_err(sqlite_error)?;
     }
+    conn.create_collation(SQLITE_DECIMAL_COLLATION, decimal_order)
+        .map_err(sqlite_error)?;
     conn.execute_batch("PRAGMA foreign_keys = ON")
         .map_err(sqlite_error)?;
     conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))

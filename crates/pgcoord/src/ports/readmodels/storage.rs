@@ -22,6 +22,7 @@ pub use super::meta::now_micros;
 use super::serde_form::short_type_name;
 #[doc(hidden)]
 pub use super::serde_form::{field_error, from_value_via_serde, value_via_serde};
+pub(crate) use super::value::decimal_order;
 
 /// The base columns every read-model table has, in table order.
 pub const BASE_COLUMNS: [&str; 5] = ["id", "created_at", "updated_at", "version", "deleted_at"];

@@ -243,6 +243,17 @@ fn normalize_decimal(s: &str) -> Option<String> {
     })
 }
 
+/// A total, exact order on decimal text, as SQLite's decimal collation:
+/// decimals by value, then anything that is not one, byte-wise.
+pub(crate) fn decimal_order(a: &str, b: &str) -> Ordering {
+    match (normalize_decimal(a), normalize_decimal(b)) {
+        (Some(x), Some(y)) => compare_decimals(&x, &y).unwrap_or(Ordering::Equal),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.as_bytes().cmp(b.as_bytes()),
+    }
+}
+
 /// Exact comparison of two decimal literals accepted by `normalize_decimal`.
 fn compare_decimals(a: &str, b: &str) -> Option<Ordering> {
     fn parts(s: &str) -> (bool, String, String) {
