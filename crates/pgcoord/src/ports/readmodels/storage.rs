@@ -22,6 +22,7 @@ pub use super::meta::now_micros;
 use super::serde_form::short_type_name;
 #[doc(hidden)]
 pub use super::serde_form::{field_error, from_value_via_serde, value_via_serde};
+#[cfg(feature = "sqlite")]
 pub(crate) use super::value::decimal_order;
 
 /// The base columns every read-model table has, in table order.

@@ -245,6 +245,7 @@ fn normalize_decimal(s: &str) -> Option<String> {
 
 /// A total, exact order on decimal text, as SQLite's decimal collation:
 /// decimals by value, then anything that is not one, byte-wise.
+#[cfg(feature = "sqlite")]
 pub(crate) fn decimal_order(a: &str, b: &str) -> Ordering {
     match (normalize_decimal(a), normalize_decimal(b)) {
         (Some(x), Some(y)) => compare_decimals(&x, &y).unwrap_or(Ordering::Equal),
