@@ -120,6 +120,7 @@ fn expect_invalid<T: std::fmt::Debug>(res: Result<T>, what: &str) -> Outcome {
     }
 }
 
+mod bounds;
 mod deletion;
 mod filters;
 mod ordering;
@@ -128,6 +129,7 @@ mod unique;
 mod versions;
 mod writes;
 
+use self::bounds::*;
 use self::deletion::*;
 use self::filters::*;
 use self::ordering::*;

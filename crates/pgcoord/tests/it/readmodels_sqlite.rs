@@ -7,7 +7,7 @@ use pgcoord::readmodels::Dialect;
 use pgcoord::{
     error::ReadModelError,
     readmodels::{
-        DefaultValue, FieldDescriptor, FieldType, Query, ReadModel, ReadModelMeta,
+        DefaultValue, FieldDescriptor, FieldType, Filter, Query, ReadModel, ReadModelMeta,
         ReadModelRepository,
     },
 };
@@ -207,6 +207,48 @@ async fn additive_migration_keeps_rows_and_refuses_unfillable_columns() {
         again.iter().all(|s| !s.contains("ALTER TABLE")),
         "{again:?}"
     );
+}
+
+/// SQLite would take `"colour"`, naming no column, as the text `'colour'`
+/// (double-quoted string literals): a model read before `migrate_schema`
+/// added its column got the column's name as the value. It is an error, as
+/// on PostgreSQL, that names the column and the way out.
+#[tokio::test]
+async fn a_missing_column_is_an_error_not_its_own_name() {
+    let db = SqliteDatabase::open_in_memory().await.unwrap();
+    db.migrate_schema::<Widget>().await.unwrap();
+    let old = Widget {
+        meta: ReadModelMeta::new_random(),
+        name: "w".into(),
+    };
+    db.repository::<Widget>().save(&old).await.unwrap();
+    let v2 = db.repository::<WidgetV2>();
+    let missing = |what: &str, r: pgcoord::Result<String>| match r {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.contains(r#"column "colour" does not exist"#)
+                    && text.contains("migrate_schema"),
+                "{what}: {text}"
+            );
+        }
+        Ok(got) => panic!("{what} before migrate_schema succeeded: {got}"),
+    };
+    missing(
+        "find",
+        v2.find(&Query::new()).await.map(|r| format!("{r:?}")),
+    );
+    let by_name = Query::new().filter(Filter::eq("colour", "colour"));
+    missing("count", v2.count(&by_name).await.map(|n| n.to_string()));
+    // A statement of the caller's own is held to it too.
+    let raw = db
+        .call(|c| {
+            Ok(c.query_row(r#"SELECT "nope" FROM widgets"#, [], |r| {
+                r.get::<_, String>(0)
+            })?)
+        })
+        .await;
+    assert!(raw.is_err(), "{raw:?}");
 }
 
 fn tempdir() -> std::path::PathBuf {

@@ -57,6 +57,8 @@ pub use segment_share::RunnerCensus;
 pub use segment_slots::SegmentedSummary;
 pub use segmented_runner::{SegmentedRunner, DEFAULT_RECHECK};
 pub use segments::{partition_hash, Segment, SegmentFeed, MAX_SEGMENTS};
+#[cfg(feature = "sqlite")]
+pub(crate) use statements::SQLITE_DECIMAL_COLLATION;
 pub use statements::{Param, SqlTable, Statement};
 pub use telemetry::DbEndpoint;
 

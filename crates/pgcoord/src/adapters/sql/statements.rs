@@ -20,6 +20,8 @@ use super::{quote_ident, Dialect};
 mod builder;
 mod select;
 
+#[cfg(feature = "sqlite")]
+pub(crate) use self::builder::SQLITE_DECIMAL_COLLATION;
 use self::builder::{collated, compared, placeholder, postgres_read_type, Builder};
 pub use self::builder::{Param, Statement};
 

@@ -51,7 +51,8 @@ pub(super) fn wal_error(path: &Path, e: rusqlite::Error) -> Error {
 /// Converts a rusqlite error, whose text is the message (the rusqlite
 /// error is the [`driver_error`](BackendError::driver_error), no source:
 /// a chain walk would say it twice); busy/locked errors carry the codes
-/// `SQLITE_BUSY` / `SQLITE_LOCKED` (transient for the projection).
+/// `SQLITE_BUSY` / `SQLITE_LOCKED` (transient for the projection). A
+/// missing column is named and `migrate_schema` suggested.
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     let code = match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy) => Some("SQLITE_BUSY"),
@@ -59,11 +60,32 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
         Some(ErrorCode::ConstraintViolation) => Some("SQLITE_CONSTRAINT"),
         _ => None,
     };
-    let mut be = BackendError::new(BackendErrorKind::Query, e.to_string());
+    let text = e.to_string();
+    let text = match text.strip_prefix("no such column: ") {
+        // With double-quoted literals off, a model field whose column the
+        // table lacks ends here (as PostgreSQL's 42703).
+        Some(rest) => format!(
+            "column {} does not exist; if a field was added to the model, run \
+             migrate_schema to add its column",
+            missing_column(rest)
+        ),
+        None => text,
+    };
+    let mut be = BackendError::new(BackendErrorKind::Query, text);
     if let Some(code) = code {
         be = be.with_code(crate::ports::sql_state::SqlState::new(code));
     }
     Error::Backend(be.with_driver_error(e))
+}
+
+/// The column named at the start of SQLite's "no such column: …" text,
+/// quoted: `"tier" - should this be …` or `t.tier in …`.
+fn missing_column(rest: &str) -> String {
+    let name = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or(quoted),
+        None => rest.split_whitespace().next().unwrap_or(rest),
+    };
+    format!("{name:?}")
 }
 
 /// For `?` on rusqlite's calls inside

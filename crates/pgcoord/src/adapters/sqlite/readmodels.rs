@@ -163,7 +163,7 @@ fn decode_error(column: &str, field_type: &FieldType, got: &str) -> Error {
     ReadModelError::schema_mismatch(
         String::new(),
         column,
-        format!("stored value {got} does not decode as {field_type}"),
+        format!("the stored value ({got}) does not decode as {field_type}"),
     )
     .into()
 }

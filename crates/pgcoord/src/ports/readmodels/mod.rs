@@ -2,6 +2,7 @@
 //! the projection contract. Nothing here talks to a database; users reach
 //! these names through the public `crate::readmodels` module.
 
+mod bounds;
 mod checked;
 mod dead_letter;
 mod error;

@@ -9,6 +9,7 @@
 
 use chrono::SubsecRound;
 
+use super::bounds;
 use super::error::ReadModelError;
 use super::field::{DefaultValue, FieldDescriptor};
 use super::field_type::FieldType;
@@ -21,6 +22,8 @@ pub use super::meta::now_micros;
 use super::serde_form::short_type_name;
 #[doc(hidden)]
 pub use super::serde_form::{field_error, from_value_via_serde, value_via_serde};
+#[cfg(feature = "sqlite")]
+pub(crate) use super::value::decimal_order;
 
 /// The base columns every read-model table has, in table order.
 pub const BASE_COLUMNS: [&str; 5] = ["id", "created_at", "updated_at", "version", "deleted_at"];
@@ -54,8 +57,10 @@ impl Record {
     /// Fails with [`ReadModelError::InvalidModel`] when the version is below
     /// 1, a non-nullable field is NULL or missing from the serde form, a
     /// text, decimal or JSON value holds a NUL character (U+0000, which
-    /// PostgreSQL cannot store), or a descriptor reuses a base column's
-    /// name; with
+    /// PostgreSQL cannot store), a float is NaN, a timestamp (bookkeeping
+    /// ones included) or date has a year outside 0000–9999 (what SQLite's
+    /// text form orders correctly), or a descriptor reuses a base column's
+    /// name; `-0.0` is stored as `0.0`. With
     /// [`ReadModelError::Serialization`] when a value cannot be converted.
     pub fn from_model<M: ReadModel>(
         model: &M,
@@ -71,7 +76,7 @@ impl Record {
                 field.name
             )));
         }
-        let values = model.to_values(fields)?;
+        let mut values = model.to_values(fields)?;
         if values.len() != fields.len() {
             return Err(ReadModelError::InvalidModel(format!(
                 "{}: {} values for {} fields",
@@ -80,7 +85,17 @@ impl Record {
                 fields.len()
             )));
         }
-        for (field, value) in fields.iter().zip(&values) {
+        for (field, value) in fields.iter().zip(values.iter_mut()) {
+            if let Some(why) = value.unsupported() {
+                return Err(ReadModelError::InvalidModel(format!(
+                    "{}: field {:?}: {why}",
+                    short_type_name::<M>(),
+                    field.name
+                )));
+            }
+            if let Value::Float(f) = value {
+                *f = bounds::normalize_zero(*f);
+            }
             if value.is_null() && !field.nullable {
                 return Err(ReadModelError::InvalidModel(format!(
                     "{}: field {:?} is NULL but not nullable",
@@ -105,6 +120,20 @@ impl Record {
                 meta.id,
                 meta.version
             )));
+        }
+        let stamps = [
+            ("created_at", Some(&meta.created_at)),
+            ("updated_at", Some(&meta.updated_at)),
+            ("deleted_at", meta.deleted_at.as_ref()),
+        ];
+        for (name, t) in stamps {
+            if let Some(why) = t.and_then(bounds::timestamp_out_of_range) {
+                return Err(ReadModelError::InvalidModel(format!(
+                    "{} {}: {name}: {why}",
+                    short_type_name::<M>(),
+                    meta.id
+                )));
+            }
         }
         meta.created_at = meta.created_at.trunc_subsecs(6);
         meta.updated_at = meta.updated_at.trunc_subsecs(6);

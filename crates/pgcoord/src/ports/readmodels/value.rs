@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use uuid::Uuid;
 
+use super::bounds;
 use super::field_type::FieldType;
 
 /// One column value. Filters take values through `From` impls
@@ -113,8 +114,10 @@ impl Value {
     /// Converts a filter value to the type of a field, or says why it cannot.
     ///
     /// Integers widen to floats and decimals; strings parse as UUIDs,
-    /// timestamps (RFC 3339), dates and decimals. NULL is refused: a NULL
-    /// field never equals anything, so a NULL operand is always a mistake.
+    /// timestamps (RFC 3339), dates and decimals. NaN, and a timestamp or
+    /// date outside years 0000–9999, are refused (no backend can store
+    /// them alike). NULL is refused: a NULL field never equals anything,
+    /// so a NULL operand is always a mistake.
     pub fn coerce_to(&self, ty: &FieldType) -> Result<Value, String> {
         let wrong = || {
             let (kind, ty) = (self.kind(), ty.to_string());
@@ -124,7 +127,7 @@ impl Value {
                 article(&ty)
             )
         };
-        Ok(match (ty, self) {
+        let value = match (ty, self) {
             (_, Value::Null) => return Err("NULL is not a valid filter value".into()),
             (FieldType::Text | FieldType::Other(_), Value::Text(s)) if s.contains('\0') => {
                 // PostgreSQL refuses the operand; no backend stores such text.
@@ -136,7 +139,10 @@ impl Value {
                 Value::Uuid(Uuid::parse_str(s).map_err(|_| format!("{s:?} is not a UUID"))?)
             }
             (FieldType::Integer, Value::Integer(i)) => Value::Integer(*i),
-            (FieldType::Float, Value::Float(f)) if f.is_finite() => Value::Float(*f),
+            (FieldType::Float, Value::Float(f)) if f.is_nan() => {
+                return Err("NaN is not a valid float operand (no backend stores NaN)".into())
+            }
+            (FieldType::Float, Value::Float(f)) => Value::Float(*f),
             (FieldType::Float, Value::Integer(i)) => Value::Float(*i as f64),
             (FieldType::Decimal, Value::Decimal(s) | Value::Text(s)) => Value::Decimal(
                 normalize_decimal(s).ok_or_else(|| format!("{s:?} is not a decimal"))?,
@@ -152,7 +158,22 @@ impl Value {
                 Value::Date(parse_date(s).ok_or_else(|| format!("{s:?} is not a YYYY-MM-DD date"))?)
             }
             _ => return Err(wrong()),
-        })
+        };
+        match value.unsupported() {
+            Some(why) => Err(why),
+            None => Ok(value),
+        }
+    }
+
+    /// Why the value cannot be stored or compared alike on every backend
+    /// (NaN, a timestamp or date outside years 0000–9999), or `None`.
+    pub(crate) fn unsupported(&self) -> Option<String> {
+        match self {
+            Value::Float(f) => bounds::float_unsupported(*f),
+            Value::Timestamp(t) => bounds::timestamp_out_of_range(t),
+            Value::Date(d) => bounds::date_out_of_range(d),
+            _ => None,
+        }
     }
 
     /// Compares two non-NULL values of the same kind; `None` for NULLs or
@@ -220,6 +241,18 @@ fn normalize_decimal(s: &str) -> Option<String> {
     } else {
         format!("{sign}{int}.{frac}")
     })
+}
+
+/// A total, exact order on decimal text, as SQLite's decimal collation:
+/// decimals by value, then anything that is not one, byte-wise.
+#[cfg(feature = "sqlite")]
+pub(crate) fn decimal_order(a: &str, b: &str) -> Ordering {
+    match (normalize_decimal(a), normalize_decimal(b)) {
+        (Some(x), Some(y)) => compare_decimals(&x, &y).unwrap_or(Ordering::Equal),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.as_bytes().cmp(b.as_bytes()),
+    }
 }
 
 /// Exact comparison of two decimal literals accepted by `normalize_decimal`.

@@ -98,12 +98,19 @@ pub(super) fn postgres_read_type(field_type: &FieldType) -> &'static str {
     }
 }
 
+/// The SQLite collation that orders decimal text by exact value, which
+/// every connection the SQLite adapter opens registers.
+pub(crate) const SQLITE_DECIMAL_COLLATION: &str = "pgcoord_decimal";
+
 /// A column (already quoted, possibly table-qualified) as equality tests
 /// see it. SQLite keeps decimals as text (so they read back exactly as
-/// written) and compares them as numbers.
+/// written) and compares them by exact value through a collation (a
+/// `CAST(... AS NUMERIC)` would round to a double beyond 15 digits).
 pub(super) fn compared(dialect: Dialect, quoted: String, field_type: &FieldType) -> String {
     match (dialect, field_type) {
-        (Dialect::Sqlite, FieldType::Decimal) => format!("CAST({quoted} AS NUMERIC)"),
+        (Dialect::Sqlite, FieldType::Decimal) => {
+            format!("{quoted} COLLATE {SQLITE_DECIMAL_COLLATION}")
+        }
         _ => quoted,
     }
 }
