@@ -170,9 +170,42 @@ pub fn migration(
             column_definition(dialect, field)
         ));
     }
+    for column in leftover_columns(dialect, fields, existing_columns) {
+        tracing::warn!(
+            table,
+            column = column.as_str(),
+            "the table has a column the model no longer declares; it is left in place. \
+             If it is NOT NULL without a default, every save will fail: drop the column \
+             or give it a default"
+        );
+    }
     statements.extend(drop_replaced_indexes(dialect, table, indexes));
     statements.extend(create_indexes(dialect, table, indexes));
     Ok(statements)
+}
+
+/// The columns of `existing_columns` that neither the base columns nor
+/// `fields` declare (matched as [`migration`] matches names): columns of a
+/// removed or renamed field. [`migration`] leaves them in place and logs a
+/// warning for each; one that is NOT NULL without a default makes every
+/// save fail. Types are not compared: a field whose type changed keeps its
+/// old column type.
+pub fn leftover_columns(
+    dialect: Dialect,
+    fields: &[FieldDescriptor],
+    existing_columns: &[String],
+) -> Vec<String> {
+    let declared = |c: &str| {
+        base_fields().iter().chain(fields).any(|f| match dialect {
+            Dialect::Postgres => f.name == c,
+            Dialect::Sqlite => f.name.eq_ignore_ascii_case(c),
+        })
+    };
+    existing_columns
+        .iter()
+        .filter(|c| !declared(c))
+        .cloned()
+        .collect()
 }
 
 /// [`migration`] for a model.
@@ -330,6 +363,17 @@ mod tests {
             r#"ALTER TABLE "things" ADD COLUMN "flag" BOOLEAN NOT NULL DEFAULT FALSE"#
         );
         assert_eq!(stmts.len(), 3, "plus the deleted_at index: {stmts:?}");
+
+        let mut with_legacy = existing.clone();
+        with_legacy.extend(["legacy".to_owned(), "NAME".to_owned()]);
+        assert_eq!(
+            leftover_columns(Dialect::Sqlite, &with_new, &with_legacy),
+            ["legacy"]
+        );
+        assert_eq!(
+            leftover_columns(Dialect::Postgres, &with_new, &with_legacy),
+            ["legacy", "NAME"]
+        );
 
         let bad = vec![FieldDescriptor::new("must", FieldType::Integer)];
         match migration(Dialect::Sqlite, "things", &bad, &[], &existing) {
