@@ -300,7 +300,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         let mut names = Vec::new();
         for col in &spec.columns {
             let Some(c) = stored.iter().find(|c| c.ident == *col) else {
-                let hint = match stored.iter().find(|c| c.name == col.unraw().to_string()) {
+                let hint = match stored.iter().find(|c| col.unraw() == c.name) {
                     Some(c) => format!(
                         "; `{col}` is the column of field `{}`: index(...) takes Rust field \
                          names, write `{}`",
