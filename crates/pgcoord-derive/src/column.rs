@@ -97,7 +97,15 @@ pub(crate) fn descriptor(c: &Column, rm: &TokenStream2) -> TokenStream2 {
     let ty = &c.ty;
     let col = &c.name;
     let mut t = match conversion(c, rm) {
-        Conversion::Kind => quote_spanned!(ty.span()=> #rm::FieldDescriptor::of::<#ty>(#col)),
+        // The same `<T as FieldKind>` paths as the encoder's and decoder's,
+        // so that a type without one gets one error, not one per use.
+        Conversion::Kind => quote_spanned!(ty.span()=> {
+            let field = #rm::FieldDescriptor::new(#col, <#ty as #rm::FieldKind>::field_type());
+            match <#ty as #rm::FieldKind>::nullable() {
+                true => field.nullable(),
+                false => field,
+            }
+        }),
         Conversion::Serde(ft) => {
             let mut t = quote!(#rm::FieldDescriptor::new(#col, #ft));
             if is_option(ty) {
