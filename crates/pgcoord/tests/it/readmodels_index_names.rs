@@ -151,4 +151,36 @@ async fn postgres_enforces_unique_indexes_and_migrates_to_unique() {
     let test_db = pgcoord_testkit::pg::TestDatabase::create().await.unwrap();
     let db = pgcoord::readmodels::connect(&test_db.url()).await.unwrap();
     on_database(&db, "postgres").await;
+    // The plain index `index(email)` made is gone; the unique one and
+    // `deleted_at`'s remain.
+    let client = test_db.connect().await.unwrap();
+    let indexes = |client: tokio_postgres::Client| async move {
+        let rows = client
+            .query(
+                "SELECT indexname::text FROM pg_indexes WHERE tablename = 'ix_evo' ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        (client, names)
+    };
+    let unique = EvoV2::indexes()[0].name_on("ix_evo");
+    let expected = vec![
+        "idx_ix_evo_deleted_at".to_owned(),
+        unique,
+        "ix_evo_pkey".to_owned(),
+    ];
+    let (client, names) = indexes(client).await;
+    assert_eq!(names, expected);
+
+    // An index an earlier release made under the old name is dropped by
+    // the migration.
+    client
+        .batch_execute(r#"CREATE INDEX "idx_ix_evo_email" ON "ix_evo" ("email")"#)
+        .await
+        .unwrap();
+    db.migrate_schema::<EvoV2>().await.unwrap();
+    let (_, names) = indexes(client).await;
+    assert_eq!(names, expected);
 }
