@@ -58,8 +58,12 @@
 //!
 //! Mistakes the database would otherwise report only when it reads the
 //! DDL are compile errors: an empty (or blank) table, column or index name,
-//! SQL type, SQL default or index predicate, and a `default` literal the
-//! column cannot hold (`default = 5` on a `String`).
+//! SQL type, SQL default or index predicate, a `default` literal the
+//! column cannot hold (`default = 5` on a `String`, `default = 300` on a
+//! `u8`, a date that does not exist), and a column named like a base
+//! column or another column up to ASCII case (SQLite's comparison).
+//!
+//! A raw identifier names its column without `r#` (`r#type` is `type`).
 
 use std::collections::HashMap;
 
