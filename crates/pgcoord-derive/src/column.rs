@@ -50,6 +50,22 @@ fn is_option(ty: &Type) -> bool {
     last_segment(ty).as_deref() == Some("Option")
 }
 
+/// The `T` of an `Option<T>`.
+pub(crate) fn option_inner(ty: &Type) -> Option<&Type> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "Option" {
+        return None;
+    }
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(args) => match args.args.first()? {
+            syn::GenericArgument::Type(inner) => Some(inner),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// How a field converts: through its `FieldKind`, or through serde with an
 /// explicit field type.
 enum Conversion {
@@ -65,9 +81,10 @@ fn conversion(c: &Column, rm: &TokenStream2) -> Conversion {
     let has_sql_type = c.attrs.sql_type.is_some()
         || c.attrs.sql_type_postgres.is_some()
         || c.attrs.sql_type_sqlite.is_some();
-    let built_in = last_segment(&c.ty).is_some_and(|s| BUILT_IN.contains(&s.as_str()));
+    // `Option<T>` converts as `T` does, nullable: look through it.
+    let ty = option_inner(&c.ty).unwrap_or(&c.ty);
+    let built_in = last_segment(ty).is_some_and(|s| BUILT_IN.contains(&s.as_str()));
     if has_sql_type && !built_in {
-        let ty = &c.ty;
         let name = quote!(#ty).to_string().replace(' ', "");
         return Conversion::Serde(
             quote!(#rm::FieldType::Other(::std::string::String::from(#name))),
@@ -80,7 +97,15 @@ pub(crate) fn descriptor(c: &Column, rm: &TokenStream2) -> TokenStream2 {
     let ty = &c.ty;
     let col = &c.name;
     let mut t = match conversion(c, rm) {
-        Conversion::Kind => quote_spanned!(ty.span()=> #rm::FieldDescriptor::of::<#ty>(#col)),
+        // The same `<T as FieldKind>` paths as the encoder's and decoder's,
+        // so that a type without one gets one error, not one per use.
+        Conversion::Kind => quote_spanned!(ty.span()=> {
+            let field = #rm::FieldDescriptor::new(#col, <#ty as #rm::FieldKind>::field_type());
+            match <#ty as #rm::FieldKind>::nullable() {
+                true => field.nullable(),
+                false => field,
+            }
+        }),
         Conversion::Serde(ft) => {
             let mut t = quote!(#rm::FieldDescriptor::new(#col, #ft));
             if is_option(ty) {
@@ -135,7 +160,8 @@ pub(crate) fn decoder(c: &Column, rm: &TokenStream2) -> TokenStream2 {
     let ty = &c.ty;
     let col = &c.name;
     if c.attrs.skip {
-        return quote!(#ident: ::core::default::Default::default());
+        // A type without `Default` fails here: point at the field's type.
+        return quote_spanned!(ty.span()=> #ident: ::core::default::Default::default());
     }
     let next = quote!(values.next().unwrap_or(#rm::Value::Null));
     let call = match conversion(c, rm) {
@@ -194,17 +220,7 @@ fn stored(c: &Column) -> Option<Stored> {
             _ => None,
         };
     }
-    let mut ty = &c.ty;
-    if let Type::Path(p) = ty {
-        let last = p.path.segments.last()?;
-        if last.ident == "Option" {
-            if let syn::PathArguments::AngleBracketed(args) = &last.arguments {
-                if let Some(syn::GenericArgument::Type(inner)) = args.args.first() {
-                    ty = inner;
-                }
-            }
-        }
-    }
+    let ty = option_inner(&c.ty).unwrap_or(&c.ty);
     match last_segment(ty)?.as_str() {
         "String" | "Uuid" | "DateTime" | "NaiveDate" => Some(Stored::Text),
         "i64" | "i32" | "i16" | "i8" | "u32" | "u16" | "u8" => Some(Stored::Integer),
@@ -221,10 +237,25 @@ pub(crate) fn check_default(c: &Column) -> syn::Result<()> {
     let (Some(lit), Some(stored)) = (&c.attrs.default, stored(c)) else {
         return Ok(());
     };
-    if stored.fits(lit) {
-        return Ok(());
-    }
     let ty = &c.ty;
+    if stored.fits(lit) {
+        let inner = option_inner(ty).unwrap_or(ty);
+        let what = match &c.attrs.kind {
+            Some((_, variant)) => Some((*variant).to_owned()),
+            None => last_segment(inner),
+        };
+        return match what.and_then(|w| crate::default_range::out_of_range(&w, lit)) {
+            None => Ok(()),
+            Some(why) => Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`default = {}` does not fit `{}`: {why}",
+                    quote!(#lit),
+                    c.ident
+                ),
+            )),
+        };
+    }
     let column = match &c.attrs.kind {
         Some((kind, _)) => format!("a column of `kind = \"{}\"`", kind.value()),
         None => format!(

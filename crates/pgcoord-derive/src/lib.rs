@@ -58,18 +58,25 @@
 //!
 //! Mistakes the database would otherwise report only when it reads the
 //! DDL are compile errors: an empty (or blank) table, column or index name,
-//! SQL type, SQL default or index predicate, and a `default` literal the
-//! column cannot hold (`default = 5` on a `String`).
+//! SQL type, SQL default or index predicate, a `default` literal the
+//! column cannot hold (`default = 5` on a `String`, `default = 300` on a
+//! `u8`, a date that does not exist), and a column named like a base
+//! column or another column up to ASCII case (SQLite's comparison).
+//!
+//! A raw identifier names its column without `r#` (`r#type` is `type`).
 
 use std::collections::HashMap;
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Error, Fields, Ident, LitStr};
 
 mod attrs;
 mod column;
+mod default_range;
 mod naming;
 
 use attrs::{parse_column, ColumnAttrs, IndexSpec};
@@ -177,7 +184,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         .find(marked_meta)
         .or_else(|| named.named.iter().find(|f| is_meta_type(&f.ty)))
         .and_then(|f| f.ident.clone());
-    let mut meta_field: Option<Ident> = None;
+    let mut meta_field: Option<(Ident, syn::Type)> = None;
     let mut columns: Vec<Column> = Vec::new();
     for field in &named.named {
         let ident = field.ident.clone().expect("named field");
@@ -208,20 +215,28 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
         if is_meta {
-            if let Some(first) = &meta_field {
+            if let Some(attr) = field.attrs.iter().find(|a| a.path().is_ident("column")) {
+                return Err(Error::new_spanned(
+                    attr,
+                    "#[column(...)] does not apply to the meta field: its columns are the base \
+                     columns (id, created_at, updated_at, version, deleted_at), whose names are fixed",
+                ));
+            }
+            if let Some((first, _)) = &meta_field {
                 return Err(Error::new(
                     ident.span(),
                     format!("a read model has one meta field; `{first}` is already it"),
                 ));
             }
-            meta_field = Some(ident);
+            meta_field = Some((ident, field.ty.clone()));
             continue;
         }
         let name = attrs
             .rename
             .as_ref()
             .map(LitStr::value)
-            .unwrap_or_else(|| ident.to_string());
+            // `r#type` is the column `type`, as serde names it.
+            .unwrap_or_else(|| ident.unraw().to_string());
         let column = Column {
             ident,
             ty: field.ty.clone(),
@@ -231,34 +246,46 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         check_default(&column)?;
         columns.push(column);
     }
-    let Some(meta_field) = meta_field else {
+    let Some((meta_field, meta_ty)) = meta_field else {
         return Err(Error::new(
             name.span(),
             "#[derive(ReadModel)] needs a `ReadModelMeta` field: add `#[serde(flatten)] #[read_model(meta)] meta: ReadModelMeta`",
         ));
     };
 
-    let mut seen: HashMap<String, Ident> = HashMap::new();
+    // SQLite matches column names ASCII case-insensitively, so `Id` is
+    // `id` there: names are compared that way for every backend.
+    let mut seen: HashMap<String, (Ident, String)> = HashMap::new();
     for c in columns.iter().filter(|c| !c.attrs.skip) {
-        if BASE_COLUMNS.contains(&c.name.as_str()) {
+        let folded = c.name.to_ascii_lowercase();
+        if let Some(base) = BASE_COLUMNS.iter().find(|b| **b == folded) {
+            let what = match c.name == *base {
+                true => format!("column `{base}` is a base column (ReadModelMeta carries it)"),
+                false => format!(
+                    "column `{}` clashes with the base column `{base}` (ReadModelMeta carries it; \
+                     SQLite matches column names case-insensitively)",
+                    c.name
+                ),
+            };
+            return Err(Error::new(
+                c.ident.span(),
+                format!("{what}; rename the field or give it #[column(rename = \"...\")]"),
+            ));
+        }
+        if let Some((first, name)) = seen.get(&folded) {
+            let also = match *name == c.name {
+                true => String::new(),
+                false => format!(" as `{name}` (SQLite matches column names case-insensitively)"),
+            };
             return Err(Error::new(
                 c.ident.span(),
                 format!(
-                    "column `{}` is a base column (ReadModelMeta carries it); rename the field or give it #[column(rename = \"...\")]",
+                    "duplicate column `{}`: field `{first}` already uses it{also}",
                     c.name
                 ),
             ));
         }
-        if let Some(first) = seen.get(&c.name) {
-            return Err(Error::new(
-                c.ident.span(),
-                format!(
-                    "duplicate column `{}`: field `{first}` already uses it",
-                    c.name
-                ),
-            ));
-        }
-        seen.insert(c.name.clone(), c.ident.clone());
+        seen.insert(folded, (c.ident.clone(), c.name.clone()));
     }
 
     let root = match &krate {
@@ -277,9 +304,17 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         let mut names = Vec::new();
         for col in &spec.columns {
             let Some(c) = stored.iter().find(|c| c.ident == *col) else {
+                let hint = match stored.iter().find(|c| col.unraw() == c.name) {
+                    Some(c) => format!(
+                        "; `{col}` is the column of field `{}`: index(...) takes Rust field \
+                         names, write `{}`",
+                        c.ident, c.ident
+                    ),
+                    None => String::new(),
+                };
                 return Err(Error::new(
                     col.span(),
-                    format!("index on `{col}`, which is not a stored field of this model"),
+                    format!("index on `{col}`, which is not a stored field of this model{hint}"),
                 ));
             };
             names.push(c.name.clone());
@@ -300,13 +335,18 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     let consts = stored.iter().map(|c| {
         let const_name = format_ident!(
             "{}",
-            c.ident.to_string().trim_start_matches("r#").to_uppercase(),
+            c.ident.unraw().to_string().to_uppercase(),
             span = c.ident.span()
         );
         let col = &c.name;
         let doc = format!("The column `{col}`.");
         quote!(#[doc = #doc] pub const #const_name: #rm::Column = #rm::Column::new(#col);)
     });
+
+    // A meta field of another type fails to compile here: point at its type.
+    let meta_ref = quote_spanned!(meta_ty.span()=> &self.#meta_field);
+    let meta_mut = quote_spanned!(meta_ty.span()=> &mut self.#meta_field);
+    let meta_init = quote_spanned!(meta_ty.span()=> #meta_field: meta);
 
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     Ok(quote! {
@@ -322,11 +362,11 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
 
             fn meta(&self) -> &#rm::ReadModelMeta {
-                &self.#meta_field
+                #meta_ref
             }
 
             fn meta_mut(&mut self) -> &mut #rm::ReadModelMeta {
-                &mut self.#meta_field
+                #meta_mut
             }
 
             fn to_values(
@@ -343,7 +383,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             ) -> ::core::result::Result<Self, #root::error::ReadModelError> {
                 let mut values = values.into_iter();
                 ::core::result::Result::Ok(Self {
-                    #meta_field: meta,
+                    #meta_init,
                     #(#decoders,)*
                 })
             }

@@ -65,6 +65,10 @@ mod fitting_defaults {
         pub price: String,
         #[column(default = "2024-01-01")]
         pub since: chrono::NaiveDate,
+        #[column(default = 255)]
+        pub small: u8,
+        #[column(default = -128)]
+        pub tiny: i8,
     }
 
     #[test]
@@ -81,6 +85,8 @@ mod fitting_defaults {
                 Some(DefaultValue::Bool(true)),
                 Some(DefaultValue::Text("9.99".into())),
                 Some(DefaultValue::Text("2024-01-01".into())),
+                Some(DefaultValue::Integer(255)),
+                Some(DefaultValue::Integer(-128)),
             ]
         );
     }

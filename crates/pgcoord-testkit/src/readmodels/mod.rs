@@ -199,7 +199,7 @@ pub struct ConformanceItem {
     #[column(kind = "decimal")]
     pub amount: Option<String>,
     /// Text, nullable; unique together with `category` (index
-    /// `idx_conformance_items_category_code`).
+    /// `idx_conformance_items_category_code_{hash}`).
     pub code: Option<String>,
 }
 

@@ -117,6 +117,7 @@ mod readmodels_errors;
 mod readmodels_example;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod readmodels_factory;
+mod readmodels_index_names;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod readmodels_inline;
 mod readmodels_memory;

@@ -85,7 +85,7 @@ async fn the_suite_catches_planted_bugs() {
 }
 
 /// The probe's model: one unique column. PostgreSQL refuses a second
-/// `ada@example.com` with 23505 on `idx_widgets_email`; so does memory,
+/// `ada@example.com` with 23505 on `idx_widgets_email_{hash}`; so does memory,
 /// in every write path, including an event applied in a projection's
 /// transaction.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, pgcoord::readmodels::ReadModel)]
@@ -111,9 +111,15 @@ fn assert_unique_violation<T: std::fmt::Debug>(result: Result<T>) {
         backend.code(),
         Some(&pgcoord::error::SqlState::UNIQUE_VIOLATION)
     );
+    let index = pgcoord::readmodels::IndexDescriptor::on(["email"])
+        .unique()
+        .name_on("widgets");
+    assert!(index.starts_with("idx_widgets_email_"), "{index}");
     assert_eq!(
         backend.message(),
-        r#"duplicate key value violates unique constraint "idx_widgets_email": key (email)=("ada@example.com") already exists in widgets"#
+        format!(
+            r#"duplicate key value violates unique constraint "{index}": key (email)=("ada@example.com") already exists in widgets"#
+        )
     );
 }
 

@@ -115,7 +115,10 @@ impl Database {
             #[cfg(feature = "postgres")]
             Database::Postgres(db) => db.create_schema::<M>().await,
             #[cfg(feature = "sqlite")]
-            Database::Sqlite(db) => db.create_schema::<M>().await,
+            Database::Sqlite(db) => db
+                .create_schema::<M>()
+                .await
+                .map_err(|e| super::schema::explain_schema_error(&M::table_name(), e)),
         }
     }
 
@@ -126,11 +129,15 @@ impl Database {
     ///
     /// The migration is one transaction: dropped, all or none of it happened.
     pub async fn migrate_schema<M: ReadModel>(&self) -> Result<Vec<String>> {
+        // PostgreSQL's repository explains its own failures.
         match self {
             #[cfg(feature = "postgres")]
             Database::Postgres(db) => db.migrate_schema::<M>().await,
             #[cfg(feature = "sqlite")]
-            Database::Sqlite(db) => db.migrate_schema::<M>().await,
+            Database::Sqlite(db) => db
+                .migrate_schema::<M>()
+                .await
+                .map_err(|e| super::schema::explain_schema_error(&M::table_name(), e)),
         }
     }
 }

@@ -12,6 +12,7 @@
 //!   connection factory, from a `postgres://` or `sqlite://` URL.
 
 pub mod schema;
+mod schema_migrate_indexes;
 mod schema_types;
 
 mod catch_up;

@@ -23,6 +23,8 @@
 use crate::ports::readmodels::storage::base_fields;
 use crate::ports::readmodels::{FieldDescriptor, IndexDescriptor, ReadModel, ReadModelError};
 
+use super::schema_migrate_indexes::drop_replaced_indexes;
+pub use super::schema_migrate_indexes::explain_schema_error;
 pub use super::schema_types::{
     column_type, default_literal, postgres_type, quote_literal, sqlite_type,
 };
@@ -73,17 +75,15 @@ pub fn generate_schema<M: ReadModel>(dialect: Dialect) -> String {
 /// (partial, `WHERE "deleted_at" IS NULL`, on PostgreSQL), then the
 /// declared ones (their `postgres_where` applied on PostgreSQL only).
 pub fn create_indexes(dialect: Dialect, table: &str, indexes: &[IndexDescriptor]) -> Vec<String> {
-    let mut deleted = IndexDescriptor::on(["deleted_at"]);
+    // Named as ever: one per table, so the name needs no hash.
+    let mut deleted = IndexDescriptor::on(["deleted_at"]).named(format!("idx_{table}_deleted_at"));
     if dialect == Dialect::Postgres {
         deleted = deleted.postgres_where(r#""deleted_at" IS NULL"#);
     }
     std::iter::once(&deleted)
         .chain(indexes)
         .map(|index| {
-            let name = index
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("idx_{table}_{}", index.columns.join("_")));
+            let name = index.name_on(table);
             let columns: Vec<String> = index.columns.iter().map(|c| quote_ident(c)).collect();
             let mut sql = format!(
                 "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
@@ -120,7 +120,10 @@ pub fn full_schema<M: ReadModel>(dialect: Dialect) -> String {
 /// The statements that bring an existing table (with `existing_columns`) up
 /// to `fields`: one `ALTER TABLE ... ADD COLUMN` per missing column (base
 /// columns included), then the index statements. Columns are only ever
-/// added; extra existing columns are left alone. Existing names match as
+/// added; extra existing columns are left alone. Indexes the library made
+/// under names it no longer gives them (an earlier release's
+/// `idx_{table}_{columns}`, or the same columns with the other uniqueness)
+/// are dropped before the declared ones are created. Existing names match as
 /// the backend matches identifiers: exactly on PostgreSQL (the generator
 /// quotes them), ASCII case-insensitively on SQLite.
 ///
@@ -167,8 +170,42 @@ pub fn migration(
             column_definition(dialect, field)
         ));
     }
+    for column in leftover_columns(dialect, fields, existing_columns) {
+        tracing::warn!(
+            table,
+            column = column.as_str(),
+            "the table has a column the model no longer declares; it is left in place. \
+             If it is NOT NULL without a default, every save will fail: drop the column \
+             or give it a default"
+        );
+    }
+    statements.extend(drop_replaced_indexes(dialect, table, indexes));
     statements.extend(create_indexes(dialect, table, indexes));
     Ok(statements)
+}
+
+/// The columns of `existing_columns` that neither the base columns nor
+/// `fields` declare (matched as [`migration`] matches names): columns of a
+/// removed or renamed field. [`migration`] leaves them in place and logs a
+/// warning for each; one that is NOT NULL without a default makes every
+/// save fail. Types are not compared: a field whose type changed keeps its
+/// old column type.
+pub fn leftover_columns(
+    dialect: Dialect,
+    fields: &[FieldDescriptor],
+    existing_columns: &[String],
+) -> Vec<String> {
+    let declared = |c: &str| {
+        base_fields().iter().chain(fields).any(|f| match dialect {
+            Dialect::Postgres => f.name == c,
+            Dialect::Sqlite => f.name.eq_ignore_ascii_case(c),
+        })
+    };
+    existing_columns
+        .iter()
+        .filter(|c| !declared(c))
+        .cloned()
+        .collect()
 }
 
 /// [`migration`] for a model.
@@ -282,9 +319,13 @@ mod tests {
             pg[0],
             r#"CREATE INDEX IF NOT EXISTS "idx_things_deleted_at" ON "things" ("deleted_at") WHERE "deleted_at" IS NULL"#
         );
+        let name = declared[0].name_on("things");
+        assert!(name.starts_with("idx_things_name_active_"), "{name}");
         assert_eq!(
             pg[1],
-            r#"CREATE INDEX IF NOT EXISTS "idx_things_name_active" ON "things" ("name", "active") WHERE "active""#
+            format!(
+                r#"CREATE INDEX IF NOT EXISTS "{name}" ON "things" ("name", "active") WHERE "active""#
+            )
         );
         assert_eq!(
             pg[2],
@@ -322,6 +363,17 @@ mod tests {
             r#"ALTER TABLE "things" ADD COLUMN "flag" BOOLEAN NOT NULL DEFAULT FALSE"#
         );
         assert_eq!(stmts.len(), 3, "plus the deleted_at index: {stmts:?}");
+
+        let mut with_legacy = existing.clone();
+        with_legacy.extend(["legacy".to_owned(), "NAME".to_owned()]);
+        assert_eq!(
+            leftover_columns(Dialect::Sqlite, &with_new, &with_legacy),
+            ["legacy"]
+        );
+        assert_eq!(
+            leftover_columns(Dialect::Postgres, &with_new, &with_legacy),
+            ["legacy", "NAME"]
+        );
 
         let bad = vec![FieldDescriptor::new("must", FieldType::Integer)];
         match migration(Dialect::Sqlite, "things", &bad, &[], &existing) {

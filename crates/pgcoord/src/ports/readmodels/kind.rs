@@ -34,7 +34,7 @@ use super::value::Value;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no read-model column type",
     label = "this field's type does not implement `FieldKind`",
-    note = "store it through its serde form with `#[column(kind = \"json\")]` (or `kind = \"text\"` for a type that serialises as a string, e.g. a unit-variant enum), or implement `pgcoord::readmodels::FieldKind` for `{Self}`"
+    note = "store it through its serde form with `#[column(kind = \"...\")]`: `kind = \"json\"` for a structure, `kind = \"text\"` (or `sql_type = \"TEXT\"`) for a type that serialises as a string such as a unit-variant enum, `kind = \"decimal\"` for a number (`u64` and `usize` do not fit `integer`, a signed 64-bit column); or implement `pgcoord::readmodels::FieldKind` for `{Self}`"
 )]
 pub trait FieldKind {
     /// The field type.

@@ -24,10 +24,7 @@ pub(super) fn unique_indexes(table: &str, indexes: &[IndexDescriptor]) -> Arc<[U
         .filter(|i| i.unique)
         .map(|i| UniqueIndex {
             // The name `sql::schema::create_indexes` gives the index.
-            name: i
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("idx_{table}_{}", i.columns.join("_"))),
+            name: i.name_on(table),
             columns: i.columns.clone(),
         })
         .collect()

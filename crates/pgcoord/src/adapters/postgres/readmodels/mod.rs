@@ -127,7 +127,7 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         client
             .batch_execute(&schema::full_schema::<M>(Dialect::Postgres))
             .await
-            .map_err(query_error)
+            .map_err(|e| schema::explain_schema_error(&M::table_name(), query_error(e)))
     }
 
     /// The column names of the table in the current schema (empty when the
@@ -167,7 +167,10 @@ impl<M: ReadModel, S: PgClientSource> PostgresReadModelRepository<M, S> {
         };
         let script: String = statements.iter().map(|s| format!("{s};\n")).collect();
         let client = self.source.client().await?;
-        client.batch_execute(&script).await.map_err(query_error)?;
+        client
+            .batch_execute(&script)
+            .await
+            .map_err(|e| schema::explain_schema_error(&M::table_name(), query_error(e)))?;
         Ok(statements)
     }
 

@@ -63,10 +63,7 @@ pub(super) fn index_names(
 }
 
 fn live_index_name(table: &str, index: &IndexDescriptor) -> String {
-    index
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("idx_{table}_{}", index.columns.join("_")))
+    index.name_on(table)
 }
 
 /// The script creating `version`'s table and indexes (when missing), with
@@ -125,7 +122,8 @@ mod tests {
         .unwrap();
         assert!(script.contains(r#"CREATE TABLE IF NOT EXISTS "things_v2""#));
         assert!(script.contains(r#""idx_things_v2_deleted_at" ON "things_v2""#));
-        assert!(script.contains(r#""idx_things_name_v2" ON "things_v2""#));
+        let name = indexes[0].name_on("things");
+        assert!(script.contains(&format!(r#""{name}_v2" ON "things_v2""#)));
         assert!(script.contains(r#""things_code_key_v2" ON "things_v2""#));
         let names = index_names("things", &indexes, 2, 1).unwrap();
         let building: Vec<&str> = names.iter().map(|n| n.building.as_str()).collect();
@@ -133,7 +131,7 @@ mod tests {
             building,
             [
                 "idx_things_v2_deleted_at",
-                "idx_things_name_v2",
+                &format!("{name}_v2"),
                 "things_code_key_v2"
             ]
         );
