@@ -28,7 +28,8 @@ pub fn postgres_type(field_type: &FieldType) -> &'static str {
 /// UUIDs, timestamps and dates are stored as text in fixed-width forms that
 /// sort like the values they encode. Decimals are stored as text, so they
 /// read back exactly as written (`"12.50"` stays `"12.50"`), and are
-/// compared and ordered as numbers (`CAST(... AS NUMERIC)`).
+/// compared and ordered by exact value through the `pgcoord_decimal`
+/// collation every connection of the library registers.
 pub fn sqlite_type(field_type: &FieldType) -> &'static str {
     match field_type {
         FieldType::Uuid => "TEXT",
