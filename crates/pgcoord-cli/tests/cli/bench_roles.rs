@@ -8,24 +8,6 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// A login role of its own for `db` (`setup` runs after, `$ROLE` naming
-/// it), and `db`'s URL as it.
-async fn role(db: &pgcoord_testkit::pg::TestDatabase, name: &str, setup: &str) -> String {
-    let role = format!("{name}_{}", db.name());
-    let admin = db.connect().await.unwrap();
-    admin
-        .batch_execute(&format!(
-            "CREATE ROLE {role} LOGIN NOSUPERUSER; {}",
-            setup.replace("$ROLE", &role)
-        ))
-        .await
-        .unwrap();
-    format!(
-        "postgres://{role}@{}",
-        db.url().split_once('@').expect("a URL with a user").1
-    )
-}
-
 async fn bench(url: &str, json: bool) -> Output {
     let mut cmd = eventsource(None);
     cmd.env("DATABASE_URL", url)
@@ -40,7 +22,7 @@ async fn bench(url: &str, json: bool) -> Output {
 async fn lock_bench_under_a_connection_limit_names_it_and_exits_69() {
     let db = database().await;
     for limit in [3, 4] {
-        let url = role(
+        let (_, url) = login_role(
             &db,
             &format!("limit{limit}"),
             &format!("ALTER ROLE $ROLE CONNECTION LIMIT {limit}"),
@@ -94,7 +76,7 @@ async fn lock_bench_as_a_role_that_may_not_write_the_fence_table_skips_that_figu
     let db = database().await;
     let install = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(install.code, 0, "{install:?}");
-    let url = role(&db, "nogrant", "").await;
+    let (_, url) = login_role(&db, "nogrant", "").await;
     fenced_skipped(&url, "SQLSTATE 42501").await;
 }
 
@@ -103,7 +85,7 @@ async fn lock_bench_as_a_read_only_role_skips_the_fenced_figure() {
     let db = database().await;
     let install = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(install.code, 0, "{install:?}");
-    let url = role(
+    let (_, url) = login_role(
         &db,
         "reader",
         "ALTER ROLE $ROLE SET default_transaction_read_only = on; \

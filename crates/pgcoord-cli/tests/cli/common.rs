@@ -297,6 +297,25 @@ pub fn scratch_dir() -> Scratch {
     Scratch(dir)
 }
 
+/// A login role of its own for `db` (`setup` runs after it is made,
+/// `$ROLE` naming it): its name, and `db`'s URL as it.
+pub async fn login_role(db: &TestDatabase, name: &str, setup: &str) -> (String, String) {
+    let role = format!("{name}_{}", db.name());
+    let admin = db.connect().await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN NOSUPERUSER; {}",
+            setup.replace("$ROLE", &role)
+        ))
+        .await
+        .unwrap();
+    let url = format!(
+        "postgres://{role}@{}",
+        db.url().split_once('@').expect("a URL with a user").1
+    );
+    (role, url)
+}
+
 /// A private cluster of its own, for fault tests (stopping the server,
 /// terminating backends, server settings), and a fresh database on it.
 pub async fn private_db(

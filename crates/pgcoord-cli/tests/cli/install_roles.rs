@@ -5,21 +5,6 @@
 
 use crate::common::*;
 
-/// A login role of its own for this database, and the database's URL as it.
-async fn role(db: &pgcoord_testkit::pg::TestDatabase, name: &str) -> (String, String) {
-    let role = format!("{name}_{}", db.name());
-    let admin = db.connect().await.unwrap();
-    admin
-        .batch_execute(&format!("CREATE ROLE {role} LOGIN NOSUPERUSER"))
-        .await
-        .unwrap();
-    let url = format!(
-        "postgres://{role}@{}",
-        db.url().split_once('@').expect("a URL with a user").1
-    );
-    (role, url)
-}
-
 fn fenced_run(url: &str) -> tokio::process::Command {
     let mut cmd = eventsource(None);
     cmd.env("DATABASE_URL", url)
@@ -33,7 +18,7 @@ async fn a_role_without_its_grants_exits_78_and_the_documented_grants_suffice() 
     let db = database().await;
     let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
-    let (role, url) = role(&db, "locker").await;
+    let (role, url) = login_role(&db, "locker", "").await;
 
     let out = output(&mut fenced_run(&url)).await;
     assert_eq!(out.code, 78, "{out:?}");
@@ -59,7 +44,7 @@ async fn install_with_another_current_schema_refuses_a_second_fence_table() {
     let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
     // PostgreSQL 15's advice: a schema per user, first in its search_path.
-    let (role, url) = role(&db, "owner").await;
+    let (role, url) = login_role(&db, "owner", "").await;
     let admin = db.connect().await.unwrap();
     admin
         .batch_execute(&format!(

@@ -7,25 +7,6 @@
 
 use crate::common::*;
 
-/// A login role of its own for `db` (`setup` runs after, `$ROLE` naming
-/// it), its name, and `db`'s URL as it.
-async fn role(db: &pgcoord_testkit::pg::TestDatabase, name: &str, setup: &str) -> (String, String) {
-    let role = format!("{name}_{}", db.name());
-    let admin = db.connect().await.unwrap();
-    admin
-        .batch_execute(&format!(
-            "CREATE ROLE {role} LOGIN NOSUPERUSER; {}",
-            setup.replace("$ROLE", &role)
-        ))
-        .await
-        .unwrap();
-    let url = format!(
-        "postgres://{role}@{}",
-        db.url().split_once('@').expect("a URL with a user").1
-    );
-    (role, url)
-}
-
 async fn installed(db: &pgcoord_testkit::pg::TestDatabase) {
     let out = output(eventsource(Some(db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
@@ -54,7 +35,7 @@ fn blames_the_setting(args: &[&str], out: &Output) {
 async fn a_role_read_only_by_default_is_told_so_not_sent_to_a_standby() {
     let db = database().await;
     installed(&db).await;
-    let (_, url) = role(
+    let (_, url) = login_role(
         &db,
         "reader",
         "ALTER ROLE $ROLE SET default_transaction_read_only = on; \
@@ -117,7 +98,7 @@ async fn a_role_read_only_by_default_is_told_so_not_sent_to_a_standby() {
 async fn a_fence_table_outside_the_roles_search_path_is_named_as_a_possibility() {
     let db = database().await;
     installed(&db).await;
-    let (_, url) = role(
+    let (_, url) = login_role(
         &db,
         "elsewhere",
         "GRANT SELECT, INSERT, UPDATE ON eventsource_lock_fences TO $ROLE; \
@@ -183,7 +164,7 @@ async fn install_again_by_another_role_reports_it_up_to_date_or_names_the_owner(
         .get(0);
     // No CREATE on public (PostgreSQL 15's default), then CREATE without
     // ownership: up to date either way, nothing to do.
-    let (role, url) = role(&db, "deployer", "").await;
+    let (role, url) = login_role(&db, "deployer", "").await;
     for grant in ["", "GRANT CREATE ON SCHEMA public TO $ROLE"] {
         admin
             .batch_execute(&grant.replace("$ROLE", &role))

@@ -6,29 +6,11 @@
 
 use crate::common::*;
 
-/// A login role of its own for `db` (`setup` runs after, `$ROLE` naming
-/// it), and `db`'s URL as it.
-async fn role(db: &pgcoord_testkit::pg::TestDatabase, name: &str, setup: &str) -> String {
-    let role = format!("{name}_{}", db.name());
-    let admin = db.connect().await.unwrap();
-    admin
-        .batch_execute(&format!(
-            "CREATE ROLE {role} LOGIN NOSUPERUSER; {}",
-            setup.replace("$ROLE", &role)
-        ))
-        .await
-        .unwrap();
-    format!(
-        "postgres://{role}@{}",
-        db.url().split_once('@').expect("a URL with a user").1
-    )
-}
-
 #[tokio::test]
 async fn a_login_refused_for_lack_of_connect_exits_69_in_every_command() {
     let db = database().await;
     let name = db.name().to_owned();
-    let url = role(
+    let (_, url) = login_role(
         &db,
         "noconnect",
         &format!("REVOKE CONNECT ON DATABASE {name} FROM PUBLIC"),
@@ -114,7 +96,7 @@ async fn min_interval_records_the_start_whatever_the_roles_statement_timeout() {
     let db = database().await;
     let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
-    let url = role(
+    let (_, url) = login_role(
         &db,
         "shorttimeout",
         "ALTER ROLE $ROLE SET statement_timeout = '1ms'; \
@@ -149,7 +131,7 @@ async fn a_statement_cancelled_by_statement_timeout_is_named_as_such() {
     let db = database().await;
     let out = output(eventsource(Some(&db)).args(["lock", "install"])).await;
     assert_eq!(out.code, 0, "{out:?}");
-    let url = role(
+    let (_, url) = login_role(
         &db,
         "cancelled",
         "ALTER ROLE $ROLE SET statement_timeout = '1ms'; \

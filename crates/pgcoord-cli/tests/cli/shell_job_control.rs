@@ -26,9 +26,15 @@ pub(crate) async fn cat_of(key: &str) -> i32 {
 /// The pid of the process named `name` whose environment has
 /// `EVENTSOURCE_LOCK_KEY=KEY` (a process of `lock run KEY`'s job).
 pub(crate) async fn process_of(key: &str, name: &str) -> i32 {
+    process_named(key, &[name]).await
+}
+
+/// [`process_of`], with any of `names` (a process that may be seen before
+/// or after an `exec`).
+pub(crate) async fn process_named(key: &str, names: &[&str]) -> i32 {
     let wanted = format!("EVENTSOURCE_LOCK_KEY={key}");
     let mut found = 0;
-    until(&format!("the {name} of {key}"), || {
+    until(&format!("the {} of {key}", names.join(" or ")), || {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return false;
         };
@@ -38,7 +44,7 @@ pub(crate) async fn process_of(key: &str, name: &str) -> i32 {
             .find(|pid| {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
                 let env = std::fs::read(format!("/proc/{pid}/environ"));
-                comm.is_ok_and(|c| c.trim() == name)
+                comm.is_ok_and(|c| names.contains(&c.trim()))
                     && env.is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
             })
             .unwrap_or(0);

@@ -8,8 +8,8 @@
 
 use crate::common::*;
 use crate::shell_job_control::{
-    at_prompt, cat_of, other_run, process_of, reading_with_terminal, setup, stat_fields, stopped,
-    stopped_reports,
+    at_prompt, cat_of, other_run, process_named, process_of, reading_with_terminal, setup,
+    stat_fields, stopped, stopped_reports,
 };
 use crate::tmux::Tmux;
 
@@ -44,31 +44,6 @@ async fn statuses_among(tmux: &Tmux, wants: &[&str]) {
             .any(|want| has_line(&screen, &format!("statuses {want}"))),
         "{screen}"
     );
-}
-
-/// The job of the run of `key`: one process, `sh` until it has run its
-/// `exec sleep`, `sleep` after (a stop may come between the two).
-async fn job_of(key: &str) -> i32 {
-    let wanted = format!("EVENTSOURCE_LOCK_KEY={key}");
-    let mut found = 0;
-    until(&format!("the job of {key}"), || {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return false;
-        };
-        found = entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .find(|pid| {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
-                let env = std::fs::read(format!("/proc/{pid}/environ"));
-                comm.is_ok_and(|c| matches!(c.trim(), "sh" | "sleep"))
-                    && env.is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
-            })
-            .unwrap_or(0);
-        found > 0
-    })
-    .await;
-    found
 }
 
 #[tokio::test]
@@ -205,7 +180,9 @@ async fn a_neighbour_reading_the_terminal_in_the_background_stops_the_run_as_a_w
     })
     .await;
     // The job stopped, and the tool with it: neither runs on alone.
-    let sleep = job_of("jc-bgpipe").await;
+    // One process: `sh` until its `exec sleep`, `sleep` after (a stop may
+    // come between the two).
+    let sleep = process_named("jc-bgpipe", &["sh", "sleep"]).await;
     let tool: i32 = stat_fields(sleep).unwrap()[1].parse().unwrap();
     stopped(tool).await;
     stopped(sleep).await;
