@@ -322,7 +322,9 @@ pub fn describe_failure_with(
 
 /// `chain` with an acquisition's timeout as the tool writes durations
 /// (`(timeout 100d)`), not as the library's error does (`Duration`'s
-/// `Debug`, `(timeout 8640000s)`).
+/// `Debug`, `(timeout 8640000s)`); without it when the failure had nothing
+/// to do with time (a refused connection, a bad password, a standby): there
+/// it read as if the server had been waited for that long.
 fn with_own_timeout(err: &Error, chain: String) -> String {
     let Some(a) = err.as_lock_acquisition() else {
         return chain;
@@ -334,6 +336,9 @@ fn with_own_timeout(err: &Error, chain: String) -> String {
     let Some(at) = library.rfind(" (timeout ") else {
         return chain;
     };
+    if !failure_is_about_time(&a.reason) {
+        return chain.replacen(&library[at..], "", 1);
+    }
     // To the millisecond, as the library's.
     let shown = match t.as_millis() {
         0 => t,
@@ -341,6 +346,20 @@ fn with_own_timeout(err: &Error, chain: String) -> String {
     };
     let ours = format!(" (timeout {})", format_duration(shown));
     chain.replacen(&library[at..], &ours, 1)
+}
+
+/// Whether the acquisition's timeout belongs in the text of `reason`: it
+/// ran out (the key held, the wait sessions busy, the server silent) or
+/// the server cancelled the wait.
+fn failure_is_about_time(reason: &pgcoord::error::AcquireFailure) -> bool {
+    use pgcoord::error::AcquireFailure;
+    match reason {
+        AcquireFailure::Timeout
+        | AcquireFailure::Cancelled { .. }
+        | AcquireFailure::WaitSessionsBusy { .. } => true,
+        AcquireFailure::Backend(b) => b.kind() == BackendErrorKind::NoAnswer,
+        _ => false,
+    }
 }
 
 /// Our hint for `err`, told by where the settings and the password came from.

@@ -32,7 +32,7 @@ fn an_acquisition_timeout_is_written_as_the_tool_writes_durations() {
     let failed = |timeout: Duration| -> Error {
         LockAcquisitionError::new(
             "election:nightly",
-            AcquireFailure::Backend(BackendError::new(BackendErrorKind::Connect, "refused")),
+            AcquireFailure::Backend(BackendError::new(BackendErrorKind::NoAnswer, "silent")),
             Some(timeout),
         )
         .into()
@@ -44,6 +44,37 @@ fn an_acquisition_timeout_is_written_as_the_tool_writes_durations() {
     assert!(line.contains("(timeout 1h23m19s)"), "{line}");
     let line = describe_failure("", Some(&db), &failed(Duration::from_millis(1500)));
     assert!(line.contains("(timeout 1.5s)"), "{line}");
+}
+
+#[test]
+fn a_failure_that_had_nothing_to_do_with_time_shows_no_timeout() {
+    use pgcoord::error::{AcquireFailure, LockAcquisitionError};
+    let db = Database::parse("postgres://u@db.internal/app").unwrap();
+    for reason in [
+        AcquireFailure::Backend(BackendError::new(BackendErrorKind::Connect, "refused")),
+        AcquireFailure::Backend(BackendError::new(BackendErrorKind::Standby, "read-only")),
+        AcquireFailure::KeyTooLong {
+            len: 5000,
+            limit: 4096,
+        },
+    ] {
+        let e: Error =
+            LockAcquisitionError::new("nightly", reason, Some(Duration::from_secs(30))).into();
+        let line = describe_failure("", Some(&db), &e);
+        assert!(!line.contains("timeout"), "{line}");
+        assert!(
+            line.contains("could not acquire lock \"nightly\""),
+            "{line}"
+        );
+    }
+    // The key held until the timeout ran out keeps it.
+    let e: Error = LockAcquisitionError::new(
+        "nightly",
+        AcquireFailure::Timeout,
+        Some(Duration::from_secs(30)),
+    )
+    .into();
+    assert!(describe_failure("", Some(&db), &e).contains("(timeout 30s)"));
 }
 
 #[test]

@@ -70,7 +70,8 @@ async fn a_semaphore_that_cannot_connect_names_the_semaphore_and_its_real_wait()
     assert!(
         out.stderr
             .contains("could not acquire lock \"sp\": cannot connect")
-            && out.stderr.contains("(timeout 1s)"),
+            && !out.stderr.contains("(timeout")
+            && out.stderr.contains("retrying until --timeout runs out"),
         "{}",
         out.stderr
     );
@@ -101,7 +102,7 @@ async fn a_long_timeout_reads_in_days_as_typed() {
     let line = leader
         .expect_stderr("retrying until --timeout runs out")
         .await;
-    assert!(line.contains("(timeout 100d)"), "{line}");
+    assert!(!line.contains("(timeout"), "{line}");
     assert!(line.contains("(99d23h59m"), "{line}");
     assert!(!line.contains("8640000s"), "{line}");
     assert!(!line.contains("2399h"), "{line}");

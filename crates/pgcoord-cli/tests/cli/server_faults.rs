@@ -212,12 +212,9 @@ async fn a_server_down_for_the_whole_timeout_is_reported_with_its_last_failure()
         lines[1]
     );
     assert!(!out.stderr.contains("did not answer"), "{}", out.stderr);
-    // The run's --timeout, not what was left of it for each try.
-    assert!(
-        lines.iter().all(|l| l.contains("(timeout 1s)")),
-        "{}",
-        out.stderr
-    );
+    // A refused connection had nothing to do with the timeout: the lines
+    // name --timeout where it matters, not beside the refusal.
+    assert!(!out.stderr.contains("(timeout"), "{}", out.stderr);
 }
 
 #[tokio::test]
