@@ -12,6 +12,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use pgcoord::LossSignal;
+
 use crate::duration::format_duration;
 use crate::held::Held;
 use crate::job::{self, Job};
@@ -33,6 +35,14 @@ pub struct Ended {
     /// Whether COMMAND held the terminal the tool handed it when it ended
     /// (a Ctrl-C then reached its group, not the tool's).
     pub held_terminal: bool,
+}
+
+/// How the lock was lost, as its loss signal knows it (the server's own
+/// words when it ended the session, a liveness check or a lease that ran
+/// out), else as much as is sure.
+fn how_lost(loss: &LossSignal) -> std::borrow::Cow<'static, str> {
+    loss.reason()
+        .unwrap_or("its database session ended or stopped answering".into())
 }
 
 /// The time between SIGTERM and SIGKILL after a loss.
@@ -185,14 +195,16 @@ pub async fn supervise(
                 let (grace, why) = grace_after_loss(grace, loss.confirmed_until());
                 if grace.is_zero() {
                     report!(
-                        "{gone} was lost (its database session ended or stopped answering); \
-                         sending SIGKILL to the command's process group (pgid {pgid}){why}"
+                        "{gone} was lost ({}); \
+                         sending SIGKILL to the command's process group (pgid {pgid}){why}",
+                        how_lost(&loss)
                     );
                     job.signal(Signal::SIGKILL);
                 } else {
                     report!(
-                        "{gone} was lost (its database session ended or stopped answering); \
+                        "{gone} was lost ({}); \
                          sending SIGTERM to the command's process group (pgid {pgid}), SIGKILL in {}{why}",
+                        how_lost(&loss),
                         format_duration(grace)
                     );
                     job.signal(Signal::SIGTERM);

@@ -27,6 +27,15 @@ async fn lost_lock_stops_the_command_with_sigterm_and_exits_76() {
     assert_eq!(out.code, 76, "{out:?}");
     assert!(out.stderr.contains("lost"), "{}", out.stderr);
     assert!(out.stderr.contains("SIGTERM"), "{}", out.stderr);
+    // How it was lost, in the server's words.
+    assert!(
+        out.stderr.contains(
+            "was lost (the server ended the session holding the lock: \
+             terminating connection due to administrator command (SQLSTATE 57P01))"
+        ),
+        "{}",
+        out.stderr
+    );
 }
 
 #[tokio::test]

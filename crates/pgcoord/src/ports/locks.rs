@@ -367,7 +367,7 @@ pub trait DistributedLock: Send + Sync {
                     key: guard.key().to_owned(),
                     reason: format!(
                         "{} while the work ran",
-                        signal.reason().unwrap_or("the lock was lost")
+                        signal.reason().as_deref().unwrap_or("the lock was lost")
                     ),
                 })),
                 out = work => {

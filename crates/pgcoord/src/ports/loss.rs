@@ -1,6 +1,7 @@
 //! [`LossSignal`]: how a holder learns that its lock is gone, and
 //! [`LeaseClock`]: the deadline after which it must assume so.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::alarm::Alarm;
+use super::session_end::SessionEnd;
 
 /// The instant all lease clocks count from (process-wide).
 fn epoch() -> Instant {
@@ -118,7 +120,7 @@ enum Source {
     /// ends or the lock alone is taken away.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Alarms {
-        session: Arc<Alarm>,
+        session: Arc<SessionEnd>,
         lock: Arc<Alarm>,
     },
     /// Set by [`LossSignal::any`]: lost when any of these is.
@@ -147,7 +149,7 @@ impl LossSignal {
     /// ended, or the lock alone was taken away) or `lease` expires.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn from_alarms(
-        session: Arc<Alarm>,
+        session: Arc<SessionEnd>,
         lock: Arc<Alarm>,
         lease: Option<Arc<LeaseClock>>,
     ) -> Self {
@@ -194,25 +196,32 @@ impl LossSignal {
     }
 
     /// Why the lock was lost, when the signal knows: the session holding
-    /// it ended, `release_all` took it, or (in lease mode) the server did
-    /// not confirm the session before its lease ran out. `None` while the
-    /// lock is held, and for a signal that does not know why it fired (a
+    /// it ended (and, when known, how: the server terminated it, with its
+    /// own words and SQLSTATE; it stopped answering; its connection timed
+    /// out), `release_all` took it, or (in lease mode) the server did not
+    /// confirm the session before its lease ran out. `None` while the lock
+    /// is held, and for a signal that does not know why it fired (a
     /// token's, as the in-memory manager and third-party adapters give).
     /// For [`any`](Self::any), the reason of the first lost member that
     /// has one.
-    pub fn reason(&self) -> Option<&'static str> {
+    pub fn reason(&self) -> Option<Cow<'static, str>> {
         match &self.source {
             Source::Any(members) => return members.iter().find_map(Self::reason),
             Source::Alarms { session, .. } if session.is_raised() => {
-                return Some("the session holding the lock ended");
+                return Some(match session.why() {
+                    Some(why) => Cow::Owned(why.to_owned()),
+                    None => Cow::Borrowed("the session holding the lock ended"),
+                });
             }
             Source::Alarms { lock, .. } if lock.is_raised() => {
-                return Some("release_all released the lock");
+                return Some(Cow::Borrowed("release_all released the lock"));
             }
             _ => {}
         }
         let expired = self.lease.as_ref().is_some_and(|l| l.lease_over());
-        expired.then_some("the server did not confirm the session before its lease ran out")
+        expired.then_some(Cow::Borrowed(
+            "the server did not confirm the session before its lease ran out",
+        ))
     }
 
     /// Until when the server cannot have freed the lock for silence, as it
@@ -326,7 +335,7 @@ mod tests {
     #[tokio::test]
     async fn a_lock_is_lost_when_its_session_or_the_lock_alone_is() {
         for session_ends in [true, false] {
-            let (session, lock) = (Alarm::new(), Alarm::new());
+            let (session, lock) = (SessionEnd::new(), Alarm::new());
             let signal = LossSignal::from_alarms(session.clone(), lock.clone(), None);
             let clone = signal.clone();
             let waiter = tokio::spawn(async move { clone.lost().await });
@@ -346,26 +355,37 @@ mod tests {
     #[test]
     fn a_lease_ends_an_alarmed_signal_too() {
         let past = LeaseClock::new(Instant::now());
-        let signal = LossSignal::from_alarms(Alarm::new(), Alarm::new(), Some(past));
+        let signal = LossSignal::from_alarms(SessionEnd::new(), Alarm::new(), Some(past));
         assert!(signal.is_lost());
         assert!(signal.reason().unwrap().contains("lease"));
     }
 
     #[test]
     fn the_reason_says_what_ended_the_lock_when_it_is_known() {
-        let (session, lock) = (Alarm::new(), Alarm::new());
+        let (session, lock) = (SessionEnd::new(), Alarm::new());
         let alarmed = LossSignal::from_alarms(session.clone(), lock.clone(), None);
         let token = CancellationToken::new();
         let plain = LossSignal::from_token(token.clone());
         let set = LossSignal::any([plain.clone(), alarmed.clone()]);
         assert_eq!((alarmed.reason(), set.reason()), (None, None));
         lock.raise();
-        assert_eq!(alarmed.reason(), Some("release_all released the lock"));
+        assert_eq!(
+            alarmed.reason().as_deref(),
+            Some("release_all released the lock")
+        );
         session.raise();
         let ended = Some("the session holding the lock ended");
-        assert_eq!(alarmed.reason(), ended);
+        assert_eq!(alarmed.reason().as_deref(), ended);
         token.cancel();
         assert!(plain.is_lost() && plain.reason().is_none());
-        assert_eq!(set.reason(), ended, "the member that knows");
+        assert_eq!(set.reason().as_deref(), ended, "the member that knows");
+    }
+
+    #[test]
+    fn the_reason_carries_how_the_session_ended_when_it_was_recorded() {
+        let session = SessionEnd::new();
+        let signal = LossSignal::from_alarms(session.clone(), Alarm::new(), None);
+        session.raise_because("the server ended the session holding the lock (SQLSTATE 57P01)");
+        assert!(signal.reason().unwrap().contains("57P01"));
     }
 }

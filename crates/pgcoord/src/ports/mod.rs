@@ -18,5 +18,6 @@ pub mod loss;
 #[cfg(feature = "readmodels")]
 #[cfg_attr(docsrs, doc(cfg(feature = "readmodels")))]
 pub mod readmodels;
+pub(crate) mod session_end;
 pub mod shared_locks;
 pub mod sql_state;

@@ -95,6 +95,15 @@ async fn silent_connection_is_reported_lost_before_anyone_else_gets_the_lock() {
         loss_at.push((g.info().key.clone(), Instant::now()));
     }
     let detected = cut.elapsed();
+    // Told it went silent, not that the server ended the session (the
+    // frozen server still holds the locks).
+    for g in &guards {
+        let why = g.loss_signal().reason().expect("a reason");
+        assert!(
+            why.contains("did not answer") || why.contains("timed out"),
+            "{why}"
+        );
+    }
     eprintln!(
         "silent connection: all {} guards reported loss {detected:?} after the cut \
          (liveness interval {interval:?}, timeout {liveness_timeout:?})",

@@ -98,6 +98,14 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     for g in &lost {
         assert_lost(g, &g.info().key).await;
     }
+    // Each holder is told how: the server's own words and SQLSTATE.
+    let why = lost[0].loss_signal().reason().expect("a reason");
+    assert!(
+        why.contains("the server ended the session holding the lock")
+            && why.contains("administrator command")
+            && why.contains("(SQLSTATE 57P01)"),
+        "{why}"
+    );
     eprintln!(
         "terminate: {} guards told of the loss {:?} after pg_terminate_backend was sent",
         lost.len(),
@@ -141,7 +149,10 @@ async fn terminated_shared_session_loses_exactly_its_locks() {
     // One cause, said the same way whichever path the release took
     // (before: sometimes "released by release_all or its session ended").
     assert!(
-        err.to_string().ends_with("its database session had ended"),
+        err.to_string().ends_with(
+            "the server ended the session holding the lock: \
+             terminating connection due to administrator command (SQLSTATE 57P01)"
+        ),
         "{err}"
     );
     let again = m.acquire(&k, Some(SECS)).await.unwrap();
@@ -199,7 +210,10 @@ async fn terminated_dedicated_session_loses_its_one_lock() {
     let err = guard.release().await.unwrap_err();
     assert!(err.is_lock_lost(), "{err:?}");
     assert!(
-        err.to_string().ends_with("its database session had ended"),
+        err.to_string().ends_with(
+            "the server ended the session holding the lock: \
+             terminating connection due to administrator command (SQLSTATE 57P01)"
+        ),
         "{err}"
     );
     again.release().await.unwrap();

@@ -37,6 +37,9 @@ pub(crate) trait UnlockSink: Send + Sync + 'static {
     /// Whether the session is known to have ended (its locks are lost,
     /// even before the book has forgotten them).
     fn has_ended(&self) -> bool;
+    /// How the session ended, once it has and that is known (the server's
+    /// words, a failed liveness check, a lease that ran out).
+    fn ended_why(&self) -> Option<&str>;
     /// Whether the session's manager has been closed (which ends it).
     fn manager_closed(&self) -> bool;
 }
@@ -128,20 +131,21 @@ impl Drop for HeldLock {
 }
 
 /// Why a lock's session is gone, as a release or downgrade reports it.
-fn session_gone(session: &SessionRef) -> &'static str {
-    match session.manager_closed() {
-        true => "the lock manager was closed",
-        false => "its database session had ended",
+fn session_gone(session: &SessionRef) -> String {
+    match (session.manager_closed(), session.ended_why()) {
+        (true, _) => "the lock manager was closed".to_owned(),
+        (false, Some(why)) => why.to_owned(),
+        (false, None) => "its database session had ended".to_owned(),
     }
 }
 
 /// Why a lock its session no longer held was gone by the time its release
 /// or downgrade ran: a close of the manager (which releases everything
 /// first), the session's end, else `release_all`.
-fn taken_away(session: &SessionRef) -> &'static str {
+fn taken_away(session: &SessionRef) -> String {
     match session.manager_closed() || session.has_ended() {
         true => session_gone(session),
-        false => "it was released by release_all",
+        false => "it was released by release_all".to_owned(),
     }
 }
 
@@ -153,10 +157,10 @@ impl GuardBackend for HeldLock {
         // Errors are built only on the error paths: a release that
         // succeeds allocates nothing here beyond the reply channel.
         let key = self.key.clone();
-        let lost = move |reason: &str| {
+        let lost = move |reason: String| {
             Error::LockLost(LockLostError {
                 key: key.to_string(),
-                reason: reason.to_owned(),
+                reason,
             })
         };
         let session = self.session.clone();
@@ -182,10 +186,10 @@ impl GuardBackend for HeldLock {
         let key = self.key.clone();
         let session = self.session.clone();
         Box::pin(async move {
-            let lost = |reason: &str| {
+            let lost = |reason: String| {
                 Error::LockLost(LockLostError {
                     key: key.to_string(),
-                    reason: reason.to_owned(),
+                    reason,
                 })
             };
             // On every error path `self` is dropped here, which releases

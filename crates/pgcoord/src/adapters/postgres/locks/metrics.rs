@@ -98,6 +98,25 @@ impl LossCause {
         }
     }
 
+    /// Why the locks of a session ended for this cause were lost, as their loss
+    /// signals say it; `None` for an end whose reason is noted where it
+    /// happens (the server's error, a failed connection) or unknown.
+    pub(crate) fn loss_reason(self) -> Option<&'static str> {
+        match self {
+            LossCause::LivenessFailed => Some(
+                "the server did not answer the liveness check of the session holding the lock in time",
+            ),
+            LossCause::LeaseExpired => {
+                Some("the server did not confirm the session before its lease ran out")
+            }
+            LossCause::TimedOut => Some(
+                "the connection of the session holding the lock timed out \
+                 (the server stopped acknowledging it)",
+            ),
+            LossCause::SessionEnded => None,
+        }
+    }
+
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn as_str(self) -> &'static str {
         match self {

@@ -122,6 +122,9 @@ mod tests {
         fn has_ended(&self) -> bool {
             false
         }
+        fn ended_why(&self) -> Option<&str> {
+            None
+        }
         fn manager_closed(&self) -> bool {
             false
         }

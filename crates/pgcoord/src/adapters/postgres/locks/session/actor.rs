@@ -13,7 +13,8 @@ use tokio::time::MissedTickBehavior;
 
 use super::super::holders::query_holders;
 use super::super::metrics::{self, LossCause};
-use super::batch::{run_batch, BatchBuffers};
+use super::batch::run_batch;
+use super::batch_buffers::BatchBuffers;
 use super::context::SessionContext;
 use super::downgrade::run_downgrade;
 use super::drive::Driven;

@@ -1,86 +1,27 @@
 //! Shared sessions: try-locks and unlocks of many owners in one statement.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::super::fencing::fence_query_error;
-use super::super::held_lock::{SessionRef, UnlockReply};
-use super::super::hold_token::HoldToken;
-use super::super::holdings::{Removed, Reservation};
+use super::super::held_lock::SessionRef;
+use super::super::holdings::Removed;
 use super::super::metrics::LossCause;
 use super::super::silence::answer_within;
 use super::answer::{self, Kind};
+use super::batch_buffers::{BatchBuffers, PendingLock, PendingUnlock};
 use super::batch_form::{batch_item, outcomes};
 use super::claim::{ended_by_pooler, not_its_connection};
 use super::downgrade::unlock_shared;
 use super::liveness::connection_timed_out;
-use super::mailbox::{session_ended, statement_unanswered, Granted, Op, Reply};
+use super::mailbox::{session_ended, statement_unanswered, Op};
 use super::reconcile::reconcile;
 use super::state::{GrantTime, SessionState};
 use crate::adapters::postgres::connection::connect::{ends_session, pg_error};
 use crate::ports::alarm::Alarm;
 use crate::ports::error::{BackendError, BackendErrorKind};
-
-struct PendingLock {
-    res: Reservation,
-    key: std::sync::Arc<str>,
-    reply: Reply<Option<Granted>>,
-    /// Filled in when the answer is recorded (see [`record`]).
-    loss: Option<Arc<Alarm>>,
-    token: Option<HoldToken>,
-}
-
-struct PendingUnlock {
-    lock_id: i64,
-    token: HoldToken,
-    reply: Option<UnlockReply>,
-}
-
-/// Buffers reused from batch to batch, so the hot path does not allocate them.
-#[derive(Default)]
-pub(super) struct BatchBuffers {
-    pub(super) ops: Vec<Op>,
-    locks: Vec<PendingLock>,
-    unlocks: Vec<PendingUnlock>,
-    ids: Vec<i64>,
-    is_lock: Vec<bool>,
-    /// `ids` and `is_lock` as the one array the unfenced statement takes.
-    items: Vec<i64>,
-    /// Per item, the answer (see [`query`]): a batch of 1,024 tasks has
-    /// about 400, 10 KB, and a new block that large made glibc consolidate
-    /// every small chunk freed since, once per batch.
-    results: Vec<(bool, Option<u64>)>,
-    removed: Removed,
-}
-
-impl BatchBuffers {
-    /// Empties the buffers, and gives back memory after an unusually large
-    /// batch. 1,024 tasks on one manager make batches of about 400 items:
-    /// a smaller bound gave their memory back and took it again on every
-    /// batch. Kept, it is at most about 220 KB a session (1,024 requests).
-    pub(super) fn reset(&mut self) {
-        const KEEP: usize = 1024;
-        self.ops.clear();
-        self.locks.clear();
-        self.unlocks.clear();
-        self.ids.clear();
-        self.is_lock.clear();
-        self.items.clear();
-        self.results.clear();
-        if self.ids.capacity() > KEEP {
-            self.ops.shrink_to(KEEP);
-            self.locks.shrink_to(KEEP);
-            self.unlocks.shrink_to(KEEP);
-            self.ids.shrink_to(KEEP);
-            self.is_lock.shrink_to(KEEP);
-            self.items.shrink_to(KEEP);
-            self.results.shrink_to(KEEP);
-        }
-    }
-}
 
 /// Runs the try-locks and unlocks in `buf.ops` in one statement.
 pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
@@ -183,7 +124,10 @@ pub(super) async fn run_batch(s: &mut SessionState, buf: &mut BatchBuffers) {
             true
         }
         Ok(Ok(true)) => false,
-        Ok(Err(e)) if ends_session(&e) => false,
+        Ok(Err(e)) if ends_session(&e) => {
+            s.mailbox.server_ended(&e);
+            false
+        }
         Ok(Err(e)) if super::claim::mixed_statements(&e) => {
             ended_by_pooler(&s.mailbox, "batch (another client's prepared statements)");
             (ended_by, pooler) = (not_its_connection, true);

@@ -19,6 +19,7 @@ use super::queue::{queue, Queue, Receiver};
 use crate::adapters::postgres::connection::connect::{timed_out, with_causes};
 use crate::ports::alarm::Alarm;
 use crate::ports::error::{BackendError, BackendErrorKind};
+use crate::ports::session_end::SessionEnd;
 use crate::ports::shared_locks::LockMode;
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, BackendError>>;
@@ -128,7 +129,7 @@ pub(crate) struct Granted {
     pub(crate) lock: HeldLock,
     /// Raised when the session ends: the guard's loss signal watches it
     /// and `loss`.
-    pub(crate) dead: Arc<Alarm>,
+    pub(crate) dead: Arc<SessionEnd>,
     /// The lock's own alarm, kept by the book too: raised when
     /// `release_all` takes the lock away.
     pub(crate) loss: Arc<Alarm>,
@@ -147,7 +148,7 @@ pub(crate) struct Granted {
 /// The sending side of a session, shared by its handles and its locks.
 pub(crate) struct Mailbox {
     queue: Arc<Queue<Op>>,
-    pub(super) dead: Arc<Alarm>,
+    pub(super) dead: Arc<SessionEnd>,
     pid: AtomicI32,
     /// Why the session ended, for the loss metric (a `LossCause`).
     loss_cause: std::sync::atomic::AtomicU8,
@@ -169,7 +170,7 @@ impl Mailbox {
         let (queue, rx) = queue();
         let mailbox = Arc::new(Self {
             queue,
-            dead: Alarm::new(),
+            dead: SessionEnd::new(),
             pid: AtomicI32::new(0),
             loss_cause: std::sync::atomic::AtomicU8::new(0),
             open_error: Mutex::new(None),
@@ -192,7 +193,23 @@ impl Mailbox {
     /// Ends the session for `cause` (its locks are lost).
     pub(super) fn end(&self, cause: LossCause) {
         self.loss_cause.store(cause as u8, Ordering::Relaxed);
-        self.dead.raise();
+        match cause.loss_reason() {
+            Some(why) => self.dead.raise_because(why),
+            None => self.dead.raise(),
+        }
+    }
+
+    /// Notes the server's own words when `e`, which ends the session, came
+    /// from the server (`pg_terminate_backend`'s 57P01, a crash's 57P02):
+    /// the holders' loss signals give it as the reason.
+    pub(super) fn server_ended(&self, e: &tokio_postgres::Error) {
+        if let Some(db) = e.as_db_error() {
+            self.dead.note_why(format!(
+                "the server ended the session holding the lock: {} (SQLSTATE {})",
+                db.message(),
+                db.code().code()
+            ));
+        }
     }
 
     /// The session's connection ended with `end`: when the operating
@@ -211,6 +228,13 @@ impl Mailbox {
             }
             Err(e) => {
                 tracing::debug!(error = %e, "lock session connection ended with an error");
+                self.server_ended(e);
+                if e.as_db_error().is_none() && !e.is_closed() {
+                    self.dead.note_why(format!(
+                        "the connection of the session holding the lock failed: {}",
+                        with_causes(e)
+                    ));
+                }
                 self.dead.raise();
             }
             Ok(()) => self.dead.raise(),
@@ -257,6 +281,10 @@ impl UnlockSink for Mailbox {
 
     fn has_ended(&self) -> bool {
         self.dead.is_raised()
+    }
+
+    fn ended_why(&self) -> Option<&str> {
+        self.dead.why()
     }
 
     fn manager_closed(&self) -> bool {

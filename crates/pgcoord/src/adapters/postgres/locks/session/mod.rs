@@ -28,6 +28,7 @@
 mod actor;
 mod answer;
 mod batch;
+mod batch_buffers;
 mod batch_form;
 mod claim;
 mod context;

@@ -110,7 +110,11 @@ impl SessionState {
                 super::claim::ended_by_pooler(&self.mailbox, "ping");
                 false
             }
-            _ => false,
+            Ok(Err(e)) => {
+                self.mailbox.server_ended(&e);
+                false
+            }
+            Err(_) => false,
         };
         if ok {
             self.confirmed(sent);
