@@ -319,3 +319,58 @@ async fn a_look_dropped_at_any_poll_leaves_at_most_the_one_inspection_session() 
     })
     .await;
 }
+
+/// `close()` while `run_while_leading` leads: the loop ends with the
+/// manager, never leading again on it (a probe saw it campaign again in
+/// the moment between `close` taking the leadership lock and the manager
+/// counting as closed, then lead on a closed manager's open session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_while_leading_ends_the_loop_and_leaves_nothing_held() {
+    let db = fenced_db().await;
+    let client = db.connect().await.unwrap();
+    for round in 0..8 {
+        let m = fencing_manager(db.config(), &format!("closing-{round}"));
+        let election = Election::new(m.clone(), "closing").unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let terms = Arc::new(AtomicUsize::new(0));
+        let (led_tx, led_rx) = tokio::sync::oneshot::channel::<()>();
+        let led_tx = Arc::new(Mutex::new(Some(led_tx)));
+        let run = tokio::spawn({
+            let (election, stop, terms) = (election.clone(), stop.clone(), terms.clone());
+            async move {
+                election
+                    .run_while_leading(&stop, |term| {
+                        terms.fetch_add(1, Ordering::SeqCst);
+                        if let Some(tx) = led_tx.lock().unwrap().take() {
+                            let _ = tx.send(());
+                        }
+                        let ends = term.token().clone();
+                        async move { ends.cancelled().await }
+                    })
+                    .await
+            }
+        });
+        led_rx.await.expect("the loop leads");
+        m.close().await.unwrap();
+        // A backstop against a hang, not a measure: the loop ends at once.
+        let ended = tokio::time::timeout(Duration::from_secs(30), run).await;
+        let outcome = ended
+            .unwrap_or_else(|_| {
+                panic!(
+                    "round {round}: the loop still runs after close ({} terms)",
+                    terms.load(Ordering::SeqCst)
+                )
+            })
+            .unwrap();
+        if let Err(e) = outcome {
+            assert!(e.to_string().contains("closed"), "round {round}: {e}");
+        }
+        assert_eq!(terms.load(Ordering::SeqCst), 1, "round {round}: led again");
+        assert_eq!(m.held_lock_count(), 0, "round {round}");
+        pgcoord_testkit::locks::eventually_async("no advisory lock left", || async {
+            crate::fault_support::advisory_locks(&client).await == 0
+        })
+        .await;
+        stop.cancel();
+    }
+}

@@ -100,7 +100,27 @@ impl Acquirer {
     ) -> Result<Option<Granted>, AcquireFailure> {
         self.lines.settled(lock_id).await;
         self.ctx.holdings.settled(lock_id).await;
-        self.try_batched(lock_id, key).await?.map(alive).transpose()
+        let taken = self.try_batched(lock_id, key).await;
+        self.unless_closed(taken.and_then(|g| g.map(alive).transpose()))
+    }
+
+    /// `outcome`, unless the manager was closed meanwhile: then a grant is
+    /// given back (dropping it unlocks), and a session that ended with the
+    /// close is reported as the close. A grant that arrived after `close`
+    /// took the manager's locks would otherwise be held by a closed manager,
+    /// past its `close` (an election loop campaigning again, seen by a
+    /// probe); `close` raises the flag before it takes them.
+    fn unless_closed<T>(&self, outcome: Result<T, AcquireFailure>) -> Result<T, AcquireFailure> {
+        if !self.ctx.closed.is_raised() {
+            return outcome;
+        }
+        match outcome {
+            Ok(_) => Err(AcquireFailure::ManagerClosed),
+            Err(AcquireFailure::Backend(e)) if e.kind() == BackendErrorKind::Closed => {
+                Err(AcquireFailure::ManagerClosed)
+            }
+            Err(other) => Err(other),
+        }
     }
 
     /// Until when the first attempt of an acquisition sent at `sent` with
@@ -189,11 +209,12 @@ impl Acquirer {
             let e = session.send_failure();
             return Err(AcquireFailure::Backend(e));
         }
-        match rx.await.unwrap_or_else(|_| Err(session_ended())) {
-            Ok(Some((index, granted))) => Ok(Some((positions[index], alive(granted)?))),
+        let taken = match rx.await.unwrap_or_else(|_| Err(session_ended())) {
+            Ok(Some((index, granted))) => alive(granted).map(|g| Some((positions[index], g))),
             Ok(None) => Ok(None),
             Err(e) => Err(AcquireFailure::Backend(e)),
-        }
+        };
+        self.unless_closed(taken)
     }
 
     /// Acquires, waiting up to `timeout` (`Some(ZERO)`: one attempt) from
@@ -208,7 +229,8 @@ impl Acquirer {
         timeout: Option<Duration>,
         started: Option<Instant>,
     ) -> Result<Granted, AcquireFailure> {
-        alive(self.acquire_granted(lock_id, key, timeout, started).await?)
+        let granted = self.acquire_granted(lock_id, key, timeout, started).await;
+        self.unless_closed(granted.and_then(alive))
     }
 
     async fn acquire_granted(

@@ -240,10 +240,13 @@ impl PostgresLockManager {
     /// this is called, and the releases already sent go ahead if the future
     /// is dropped; only the count is lost.
     pub async fn close(&self) -> Result<usize> {
-        let n = self.release_all().await?;
+        // Closed first: a task woken by the loss of a lock taken below (an
+        // election campaigning again) must find the manager closed, and a
+        // grant still on its way is given back. The sessions end once their
+        // locks are released.
         self.state.acquirer.close();
         self.state.inspection.close();
-        Ok(n)
+        self.release_all().await
     }
 }
 
