@@ -180,6 +180,14 @@ async fn contended_run() {
             "eventsource_lock_losses_total",
             &["cause=\"lease_expired\""][..],
         ),
+        (
+            "eventsource_lock_losses_total",
+            &["cause=\"timed_out\""][..],
+        ),
+        (
+            "eventsource_lock_acquisitions_total",
+            &["outcome=\"abandoned\""][..],
+        ),
         ("eventsource_lock_held", &[][..]),
         ("eventsource_lock_waiting", &[][..]),
         (

@@ -199,7 +199,7 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         names::ACQUISITIONS,
         Unit::Count,
-        "Lock acquisitions, by operation and outcome (granted, contended, timeout, error)"
+        "Lock acquisitions, by operation and outcome (granted, contended, timeout, error, abandoned)"
     );
     metrics::describe_histogram!(
         names::ACQUIRE_DURATION,
@@ -247,6 +247,7 @@ pub(crate) fn describe() {
         LossCause::SessionEnded,
         LossCause::LivenessFailed,
         LossCause::LeaseExpired,
+        LossCause::TimedOut,
     ] {
         metrics::counter!(names::LOSSES, "cause" => cause.as_str()).increment(0);
     }
