@@ -120,8 +120,10 @@ pub fn no_fence_table(database: &str) -> String {
 /// as `lock doctor` says it: the line of such a failure begins with it.
 pub const POOLER_MIX_UP: &str = "a pooler in transaction or statement mode (such as PgBouncer \
                                  with pool_mode = transaction) served this connection's \
-                                 statements on different server connections, mixing prepared \
-                                 statements between clients";
+                                 statements on different server connections, or a session-mode \
+                                 pool that does not reset its server connections between clients \
+                                 (an empty server_reset_query) kept another client's, mixing \
+                                 prepared statements between clients";
 
 /// Whether `err` is a prepared statement lost or met twice: a pooler in
 /// transaction or statement mode in between.

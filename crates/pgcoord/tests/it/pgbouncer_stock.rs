@@ -330,3 +330,31 @@ async fn a_release_the_pooler_sends_elsewhere_names_the_pooler_not_a_loss() {
     assert_eq!(held, 1);
     other.simple_query("COMMIT").await.unwrap();
 }
+
+/// A session pool told not to reset its server connections between
+/// clients (`server_reset_query =`, on purpose) hands the next client the
+/// last one's session; the refusal names that setting, not only the
+/// transaction mode it used to blame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_pool_without_a_reset_is_refused_naming_the_reset() {
+    let Some((bouncer, url, _db)) =
+        behind_pgbouncer_with("session", "server_reset_query =\ndefault_pool_size = 1").await
+    else {
+        return;
+    };
+    let first = manager_via(&url, "no-reset-1");
+    let guard = first
+        .try_lock("no-reset")
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", bouncer.log()));
+    guard.expect("free").release().await.unwrap();
+    first.close().await.unwrap();
+    let second = manager_via(&url, "no-reset-2");
+    let err = second.try_lock("no-reset").await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("server_reset_query") && text.contains("transaction or statement mode"),
+        "{text}"
+    );
+    second.close().await.unwrap();
+}

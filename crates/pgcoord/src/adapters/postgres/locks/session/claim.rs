@@ -41,8 +41,11 @@ pub(super) fn new_tag() -> String {
 
 /// The advice both errors end with.
 const ADVICE: &str = "a pooler in transaction or statement mode hands statements to any of its \
-     server connections, and session-level advisory locks cannot be held through it: use the \
-     pooler's session mode or connect to PostgreSQL directly (`eventsource lock doctor` checks)";
+     server connections, and a session-mode pool that does not reset its server connections \
+     between clients (PgBouncer with an empty server_reset_query; DISCARD ALL is its default) \
+     hands a new client the last one's session, locks included; session-level advisory locks \
+     cannot be held through either: use the pooler's session mode with its reset, or connect to \
+     PostgreSQL directly (`eventsource lock doctor` checks)";
 
 /// Opening found the server connection claimed by another lock session.
 pub(super) fn claimed_by_another() -> BackendError {

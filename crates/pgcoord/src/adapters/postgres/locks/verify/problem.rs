@@ -30,8 +30,10 @@ pub enum VerifyProblem {
     #[error(
         "the connection's prepared statements were lost or met another client's (SQLSTATE \
          26000 or 42P05): a pooler in transaction or statement mode (such as PgBouncer with \
-         pool_mode = transaction) is in between, and session advisory locks are not safe \
-         behind it; connect to PostgreSQL directly or through a session-mode pool"
+         pool_mode = transaction) is in between, or a session-mode pool that does not reset \
+         its server connections between clients (an empty server_reset_query), and session \
+         advisory locks are not safe behind it; connect to PostgreSQL directly or through a \
+         session-mode pool that resets (PgBouncer's default DISCARD ALL)"
     )]
     PreparedStatementLost,
     /// Two connections were served by one server session.
