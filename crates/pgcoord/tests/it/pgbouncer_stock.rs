@@ -151,7 +151,17 @@ async fn stock_pgbouncer_in_session_mode_locks_waits_and_verifies() {
         .await
         .unwrap();
     assert!(row.get::<_, i64>(0) >= 1, "sessions not seen by the server");
-    a.verify().await.unwrap();
+    let report = a.verify().await.unwrap();
+    // It passes, and says what is in between: the TCP settings shown are
+    // the server's toward the pooler.
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("a pooler or proxy is in between")),
+        "{:?}",
+        report.warnings
+    );
     assert_eq!(a.close().await.unwrap() + b.close().await.unwrap(), 0);
 }
 

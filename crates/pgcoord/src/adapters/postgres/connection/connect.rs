@@ -114,6 +114,23 @@ impl Connector {
         let _ =
             tokio::time::timeout(self.connect_timeout, token.cancel_query(self.tls.clone())).await;
     }
+
+    /// The TCP ports the settings reach their hosts on (none for Unix
+    /// sockets): what a server reached directly listens on.
+    pub(crate) fn tcp_ports(&self) -> Vec<u16> {
+        let ports = self.config.get_ports();
+        let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let hosts = self.config.get_hosts();
+        if hosts.is_empty() {
+            return (0..self.config.get_hostaddrs().len()).map(port).collect();
+        }
+        hosts
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| matches!(h, tokio_postgres::config::Host::Tcp(_)))
+            .map(|(i, _)| port(i))
+            .collect()
+    }
 }
 
 /// Opens a session on the first of `per_host` (one config per host, see

@@ -257,6 +257,9 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
             look_alikes.join(", ")
         ));
     }
+    if let Some(w) = in_between(connector, &a.client).await? {
+        warnings.push(w);
+    }
     if !fence_tables.is_empty() {
         warnings.push(format!(
             "{} fence tables in this database ({}): a fenced lock counts its tokens in the \
@@ -276,6 +279,34 @@ async fn checks(connector: &Connector, settings: &Settings) -> Result<VerifyRepo
         replication,
         warnings,
     })
+}
+
+/// A warning when the server listens on a port no host of the settings
+/// names: a pooler or proxy (PgBouncer in session mode, which passes every
+/// check) is in between, and the TCP timeouts reported are the server's
+/// toward it, not toward the clients.
+async fn in_between(connector: &Connector, client: &Client) -> Result<Option<String>> {
+    let ports = connector.tcp_ports();
+    let listens: Option<i32> = client
+        .query_one("SELECT pg_catalog.inet_server_port()", &[])
+        .await
+        .map_err(query_failed)?
+        .get(0);
+    let Some(listens) = listens.and_then(|p| u16::try_from(p).ok()) else {
+        return Ok(None);
+    };
+    if ports.is_empty() || ports.contains(&listens) {
+        return Ok(None);
+    }
+    let named: Vec<String> = ports.iter().map(u16::to_string).collect();
+    Ok(Some(format!(
+        "the server listens on port {listens}, but the connection went to port {}: a pooler \
+         or proxy is in between; the TCP settings above are the server's toward it, and how \
+         long a client cut off from it keeps its session, and its locks, is the pooler's to \
+         decide (PgBouncer: its tcp_keepalive settings, about 2 hours by default; see \
+         docs/reliability.md)",
+        named.join(" or ")
+    )))
 }
 
 /// The error `verify` returns for a failed check.
