@@ -1,7 +1,7 @@
 //! `#[column(default = lit)]` checked for its value, not only its kind: an
 //! integer within the field's type (`default = 300` on a `u8` wrote a
 //! default that every later read failed to decode), a date that exists, a
-//! UUID that parses.
+//! timestamp in RFC 3339, a UUID that parses.
 
 use syn::Lit;
 
@@ -20,6 +20,15 @@ pub(crate) fn out_of_range(what: &str, lit: &Lit) -> Option<String> {
         Lit::Str(s) if matches!(what, "NaiveDate" | "Date") => {
             let v = s.value();
             (!is_date(&v)).then(|| format!("{v:?} is not a date (YYYY-MM-DD, a day that exists)"))
+        }
+        Lit::Str(s) if matches!(what, "DateTime" | "Timestamp") => {
+            let v = s.value();
+            (!is_timestamp(&v)).then(|| {
+                format!(
+                    "{v:?} is not an RFC 3339 timestamp in years 0000 to 9999 \
+                     (e.g. \"2026-01-01T00:00:00Z\")"
+                )
+            })
         }
         Lit::Str(s) if what == "Uuid" => {
             let v = s.value();
@@ -63,6 +72,15 @@ fn is_date(v: &str) -> bool {
         _ => return false,
     };
     (1..=days).contains(&day)
+}
+
+/// RFC 3339 with an offset, in the years every backend stores (a year
+/// outside 0000 to 9999 is refused at write time, so a default there could
+/// never be read back).
+fn is_timestamp(v: &str) -> bool {
+    use chrono::Datelike;
+    chrono::DateTime::parse_from_rfc3339(v)
+        .is_ok_and(|t| (0..=9999).contains(&t.with_timezone(&chrono::Utc).year()))
 }
 
 /// Hyphenated (`8-4-4-4-12` hex digits) or 32 hex digits.
