@@ -225,7 +225,8 @@ async fn a_runner_whose_lock_session_is_terminated_stops_and_the_next_resumes() 
     // Why, as the loss signal knows it, then what the runner did.
     assert_eq!(
         err.to_string(),
-        "lock \"projection:seen\" was lost: the session holding the lock ended; \
+        "lock \"projection:seen\" was lost: the server ended the session holding the lock: \
+         terminating connection due to administrator command (SQLSTATE 57P01); \
          the runner of projection \"seen\" stopped"
     );
 
