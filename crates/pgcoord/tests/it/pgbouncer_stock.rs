@@ -368,3 +368,46 @@ async fn a_session_pool_without_a_reset_is_refused_naming_the_reset() {
     );
     second.close().await.unwrap();
 }
+
+/// A lone holder behind a pooler in transaction mode, whose liveness check
+/// the pooler sends to another server connection: its loss names the
+/// pooler, not a server that stopped answering (a probe saw "liveness
+/// check got no answer in time").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ping_the_pooler_sends_elsewhere_is_a_loss_that_names_the_pooler() {
+    let Some((bouncer, url, _db)) = behind_pgbouncer("transaction").await else {
+        return;
+    };
+    let m = url
+        .parse()
+        .map(PostgresLockManager::builder)
+        .unwrap()
+        .holder_id("tx-ping")
+        .liveness_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let key = format!("bouncer-tx-ping:{}", uuid::Uuid::new_v4());
+    let guard = m
+        .try_lock(&key)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", bouncer.log()))
+        .expect("a free key");
+    // Another client takes the server connection the lock lives on, in a
+    // transaction it keeps open: the next ping goes to another one.
+    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    other.simple_query("BEGIN; SELECT 1").await.unwrap();
+    tokio::time::timeout(SECS, guard.lost())
+        .await
+        .expect("the loss is noticed");
+    let why = guard.loss_signal().reason().expect("a reason");
+    assert!(
+        why.contains("reached another server connection") && !why.contains("did not answer"),
+        "{why}"
+    );
+    other.simple_query("COMMIT").await.unwrap();
+    drop(guard);
+    m.close().await.ok();
+}

@@ -202,9 +202,16 @@ impl Actor {
                 _ = tick.tick() => {
                     if !state.ping().await {
                         // The ping's wait may outlast the lease: then the
-                        // lease ran out first, and that is the cause.
-                        let cause = ping_failure_cause(state.lease.as_deref());
-                        warn_given_up(cause, state.mailbox.pid(), &ctx.settings);
+                        // lease ran out first, and that is the cause. A
+                        // ping a pooler sent elsewhere was answered, and
+                        // said so already (`claim::ended_by_pooler`).
+                        let cause = match mailbox.has_open_error() {
+                            true => LossCause::SessionEnded,
+                            false => ping_failure_cause(state.lease.as_deref()),
+                        };
+                        if cause != LossCause::SessionEnded {
+                            warn_given_up(cause, state.mailbox.pid(), &ctx.settings);
+                        }
                         mailbox.end(cause);
                         break;
                     }

@@ -71,6 +71,11 @@ pub(super) fn ended_by_pooler(mailbox: &super::mailbox::Mailbox, what: &str) -> 
     tracing::warn!("a lock session's {what} reached another server connection; closing it");
     let e = not_its_connection();
     mailbox.set_open_error(&e);
+    // The reason its holders are given, before any that follows from it
+    // (a ping that reached another connection also fails the liveness check).
+    mailbox.dead.note_why(format!(
+        "a statement of the session holding the lock reached another server connection: {ADVICE}"
+    ));
     e
 }
 

@@ -203,6 +203,9 @@ impl Mailbox {
     /// from the server (`pg_terminate_backend`'s 57P01, a crash's 57P02):
     /// the holders' loss signals give it as the reason.
     pub(super) fn server_ended(&self, e: &tokio_postgres::Error) {
+        if !crate::adapters::postgres::connection::connect::ends_session(e) {
+            return;
+        }
         if let Some(db) = e.as_db_error() {
             self.dead.note_why(format!(
                 "the server ended the session holding the lock: {} (SQLSTATE {})",
@@ -247,6 +250,15 @@ impl Mailbox {
 
     pub(super) fn set_pid(&self, pid: i32) {
         self.pid.store(pid, Ordering::Relaxed);
+    }
+
+    /// Whether the session ended for a reason recorded as its open error
+    /// (it could not be opened, or a pooler sent its statements elsewhere).
+    pub(super) fn has_open_error(&self) -> bool {
+        self.open_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     pub(super) fn set_open_error(&self, e: &BackendError) {

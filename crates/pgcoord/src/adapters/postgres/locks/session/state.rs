@@ -110,6 +110,10 @@ impl SessionState {
                 super::claim::ended_by_pooler(&self.mailbox, "ping");
                 false
             }
+            Ok(Err(e)) if super::claim::mixed_statements(&e) => {
+                super::claim::ended_by_pooler(&self.mailbox, "ping (another client's statements)");
+                false
+            }
             Ok(Err(e)) => {
                 self.mailbox.server_ended(&e);
                 false
