@@ -53,13 +53,14 @@ pub enum Acquired {
 }
 
 /// True for a connection failure worth retrying while the timeout lasts:
-/// no answer, refused, or a server starting up / out of connection slots
-/// (not a wrong password, a missing database or a TLS failure: no wait
-/// mends those); or a session that ended while it tried or waited (a
-/// restart, a failover: nothing was taken and nothing run, and the next
-/// session may land on the new primary). A session the engine gave up
-/// for silence before `--timeout` ran out (`time_left`) is retried too:
-/// only a server silent past the timeout is one that did not answer.
+/// no answer, refused, a server starting up / out of connection slots, or
+/// a PgBouncer at its `max_client_conn` (08P01 with its words: the code
+/// also covers what no wait mends); not a wrong password, a missing
+/// database or a TLS failure. Or a session that ended while it tried or
+/// waited (a restart, a failover: nothing was taken and nothing run, and
+/// the next session may land on the new primary). A session the engine
+/// gave up for silence before `--timeout` ran out (`time_left`) is retried
+/// too: only a server silent past the timeout is one that did not answer.
 fn worth_retrying(e: &Error, time_left: bool) -> bool {
     let Some(backend) = e.as_backend() else {
         return false;
@@ -68,11 +69,13 @@ fn worth_retrying(e: &Error, time_left: bool) -> bool {
     if crate::os_limits::out_of_descriptors(e) {
         return false;
     }
+    let pooler_full =
+        |c: &str| c == "08P01" && backend.message().contains("no more connections allowed");
     match backend.kind() {
         BackendErrorKind::NoAnswer => time_left,
-        BackendErrorKind::Connect => backend
-            .code()
-            .is_none_or(|c| matches!(c.code(), "57P03" | "53300" | "57P01")),
+        BackendErrorKind::Connect => backend.code().is_none_or(|c| {
+            matches!(c.code(), "57P03" | "53300" | "57P01") || pooler_full(c.code())
+        }),
         BackendErrorKind::Closed => true,
         // Within --timeout a standby may be promoted (a failover under
         // way, the URL naming the standby first or alone).

@@ -134,8 +134,10 @@ pub fn backend_hint(err: &Error) -> Option<&'static str> {
         }
         (BackendErrorKind::Tls, _) if backend.message().contains("channel_binding=require") => {
             "channel_binding=require (or PGCHANNELBINDING=require) needs a SCRAM password login \
-             over TLS: connect over TCP with TLS, as a user whose pg_hba.conf method is \
-             scram-sha-256, or drop channel_binding=require; trying again will not help"
+             over TLS to the server itself: connect over TCP with TLS, as a user whose \
+             pg_hba.conf method is scram-sha-256, and not through a pooler that offers no \
+             SCRAM-SHA-256-PLUS (PgBouncer); or drop channel_binding=require; trying again will \
+             not help"
         }
         (BackendErrorKind::Tls, _) => {
             "check the TLS settings (sslmode, sslrootcert, sslcert, sslkey, sslcrl, sslcrldir; \

@@ -178,6 +178,7 @@ fn errors_map_to_codes() {
     let unbound_hint = backend_hint(&unbound).expect("a hint");
     assert!(unbound_hint.contains("PGCHANNELBINDING"), "{unbound_hint}");
     assert!(!unbound_hint.contains("server runs"), "{unbound_hint}");
+    assert!(unbound_hint.contains("PgBouncer"), "{unbound_hint}");
     let closed: Error = LockAcquisitionError::new("k", AcquireFailure::ManagerClosed, None).into();
     assert_eq!(for_error(&closed), SOFTWARE);
     // A login refused for lack of CONNECT is a refused login (69); the

@@ -50,9 +50,9 @@ pub struct LeaderRunArgs {
     #[arg(long)]
     pub no_wait: bool,
 
-    /// A label for this candidate, shown by `leader show` (printable ASCII:
-    /// PostgreSQL shows every other byte as `?`, or `\xHH` from 16 on, as
-    /// for `lock run --holder-id`) [default: HOSTNAME:PID].
+    /// A label for this candidate, shown by `leader show` (percent-encoded
+    /// in pg_stat_activity outside printable ASCII, as for `lock run
+    /// --holder-id`) [default: HOSTNAME:PID].
     #[arg(long, value_name = "ID", value_parser = crate::names::parse_holder_id)]
     pub holder_id: Option<String>,
 

@@ -25,27 +25,6 @@ pub fn parse_holder_id(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
-/// The warning for a `--holder-id` that PostgreSQL will not show as given:
-/// it keeps an `application_name` to printable ASCII and replaces every
-/// other byte (with `?` up to PostgreSQL 15, with `\xHH` from 16 on), so
-/// `worker-é` shows as `worker-??` in `lock holders`, `lock top`,
-/// `leader show` and `pg_stat_activity`. `None` for printable ASCII.
-pub fn holder_id_warning(id: &str) -> Option<String> {
-    let ascii = |b: u8| (b' '..=b'~').contains(&b);
-    if id.bytes().all(ascii) {
-        return None;
-    }
-    let shown: String = id
-        .bytes()
-        .map(|b| if ascii(b) { b as char } else { '?' })
-        .collect();
-    Some(format!(
-        "warning: holder id {id:?} is not printable ASCII: PostgreSQL replaces its other bytes \
-         in application_name, so lock holders, lock top and leader show will show it as \
-         {shown:?} (PostgreSQL 15 and older; \\xHH from 16 on)"
-    ))
-}
-
 /// Linux's cap on one string of a new program's environment
 /// (`MAX_ARG_STRLEN`): `NAME=value` and the NUL that ends it, together.
 pub const ENV_STRING_MAX: usize = 128 * 1024;
@@ -142,15 +121,6 @@ mod tests {
         // Still a NAME first.
         assert_eq!(parse_election_name(""), parse_name(""));
         assert_eq!(parse_election_name("a\tb"), parse_name("a\tb"));
-    }
-
-    #[test]
-    fn a_holder_id_that_will_not_show_as_given_draws_a_warning() {
-        assert_eq!(holder_id_warning("web-1 (blue)"), None);
-        let w = holder_id_warning("worker-é-日本").unwrap();
-        assert!(w.contains("\"worker-??-??????\""), "{w}");
-        let w = holder_id_warning("tab\there").unwrap();
-        assert!(w.contains("\"tab?here\""), "{w}");
     }
 
     #[test]

@@ -48,13 +48,6 @@ pub async fn run(args: RunArgs, db: Database) -> i32 {
         report!("{why}");
         return exit::USAGE;
     }
-    if let Some(warning) = args
-        .holder_id
-        .as_deref()
-        .and_then(crate::names::holder_id_warning)
-    {
-        report!("{warning}");
-    }
     let mut signals = match Signals::catch() {
         Ok(s) => s,
         Err(e) => {

@@ -37,12 +37,11 @@ pub struct RunArgs {
     pub no_wait: bool,
 
     /// A label for this holder, shown by `lock holders` and in
-    /// pg_stat_activity as application_name `eventsource/ID` (PostgreSQL
-    /// keeps 63 bytes of it, so a longer ID keeps its first and last 24
-    /// bytes or so around `..`, and keeps it to printable
-    /// ASCII: every other byte, of `é` or `日` as of a control character,
-    /// shows as `?`, or `\xHH` from PostgreSQL 16 on; a warning says so)
-    /// [default: HOSTNAME:PID].
+    /// pg_stat_activity as application_name `eventsource/ID`, where bytes
+    /// outside printable ASCII and `%` are percent-encoded (`é` as
+    /// `%C3%A9`: PostgreSQL would show them as `?`); PostgreSQL keeps 63
+    /// bytes of it, so a longer ID keeps its first and last 24 bytes or so
+    /// around `..` [default: HOSTNAME:PID].
     #[arg(long, value_name = "ID", value_parser = crate::names::parse_holder_id)]
     pub holder_id: Option<String>,
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::election_metrics::{self, TermGauge};
 use crate::ports::error::{Error, Result};
+use crate::ports::lock_id::MAX_KEY_LEN;
 use crate::ports::locks::{DistributedLock, LockGuard, LockInfo};
 use crate::ports::loss::LossSignal;
 
@@ -74,9 +75,19 @@ impl<L: DistributedLock> Election<L> {
     ///
     /// A manager that gives no fencing tokens
     /// ([`DistributedLock::fences`] is false) is an
-    /// [`Error::InvalidArgument`]: its leaders would have no term.
+    /// [`Error::InvalidArgument`]: its leaders would have no term. So is a
+    /// name whose key ([`election_key`]) is longer than
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes, which no campaign could
+    /// lock.
     pub fn new(locks: L, name: impl Into<String>) -> Result<Self> {
         let name = name.into();
+        if ELECTION_KEY_PREFIX.len() + name.len() > MAX_KEY_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "an election name may be {} bytes long, not {}",
+                MAX_KEY_LEN - ELECTION_KEY_PREFIX.len(),
+                name.len()
+            )));
+        }
         if !locks.fences() {
             return Err(Error::InvalidArgument(format!(
                 "election {name:?}: the lock manager gives no fencing tokens, so a leader \

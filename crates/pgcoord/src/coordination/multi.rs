@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::multi_guard::MultiLockGuard;
 use crate::ports::deadline::deadline_in;
-use crate::ports::error::{AcquireFailure, Error, LockAcquisitionError, Result};
+use crate::ports::error::{AcquireFailure, BackendErrorKind, Error, LockAcquisitionError, Result};
 use crate::ports::lock_id::checked_lock_id;
 use crate::ports::locks::{DistributedLock, LockGuard};
 
@@ -30,15 +30,27 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// the remaining keys are tried at once again. A key lost while the caller
 /// waits (its session ended) ends the wait: the keys from the lost one up
 /// are given back and taken again in order, so a set is never returned
-/// with a key known to be lost. While it waits, a caller
+/// with a key known to be lost. A failure that time mends, met by a try or
+/// a wait while a finite `timeout` has time left, starts the set over: a
+/// session that ended (the server restarted, the waiting session was
+/// terminated), a server that stopped answering, or a connection refused
+/// for now (no server answering, one shutting down or starting up, or out
+/// of connection slots: SQLSTATE 57P03, 57P01, 53300). Every key held is
+/// given back, and after a pause (50 ms, doubling up to 1 s, never past the
+/// deadline) the set is taken again from its first key; so a restart of
+/// the server within the timeout ends in the set held. Without a timeout
+/// (`None`) such a failure is returned, as [`DistributedLock::acquire`]
+/// returns it, so that a server that never comes back does not keep the
+/// call waiting unseen. While it waits, a caller
 /// holds only keys below the one it waits for: that order is what rules out
 /// deadlocks among callers of this function (and with any code that waits
 /// for keys in the same order).
 ///
 /// On a timeout the error is the one of the key that was not granted in
 /// time, carrying the caller's whole `timeout`; any other acquisition error
-/// (a failure to connect during the tries) carries that `timeout` too, on
-/// whichever key's try reported it. On any error nothing of the set stays
+/// (a failure no wait mends, or the last of those above when the timeout
+/// ran out) carries that `timeout` too, on whichever key's try or wait
+/// reported it. On any error nothing of the set stays
 /// held: the keys taken so far are released, and the error is returned
 /// only once those releases are done (a release that fails, for a key lost
 /// meanwhile, leaves the key free too and is not reported). Right after the
@@ -109,12 +121,14 @@ async fn take_all<L: DistributedLock + ?Sized>(
     held: &mut Vec<LockGuard>,
 ) -> Result<()> {
     let deadline = deadline_in(timeout);
+    let mut pause = FIRST_PAUSE;
     loop {
         // A try's error (say, connecting failed) carries the try's zero
         // timeout: give it the caller's, as for the waits below.
-        try_rest(locks, keys, held)
-            .await
-            .map_err(|e| with_timeout(e, timeout))?;
+        if let Err(e) = try_rest(locks, keys, held).await {
+            start_over(e, timeout, deadline, &mut pause, held).await?;
+            continue;
+        }
         let Some(next) = keys.get(held.len()) else {
             return Ok(());
         };
@@ -133,13 +147,65 @@ async fn take_all<L: DistributedLock + ?Sized>(
         };
         match waited {
             Some(Ok(guard)) => held.push(guard),
-            Some(Err(e)) => return Err(with_timeout(e, timeout)),
+            Some(Err(e)) => {
+                start_over(e, timeout, deadline, &mut pause, held).await?;
+                continue;
+            }
             None => {}
         }
         // Also a loss noticed only as the grant came.
         if let Some(lost) = held.iter().position(LockGuard::is_lost) {
             give_back(held.split_off(lost)).await;
         }
+    }
+}
+
+/// The first pause before the set is taken again after a session ended or
+/// the server refused a connection for now; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// After `e`, a try's or a wait's error: when it is one that time mends (a
+/// session that ended, as in a restart; a server shutting down or starting
+/// up, out of connection slots, or not reachable for now) and the caller's
+/// finite timeout has time left, gives back every key held (those of a
+/// restarted server are lost, though their loss may not have been seen
+/// yet), pauses, and returns `Ok` so that the set is taken again from its
+/// first key. Otherwise, `e` with the caller's timeout.
+///
+/// Without a timeout (`None`), `e` is returned: a server that never comes
+/// back would otherwise keep the call waiting unseen for ever.
+async fn start_over(
+    e: Error,
+    timeout: Option<Duration>,
+    deadline: Option<Instant>,
+    pause: &mut Duration,
+    held: &mut Vec<LockGuard>,
+) -> Result<()> {
+    let Some(deadline) = deadline.filter(|d| *d > Instant::now() && mended_by_time(&e)) else {
+        return Err(with_timeout(e, timeout));
+    };
+    give_back(std::mem::take(held)).await;
+    tokio::time::sleep_until(deadline.min(Instant::now() + *pause)).await;
+    *pause = (*pause * 2).min(MAX_PAUSE);
+    Ok(())
+}
+
+/// True for an error that a later attempt may not meet: the session ended
+/// (a restart, a terminated backend), the server stopped answering, or a
+/// connection was refused for now (shutting down or starting up, 57P03;
+/// terminated by an administrator, 57P01; out of connection slots, 53300;
+/// or no server to answer, no SQLSTATE).
+fn mended_by_time(e: &Error) -> bool {
+    let Some(backend) = e.as_backend() else {
+        return false;
+    };
+    match backend.kind() {
+        BackendErrorKind::Closed | BackendErrorKind::NoAnswer => true,
+        BackendErrorKind::Connect => backend
+            .code()
+            .is_none_or(|c| matches!(c.code(), "57P03" | "57P01" | "53300")),
+        _ => false,
     }
 }
 

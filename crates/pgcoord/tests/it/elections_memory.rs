@@ -64,3 +64,28 @@ async fn an_election_refuses_a_manager_without_fencing_before_any_wait() {
     held.release().await.unwrap();
     assert!(InMemoryLockManager::new(None).fences());
 }
+
+/// A name too long to lock is refused when the election is built, as a
+/// semaphore's is, not at the first campaign.
+#[tokio::test]
+async fn an_election_refuses_a_name_too_long_to_lock() {
+    use pgcoord::coordination::ELECTION_KEY_PREFIX;
+    use pgcoord::MAX_KEY_LEN;
+    let locks = InMemoryLockManager::new(Some("memory".into()));
+    let longest = "x".repeat(MAX_KEY_LEN - ELECTION_KEY_PREFIX.len());
+    let election = Election::new(locks.clone(), longest).expect("the longest name fits");
+    election
+        .campaign(None)
+        .await
+        .unwrap()
+        .resign()
+        .await
+        .unwrap();
+    let err = Election::new(
+        locks,
+        "x".repeat(MAX_KEY_LEN - ELECTION_KEY_PREFIX.len() + 1),
+    )
+    .unwrap_err();
+    assert!(matches!(err, pgcoord::Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("election name"), "{err}");
+}

@@ -374,3 +374,33 @@ async fn close_while_leading_ends_the_loop_and_leaves_nothing_held() {
         stop.cancel();
     }
 }
+
+/// PostgreSQL keeps an `application_name` to printable ASCII (`ö` and a
+/// tab became `?`): the holder id reaches `Election::leader` and
+/// `holders()` as given all the same.
+#[tokio::test]
+async fn a_holder_id_outside_printable_ascii_comes_back_intact() {
+    let db = fenced_db().await;
+    let observer = fencing_manager(db.config(), "observer");
+    for id in ["wörker-7", "tab\there", "50%", "日本-ﬁ"] {
+        let locks = fencing_manager(db.config(), id);
+        let election = Election::new(locks.clone(), "encoded").unwrap();
+        let leading = election.campaign(None).await.unwrap();
+        let seen = Election::new(observer.clone(), "encoded")
+            .unwrap()
+            .leader()
+            .await
+            .unwrap()
+            .expect("a leader");
+        assert_eq!(seen.holder_id.as_deref(), Some(id));
+        let held = observer.holders(&[election.key()]).await.unwrap();
+        let holder_ids: Vec<_> = held[0]
+            .holders
+            .iter()
+            .map(|s| s.holder_id.as_deref())
+            .collect();
+        assert_eq!(holder_ids, [Some(id)]);
+        leading.resign().await.unwrap();
+        locks.close().await.unwrap();
+    }
+}

@@ -3,7 +3,9 @@
 //!
 //! Every guard reports the loss; while the server is down acquisitions fail
 //! with a typed error within the caller's timeout; once it is back the same
-//! manager (same process) works again, and nothing leaks.
+//! manager (same process) works again, and nothing leaks. A set of keys
+//! that `acquire_many` is taking when the server restarts is taken again
+//! within its timeout.
 
 use crate::common;
 use crate::fault_support;
@@ -143,4 +145,50 @@ async fn fast_restart_reports_loss_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn immediate_restart_reports_loss_and_recovers() {
     restart_case(StopMode::Immediate).await;
+}
+
+/// `acquire_many` holds the lower keys of a set and waits for the highest,
+/// held by another manager, when the server restarts (immediate): every
+/// session ends, the other holder's with it, and the set is taken again
+/// within its timeout instead of failing with the session's end or the
+/// server's 57P03 refusal while it shuts down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_waiting_through_a_restart_is_taken_again() {
+    use pgcoord::coordination::acquire_many;
+    let (cluster, db) = private_db(&[]).await;
+    let (mine, theirs) = (
+        common::manager(&db, "set-taker"),
+        common::manager(&db, "blocker"),
+    );
+    let mut keys: Vec<String> = ["ma", "mb", "mc"].iter().map(|k| key(k)).collect();
+    keys.sort_by_key(|k| lock_id_for_key(k));
+    let blocker = theirs.acquire(&keys[2], None).await.unwrap();
+    let (m, ks) = (mine.clone(), keys.clone());
+    let set =
+        tokio::spawn(async move { acquire_many(&m, &ks, Some(Duration::from_secs(60))).await });
+    let client = db.connect().await.unwrap();
+    common::wait_for_waiters(&client, lock_id_for_key(&keys[2]), 1).await;
+    // pg_locks rows: two keys of the set, the blocker's, the set's wait.
+    assert_eq!(advisory_locks(&client).await, 4);
+    drop(client);
+
+    blocking(&cluster, |c| c.restart(StopMode::Immediate)).await;
+
+    assert_lost(&blocker, "the blocker's key").await;
+    let set = set
+        .await
+        .unwrap()
+        .expect("the set taken again after the restart");
+    assert_eq!(set.len(), 3);
+    assert!(!set.is_lost(), "a key of the set is lost");
+    let client = db.connect().await.unwrap();
+    assert_eq!(
+        advisory_locks(&client).await,
+        3,
+        "the whole set, on the new server"
+    );
+    set.release().await.unwrap();
+    assert_eq!(advisory_locks(&client).await, 0);
+    mine.close().await.unwrap();
+    theirs.close().await.unwrap();
 }

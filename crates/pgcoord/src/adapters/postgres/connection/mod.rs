@@ -10,6 +10,7 @@
 //   certificates); tls_failure (which connect failures are TLS's, and
 //   their words) -> tls, tls_v1
 mod application_name;
+pub(crate) use application_name::decode_holder_id;
 pub(crate) mod connect;
 mod conninfo;
 pub(crate) mod connstring;

@@ -107,10 +107,26 @@ pub(super) fn channel_binding_refused(
     if e.as_db_error().is_some() || cause.as_deref() != Some(NOT_BOUND) {
         return None;
     }
+    Some(unbound_login(cx, attempt))
+}
+
+/// The words for a login that `channel_binding=require` refused, the
+/// connect having gone as `attempt` says.
+///
+/// Over TLS, the driver cannot tell which of two things happened: the
+/// server let the client in without SCRAM (a pg_hba.conf method other
+/// than scram-sha-256), or what answered offered SCRAM-SHA-256 alone,
+/// without its channel-bound variant SCRAM-SHA-256-PLUS. The second is
+/// what a pooler does: PgBouncer ends the client's TLS itself and does not
+/// offer SCRAM-SHA-256-PLUS, which binds to a TLS session with the server
+/// itself. So both are named.
+fn unbound_login(cx: &TlsContext, attempt: &Attempt) -> String {
     let why = if attempt.tls_in_use {
-        "TLS was in use, and the server let this client in without a channel-bound SCRAM \
-         login (its pg_hba.conf method for this user is not scram-sha-256: cert, trust, md5 \
-         or password)"
+        "TLS was in use, and the login was not a channel-bound SCRAM one: either the server \
+         let this client in without SCRAM (its pg_hba.conf method for this user is not \
+         scram-sha-256: cert, trust, md5 or password), or what answered offers SCRAM-SHA-256 \
+         without channel binding (SCRAM-SHA-256-PLUS, which needs TLS to the server itself; \
+         a pooler such as PgBouncer does not offer it)"
             .to_owned()
     } else if attempt.socket {
         "TLS was not in use: the host is a Unix-domain socket, where PostgreSQL has no TLS"
@@ -125,10 +141,10 @@ pub(super) fn channel_binding_refused(
             }
         )
     };
-    Some(format!(
+    format!(
         "channel_binding=require refused the login: {why}; only a SCRAM login over TLS binds \
          to the channel"
-    ))
+    )
 }
 
 /// The rustls error in `e`'s chain. `io::Error::source` skips the error it

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use rustls::pki_types::ServerName;
 use rustls::{AlertDescription, CertificateError};
 
-use super::{tls_failure, words, TlsContext};
+use super::{tls_failure, unbound_login, words, Attempt, TlsContext};
 
 /// A driver error as tokio-postgres makes one: its own text, and the cause
 /// it was given (boxed).
@@ -208,4 +208,33 @@ fn a_version_1_certificate_is_refused_with_what_to_do_and_no_debug_dump() {
             && why.contains("CA:TRUE"),
         "{why}"
     );
+}
+
+/// Refused over TLS, the words name both causes the driver cannot tell
+/// apart: a login without SCRAM, and SCRAM offered without channel binding
+/// (a pooler such as PgBouncer, which does not offer SCRAM-SHA-256-PLUS).
+#[test]
+fn channel_binding_refused_over_tls_names_a_pooler_without_scram_plus() {
+    let over_tls = Attempt {
+        tls_in_use: true,
+        socket: false,
+    };
+    let text = unbound_login(&CX, &over_tls);
+    assert!(
+        text.starts_with("channel_binding=require refused the login"),
+        "{text}"
+    );
+    assert!(text.contains("not scram-sha-256"), "{text}");
+    assert!(text.contains("SCRAM-SHA-256-PLUS"), "{text}");
+    assert!(text.contains("PgBouncer"), "{text}");
+    let plain = Attempt {
+        tls_in_use: false,
+        socket: false,
+    };
+    let text = unbound_login(&CX, &plain);
+    assert!(
+        text.contains("TLS was not in use (sslmode=verify-full)"),
+        "{text}"
+    );
+    assert!(!text.contains("PgBouncer"), "{text}");
 }

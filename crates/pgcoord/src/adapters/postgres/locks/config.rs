@@ -101,7 +101,10 @@ impl PostgresLockManagerBuilder {
     }
 
     /// A label for this holder, copied into every `LockInfo::holder_id` and
-    /// shown in `pg_stat_activity.application_name` as `eventsource/<id>`.
+    /// shown in `pg_stat_activity.application_name` as `eventsource/<id>`
+    /// (bytes outside printable ASCII, and `%`, percent-encoded there, as
+    /// PostgreSQL would turn them into `?`; the holders listing decodes
+    /// them).
     /// [`build`](Self::build) refuses one with a NUL character, which
     /// PostgreSQL refuses in any string.
     pub fn holder_id(mut self, id: impl Into<String>) -> Self {

@@ -15,6 +15,7 @@ use tokio_postgres::Client;
 
 use super::fencing::FENCE_TABLE;
 use crate::adapters::postgres::connection::connect::pg_error;
+use crate::adapters::postgres::connection::decode_holder_id;
 use crate::ports::error::{BackendErrorKind, Error, Result};
 use crate::ports::lock_id::lock_id_for_key;
 
@@ -68,7 +69,8 @@ pub struct LockSession {
     /// The session's `application_name`.
     pub application_name: Option<String>,
     /// The lock manager's holder id, read from an `application_name` of the
-    /// form `eventsource/<holder_id>` (PostgreSQL keeps 63 bytes of it).
+    /// form `eventsource/<holder_id>` (PostgreSQL keeps 63 bytes of it),
+    /// with the percent-encoding of bytes outside printable ASCII undone.
     pub holder_id: Option<String>,
     /// The client's address (`None` for Unix sockets).
     pub client_addr: Option<String>,
@@ -110,11 +112,12 @@ pub enum FenceTable {
     },
 }
 
-/// Parses the holder id out of an `application_name` set by a lock manager.
+/// Parses the holder id out of an `application_name` set by a lock manager,
+/// undoing its percent-encoding of bytes PostgreSQL would turn into `?`.
 pub(crate) fn holder_id_from_application_name(name: &str) -> Option<String> {
     name.strip_prefix(APPLICATION_NAME_PREFIX)
         .filter(|id| !id.is_empty())
-        .map(str::to_owned)
+        .map(decode_holder_id)
 }
 
 /// Advisory locks of the current database: the bigint form (`objsubid =
