@@ -40,6 +40,8 @@ mod restart;
 #[cfg(feature = "postgres")]
 mod segments;
 #[cfg(feature = "postgres")]
+mod segments_count;
+#[cfg(feature = "postgres")]
 mod segments_crash;
 #[cfg(feature = "postgres")]
 mod status;
