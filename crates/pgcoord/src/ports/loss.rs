@@ -242,6 +242,19 @@ impl LossSignal {
         }
     }
 
+    /// The deadline of this signal's lease when it has one that loses the
+    /// lock (lease mode); for [`any`](Self::any), the earliest.
+    pub(crate) fn lease_deadline(&self) -> Option<Instant> {
+        match &self.source {
+            Source::Any(members) => members.iter().filter_map(Self::lease_deadline).min(),
+            _ => self
+                .lease
+                .as_ref()
+                .filter(|l| l.fires())
+                .map(|l| l.deadline()),
+        }
+    }
+
     /// Resolves when the lock is lost; pending forever otherwise.
     ///
     /// # Cancel safety

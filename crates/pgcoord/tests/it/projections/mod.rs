@@ -10,6 +10,8 @@ mod memory;
 mod metrics;
 
 #[cfg(feature = "postgres")]
+mod batch_idle;
+#[cfg(feature = "postgres")]
 mod checkpoint_watch;
 #[cfg(feature = "postgres")]
 mod crash;
