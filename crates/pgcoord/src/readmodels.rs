@@ -79,7 +79,7 @@ pub mod postgres {
         request_replay, ExclusiveClient, PgClientSource, PgGuard, PooledClient,
         PostgresCheckpointWatch, PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable,
         PostgresReadModelRepository, PostgresVersionSwitch, ProjectionStatus, RebuildProgress,
-        RunnerInfo, DEAD_LETTER_TABLE, DEFAULT_POOL_SIZE, VERSIONS_TABLE,
+        RunnerInfo, DEAD_LETTER_TABLE, DEFAULT_POOL_SIZE, STALL_SECONDS, VERSIONS_TABLE,
     };
 }
 
