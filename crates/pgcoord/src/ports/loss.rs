@@ -242,16 +242,12 @@ impl LossSignal {
         }
     }
 
-    /// The deadline of this signal's lease when it has one that loses the
-    /// lock (lease mode); for [`any`](Self::any), the earliest.
+    /// The deadline of its lease in lease mode (`any`: the earliest).
     pub(crate) fn lease_deadline(&self) -> Option<Instant> {
+        let lease = self.lease.as_ref().filter(|l| l.fires());
         match &self.source {
-            Source::Any(members) => members.iter().filter_map(Self::lease_deadline).min(),
-            _ => self
-                .lease
-                .as_ref()
-                .filter(|l| l.fires())
-                .map(|l| l.deadline()),
+            Source::Any(m) => m.iter().filter_map(Self::lease_deadline).min(),
+            _ => lease.map(|l| l.deadline()),
         }
     }
 
