@@ -118,7 +118,7 @@ database (--database-url): its committed checkpoint and when it last moved; with
 event not applied yet has waited) and an estimated time to catch up; the events applied per \
 second over about the last minute (from the runner's checkpoint samples); the runner holding \
 the projection's lock (`projection:NAME`: its holder label, host and pid, server pid, address \
-and since when; on a hot standby, whose advisory locks are its own sessions' only, \
+and when its session was last active, which is not when it took the lock; on a hot standby, whose advisory locks are its own sessions' only, \
 \"unknown on a standby\" and a warning on standard error); and the number of parked events \
 (`projection dlq`; 0 before the dead-letter table exists). When events wait and neither the \
 checkpoint nor the oldest waiting event has moved for 15 s, it says since when the projection \

@@ -135,8 +135,10 @@ fn runner(s: &ProjectionStatus, standby: bool) -> String {
         who += &format!(", from {addr}");
     }
     if let Some(since) = r.since {
+        // The session's last activity (it moves with the lock manager's
+        // own statements), not when the lock was taken.
         who += &format!(
-            ", since {}",
+            ", last active {}",
             since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
     }

@@ -1,6 +1,6 @@
 //! `projection status` and `projection dlq list` given the base name of a
 //! segmented projection: each segment's line and a total, the segments'
-//! parked events.
+//! parked events; and the runner's "last active", not "since".
 
 use pgcoord::DistributedLock;
 use pgcoord::PostgresLockManager;
@@ -109,4 +109,25 @@ async fn dlq_list_of_a_segmented_base_name_lists_the_segments_parked_events() {
     assert_eq!(out.code, 0, "{out:?}");
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v.as_array().map(Vec::len), Some(2), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_line_says_last_active_not_since() {
+    let db = segmented().await;
+    let locks = PostgresLockManager::builder(db.config().into())
+        .holder_id("shop-runner")
+        .build()
+        .unwrap();
+    let _guard = locks.acquire("projection:shop", None).await.unwrap();
+    let out = output(eventsource(Some(&db)).args(["projection", "status", "shop"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains(", last active 20"), "{}", out.stdout);
+    assert!(!out.stdout.contains(", since "), "{}", out.stdout);
+    let help = output(eventsource(None).args(["projection", "status", "--help"])).await;
+    let words = help.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("when its session was last active"),
+        "{words}"
+    );
+    assert!(!words.contains("and since when"), "{words}");
 }

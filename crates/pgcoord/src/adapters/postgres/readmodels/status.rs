@@ -91,7 +91,9 @@ pub struct RunnerInfo {
     pub backend_pid: i32,
     /// The client address the session came from.
     pub client_addr: Option<String>,
-    /// Since when it holds the lock.
+    /// When its session was last active (`xact_start`, else
+    /// `state_change` of `pg_stat_activity`): it moves with the lock
+    /// manager's own statements, so it is not when the lock was taken.
     pub since: Option<DateTime<Utc>>,
 }
 
