@@ -70,3 +70,57 @@ pub(crate) fn explain_ended(e: Error) -> Error {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{explain_ended, BatchIdle, DEFAULT_BATCH_IDLE_TIMEOUT};
+    use crate::ports::error::{BackendError, BackendErrorKind, Error};
+    use crate::ports::locks::DistributedLock;
+    use crate::ports::readmodels::with_batch_idle_bound;
+
+    fn closed() -> Error {
+        Error::Backend(BackendError::new(
+            BackendErrorKind::Closed,
+            "connection closed",
+        ))
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_in_a_bounded_batch_names_the_bound_and_the_knob() {
+        let bound = Some(Duration::from_millis(250));
+        let e = with_batch_idle_bound(bound, async { explain_ended(closed()) }).await;
+        let text = e.to_string();
+        assert!(
+            text.contains("250ms") && text.contains("batch_idle_timeout"),
+            "{text}"
+        );
+        assert!(
+            text.contains("connection closed"),
+            "the driver's words kept: {text}"
+        );
+        let outside = explain_ended(closed()).to_string();
+        assert!(
+            !outside.contains("batch_idle_timeout"),
+            "no bound, no claim: {outside}"
+        );
+        let other = Error::InvalidArgument("x".into());
+        let same = with_batch_idle_bound(bound, async { explain_ended(other) }).await;
+        assert!(matches!(same, Error::InvalidArgument(_)), "{same}");
+    }
+
+    #[tokio::test]
+    async fn the_bound_is_the_default_without_a_lease_and_off_when_asked() {
+        let locks = crate::InMemoryLockManager::new(None);
+        let guard = locks.acquire("projection:p", None).await.unwrap();
+        assert_eq!(
+            BatchIdle::default().resolve(&guard),
+            Some(DEFAULT_BATCH_IDLE_TIMEOUT)
+        );
+        let fixed = BatchIdle::from_option(Some(Duration::from_secs(3)));
+        assert_eq!(fixed.resolve(&guard), Some(Duration::from_secs(3)));
+        assert_eq!(BatchIdle::from_option(None).resolve(&guard), None);
+        assert_eq!(BatchIdle::from_option(Some(Duration::ZERO)), BatchIdle::Off);
+    }
+}
