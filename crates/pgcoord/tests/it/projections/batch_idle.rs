@@ -1,18 +1,22 @@
-//! A frozen runner's batch transaction is ended by the server once it has
-//! sat idle longer than the runner's batch idle timeout, so the runner that
-//! took its lock over is not held back by it (an event-table feed waits for
-//! every older open transaction) and nothing is applied twice.
+//! A frozen runner's (or rebuild's) batch transaction is ended by the
+//! server once it has sat idle longer than its batch idle timeout, so the
+//! runner that took the lock over, or the live runner beside the rebuild,
+//! is not held back by it (an event-table feed waits for every older open
+//! transaction) and nothing is applied twice.
 
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use pgcoord::readmodels::postgres::{PostgresDatabase, PostgresEventTable};
+use pgcoord::readmodels::{ProjectionRebuild, ReadModelProjection};
 use pgcoord::readmodels::{ProjectionRunner, ReadModelHandler, ReadModelMeta, ReadModelRepository};
 use pgcoord::PostgresLockManager;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, runner, setup};
+use super::rebuild::{marked, reach_live, spawn_live, texts};
+use super::rebuild_support::{live_runner, Marked};
 use super::support::*;
 
 /// Writes each event's row; at event `at` (once) says so on `frozen`, then
@@ -111,4 +115,45 @@ async fn a_frozen_runners_batch_is_ended_and_the_next_runner_goes_on() {
     let done = b_task.await.unwrap().unwrap();
     assert_eq!(done.applied, 10, "B applied all ten: {done:?}");
     assert_each_applied_once(&s.db.repository::<Seen>(), 10).await;
+}
+
+/// A rebuild whose batch stalls in its handler (its transaction open, with
+/// rows written) would hold back the live runner's feed for as long as it
+/// stays so; the server ends it after the rebuild's bound and the live
+/// runner applies what comes meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_rebuild_batch_is_ended_and_the_live_runner_goes_on() {
+    let s = setup().await;
+    append_committed(&s.db, &s.feed, 1, 8).await;
+    let live = live_runner(&s.db, &s.feed);
+    let stop = CancellationToken::new();
+    let mut live_task = spawn_live(&s.locks, &live, &stop);
+    reach_live(&live, &mut live_task, 8).await;
+
+    let (handler, stalled) = Marked::stalling_at("rebuilt", 3);
+    let projection = ReadModelProjection::new(handler, s.db.repository::<Seen>()).named("seen");
+    let rebuild = Arc::new(
+        ProjectionRebuild::new(projection, s.feed.clone())
+            .batch_size(4)
+            .batch_idle_timeout(Some(Duration::from_millis(200))),
+    );
+    let task = {
+        let (r, l) = (rebuild.clone(), s.locks.clone());
+        tokio::spawn(async move { r.run(&l, &CancellationToken::new()).await })
+    };
+    stalled.await.unwrap();
+    // Written after the rebuild's batch began: the live feed hands them
+    // out only once that transaction has ended.
+    append_committed(&s.db, &s.feed, 9, 16).await;
+    reach_live(&live, &mut live_task, 16).await;
+    task.abort();
+    let _ = task.await;
+    stop.cancel();
+    live_task.await.unwrap().unwrap();
+    assert_eq!(
+        texts(&s).await,
+        marked("live", 1, 16),
+        "the live version's rows"
+    );
+    assert_each_applied_once(&s.db.repository::<Seen>(), 16).await;
 }
