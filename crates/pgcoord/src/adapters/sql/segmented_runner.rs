@@ -166,6 +166,13 @@ where
     /// [reconnect patience](Self::reconnect_patience) (then that error is
     /// returned).
     ///
+    /// Before it runs any segment it refuses to start, with
+    /// [`ReadModelError::SegmentCountChanged`], when the projection has
+    /// checkpoints of another segment count (`{name}/segment-{i}-of-{m}`):
+    /// its own segments would start at position 0 and apply every event
+    /// again into the same read model (see `docs/projections.md`,
+    /// "Changing the segment count").
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe in that nothing is lost or leaks: dropped, every segment
