@@ -55,6 +55,7 @@ mod projection_args;
 mod projection_dlq;
 mod projection_reads;
 mod projection_render;
+mod projection_segments;
 mod projection_watch;
 mod read_only;
 mod redact;

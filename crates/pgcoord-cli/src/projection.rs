@@ -47,6 +47,14 @@ async fn status(args: ProjectionStatusArgs, db: Database) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e, &db),
     };
+    if status.checkpoint.is_none() && !args.watch {
+        // A segmented projection's base name: its segments' lines instead.
+        match crate::projection_segments::segments_report(&client, &args, standby).await {
+            Ok(Some(text)) => return crate::print_stdout(&text).map_or_else(|code| code, |()| 0),
+            Ok(None) => {}
+            Err(e) => return fail(&e, &db),
+        }
+    }
     if status.checkpoint.is_none() {
         let note = match missing_table_note(&client, CHECKPOINT_TABLE).await {
             Ok(None) => other_names_note(&client, CHECKPOINT_TABLE, &args.name).await,

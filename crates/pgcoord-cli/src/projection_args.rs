@@ -118,9 +118,12 @@ database (--database-url): its committed checkpoint and when it last moved; with
 event not applied yet has waited) and an estimated time to catch up; the events applied per \
 second over about the last minute (from the runner's checkpoint samples); the runner holding \
 the projection's lock (`projection:NAME`: its holder label, host and pid, server pid, address \
-and since when; on a hot standby, whose advisory locks are its own sessions' only, \
+and when its session was last active, which is not when it took the lock; on a hot standby, whose advisory locks are its own sessions' only, \
 \"unknown on a standby\" and a warning on standard error); and the number of parked events \
-(`projection dlq`; 0 before the dead-letter table exists). On a terminal, a progress bar with the ETA is drawn on standard error while the projection is \
+(`projection dlq`; 0 before the dead-letter table exists). When events wait and neither the \
+checkpoint nor the oldest waiting event has moved for 15 s, it says since when the projection \
+is stalled and gives no ETA. For the base name of a segmented projection \
+(`NAME/segment-I-of-N` checkpoints), each segment's line and a total. On a terminal, a progress bar with the ETA is drawn on standard error while the projection is \
 behind. A database where no checkpoint table is visible (no projection ran there, another \
 database, or a role that cannot see the table) shows no checkpoint, and a line on standard error \
 says which database and role were read. Each look is given 30 s to be answered. Exit codes: 0 \

@@ -16,6 +16,7 @@ use crate::db::{self, Database};
 use crate::printable::{printable, printable_json, shortened, SHOWN_KEY_WIDTH};
 use crate::projection_args::{DlqChangeArgs, DlqCommand, DlqDropArgs, DlqListArgs, DlqShowArgs};
 use crate::projection_reads::missing_table_note;
+use crate::projection_segments::segment_names;
 use crate::report;
 
 /// Not done: a POSITION given is not parked (the others were acted on),
@@ -85,7 +86,15 @@ fn time(t: chrono::DateTime<chrono::Utc>) -> String {
 }
 
 async fn list(client: &Client, args: DlqListArgs) -> Outcome {
-    let letters = parked(client, &args.name, &DeadLetterSelection::All).await?;
+    let mut letters = parked(client, &args.name, &DeadLetterSelection::All).await?;
+    let mut segments = Vec::new();
+    if letters.is_empty() {
+        // A segmented projection's base name: its segments' parked events.
+        segments = segment_names(client, DEAD_LETTER_TABLE, &args.name).await?;
+        for name in &segments {
+            letters.extend(parked(client, name, &DeadLetterSelection::All).await?);
+        }
+    }
     if letters.is_empty() {
         note_if_no_table(client).await?;
     }
@@ -98,11 +107,27 @@ async fn list(client: &Client, args: DlqListArgs) -> Outcome {
             printable(&args.name)
         )));
     }
-    let mut out = format!(
-        "{:<10} {:<16} {:>8}  {:<20}  {}\n",
-        "POSITION", "PARTITION", "ATTEMPTS", "LAST FAILURE", "ERROR"
-    );
+    let mut out = String::new();
+    if !segments.is_empty() {
+        out += &format!(
+            "projection {} is segmented: the parked events of its segments \
+             (dlq show, replay and drop take the segment's name)\n",
+            printable(&args.name)
+        );
+    }
+    let (mut segment, mut header) = (None, true);
     for l in &letters {
+        if !segments.is_empty() && segment != Some(&l.projection) {
+            segment = Some(&l.projection);
+            out += &format!("{}:\n", printable(&l.projection));
+            header = true;
+        }
+        if std::mem::take(&mut header) {
+            out += &format!(
+                "{:<10} {:<16} {:>8}  {:<20}  {}\n",
+                "POSITION", "PARTITION", "ATTEMPTS", "LAST FAILURE", "ERROR"
+            );
+        }
         // Its first line, escaped (the error is the handler's text: any
         // event's data may be in it), shortened.
         let first = l.error.split('\n').next().unwrap_or("");

@@ -85,6 +85,12 @@ pub fn render_report(
     if let Some(eta) = s.eta_seconds() {
         out += &format!("  eta         {}\n", seconds(eta));
     }
+    if let Some(since) = s.stalled_since {
+        out += &format!(
+            "  stalled     since {}: events wait and the checkpoint has not moved (no eta)\n",
+            since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
     out += &format!("  runner      {}\n", runner(s, standby));
     out += &format!("  parked      {}\n", s.parked);
     if let Some(r) = &s.rebuild {
@@ -129,8 +135,10 @@ fn runner(s: &ProjectionStatus, standby: bool) -> String {
         who += &format!(", from {addr}");
     }
     if let Some(since) = r.since {
+        // The session's last activity (it moves with the lock manager's
+        // own statements), not when the lock was taken.
         who += &format!(
-            ", since {}",
+            ", last active {}",
             since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
     }
@@ -157,8 +165,14 @@ pub fn line(s: &ProjectionStatus, rebuild: Option<&ProjectionStatus>, standby: b
         ),
         _ => String::new(),
     };
+    let stalled = s.stalled_since.map_or(String::new(), |t| {
+        format!(
+            " stalled_since={}",
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    });
     format!(
-        "checkpoint={} head={} lag={} lag_seconds={} rate={} eta={} runner={} parked={}{rebuilding}\n",
+        "checkpoint={} head={} lag={} lag_seconds={} rate={} eta={} runner={} parked={}{rebuilding}{stalled}\n",
         or_dash(s.checkpoint),
         or_dash(s.head),
         or_dash(s.lag_events),

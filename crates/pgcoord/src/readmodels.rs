@@ -56,7 +56,8 @@ pub use crate::adapters::sql::{
     is_transient, partition_hash, schema, CatchUp, DbEndpoint, DeadLetterPolicy, Dialect,
     ProjectionRebuild, ProjectionRunner, ReadModelProjection, RebuildSummary, Replayed,
     RetryPolicy, RunSummary, RunnerCensus, Segment, SegmentFeed, SegmentedRunner, SegmentedSummary,
-    DEFAULT_BATCH_SIZE, DEFAULT_RECHECK, DEFAULT_RECONNECT_PATIENCE, MAX_SEGMENTS,
+    DEFAULT_BATCH_IDLE_TIMEOUT, DEFAULT_BATCH_SIZE, DEFAULT_RECHECK, DEFAULT_RECONNECT_PATIENCE,
+    MAX_SEGMENTS,
 };
 
 /// The statements the SQL repositories share, for code that runs them
@@ -78,7 +79,7 @@ pub mod postgres {
         request_replay, ExclusiveClient, PgClientSource, PgGuard, PooledClient,
         PostgresCheckpointWatch, PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable,
         PostgresReadModelRepository, PostgresVersionSwitch, ProjectionStatus, RebuildProgress,
-        RunnerInfo, DEAD_LETTER_TABLE, DEFAULT_POOL_SIZE, VERSIONS_TABLE,
+        RunnerInfo, DEAD_LETTER_TABLE, DEFAULT_POOL_SIZE, STALL_SECONDS, VERSIONS_TABLE,
     };
 }
 

@@ -41,6 +41,7 @@ mod pooler_release;
 mod projection;
 mod projection_dlq;
 mod projection_rebuild;
+mod projection_segments;
 mod readme_help;
 mod relay;
 mod role_settings;

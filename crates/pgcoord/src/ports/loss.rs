@@ -242,6 +242,15 @@ impl LossSignal {
         }
     }
 
+    /// The deadline of its lease in lease mode (`any`: the earliest).
+    pub(crate) fn lease_deadline(&self) -> Option<Instant> {
+        let lease = self.lease.as_ref().filter(|l| l.fires());
+        match &self.source {
+            Source::Any(m) => m.iter().filter_map(Self::lease_deadline).min(),
+            _ => lease.map(|l| l.deadline()),
+        }
+    }
+
     /// Resolves when the lock is lost; pending forever otherwise.
     ///
     /// # Cancel safety

@@ -109,6 +109,7 @@ mod primitives_examples;
 mod projections;
 mod readmodels_atomic;
 mod readmodels_cancellation;
+mod readmodels_checkpoint_names;
 mod readmodels_checkpoint_stops;
 mod readmodels_checkpoints;
 mod readmodels_conformance;

@@ -251,6 +251,17 @@ impl<M: ReadModel> TransactionalReadModels<M> for InMemoryReadModelRepository<M>
         Ok(self.checkpoints().get(projection).copied())
     }
 
+    async fn checkpoint_names(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .checkpoints()
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     async fn apply_at<H>(
         &self,
         projection: &str,

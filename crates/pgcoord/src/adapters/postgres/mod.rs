@@ -31,5 +31,5 @@ pub use readmodels::{
     ExclusiveClient, PgClientSource, PgGuard, PooledClient, PostgresCheckpointWatch,
     PostgresDatabase, PostgresDatabaseBuilder, PostgresEventTable, PostgresReadModelRepository,
     PostgresVersionSwitch, ProjectionStatus, RebuildProgress, RunnerInfo, DEAD_LETTER_TABLE,
-    DEFAULT_POOL_SIZE, VERSIONS_TABLE,
+    DEFAULT_POOL_SIZE, STALL_SECONDS, VERSIONS_TABLE,
 };

@@ -273,6 +273,10 @@ impl<M: ReadModel> TransactionalReadModels<M> for AnyReadModelRepository<M> {
         delegate!(self, r => r.checkpoint(projection).await)
     }
 
+    async fn checkpoint_names(&self, prefix: &str) -> Result<Vec<String>> {
+        delegate!(self, r => r.checkpoint_names(prefix).await)
+    }
+
     async fn apply_at<H>(
         &self,
         projection: &str,

@@ -15,6 +15,7 @@ pub mod schema;
 mod schema_migrate_indexes;
 mod schema_types;
 
+mod batch_idle;
 mod catch_up;
 mod checkpoints;
 mod dead_letter_policy;
@@ -40,6 +41,7 @@ mod segments;
 mod statements;
 pub(crate) mod telemetry;
 
+pub use batch_idle::DEFAULT_BATCH_IDLE_TIMEOUT;
 pub use checkpoints::{CheckpointSql, CHECKPOINT_TABLE};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "sqlite"))))]

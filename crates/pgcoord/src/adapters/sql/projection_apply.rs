@@ -4,6 +4,7 @@
 //! use its backend and name; a rebuild uses the version's backend and
 //! checkpoint (`NAME@vN`), so both report a failure the same way.
 
+use super::batch_idle::explain_ended;
 use super::catch_up::CatchUp;
 use super::projection::ReadModelProjection;
 use super::runner_metrics;
@@ -32,10 +33,8 @@ where
         let (policy, transient) = self.retry_policy();
         let mut attempt = 1;
         loop {
-            match backend
-                .apply_at(name, position, self.handler(), event)
-                .await
-            {
+            let applied = backend.apply_at(name, position, self.handler(), event);
+            match applied.await.map_err(explain_ended) {
                 Ok(applied) => return Ok(applied),
                 Err(e) if attempt < policy.max_attempts && transient(&e) => {
                     self.wait_before_retry(name, attempt, Some(position), &e)
@@ -68,7 +67,8 @@ where
     ) -> Result<CatchUp> {
         self.prepare().await?;
         let mut done = CatchUp::default();
-        match backend.apply_batch_at(name, events, self.handler()).await {
+        let batch = backend.apply_batch_at(name, events, self.handler());
+        match batch.await.map_err(explain_ended) {
             Ok(applied) => {
                 done.applied += applied;
                 done.skipped += events.len() as u64 - applied;

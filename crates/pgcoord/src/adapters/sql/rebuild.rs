@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::batch_idle::BatchIdle;
 use super::progress_samples::ProgressSamples;
 use super::projection::{lock_lost, ReadModelProjection};
 use super::runner::DEFAULT_BATCH_SIZE;
 use crate::ports::error::{Error, Result};
 use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
-    during_warm_up, version_name, CheckpointPublisher, EventFeed, FeedWakeup, ProjectionProgress,
-    ProjectionVersions, ReadModelHandler, VersionSwitch, VersionedReadModels,
+    during_warm_up, version_name, with_batch_idle_bound, CheckpointPublisher, EventFeed,
+    FeedWakeup, ProjectionProgress, ProjectionVersions, ReadModelHandler, VersionSwitch,
+    VersionedReadModels,
 };
 
 /// What a rebuild run did.
@@ -65,6 +67,7 @@ pub struct ProjectionRebuild<H: ReadModelHandler, B, F> {
     lock_wait: Option<Duration>,
     pub(super) publisher: CheckpointPublisher,
     pub(super) samples: ProgressSamples,
+    batch_idle: BatchIdle,
 }
 
 impl<H, B, F> ProjectionRebuild<H, B, F>
@@ -84,7 +87,19 @@ where
             lock_wait: None,
             publisher: CheckpointPublisher::new(),
             samples: ProgressSamples::default(),
+            batch_idle: BatchIdle::default(),
         }
+    }
+
+    /// How long one of the rebuild's transactions (a batch, the switch) may
+    /// sit idle between two statements before the server ends it, as
+    /// [`ProjectionRunner::batch_idle_timeout`](super::ProjectionRunner::batch_idle_timeout)
+    /// says (a frozen rebuild would otherwise hold back the live runner's
+    /// feed, and in its switch the live checkpoint). `None`: no bound.
+    /// Default: the version lock's lease, else 60 s.
+    pub fn batch_idle_timeout(mut self, bound: Option<Duration>) -> Self {
+        self.batch_idle = BatchIdle::from_option(bound);
+        self
     }
 
     /// Events per transaction (at least 1).
@@ -178,64 +193,69 @@ where
         self.publisher.publish_read(checkpoint);
         self.samples.restart();
         tracing::info!(projection = %name, version, ?checkpoint, "projection rebuild started");
-        let switched = during_warm_up(async {
-            let mut wakeup = self.feed.signal().map(|s| s.subscribe());
-            loop {
-                // Warm up until the feed has nothing more and the version
-                // is at least where the live one is.
+        let bound = self.batch_idle.resolve(&guard);
+        let switched = with_batch_idle_bound(
+            bound,
+            during_warm_up(async {
+                let mut wakeup = self.feed.signal().map(|s| s.subscribe());
                 loop {
-                    if shutdown.is_cancelled() {
-                        return Ok(false);
+                    // Warm up until the feed has nothing more and the version
+                    // is at least where the live one is.
+                    loop {
+                        if shutdown.is_cancelled() {
+                            return Ok(false);
+                        }
+                        let step = self
+                            .catch_up_step(&guard, &lost, &target, &vname, checkpoint, None)
+                            .await?;
+                        if let Some(step) = step {
+                            done.applied += step.0;
+                            checkpoint = step.1;
+                            continue;
+                        }
+                        let live = guarded(&guard, &lost, self.projection.checkpoint()).await?;
+                        if live <= checkpoint {
+                            break;
+                        }
+                        // The live runner applied events this feed does not
+                        // hand out yet (an event table's positions wait until
+                        // every transaction that could still write below them
+                        // has ended, and this feed has only just looked).
+                        let stop = self
+                            .wait_for_feed(&guard, &lost, &mut wakeup, shutdown, checkpoint, live)
+                            .await?;
+                        if stop {
+                            return Ok(false);
+                        }
                     }
-                    let step = self
-                        .catch_up_step(&guard, &lost, &target, &vname, checkpoint, None)
-                        .await?;
-                    if let Some(step) = step {
+                    let switch =
+                        guarded(&guard, &lost, backend.begin_switch(name, version)).await?;
+                    let live = switch.live_checkpoint();
+                    let mut short = false;
+                    while checkpoint < live {
+                        let step = self
+                            .catch_up_step(&guard, &lost, &target, &vname, checkpoint, live)
+                            .await?;
+                        let Some(step) = step else {
+                            short = true;
+                            break;
+                        };
                         done.applied += step.0;
                         checkpoint = step.1;
+                    }
+                    if short {
+                        // Not all of the events up to the live checkpoint are
+                        // handed out yet: roll the switch back (the live
+                        // runner goes on) and warm up again.
+                        drop(switch);
                         continue;
                     }
-                    let live = guarded(&guard, &lost, self.projection.checkpoint()).await?;
-                    if live <= checkpoint {
-                        break;
-                    }
-                    // The live runner applied events this feed does not
-                    // hand out yet (an event table's positions wait until
-                    // every transaction that could still write below them
-                    // has ended, and this feed has only just looked).
-                    let stop = self
-                        .wait_for_feed(&guard, &lost, &mut wakeup, shutdown, checkpoint, live)
-                        .await?;
-                    if stop {
-                        return Ok(false);
-                    }
+                    guarded(&guard, &lost, switch.commit(checkpoint)).await?;
+                    checkpoint = checkpoint.max(live);
+                    return Ok::<_, Error>(true);
                 }
-                let switch = guarded(&guard, &lost, backend.begin_switch(name, version)).await?;
-                let live = switch.live_checkpoint();
-                let mut short = false;
-                while checkpoint < live {
-                    let step = self
-                        .catch_up_step(&guard, &lost, &target, &vname, checkpoint, live)
-                        .await?;
-                    let Some(step) = step else {
-                        short = true;
-                        break;
-                    };
-                    done.applied += step.0;
-                    checkpoint = step.1;
-                }
-                if short {
-                    // Not all of the events up to the live checkpoint are
-                    // handed out yet: roll the switch back (the live
-                    // runner goes on) and warm up again.
-                    drop(switch);
-                    continue;
-                }
-                guarded(&guard, &lost, switch.commit(checkpoint)).await?;
-                checkpoint = checkpoint.max(live);
-                return Ok::<_, Error>(true);
-            }
-        })
+            }),
+        )
         .await?;
         done.checkpoint = checkpoint;
         done.switched = switched;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::batch_idle::BatchIdle;
 use super::dead_letter_policy::DeadLetterPolicy;
 use super::outage::{take_lock, DEFAULT_RECONNECT_PATIENCE};
 use super::progress_samples::ProgressSamples;
@@ -14,7 +15,8 @@ use super::runner_metrics;
 use crate::ports::error::{Error, Result};
 use crate::ports::locks::{DistributedLock, LockGuard};
 use crate::ports::readmodels::{
-    CheckpointPublisher, EventFeed, ProjectionProgress, ReadModelHandler, TransactionalReadModels,
+    with_batch_idle_bound, CheckpointPublisher, EventFeed, ProjectionProgress, ReadModelHandler,
+    TransactionalReadModels,
 };
 
 /// The default number of events applied per transaction.
@@ -76,6 +78,7 @@ pub struct ProjectionRunner<H: ReadModelHandler, B, F> {
     patience: Duration,
     publisher: CheckpointPublisher,
     dead_letters: Option<DeadLetterPolicy<H::Event>>,
+    batch_idle: BatchIdle,
 }
 
 impl<H, B, F> ProjectionRunner<H, B, F>
@@ -97,7 +100,25 @@ where
             patience: DEFAULT_RECONNECT_PATIENCE,
             publisher: CheckpointPublisher::new(),
             dead_letters: None,
+            batch_idle: BatchIdle::default(),
         }
+    }
+
+    /// How long a batch transaction may sit idle between two statements
+    /// (a handler awaiting something else, a frozen process) before the
+    /// server ends it (`SET LOCAL idle_in_transaction_session_timeout`, on
+    /// PostgreSQL): an open batch transaction holds back every
+    /// `PostgresEventTable` feed of the server and keeps its rows locked,
+    /// so a frozen runner would stall the runner that took over. A batch
+    /// so ended fails (nothing of it applied) and is tried again as any
+    /// failed batch. `None` (or zero): no bound. Default: the lock's
+    /// lease when it has one (what the lease is known to hold when the
+    /// lock is taken, rounded up to a second), else
+    /// [`DEFAULT_BATCH_IDLE_TIMEOUT`](super::DEFAULT_BATCH_IDLE_TIMEOUT)
+    /// (60 s).
+    pub fn batch_idle_timeout(mut self, bound: Option<Duration>) -> Self {
+        self.batch_idle = BatchIdle::from_option(bound);
+        self
     }
 
     /// Parks poison events in the dead-letter table instead of stopping
@@ -220,6 +241,7 @@ where
             lock_lost(&key, &guard, &who)
         };
         let name = self.projection.name();
+        let bound = self.batch_idle.resolve(&guard);
         let mut checkpoint = self
             .guarded(&guard, &lost, async {
                 self.projection.prepare().await?;
@@ -282,14 +304,12 @@ where
             let last = refs.last().map(|(p, _)| *p);
             let applied = match &self.dead_letters {
                 None => {
-                    self.guarded(&guard, &lost, self.projection.apply_batch(&refs))
-                        .await?
-                        .applied
+                    let batch = with_batch_idle_bound(bound, self.projection.apply_batch(&refs));
+                    self.guarded(&guard, &lost, batch).await?.applied
                 }
                 Some(policy) => {
-                    let step = self
-                        .guarded(&guard, &lost, self.apply_parking(policy, &batch))
-                        .await?;
+                    let step = with_batch_idle_bound(bound, self.apply_parking(policy, &batch));
+                    let step = self.guarded(&guard, &lost, step).await?;
                     if step.parked > 0 {
                         done.parked += step.parked;
                         runner_metrics::parked_now(name, step.parked);
@@ -371,6 +391,7 @@ impl<H: ReadModelHandler, B, F> fmt::Debug for ProjectionRunner<H, B, F> {
             .field("lock_wait", &self.lock_wait)
             .field("reconnect_patience", &self.patience)
             .field("dead_letters", &self.dead_letters)
+            .field("batch_idle", &self.batch_idle)
             .finish()
     }
 }

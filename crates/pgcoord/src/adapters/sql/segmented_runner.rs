@@ -18,7 +18,9 @@ use super::segment_slots::{SegmentedSummary, Slots};
 use super::segments::{Segment, SegmentFeed};
 use crate::ports::error::{Error, Result};
 use crate::ports::locks::LockGuard;
-use crate::ports::readmodels::{EventFeed, ReadModelHandler, TransactionalReadModels};
+use crate::ports::readmodels::{
+    EventFeed, ReadModelError, ReadModelHandler, TransactionalReadModels,
+};
 
 /// The default pause between two looks at the segments and the runners.
 pub const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
@@ -164,6 +166,13 @@ where
     /// [reconnect patience](Self::reconnect_patience) (then that error is
     /// returned).
     ///
+    /// Before it runs any segment it refuses to start, with
+    /// [`ReadModelError::SegmentCountChanged`], when the projection has
+    /// checkpoints of another segment count (`{name}/segment-{i}-of-{m}`):
+    /// its own segments would start at position 0 and apply every event
+    /// again into the same read model (see `docs/projections.md`,
+    /// "Changing the segment count").
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe in that nothing is lost or leaks: dropped, every segment
@@ -193,6 +202,11 @@ where
         let Some(mut presence) = taken else {
             return Ok(done);
         };
+        if let Err(e) = self.check_segment_count().await {
+            // The presence hold goes back too; the refusal is what counts.
+            let _ = presence.release().await;
+            return Err(e);
+        }
         let n = self.segments.len();
         let mut slots = Slots::new(n, self.patience);
         // Segment runs count the locks they are granted here (the server
@@ -261,6 +275,36 @@ where
         }
     }
 
+    /// Refuses to run when the projection has checkpoints of another
+    /// segment count (`{name}/segment-{i}-of-{m}`, `m` not this runner's
+    /// count): those of this count would start from position 0 and apply
+    /// every event again into the same read model.
+    async fn check_segment_count(&self) -> Result<()> {
+        let asked = self.segments.len() as u32;
+        let prefix = format!("{}/segment-", self.name);
+        let backend = self.segments[0].projection().backend();
+        let names = backend.checkpoint_names(&prefix).await?;
+        let mut others: Vec<(u32, String)> = names
+            .into_iter()
+            .filter_map(|n| Some((segment_count_of(&n[prefix.len()..])?, n)))
+            .filter(|(count, _)| *count != asked)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        others.sort();
+        let found = others[0].0;
+        let examples: Vec<&str> = others.iter().take(5).map(|(_, n)| n.as_str()).collect();
+        tracing::error!(projection = %self.name, found, asked, "segment count changed: refusing to run");
+        Err(ReadModelError::SegmentCountChanged {
+            projection: self.name.clone(),
+            found,
+            examples: examples.join(", "),
+            asked,
+        }
+        .into())
+    }
+
     /// Takes the presence hold again when its session ended (a restart):
     /// otherwise the other runners count one runner less. A connection
     /// failure is booked in `slots` (tried again at the next look).
@@ -283,6 +327,18 @@ where
             Err(e) => slots.failed(&self.name, e),
         }
     }
+}
+
+/// The `n` of a segment checkpoint name's tail `{i}-of-{n}`, when it is
+/// one (`i` below `n`); `None` for any other name under the prefix.
+fn segment_count_of(tail: &str) -> Option<u32> {
+    let (index, count) = tail.split_once("-of-")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(index) || !digits(count) {
+        return None;
+    }
+    let (index, count) = (index.parse::<u32>().ok()?, count.parse::<u32>().ok()?);
+    (index < count).then_some(count)
 }
 
 impl<H: ReadModelHandler, B, F: EventFeed> fmt::Debug for SegmentedRunner<H, B, F> {

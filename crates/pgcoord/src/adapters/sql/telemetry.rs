@@ -103,6 +103,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
             ReadModelError::Serialization { .. } => "serialization",
             ReadModelError::ProjectionFailed { .. } => "projection_failed",
             ReadModelError::NotCaughtUp { .. } => "not_caught_up",
+            ReadModelError::SegmentCountChanged { .. } => "segment_count_changed",
         },
         Error::Backend(b) => match b.kind() {
             BackendErrorKind::Connect => "connect",

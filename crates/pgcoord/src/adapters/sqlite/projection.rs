@@ -83,6 +83,27 @@ impl<M: ReadModel> TransactionalReadModels<M> for SqliteReadModelRepository<M> {
         }
     }
 
+    async fn checkpoint_names(&self, prefix: &str) -> Result<Vec<String>> {
+        let prefix = prefix.to_owned();
+        let read = self
+            .with(move |c, _| {
+                let mut stmt = c
+                    .prepare_cached(r#"SELECT "projection" FROM "eventsource_projection_checkpoints" WHERE substr("projection", 1, length(?1)) = ?1 ORDER BY 1"#)
+                    .map_err(sqlite_error)?;
+                let rows = stmt
+                    .query_map([&prefix], |r| r.get::<_, String>(0))
+                    .map_err(sqlite_error)?;
+                rows.collect::<rusqlite::Result<Vec<String>>>().map_err(sqlite_error)
+            })
+            .await;
+        match read {
+            Err(crate::Error::Backend(b)) if b.message().starts_with("no such table") => {
+                Ok(Vec::new())
+            }
+            other => other,
+        }
+    }
+
     async fn apply_at<H>(
         &self,
         projection: &str,

@@ -93,6 +93,28 @@ pub enum ReadModelError {
         /// Why the wait ended ("timed out after 2s", ...).
         reason: String,
     },
+    /// A segmented runner was asked to run `asked` segments while
+    /// checkpoints of the projection split into another count exist: its
+    /// segments would start from position 0 and apply every event again
+    /// into the same read model. Nothing was applied.
+    #[error(
+        "projection {projection:?} has checkpoints of {found} segment(s) ({examples}) but this runner was asked for {asked}: \
+         a changed segment count applies every event again into the same read model, so it needs a rebuild. \
+         Run it with {found} segment(s) again, or stop every runner, empty the read model and delete the checkpoints \
+         {projection}/segment-*-of-{found} (docs/projections.md, \"Changing the segment count\") before starting with {asked}"
+    )]
+    SegmentCountChanged {
+        /// The projection's base name.
+        projection: String,
+        /// The segment count of the checkpoints found (the lowest, when
+        /// there are several).
+        found: u32,
+        /// Every checkpoint name found that is not of `asked` segments (up
+        /// to five, comma-separated).
+        examples: String,
+        /// The segment count this runner was built with.
+        asked: u32,
+    },
 }
 
 /// "version 2", or "no row" when the row is gone: the end of a

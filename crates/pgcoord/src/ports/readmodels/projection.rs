@@ -117,6 +117,20 @@ pub trait TransactionalReadModels<M: ReadModel>: Send + Sync {
     /// Cancel safe: a read.
     fn checkpoint(&self, projection: &str) -> impl Future<Output = Result<Option<i64>>> + Send;
 
+    /// The names of the projections with a checkpoint whose name starts
+    /// with `prefix`, sorted (none before the checkpoint table exists). A
+    /// [`SegmentedRunner`](crate::readmodels::SegmentedRunner) reads it to
+    /// refuse a segment count other than the one its checkpoints have. The
+    /// default finds none (every backend of this crate implements it).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    fn checkpoint_names(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
+        let _ = prefix;
+        std::future::ready(Ok(Vec::new()))
+    }
+
     /// In one transaction: skips the event when `position` is at or below
     /// `projection`'s checkpoint; otherwise runs `handler` on it and sets
     /// the checkpoint to `position`, committing both together.

@@ -10,6 +10,8 @@ mod memory;
 mod metrics;
 
 #[cfg(feature = "postgres")]
+mod batch_idle;
+#[cfg(feature = "postgres")]
 mod checkpoint_watch;
 #[cfg(feature = "postgres")]
 mod crash;
@@ -39,6 +41,8 @@ mod rebuild_support;
 mod restart;
 #[cfg(feature = "postgres")]
 mod segments;
+#[cfg(feature = "postgres")]
+mod segments_count;
 #[cfg(feature = "postgres")]
 mod segments_crash;
 #[cfg(feature = "postgres")]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use pgcoord::readmodels::postgres::projection_status;
 use pgcoord::readmodels::{ProjectionRunner, ReadModelProjection};
+use pgcoord::DistributedLock;
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{append_committed, reach, runner, setup};
@@ -161,4 +162,60 @@ async fn a_run_of_one_batch_counts_in_the_rate_and_zero_means_the_checkpoint_sto
     // nothing was applied in it.
     age(&client, 120.0, 120.0).await;
     assert_eq!(status(&client).await, Some(0.0));
+}
+
+/// A runner holds the lock, events wait, and neither the checkpoint nor
+/// the oldest waiting event has moved for a while: the status says since
+/// when it is stalled and gives no ETA, though the rate of the last minute
+/// (from before the stall) is above zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_standing_still_with_events_waiting_is_stalled_with_no_eta() {
+    let s = setup().await;
+    let client = s.test_db.connect().await.unwrap();
+    append_committed(&s.db, &s.feed, 1, 300).await;
+    let projection =
+        ReadModelProjection::new(Recorder::default(), s.db.repository::<Seen>()).named("seen");
+    let r = Arc::new(ProjectionRunner::new(projection, s.feed.clone()).batch_size(300));
+    let stop = CancellationToken::new();
+    let mut task = tokio::spawn({
+        let (r, l, s) = (r.clone(), s.locks.clone(), stop.clone());
+        async move { r.run(&l, &s).await }
+    });
+    reach(&r, &mut task, 300).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    // Another runner holds the lock and applies nothing (frozen, stuck).
+    let _stuck = s.locks.acquire("projection:seen", None).await.unwrap();
+    append_committed(&s.db, &s.feed, 301, 310).await;
+    let fresh = projection_status(&client, "seen", Some("events"))
+        .await
+        .unwrap();
+    assert_eq!(fresh.stalled_since, None, "the events only just came");
+
+    // Thirty seconds on: the checkpoint moved 30 s ago, the events have
+    // waited 20 s, the last minute's rate is from before.
+    age(&client, 30.0, 30.0).await;
+    client
+        .execute(
+            r#"UPDATE "events" SET "recorded_at" = "recorded_at" - interval '20 seconds' WHERE "position" > 300"#,
+            &[],
+        )
+        .await
+        .unwrap();
+    let stalled = projection_status(&client, "seen", Some("events"))
+        .await
+        .unwrap();
+    assert_eq!(stalled.lag_events, Some(10));
+    assert!(stalled.runner.is_some(), "a runner holds the lock");
+    assert!(
+        stalled.events_per_second.is_some_and(|r| r > 0.0),
+        "{stalled:?}"
+    );
+    let since = stalled.stalled_since.expect("stalled");
+    let moved = stalled.checkpoint_updated_at.unwrap();
+    assert!(
+        since > moved,
+        "since the first waiting event came: {since} {moved}"
+    );
+    assert_eq!(stalled.eta_seconds(), None, "no ETA while stalled");
 }

@@ -49,7 +49,7 @@ pub use event_table::PostgresEventTable;
 pub use pool::{PooledClient, PostgresDatabase, PostgresDatabaseBuilder, DEFAULT_POOL_SIZE};
 pub(crate) use source::query_error;
 pub use source::{ExclusiveClient, PgClientSource, PgGuard};
-pub use status::{projection_status, ProjectionStatus, RebuildProgress, RunnerInfo};
+pub use status::{projection_status, ProjectionStatus, RebuildProgress, RunnerInfo, STALL_SECONDS};
 pub use version_switch::PostgresVersionSwitch;
 pub use versions::VERSIONS_TABLE;
 

@@ -27,10 +27,18 @@ pub(super) struct OwnTransaction<'t> {
 }
 
 impl<'t> OwnTransaction<'t> {
-    /// Begins a transaction on `client`.
+    /// Begins a transaction on `client`, bounded by the task's
+    /// [batch idle bound](crate::ports::readmodels::batch_idle_bound) when
+    /// it has one.
     pub(super) async fn begin(client: &'t mut ExclusiveClient<'_>) -> Result<Self> {
         let cache = client.statement_cache();
         let tx = client.transaction().await.map_err(query_error)?;
+        if let Some(bound) = crate::ports::readmodels::batch_idle_bound() {
+            // A runner's batch: the server ends it if it sits idle longer
+            // (a frozen runner would hold back every feed and its rows).
+            let set = crate::ports::readmodels::set_local_idle_timeout(bound);
+            tx.batch_execute(&set).await.map_err(query_error)?;
+        }
         Ok(Self { tx, cache })
     }
 

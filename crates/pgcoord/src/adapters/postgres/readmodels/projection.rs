@@ -179,6 +179,22 @@ impl<M: ReadModel, S: PgClientSource> TransactionalReadModels<M>
         }
     }
 
+    async fn checkpoint_names(&self, prefix: &str) -> Result<Vec<String>> {
+        let client = self.source.client().await?;
+        let rows = client
+            .query(
+                r#"SELECT "projection" FROM "eventsource_projection_checkpoints" WHERE left("projection", length($1)) = $1 ORDER BY 1"#,
+                &[&prefix],
+            )
+            .await
+            .map_err(query_error);
+        match rows {
+            Ok(rows) => Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect()),
+            Err(e) if is_undefined_table(&e) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn record_progress(&self, projection: &str, position: i64) -> Result<()> {
         let client = self.source.client().await?;
         client

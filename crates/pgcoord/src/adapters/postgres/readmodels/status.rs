@@ -38,6 +38,12 @@ pub struct ProjectionStatus {
     /// taking one); `0.0` only when the checkpoint did not move in the last
     /// minute (nothing was applied in it).
     pub events_per_second: Option<f64>,
+    /// Since when the checkpoint has stood still while events wait (with
+    /// an event table): set when events are pending and neither the
+    /// checkpoint nor the oldest pending event has moved or arrived in the
+    /// last [`STALL_SECONDS`]; the later of the two instants. No ETA is
+    /// given then: the rate of the last minute is from before the stall.
+    pub stalled_since: Option<DateTime<Utc>>,
     /// The runner holding the projection's lock, if one does.
     pub runner: Option<RunnerInfo>,
     /// Events parked in the dead-letter table (0 before the table exists).
@@ -58,13 +64,14 @@ pub struct RebuildProgress {
 
 impl ProjectionStatus {
     /// Seconds until the checkpoint reaches the head at the current rate
-    /// (`None` without a lag or a rate, and behind with no runner holding
-    /// the projection: the rate of the last minute is a stopped runner's,
-    /// and nothing moves the checkpoint now).
+    /// (`None` without a lag or a rate, behind with no runner holding the
+    /// projection, or [stalled](Self::stalled_since): the rate of the last
+    /// minute is then from before the checkpoint stopped, and nothing
+    /// moves it now).
     pub fn eta_seconds(&self) -> Option<f64> {
         match (self.lag_events, self.events_per_second) {
             (Some(0), _) => Some(0.0),
-            _ if self.runner.is_none() => None,
+            _ if self.runner.is_none() || self.stalled_since.is_some() => None,
             (Some(lag), Some(rate)) if rate > 0.0 => Some(lag as f64 / rate),
             _ => None,
         }
@@ -84,9 +91,16 @@ pub struct RunnerInfo {
     pub backend_pid: i32,
     /// The client address the session came from.
     pub client_addr: Option<String>,
-    /// Since when it holds the lock.
+    /// When its session was last active (`xact_start`, else
+    /// `state_change` of `pg_stat_activity`): it moves with the lock
+    /// manager's own statements, so it is not when the lock was taken.
     pub since: Option<DateTime<Utc>>,
 }
+
+/// How long the checkpoint and the oldest pending event must have stood
+/// still before a status calls the projection stalled, in seconds (three
+/// of the runner's 5 s progress samples).
+pub const STALL_SECONDS: f64 = 15.0;
 
 /// Reads `projection`'s status on `client` (the read-model database, where
 /// its runner's lock is taken too); `events_table` names a
@@ -138,6 +152,7 @@ pub async fn projection_status(
         lag_events: None,
         lag_seconds: None,
         events_per_second: None,
+        stalled_since: None,
         runner: None,
         parked: 0,
         rebuild: None,
@@ -157,6 +172,7 @@ pub async fn projection_status(
         status.head = row.get(0);
         status.lag_events = Some(row.get(1));
         status.lag_seconds = Some(row.get(2));
+        status.stalled_since = stalled_since(&status, moved_ago);
     }
     if has_progress {
         if let Some(checkpoint) = checkpoint {
@@ -259,6 +275,25 @@ fn rate(checkpoint: i64, oldest: Option<(i64, f64)>, moved_ago: Option<f64>) -> 
     }
 }
 
+/// See [`ProjectionStatus::stalled_since`]: the later of the
+/// checkpoint's last move and the oldest pending event's arrival, when
+/// both are [`STALL_SECONDS`] old or more (on the server's clock).
+fn stalled_since(status: &ProjectionStatus, moved_ago: Option<f64>) -> Option<DateTime<Utc>> {
+    let (Some(lag), Some(waited), Some(ago), Some(moved)) = (
+        status.lag_events,
+        status.lag_seconds,
+        moved_ago,
+        status.checkpoint_updated_at,
+    ) else {
+        return None;
+    };
+    if lag == 0 || waited < STALL_SECONDS || ago < STALL_SECONDS {
+        return None;
+    }
+    let later = chrono::Duration::milliseconds(((ago - waited).max(0.0) * 1000.0) as i64);
+    Some(moved + later)
+}
+
 /// `host:pid` (the default holder label) into its parts.
 fn split_holder(holder: Option<&str>) -> (Option<String>, Option<u32>) {
     match holder.and_then(|h| h.rsplit_once(':')) {
@@ -327,6 +362,7 @@ mod tests {
             lag_events: Some(100),
             lag_seconds: Some(5.0),
             events_per_second: Some(20.0),
+            stalled_since: None,
             runner: None,
             parked: 0,
             rebuild: None,
@@ -344,6 +380,8 @@ mod tests {
             since: None,
         });
         assert_eq!(status.eta_seconds(), Some(5.0));
+        status.stalled_since = status.checkpoint_updated_at.or(Some(chrono::Utc::now()));
+        assert_eq!(status.eta_seconds(), None, "stalled: no ETA");
     }
 
     #[test]

@@ -58,6 +58,11 @@ impl PostgresVersionSwitch {
         .await
         .map_err(query_error)?;
         c.batch_execute("BEGIN").await.map_err(query_error)?;
+        if let Some(bound) = crate::ports::readmodels::batch_idle_bound() {
+            // A frozen rebuild must not hold the live checkpoint for ever.
+            let set = crate::ports::readmodels::set_local_idle_timeout(bound);
+            c.batch_execute(&set).await.map_err(query_error)?;
+        }
         let versions = read_versions(
             &**c,
             r#"SELECT "current", "building", "retired" FROM "eventsource_projection_versions" WHERE "projection" = $1 FOR UPDATE"#,
