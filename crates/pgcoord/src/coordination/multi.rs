@@ -31,7 +31,8 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// waits (its session ended) ends the wait: the keys from the lost one up
 /// are given back and taken again in order, so a set is never returned
 /// with a key known to be lost. A failure that time mends, met by a try or
-/// a wait while a finite `timeout` has time left, starts the set over: a
+/// a wait once the set is under way (a key held or a wait begun) while a
+/// finite `timeout` has time left, starts the set over: a
 /// session that ended (the server restarted, the waiting session was
 /// terminated), a server that stopped answering, or a connection refused
 /// for now (no server answering, one shutting down or starting up, or out
@@ -41,7 +42,9 @@ use crate::ports::locks::{DistributedLock, LockGuard};
 /// the server within the timeout ends in the set held. Without a timeout
 /// (`None`) such a failure is returned, as [`DistributedLock::acquire`]
 /// returns it, so that a server that never comes back does not keep the
-/// call waiting unseen. While it waits, a caller
+/// call waiting unseen; and so is one met by the very first try, before
+/// anything was held or waited for (a server down from the start), so that
+/// a caller that retries on its own can say so. While it waits, a caller
 /// holds only keys below the one it waits for: that order is what rules out
 /// deadlocks among callers of this function (and with any code that waits
 /// for keys in the same order).
@@ -122,13 +125,21 @@ async fn take_all<L: DistributedLock + ?Sized>(
 ) -> Result<()> {
     let deadline = deadline_in(timeout);
     let mut pause = FIRST_PAUSE;
+    // Whether the set got anywhere (a key held, a wait begun): a failure
+    // before that is returned at once, as a lone `acquire` returns it, so
+    // that a caller retrying on its own (the CLI, which says so on
+    // stderr) is told of a server down from the start; one after it (a
+    // restart mid-way) starts the set over.
+    let mut under_way = false;
     loop {
         // A try's error (say, connecting failed) carries the try's zero
         // timeout: give it the caller's, as for the waits below.
         if let Err(e) = try_rest(locks, keys, held).await {
-            start_over(e, timeout, deadline, &mut pause, held).await?;
+            let under_way = under_way || !held.is_empty();
+            start_over(e, timeout, deadline, under_way, &mut pause, held).await?;
             continue;
         }
+        under_way = true;
         let Some(next) = keys.get(held.len()) else {
             return Ok(());
         };
@@ -148,7 +159,7 @@ async fn take_all<L: DistributedLock + ?Sized>(
         match waited {
             Some(Ok(guard)) => held.push(guard),
             Some(Err(e)) => {
-                start_over(e, timeout, deadline, &mut pause, held).await?;
+                start_over(e, timeout, deadline, true, &mut pause, held).await?;
                 continue;
             }
             None => {}
@@ -179,10 +190,12 @@ async fn start_over(
     e: Error,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
+    under_way: bool,
     pause: &mut Duration,
     held: &mut Vec<LockGuard>,
 ) -> Result<()> {
-    let Some(deadline) = deadline.filter(|d| *d > Instant::now() && mended_by_time(&e)) else {
+    let mends = under_way && mended_by_time(&e);
+    let Some(deadline) = deadline.filter(|d| *d > Instant::now() && mends) else {
         return Err(with_timeout(e, timeout));
     };
     give_back(std::mem::take(held)).await;
