@@ -259,6 +259,20 @@ async fn watch(
             sig = signals.recv() => return exit::watch_ended_by(sig),
             _ = looks.tick() => {}
         }
+        if crate::reader_gone::stdout_reader_gone() {
+            // The reader left (`| head -n 1`): noticed without waiting for
+            // a change to write.
+            return 0;
+        }
+        if session.as_ref().is_some_and(|c| c.is_closed()) {
+            // Its server ended it (a terminated backend, a restart): said
+            // once, and once more when a look succeeds on the next one.
+            session = None;
+            fail(
+                &mut failing,
+                "its session ended (a terminated backend, a server restart)".to_owned(),
+            );
+        }
         let looking = async {
             let client = match session.take().filter(|c| !c.is_closed()) {
                 Some(c) => session.insert(c),

@@ -57,6 +57,7 @@ mod projection_reads;
 mod projection_render;
 mod projection_watch;
 mod read_only;
+mod reader_gone;
 mod redact;
 mod run;
 mod run_args;

@@ -116,7 +116,8 @@ name: ExclusiveLock, ShareLock), and a lock held shared has
 
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
-(exit 0, silently). A signal the tool was started with ignored stays
+(exit 0, silently; noticed within one --interval, also while nothing
+changes). A signal the tool was started with ignored stays
 ignored: started as `cmd &` by a script without job control (SIGINT
 ignored), SIGTERM or SIGHUP ends the watch, SIGINT does not. Each line: the time it was seen, the event, then
 name=value fields (key, id, pid, holder or app, client, mode (exclusive or
@@ -138,7 +139,10 @@ table is read):
 
 A refresh that fails, or does not return within --interval (at least 2s,
 at most 30s), is reported once on stderr and retried every interval;
-\"listing lock holders again\" follows when one succeeds.
+\"listing lock holders again\" follows when one succeeds. A session the
+server ended (pg_terminate_backend, a restart) is said once on stderr, and
+the watch goes on with a new one; the fencing table is looked up again on
+each new session and when a listing finds it dropped.
 
 With --json each line is one JSON object: time, event, lock_id, key,
 fence, the session's fields as in `lock holders --json` (shared included,

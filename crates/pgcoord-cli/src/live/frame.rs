@@ -16,7 +16,9 @@ use crate::printable::printable;
 /// What the header says besides the locks.
 pub struct Header<'a> {
     pub database: &'a str,
-    pub fence_table: Option<&'a str>,
+    /// The fencing table joined by the listing shown, if any (looked up
+    /// again with every session: it may be missing on another server).
+    pub fence_table: Option<String>,
     pub interval: Duration,
     /// The last refresh failed: why, and when.
     pub error: Option<String>,
@@ -96,7 +98,7 @@ pub fn frame(
     {
         summary.push_str(&format!("; longest wait {}", whole(longest)));
     }
-    if let Some(table) = header.fence_table {
+    if let Some(table) = &header.fence_table {
         // The schema's name is anyone's who could create one.
         summary.push_str(&format!("; fence tokens from {}", printable(table)));
     }
@@ -274,7 +276,7 @@ mod tests {
         seen.update(&locks, now);
         let header = Header {
             database: "app@db/app",
-            fence_table: Some("public.eventsource_lock_fences"),
+            fence_table: Some("public.eventsource_lock_fences".into()),
             interval: Duration::from_secs(1),
             error: None,
             rows_as_of: None,

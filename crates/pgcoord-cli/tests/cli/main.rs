@@ -66,6 +66,7 @@ mod top_keys;
 mod unix_socket;
 mod usage_errors;
 mod watch;
+mod watch_ends;
 mod watch_fence;
 mod watch_silence;
 mod watchdog;
