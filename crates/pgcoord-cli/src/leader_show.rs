@@ -126,9 +126,11 @@ fn render(
     // The text line escapes what does not print; JSON has it as it is.
     let shown = printable(name);
     let mut value = match leader {
+        // `server_pid`: the pid of the leader's session on the server, not
+        // of its tool (which HOLDER_ID's `host:pid` default names).
         Some(l) if !json => {
             return format!(
-                "{time}{shown}\tleader\t{}\tpid={}\tterm={term_text}\n",
+                "{time}{shown}\tleader\t{}\tserver_pid={}\tterm={term_text}\n",
                 l.holder_id.as_deref().map_or("-".to_owned(), printable),
                 l.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
             )
