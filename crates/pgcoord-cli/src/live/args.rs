@@ -79,16 +79,19 @@ recorded by the fencing table, else the lock id; (K1,K2) for a two-int
 lock), STATE (held / waiting), MODE (exclusive, or shared for
 pg_advisory_lock_shared), PID (the backend; SELECT pg_terminate_backend(PID)
 frees its locks), HOLDER (the holder id of an eventsource session, else its
-application_name), CLIENT (its address), FOR (how long it has held or
-waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
+application_name), CLIENT (its address; `-` for a Unix socket, `?` for
+another role's session, whose address and connection time PostgreSQL hides
+from a role without pg_read_all_stats: its FOR shows `-`, and a line under
+the table says so), FOR (how long it has held or waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
 table eventsource_lock_fences is in the search_path, FENCE (the lock's
 current fencing token).
 
 FOR for a waiter counts from when it started waiting (PostgreSQL 14 and
 later). PostgreSQL does not record when a lock was granted: for a grant
 this view saw, FOR counts from the refresh that first showed it; for a lock
-already held when the view started, FOR shows `<=` and the age of the
-holder's session, the longest it can have been held.
+already held when the view started, or when it reached another server (a
+failover, the URL's next host), FOR shows `<=` and the age of the holder's
+session, the longest it can have been held.
 
 Each refresh is one query (pg_locks joined with pg_stat_activity). A
 refresh that fails, or does not return within --interval (at least 2s, at

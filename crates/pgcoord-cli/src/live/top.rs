@@ -95,6 +95,8 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };
     let mut seen = Tracker::default();
+    // How many times a new session reached another server.
+    let mut server_changes = inspector.server_changes().0;
     // When the rows shown were listed.
     let mut listed_at = Utc::now();
     seen.update(&locks, listed_at);
@@ -155,6 +157,14 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
                 let now = Utc::now();
                 match result {
                     Ok(l) => {
+                        let changes = inspector.server_changes().0;
+                        if changes != server_changes {
+                            // Another server's listing is a fresh start, as
+                            // at top's own: a lock held there shows the `<=`
+                            // bound, not the time since the switch.
+                            server_changes = changes;
+                            seen = Tracker::default();
+                        }
                         seen.update(&l, now);
                         locks = l;
                         // Looked up again with a new session.

@@ -62,6 +62,7 @@ mod tls_negotiation;
 mod tls_v1;
 mod tmux;
 mod top;
+mod top_failover;
 mod top_keys;
 mod unix_socket;
 mod usage_errors;
