@@ -61,6 +61,7 @@ mod reader_gone;
 mod redact;
 mod run;
 mod run_args;
+mod semaphore_hint;
 mod signals;
 mod supervise;
 mod tools;

@@ -117,6 +117,13 @@ JSON each session has `shared` (true or false) next to `mode` (pg_locks'
 name: ExclusiveLock, ShareLock), and a lock held shared has
 `shared_holders`.
 
+A semaphore's name (lock run --permits N KEY) is not locked itself: its
+permits are the keys KEY#permit/0 .. KEY#permit/N-1, its queue
+KEY#turnstile. A KEY given that is neither held nor awaited while those
+are (among the first 256 slots) gets a line saying so (permits held, runs
+waiting) and naming the `lock holders` command that lists them; `lock top
+KEY` adds the same line.
+
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
 (exit 0, silently; noticed within one --interval, also while nothing

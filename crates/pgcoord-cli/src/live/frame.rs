@@ -33,6 +33,9 @@ pub struct Header<'a> {
     pub interactive: bool,
     /// How many KEYs the view is limited to (0: every lock).
     pub only_keys: usize,
+    /// Lines under the table: a key given that is not held but names a
+    /// semaphore in use (`crate::semaphore_hint`).
+    pub notes: Vec<String>,
 }
 
 fn age(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -190,6 +193,7 @@ pub fn frame(
             _ => "none of the keys given is held or awaited".to_owned(),
         });
     }
+    footer.extend(header.notes.iter().cloned());
     if locks
         .iter()
         .flat_map(|l| l.holders.iter().chain(&l.waiters))

@@ -61,6 +61,7 @@ fn longest_waits_come_first_and_unseen_grants_are_bounds() {
         rows_as_of: None,
         interactive: true,
         only_keys: 0,
+        notes: Vec::new(),
     };
     let lines = frame(&locks, &seen, &header, now, None);
     assert_eq!(
@@ -102,6 +103,7 @@ fn a_grant_seen_counts_from_when_it_was_seen() {
         rows_as_of: None,
         interactive: false,
         only_keys: 0,
+        notes: Vec::new(),
     };
     let lines = frame(&locks, &seen, &header, t(2, 5), None);
     assert_eq!(lines[2], "refresh failed");
@@ -131,6 +133,7 @@ fn a_view_of_given_keys_says_so() {
         rows_as_of: None,
         interactive: false,
         only_keys,
+        notes: Vec::new(),
     };
     let seen = Tracker::default();
     let lines = frame(&[], &seen, &header(2), now, None);
@@ -164,6 +167,7 @@ fn another_roles_session_is_explained_in_the_footer() {
         rows_as_of: None,
         interactive: false,
         only_keys: 0,
+        notes: Vec::new(),
     };
     let lines = frame(&locks, &Tracker::default(), &header, now, None);
     let cells: Vec<&str> = lines[4].split_whitespace().collect();

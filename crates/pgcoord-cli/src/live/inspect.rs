@@ -202,7 +202,7 @@ impl Inspector {
         limit: Duration,
     ) -> pgcoord::Result<Vec<AdvisoryLock>> {
         let mut slot = self.session.lock().await;
-        let looked = tokio::time::timeout(limit, self.look(&mut slot)).await;
+        let looked = tokio::time::timeout(limit, self.look(&mut slot, None)).await;
         let mut locks = match looked {
             Ok(Ok(locks)) => locks,
             Ok(Err(e)) => return Err(e),
@@ -216,7 +216,20 @@ impl Inspector {
         Ok(locks)
     }
 
-    async fn look(&self, slot: &mut WatchSession) -> pgcoord::Result<Vec<AdvisoryLock>> {
+    /// The locks of `keys` alone (no fence tokens), on the same session,
+    /// answered within [`db::ANSWER_WITHIN`].
+    pub async fn snapshot_keys(&self, keys: &[String]) -> pgcoord::Result<Vec<AdvisoryLock>> {
+        let query = HoldersQuery::keys(keys);
+        let mut slot = self.session.lock().await;
+        db::answered(self.look(&mut slot, Some(&query))).await
+    }
+
+    /// Runs the inspector's query, or `other`.
+    async fn look(
+        &self,
+        slot: &mut WatchSession,
+        other: Option<&HoldersQuery>,
+    ) -> pgcoord::Result<Vec<AdvisoryLock>> {
         let options = self.options.clone();
         let timeout =
             (options.config().get_connect_timeout().copied()).unwrap_or(db::CONNECT_TIMEOUT);
@@ -241,6 +254,9 @@ impl Inspector {
             // Another server (or the same one, later) may have the
             // fencing table or not: look it up again.
             self.look_up_fences(client).await?;
+        }
+        if let Some(other) = other {
+            return other.run(client).await;
         }
         match self.query().run(client).await {
             Err(e) if is_undefined_table(&e) && self.query().fences() != &FenceTable::Missing => {

@@ -18,6 +18,7 @@ use super::inspect::{Inspector, KeyNames};
 use super::track::Tracker;
 use crate::db::refresh_within;
 use crate::db::{self, Database};
+use crate::semaphore_hint;
 use crate::signals::Signals;
 use crate::{exit, report};
 
@@ -94,6 +95,11 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         Ok(l) => l,
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };
+    // A key given that is not held may name a semaphore in use.
+    let notes = match semaphore_hint::notes(&inspector, &args.only_keys, &locks).await {
+        Ok(n) => n,
+        Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
+    };
     let mut seen = Tracker::default();
     // How many times a new session reached another server.
     let mut server_changes = inspector.server_changes().0;
@@ -109,6 +115,7 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         rows_as_of: None,
         interactive: false,
         only_keys: args.only_keys.len(),
+        notes,
     };
     if !std::io::stdout().is_terminal() {
         let mut text = frame(&locks, &seen, &header, Utc::now(), None).join("\n");
@@ -142,7 +149,9 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         }
         let listing = async {
             tokio::time::sleep_until(next).await;
-            inspector.snapshot_within(&names, within).await
+            let locks = inspector.snapshot_within(&names, within).await?;
+            let notes = semaphore_hint::notes(&inspector, &args.only_keys, &locks).await?;
+            Ok::<_, pgcoord::Error>((locks, notes))
         };
         tokio::select! {
             key = keys.next() => match key {
@@ -156,7 +165,8 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
                 next = (next + args.interval).max(tokio::time::Instant::now());
                 let now = Utc::now();
                 match result {
-                    Ok(l) => {
+                    Ok((l, notes)) => {
+                        header.notes = notes;
                         let changes = inspector.server_changes().0;
                         if changes != server_changes {
                             // Another server's listing is a fresh start, as
