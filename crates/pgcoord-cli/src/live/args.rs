@@ -147,6 +147,10 @@ table is read):
             and released between two listings, or gave up (the listings
             cannot tell)
 
+On a semaphore's slot keys (KEY#permit/N), the head of its queue waits on
+one slot after another: a wait that moves to another slot of the same
+semaphore is one wait (no abandoned/waiting pair at each move).
+
 A refresh that fails, or does not return within --interval (at least 2s,
 at most 30s), is reported once on stderr and retried every interval;
 \"listing lock holders again\" follows when one succeeds. A session the
