@@ -64,6 +64,7 @@ mod tmux;
 mod top;
 mod top_failover;
 mod top_keys;
+mod top_signals;
 mod unix_socket;
 mod usage_errors;
 mod watch;
