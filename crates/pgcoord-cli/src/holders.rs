@@ -44,7 +44,16 @@ pub async fn holders(args: HoldersArgs, db: Database) -> i32 {
             }
         }
     } else {
-        render_table(&locks, &args.keys, inspector.fences_joined(), Utc::now())
+        let mut out = render_table(&locks, &args.keys, inspector.fences_joined(), Utc::now());
+        // A key not held may name a semaphore in use (`--permits`).
+        match crate::semaphore_hint::notes(&inspector, &args.keys, &locks).await {
+            Ok(notes) => notes.iter().for_each(|n| {
+                out.push_str(n);
+                out.push('\n');
+            }),
+            Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
+        }
+        out
     };
     match crate::print_stdout(&out) {
         Ok(()) => 0,

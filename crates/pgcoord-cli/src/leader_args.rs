@@ -97,7 +97,12 @@ const SHOW_LONG_ABOUT: &str = "Show who leads election NAME and its term, read f
 table (needs `eventsource lock install` once per database; without it, exit 78). With --watch, \
 look every --every and print a line, starting with the look's time (RFC 3339, UTC), at every \
 change of leader or term; terms that began and ended between two looks are reported as \
-`skipped` lines (terms=FIRST..LAST), never silently missed; until SIGINT, SIGTERM or SIGHUP (exit 0).";
+`skipped` lines (terms=FIRST..LAST), never silently missed; until SIGINT, SIGTERM or SIGHUP (exit 0).
+
+A leader's line is NAME, `leader`, its holder id (the candidate's --holder-id, by default \
+HOST:PID of its `leader run`), `server_pid=` (the PostgreSQL backend pid of the leader's \
+session, for pg_stat_activity or pg_terminate_backend: not a pid of the candidate's host) \
+and `term=`; in JSON, `pid` is that backend pid.";
 
 /// `eventsource leader show`
 #[derive(Debug, Args)]

@@ -126,9 +126,11 @@ fn render(
     // The text line escapes what does not print; JSON has it as it is.
     let shown = printable(name);
     let mut value = match leader {
+        // `server_pid`: the pid of the leader's session on the server, not
+        // of its tool (which HOLDER_ID's `host:pid` default names).
         Some(l) if !json => {
             return format!(
-                "{time}{shown}\tleader\t{}\tpid={}\tterm={term_text}\n",
+                "{time}{shown}\tleader\t{}\tserver_pid={}\tterm={term_text}\n",
                 l.holder_id.as_deref().map_or("-".to_owned(), printable),
                 l.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
             )
@@ -258,6 +260,20 @@ async fn watch(
         tokio::select! {
             sig = signals.recv() => return exit::watch_ended_by(sig),
             _ = looks.tick() => {}
+        }
+        if crate::reader_gone::stdout_reader_gone() {
+            // The reader left (`| head -n 1`): noticed without waiting for
+            // a change to write.
+            return 0;
+        }
+        if session.as_ref().is_some_and(|c| c.is_closed()) {
+            // Its server ended it (a terminated backend, a restart): said
+            // once, and once more when a look succeeds on the next one.
+            session = None;
+            fail(
+                &mut failing,
+                "its session ended (a terminated backend, a server restart)".to_owned(),
+            );
         }
         let looking = async {
             let client = match session.take().filter(|c| !c.is_closed()) {

@@ -63,6 +63,13 @@ impl WatchSession {
         }
     }
 
+    /// Whether the session is open but ended (its server closed it: a
+    /// terminated backend, a restart); the next [`get`](Self::get) opens
+    /// another.
+    pub fn has_ended(&self) -> bool {
+        matches!(self, Self::Open(c) if c.is_closed())
+    }
+
     /// Forgets an open session after a look on it failed or stayed silent
     /// (it ends when its server answers, or at once when it is gone); an
     /// attempt to open one goes on.

@@ -79,16 +79,19 @@ recorded by the fencing table, else the lock id; (K1,K2) for a two-int
 lock), STATE (held / waiting), MODE (exclusive, or shared for
 pg_advisory_lock_shared), PID (the backend; SELECT pg_terminate_backend(PID)
 frees its locks), HOLDER (the holder id of an eventsource session, else its
-application_name), CLIENT (its address), FOR (how long it has held or
-waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
+application_name), CLIENT (its address; `-` for a Unix socket, `?` for
+another role's session, whose address and connection time PostgreSQL hides
+from a role without pg_read_all_stats: its FOR shows `-`, and a line under
+the table says so), FOR (how long it has held or waited), BLOCKED BY (for a waiter, the pids it waits behind) and, when the
 table eventsource_lock_fences is in the search_path, FENCE (the lock's
 current fencing token).
 
 FOR for a waiter counts from when it started waiting (PostgreSQL 14 and
 later). PostgreSQL does not record when a lock was granted: for a grant
 this view saw, FOR counts from the refresh that first showed it; for a lock
-already held when the view started, FOR shows `<=` and the age of the
-holder's session, the longest it can have been held.
+already held when the view started, or when it reached another server (a
+failover, the URL's next host), FOR shows `<=` and the age of the holder's
+session, the longest it can have been held.
 
 Each refresh is one query (pg_locks joined with pg_stat_activity). A
 refresh that fails, or does not return within --interval (at least 2s, at
@@ -114,9 +117,17 @@ JSON each session has `shared` (true or false) next to `mode` (pg_locks'
 name: ExclusiveLock, ShareLock), and a lock held shared has
 `shared_holders`.
 
+A semaphore's name (lock run --permits N KEY) is not locked itself: its
+permits are the keys KEY#permit/0 .. KEY#permit/N-1, its queue
+KEY#turnstile. A KEY given that is neither held nor awaited while those
+are (among the first 256 slots) gets a line saying so (permits held, runs
+waiting) and naming the `lock holders` command that lists them; `lock top
+KEY` adds the same line.
+
 With --watch: a line for each change, flushed as it is seen, until SIGINT,
 SIGTERM or SIGHUP (exit 0) or until the reader of standard output goes away
-(exit 0, silently). A signal the tool was started with ignored stays
+(exit 0, silently; noticed within one --interval, also while nothing
+changes). A signal the tool was started with ignored stays
 ignored: started as `cmd &` by a script without job control (SIGINT
 ignored), SIGTERM or SIGHUP ends the watch, SIGINT does not. Each line: the time it was seen, the event, then
 name=value fields (key, id, pid, holder or app, client, mode (exclusive or
@@ -136,9 +147,16 @@ table is read):
             and released between two listings, or gave up (the listings
             cannot tell)
 
+On a semaphore's slot keys (KEY#permit/N), the head of its queue waits on
+one slot after another: a wait that moves to another slot of the same
+semaphore is one wait (no abandoned/waiting pair at each move).
+
 A refresh that fails, or does not return within --interval (at least 2s,
 at most 30s), is reported once on stderr and retried every interval;
-\"listing lock holders again\" follows when one succeeds.
+\"listing lock holders again\" follows when one succeeds. A session the
+server ended (pg_terminate_backend, a restart) is said once on stderr, and
+the watch goes on with a new one; the fencing table is looked up again on
+each new session and when a listing finds it dropped.
 
 With --json each line is one JSON object: time, event, lock_id, key,
 fence, the session's fields as in `lock holders --json` (shared included,

@@ -77,12 +77,16 @@ impl KeyNames {
 }
 
 /// One inspection session (with the URL's TLS, reconnected after a loss)
-/// and the query it runs, with the fencing table looked up once.
+/// and the query it runs, with the fencing table looked up again for each
+/// new session (another server, after a failover, may lack it) and after
+/// the listing found it gone (SQLSTATE 42P01: dropped under the view).
 #[derive(Debug)]
 pub struct Inspector {
     options: ConnectOptions,
     session: tokio::sync::Mutex<WatchSession>,
-    query: HoldersQuery,
+    query: std::sync::Mutex<HoldersQuery>,
+    /// How many open sessions were found ended ([`Inspector::sessions_ended`]).
+    ended: std::sync::atomic::AtomicU64,
     /// The server the last session reached, and how many times a new
     /// session reached another one ([`Inspector::server_changes`]).
     server: std::sync::Mutex<(Option<String>, u64)>,
@@ -131,7 +135,8 @@ impl Inspector {
         Ok(Self {
             options,
             session: tokio::sync::Mutex::new(WatchSession::Open(client)),
-            query,
+            query: std::sync::Mutex::new(query),
+            ended: std::sync::atomic::AtomicU64::new(0),
             server: std::sync::Mutex::new((server, 0)),
         })
     }
@@ -148,10 +153,20 @@ impl Inspector {
         (changes, server)
     }
 
-    /// The fencing table joined, if any.
-    pub fn fence_table(&self) -> Option<&str> {
-        match self.query.fences() {
-            FenceTable::Joined { table } => Some(table),
+    /// How many times the open session was found ended (a terminated
+    /// backend, a server restart) and another opened in its place.
+    pub fn sessions_ended(&self) -> u64 {
+        self.ended.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn query(&self) -> HoldersQuery {
+        self.query.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The fencing table joined by the last listing's query, if any.
+    pub fn fence_table(&self) -> Option<String> {
+        match self.query().fences() {
+            FenceTable::Joined { table } => Some(table.clone()),
             _ => None,
         }
     }
@@ -187,7 +202,7 @@ impl Inspector {
         limit: Duration,
     ) -> pgcoord::Result<Vec<AdvisoryLock>> {
         let mut slot = self.session.lock().await;
-        let looked = tokio::time::timeout(limit, self.look(&mut slot)).await;
+        let looked = tokio::time::timeout(limit, self.look(&mut slot, None)).await;
         let mut locks = match looked {
             Ok(Ok(locks)) => locks,
             Ok(Err(e)) => return Err(e),
@@ -201,10 +216,27 @@ impl Inspector {
         Ok(locks)
     }
 
-    async fn look(&self, slot: &mut WatchSession) -> pgcoord::Result<Vec<AdvisoryLock>> {
+    /// The locks of `keys` alone (no fence tokens), on the same session,
+    /// answered within [`db::ANSWER_WITHIN`].
+    pub async fn snapshot_keys(&self, keys: &[String]) -> pgcoord::Result<Vec<AdvisoryLock>> {
+        let query = HoldersQuery::keys(keys);
+        let mut slot = self.session.lock().await;
+        db::answered(self.look(&mut slot, Some(&query))).await
+    }
+
+    /// Runs the inspector's query, or `other`.
+    async fn look(
+        &self,
+        slot: &mut WatchSession,
+        other: Option<&HoldersQuery>,
+    ) -> pgcoord::Result<Vec<AdvisoryLock>> {
         let options = self.options.clone();
         let timeout =
             (options.config().get_connect_timeout().copied()).unwrap_or(db::CONNECT_TIMEOUT);
+        if slot.has_ended() {
+            self.ended
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let (client, fresh) = slot
             .get(move || connect_for_inspection(options, timeout))
             .await?;
@@ -219,9 +251,36 @@ impl Inspector {
                 }
                 server.0 = Some(now);
             }
+            // Another server (or the same one, later) may have the
+            // fencing table or not: look it up again.
+            self.look_up_fences(client).await?;
         }
-        self.query.run(client).await
+        if let Some(other) = other {
+            return other.run(client).await;
+        }
+        match self.query().run(client).await {
+            Err(e) if is_undefined_table(&e) && self.query().fences() != &FenceTable::Missing => {
+                // The fencing table was dropped under the view: list
+                // without it (or with it, if it is back under its name).
+                self.look_up_fences(client).await?;
+                self.query().run(client).await
+            }
+            listed => listed,
+        }
     }
+
+    async fn look_up_fences(&self, client: &tokio_postgres::Client) -> pgcoord::Result<()> {
+        let query = self.query().with_fences(client).await?;
+        *self.query.lock().unwrap_or_else(|e| e.into_inner()) = query;
+        Ok(())
+    }
+}
+
+/// Whether `e` is the server's "relation does not exist" (42P01).
+fn is_undefined_table(e: &pgcoord::Error) -> bool {
+    e.as_backend()
+        .and_then(|b| b.code())
+        .is_some_and(|code| code.code() == "42P01")
 }
 
 /// The shown name of a lock in a table: its key (escaped, at most

@@ -11,7 +11,6 @@ use crossterm::terminal::{self, Clear, ClearType, EnterAlternateScreen, LeaveAlt
 use crossterm::{execute, queue};
 use futures_util::StreamExt;
 use pgcoord::inspect::HoldersQuery;
-use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::TopArgs;
 use super::frame::{frame, Header};
@@ -19,6 +18,8 @@ use super::inspect::{Inspector, KeyNames};
 use super::track::Tracker;
 use crate::db::refresh_within;
 use crate::db::{self, Database};
+use crate::semaphore_hint;
+use crate::signals::Signals;
 use crate::{exit, report};
 
 /// Raw mode and the alternate screen while it lives; the terminal is
@@ -94,7 +95,14 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         Ok(l) => l,
         Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
     };
+    // A key given that is not held may name a semaphore in use.
+    let notes = match semaphore_hint::notes(&inspector, &args.only_keys, &locks).await {
+        Ok(n) => n,
+        Err(e) => return db::fail("cannot list lock holders", Some(&db), &e),
+    };
     let mut seen = Tracker::default();
+    // How many times a new session reached another server.
+    let mut server_changes = inspector.server_changes().0;
     // When the rows shown were listed.
     let mut listed_at = Utc::now();
     seen.update(&locks, listed_at);
@@ -107,6 +115,7 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         rows_as_of: None,
         interactive: false,
         only_keys: args.only_keys.len(),
+        notes,
     };
     if !std::io::stdout().is_terminal() {
         let mut text = frame(&locks, &seen, &header, Utc::now(), None).join("\n");
@@ -114,14 +123,12 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
         return crate::print_stdout(&text).err().unwrap_or(0);
     }
     header.interactive = true;
-    let (mut term, mut hup, mut int) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(h), Ok(i)) => (t, h, i),
-        _ => {
-            report!("cannot catch signals");
+    // As every watch: a signal the tool was started with ignored stays
+    // ignored (`nohup eventsource lock top`).
+    let mut signals = match Signals::catch() {
+        Ok(s) => s,
+        Err(e) => {
+            report!("cannot catch signals: {e}");
             return exit::SOFTWARE;
         }
     };
@@ -136,31 +143,42 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
     let mut next = tokio::time::Instant::now() + args.interval;
     // A refresh that does not return in time fails like any other.
     let within = refresh_within(args.interval);
-    let outcome: Result<(), String> = loop {
+    let outcome: Result<i32, String> = loop {
         if let Err(e) = screen.draw(|size| frame(&locks, &seen, &header, Utc::now(), size)) {
             break Err(format!("cannot write to the terminal: {e}"));
         }
         let listing = async {
             tokio::time::sleep_until(next).await;
-            inspector.snapshot_within(&names, within).await
+            let locks = inspector.snapshot_within(&names, within).await?;
+            let notes = semaphore_hint::notes(&inspector, &args.only_keys, &locks).await?;
+            Ok::<_, pgcoord::Error>((locks, notes))
         };
         tokio::select! {
             key = keys.next() => match key {
-                Some(Ok(Event::Key(k))) if quits(&k) => break Ok(()),
+                Some(Ok(Event::Key(k))) if quits(&k) => break Ok(0),
                 Some(Ok(_)) => {} // a resize, another key: draw again
                 Some(Err(e)) => break Err(format!("cannot read the terminal: {e}")),
-                None => break Ok(()),
+                None => break Ok(0),
             },
-            _ = term.recv() => break Ok(()),
-            _ = hup.recv() => break Ok(()),
-            _ = int.recv() => break Ok(()),
+            sig = signals.recv() => break Ok(exit::watch_ended_by(sig)),
             result = listing => {
                 next = (next + args.interval).max(tokio::time::Instant::now());
                 let now = Utc::now();
                 match result {
-                    Ok(l) => {
+                    Ok((l, notes)) => {
+                        header.notes = notes;
+                        let changes = inspector.server_changes().0;
+                        if changes != server_changes {
+                            // Another server's listing is a fresh start, as
+                            // at top's own: a lock held there shows the `<=`
+                            // bound, not the time since the switch.
+                            server_changes = changes;
+                            seen = Tracker::default();
+                        }
                         seen.update(&l, now);
                         locks = l;
+                        // Looked up again with a new session.
+                        header.fence_table = inspector.fence_table();
                         listed_at = now;
                         header.error = None;
                         header.rows_as_of = None;
@@ -183,7 +201,7 @@ pub async fn top(args: TopArgs, db: Database) -> i32 {
     };
     drop(screen);
     match outcome {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(message) => {
             report!("{message}");
             exit::IO_ERROR

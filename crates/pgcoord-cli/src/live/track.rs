@@ -6,7 +6,7 @@
 //! times: a change is seen at the first listing that shows it, and a lock
 //! taken and given back between two listings is not seen.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -192,6 +192,18 @@ impl Event {
     }
 }
 
+/// The semaphore `NAME` of a slot key `NAME#permit/N`
+/// ([`pgcoord::coordination::Semaphore`]'s layout).
+fn semaphore_of(key: &str) -> Option<&str> {
+    let (name, slot) = key.rsplit_once("#permit/")?;
+    (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
+}
+
+/// `(pid, NAME)` for a session on a slot key `NAME#permit/N`.
+fn slot_wait(pid: i32, key: Option<&str>) -> Option<(i32, &str)> {
+    key.and_then(semaphore_of).map(|name| (pid, name))
+}
+
 /// What the watch (and `lock top`) has seen so far.
 #[derive(Debug, Default)]
 pub struct Tracker {
@@ -211,6 +223,26 @@ impl Tracker {
     pub fn update(&mut self, locks: &[AdvisoryLock], now: DateTime<Utc>) -> Vec<Event> {
         let mut events = Vec::new();
         let mut next = BTreeMap::new();
+        // The head of a semaphore's queue waits on its slots in turn
+        // (`KEY#permit/N`, see docs/primitives.md): a wait that moves from
+        // one slot to another is one wait for the semaphore, not a wait
+        // abandoned and a new one. Keyed by (pid, semaphore name).
+        let on_slots_now: BTreeSet<(i32, &str)> = locks
+            .iter()
+            .filter_map(|l| Some((l, semaphore_of(l.key.as_deref()?)?)))
+            .flat_map(|(l, name)| {
+                l.holders
+                    .iter()
+                    .chain(&l.waiters)
+                    .map(move |s| (s.pid, name))
+            })
+            .collect();
+        let waited_on_slots: BTreeSet<(i32, String)> = self
+            .seen
+            .values()
+            .filter(|s| !s.session.granted)
+            .filter_map(|s| Some((s.session.pid, semaphore_of(s.key.as_deref()?)?.to_owned())))
+            .collect();
         let event = |kind, lock_id, int_pair, seen: &Seen, waited, held| {
             let shared = mode::is_shared(&seen.session);
             let granted = matches!(kind, Kind::Held | Kind::Acquired | Kind::Granted);
@@ -243,6 +275,13 @@ impl Tracker {
                 let change = match (&before, s.granted) {
                     (None, true) if self.primed => Some((Kind::Acquired, None)),
                     (None, true) => Some((Kind::Held, None)),
+                    (None, false)
+                        if slot_wait(s.pid, lock.key.as_deref()).is_some_and(|(pid, name)| {
+                            waited_on_slots.contains(&(pid, name.to_owned()))
+                        }) =>
+                    {
+                        None // moved to another slot of the semaphore
+                    }
                     (None, false) => Some((Kind::Waiting, None)),
                     (Some(b), true) if !b.session.granted => {
                         Some((Kind::Granted, since(b.session.since, now)))
@@ -274,6 +313,13 @@ impl Tracker {
             .map(|(slot, _)| slot.lock_id)
             .collect();
         for (slot, gone) in gone_all {
+            if !gone.session.granted
+                && slot_wait(gone.session.pid, gone.key.as_deref())
+                    .is_some_and(|w| on_slots_now.contains(&w))
+            {
+                // Moved to (or got) another slot of the same semaphore.
+                continue;
+            }
             let (kind, waited, held) = if gone.session.granted {
                 (Kind::Released, None, since(gone.granted_seen, now))
             } else if released.contains(&slot.lock_id) {

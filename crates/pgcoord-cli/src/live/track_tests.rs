@@ -145,3 +145,36 @@ fn json_bounds_a_holders_grant_as_lock_holders_json_does() {
     assert_eq!(kinds(&left), [(Kind::Abandoned, 2)]);
     assert_eq!(has_bound(&left[0]), None);
 }
+
+#[test]
+fn a_semaphore_head_moving_between_slots_is_one_wait() {
+    let t = |s| Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, s).unwrap();
+    let slot = |n: i64, holders, waiters| AdvisoryLock {
+        lock_id: n,
+        key: Some(format!("sem#permit/{n}")),
+        ..lock(holders, waiters)
+    };
+    let mut tracker = Tracker::default();
+    let held = || {
+        vec![
+            slot(0, vec![session(1, "a", true)], vec![]),
+            slot(1, vec![session(2, "b", true)], vec![]),
+        ]
+    };
+    tracker.update(&held(), t(1));
+    // The head (pid 3) waits on slot 0, then on slot 1, then on slot 0.
+    let mut on = |n: usize, at| {
+        let mut locks = held();
+        locks[n].waiters.push(session(3, "c", false));
+        tracker.update(&locks, t(at))
+    };
+    assert_eq!(kinds(&on(0, 2)), [(Kind::Waiting, 3)]);
+    assert!(on(1, 3).is_empty(), "not abandoned, not a new wait");
+    assert!(on(0, 4).is_empty());
+    // Gone from every slot: it left the queue.
+    let gone = tracker.update(&held(), t(5));
+    assert_eq!(kinds(&gone), [(Kind::Abandoned, 3)]);
+    assert_eq!(semaphore_of("a#b#permit/12"), Some("a#b"));
+    assert_eq!(semaphore_of("sem#permit/"), None);
+    assert_eq!(semaphore_of("sem#permit/1x"), None);
+}

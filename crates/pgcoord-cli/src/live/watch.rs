@@ -6,12 +6,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use chrono::Utc;
-use tokio::signal::unix::{signal, SignalKind};
 
 use super::inspect::{Inspector, KeyNames};
 use super::track::Tracker;
 use crate::db::refresh_within;
 use crate::db::{self, Database};
+use crate::reader_gone::stdout_reader_gone;
+use crate::signals::Signals;
 use crate::{exit, report};
 
 /// Writes `text`; `Err` carries the exit code: 0 when the reader went away
@@ -29,6 +30,11 @@ fn emit(text: &str) -> Result<(), i32> {
 }
 
 /// Runs the watch until a signal or a closed stdout; returns the exit code.
+///
+/// The signals are those every watch catches ([`Signals`]): one the tool
+/// was started with ignored (`nohup`, `cmd &` in a script) stays ignored.
+/// A reader that went away is noticed at every `interval`, not only at the
+/// next change ([`stdout_reader_gone`]).
 pub async fn watch(
     db: &Database,
     inspector: &Inspector,
@@ -36,20 +42,17 @@ pub async fn watch(
     json: bool,
     interval: Duration,
 ) -> i32 {
-    let (mut int, mut term, mut hup) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
-        _ => {
-            report!("cannot catch signals");
+    let mut signals = match Signals::catch() {
+        Ok(s) => s,
+        Err(e) => {
+            report!("cannot catch signals: {e}");
             return exit::SOFTWARE;
         }
     };
     let mut tracker = Tracker::default();
     let mut server_changes = inspector.server_changes().0;
     let mut failing = false;
+    let mut sessions_ended = inspector.sessions_ended();
     let mut next = tokio::time::Instant::now();
     // A refresh that does not return in time fails like any other.
     let within = refresh_within(interval);
@@ -59,12 +62,14 @@ pub async fn watch(
             inspector.snapshot_within(names, within).await
         };
         let result = tokio::select! {
-            _ = int.recv() => return 0,
-            _ = term.recv() => return 0,
-            _ = hup.recv() => return 0,
+            sig = signals.recv() => return exit::watch_ended_by(sig),
             r = listing => r,
         };
         next = (next + interval).max(tokio::time::Instant::now());
+        if stdout_reader_gone() {
+            // As a write's EPIPE: the reader left (`| head -n 2`).
+            return 0;
+        }
         let locks = match result {
             Ok(locks) => locks,
             Err(e) => {
@@ -79,9 +84,16 @@ pub async fn watch(
                 continue;
             }
         };
+        let ended = std::mem::replace(&mut sessions_ended, inspector.sessions_ended());
         if failing {
             report!("listing lock holders again");
             failing = false;
+        } else if ended != sessions_ended {
+            // Reopened without a failed listing: said all the same.
+            report!(
+                "the session listing lock holders ended (a terminated backend, a server \
+                 restart); listing on a new one"
+            );
         }
         let (changes, server) = inspector.server_changes();
         if changes != server_changes {

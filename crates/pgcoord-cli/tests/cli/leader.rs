@@ -47,7 +47,10 @@ async fn one_leader_at_a_time_terms_grow_and_exit_hands_over() {
     let mut a = Running::start(&mut candidate(&db, "cand-a", "jobs"));
     let ta = leading_term(&mut a, "jobs").await;
     let shown = show(&db, "jobs").await;
-    assert!(shown.starts_with("jobs\tleader\tcand-a\tpid="), "{shown}");
+    assert!(
+        shown.starts_with("jobs\tleader\tcand-a\tserver_pid="),
+        "{shown}"
+    );
     assert!(shown.ends_with(&format!("term={ta}\n")), "{shown}");
     // B waits in the election's queue while A leads.
     let mut b = Running::start(&mut candidate(&db, "cand-b", "jobs"));
@@ -158,7 +161,7 @@ async fn show_watch_reports_the_leader_and_the_vacancy() {
     let ta = leading_term(&mut a, "watched").await;
     let line = watched_line(&mut watch).await;
     assert!(
-        line.starts_with("watched\tleader\twatched-a\tpid="),
+        line.starts_with("watched\tleader\twatched-a\tserver_pid="),
         "{line}"
     );
     assert!(line.ends_with(&format!("term={ta}")), "{line}");

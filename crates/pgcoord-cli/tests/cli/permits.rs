@@ -61,6 +61,27 @@ async fn at_most_n_commands_run_and_a_waiter_gets_the_freed_permit() {
         l.is_some_and(|l| l.holders.len() == 1)
     })
     .await;
+    // The name's own lock is never taken: `lock holders pool` says that
+    // the semaphore is in use, and which keys list it.
+    let out = output(eventsource(Some(&db)).args(["lock", "holders", "pool"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains(
+            "pool: as a semaphore (`lock run --permits`): 2 permits held, 1 run waiting; \
+             `eventsource lock holders 'pool#permit/0' 'pool#permit/1' 'pool#turnstile'`"
+        ),
+        "{}",
+        out.stdout
+    );
+    // So does `lock top pool` (one listing, stdout not a terminal).
+    let out = output(eventsource(Some(&db)).args(["lock", "top", "pool"])).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("pool: as a semaphore (`lock run --permits`): 2 permits held, 1 run waiting"),
+        "{}",
+        out.stdout
+    );
     // ...and takes the permit A gives back.
     a.send_line("done").await;
     assert_eq!(a.finish().await.code, 0);

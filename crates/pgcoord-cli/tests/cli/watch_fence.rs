@@ -107,3 +107,38 @@ async fn check_views(db: &TestDatabase, key: &str, id: i64, token: &str) {
         out.stdout
     );
 }
+
+/// The fencing table dropped under a running watch: its listing used to
+/// fail for ever (42P01); it now lists on without the fence column.
+#[tokio::test]
+async fn the_watch_lists_on_after_the_fence_table_is_dropped() {
+    let db = database().await;
+    let admin = db.connect().await.unwrap();
+    let install = output(eventsource(Some(&db)).args(["lock", "install"])).await;
+    assert_eq!(install.code, 0, "{install:?}");
+    let first = session(&db, "drop-first").await;
+    first
+        .execute("SELECT pg_advisory_lock($1)", &[&lock_id_for_key("drop:a")])
+        .await
+        .unwrap();
+    let mut watch = Watch::start(&db, &["drop:a", "drop:b"]);
+    let (event, _) = parse(&watch.next().await);
+    assert_eq!(event, "held");
+    admin
+        .batch_execute("DROP TABLE eventsource_lock_fences CASCADE")
+        .await
+        .unwrap();
+    let second = session(&db, "drop-second").await;
+    second
+        .execute("SELECT pg_advisory_lock($1)", &[&lock_id_for_key("drop:b")])
+        .await
+        .unwrap();
+    let (event, f) = parse(&watch.next().await);
+    assert_eq!(
+        (event.as_str(), get(&f, "app")),
+        ("acquired", Some("drop-second"))
+    );
+    let (code, stderr) = watch.stop(Signal::SIGTERM).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.is_empty(), "no failed listing: {stderr}");
+}
