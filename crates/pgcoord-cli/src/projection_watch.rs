@@ -78,6 +78,11 @@ impl Watch<'_> {
                 }
                 looked = next => looked,
             };
+            if crate::reader_gone::stdout_reader_gone() {
+                // The reader left (`| head -n 3`) while nothing was written
+                // (an outage, which is said once): noticed all the same.
+                return 0;
+            }
             match looked {
                 Ok(s) => {
                     if std::mem::take(&mut failing) {

@@ -163,3 +163,67 @@ async fn a_leader_watch_says_that_its_session_ended() {
     watch.signal(Signal::SIGTERM);
     assert_eq!(watch.finish().await.code, 0);
 }
+
+/// `projection status --watch` writes a line per look, so a reader that
+/// left is noticed at the next one; but during an outage it writes nothing
+/// (the failure is said once on stderr), and a reader that left then must
+/// end it all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projection_watch_in_an_outage_ends_when_its_reader_leaves() {
+    use std::sync::Arc;
+
+    use pgcoord_testkit::pg::{StopMode, TestCluster};
+    use tokio::io::AsyncBufReadExt;
+
+    // A cluster of its own: the test stops it.
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(TestCluster::start)
+            .await
+            .unwrap()
+            .expect("private cluster"),
+    );
+    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    crate::projection::fill_behind(&db).await;
+    let mut child = eventsource(Some(&db))
+        .args([
+            "projection",
+            "status",
+            "--watch",
+            "--every",
+            "100ms",
+            "--events-table",
+            "events",
+            "shop",
+        ])
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut errors = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = tokio::time::timeout(BOUND, lines.next_line())
+        .await
+        .expect("a first line in time")
+        .unwrap();
+    assert!(first.is_some(), "a first line");
+    let stopping = cluster.clone();
+    tokio::task::spawn_blocking(move || stopping.stop(StopMode::Fast))
+        .await
+        .unwrap()
+        .expect("stop");
+    // The outage is said once; from then on nothing is written.
+    loop {
+        let line = tokio::time::timeout(BOUND, errors.next_line())
+            .await
+            .expect("the outage said in time")
+            .unwrap()
+            .expect("a line on stderr before the end");
+        if line.contains("trying again every") {
+            break;
+        }
+    }
+    drop(lines);
+    let status = tokio::time::timeout(BOUND, child.wait())
+        .await
+        .expect("the watch ends without a line to write")
+        .unwrap();
+    assert_eq!(exit_code(status), 0);
+}
