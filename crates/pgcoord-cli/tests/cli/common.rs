@@ -316,6 +316,24 @@ pub async fn login_role(db: &TestDatabase, name: &str, setup: &str) -> (String, 
     (role, url)
 }
 
+/// A plain session on the server at 127.0.0.1:`port` (database `db`,
+/// `application_name` `app`) that holds advisory lock `id`; the lock is
+/// held while the client lives.
+pub async fn holding_on(port: u16, db: &str, app: &str, id: i64) -> Client {
+    let (client, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=postgres dbname={db} application_name={app}"),
+        NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&id])
+        .await
+        .unwrap();
+    client
+}
+
 /// A private cluster of its own, for fault tests (stopping the server,
 /// terminating backends, server settings), and a fresh database on it.
 pub async fn private_db(

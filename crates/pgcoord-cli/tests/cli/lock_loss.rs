@@ -70,18 +70,10 @@ async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace() {
 
 #[tokio::test]
 async fn a_server_restart_is_a_lost_lock() {
-    use std::sync::Arc;
-
-    use pgcoord_testkit::pg::{StopMode, TestCluster, TestDatabase};
+    use pgcoord_testkit::pg::StopMode;
 
     // A cluster of its own: restarting the shared one would break other tests.
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(TestCluster::start)
-            .await
-            .unwrap()
-            .expect("private cluster"),
-    );
-    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    let (cluster, db) = private_db(&[]).await;
     let mut run = Running::start(eventsource(Some(&db)).args([
         "lock",
         "run",

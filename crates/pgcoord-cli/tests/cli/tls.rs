@@ -23,13 +23,7 @@ pub(crate) fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
 /// A private cluster and a database on it; with `app_role`, also a login
 /// role `app` (for `pg_hba.conf` lines that treat it apart).
 pub(crate) async fn cluster_and_db(app_role: bool) -> (Arc<TestCluster>, TestDatabase) {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(TestCluster::start)
-            .await
-            .unwrap()
-            .unwrap(),
-    );
-    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    let (cluster, db) = crate::common::private_db(&[]).await;
     if app_role {
         db.connect()
             .await

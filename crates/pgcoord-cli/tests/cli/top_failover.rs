@@ -31,21 +31,7 @@ async fn top_lists_the_next_server_afresh_without_its_missing_fence_table() {
         .execute("SELECT pg_advisory_lock(61)", &[])
         .await
         .unwrap();
-    let (on_second, conn) = tokio_postgres::connect(
-        &format!(
-            "host=127.0.0.1 port={} user=postgres dbname={} application_name=second-holder",
-            second.port(),
-            db.name()
-        ),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    on_second
-        .execute("SELECT pg_advisory_lock(62)", &[])
-        .await
-        .unwrap();
+    let _on_second = holding_on(second.port(), db.name(), "second-holder", 62).await;
     let url = format!(
         "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}?connect_timeout=3",
         first.port(),

@@ -170,19 +170,11 @@ async fn a_leader_watch_says_that_its_session_ended() {
 /// end it all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_projection_watch_in_an_outage_ends_when_its_reader_leaves() {
-    use std::sync::Arc;
-
-    use pgcoord_testkit::pg::{StopMode, TestCluster};
+    use pgcoord_testkit::pg::StopMode;
     use tokio::io::AsyncBufReadExt;
 
     // A cluster of its own: the test stops it.
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(TestCluster::start)
-            .await
-            .unwrap()
-            .expect("private cluster"),
-    );
-    let db = TestDatabase::create_on(cluster.clone()).await.unwrap();
+    let (cluster, db) = private_db(&[]).await;
     crate::projection::fill_behind(&db).await;
     let mut child = eventsource(Some(&db))
         .args([

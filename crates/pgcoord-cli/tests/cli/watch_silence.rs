@@ -136,21 +136,7 @@ async fn a_watch_that_reaches_another_server_says_so_and_compares_nothing_across
         db.name()
     );
     let (_holder, mut watch) = watching_a_holder(&db, &url, "first-holder", 51).await;
-    let (on_second, conn) = tokio_postgres::connect(
-        &format!(
-            "host=127.0.0.1 port={} user=postgres dbname={} application_name=second-holder",
-            second.port(),
-            db.name()
-        ),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    on_second
-        .execute("SELECT pg_advisory_lock(52)", &[])
-        .await
-        .unwrap();
+    let _on_second = holding_on(second.port(), db.name(), "second-holder", 52).await;
 
     tokio::task::spawn_blocking(move || first.stop(StopMode::Immediate))
         .await
