@@ -77,6 +77,19 @@ async fn server_holders(direct: &tokio_postgres::Client, key: &str) -> i64 {
         .get(0)
 }
 
+/// A client of the pooler at `url` in a transaction it keeps open: in
+/// transaction mode it takes the pool's most recently used idle server
+/// connection until its `COMMIT`, so the next statement of anyone else goes
+/// to another one.
+async fn in_open_transaction(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client.simple_query("BEGIN; SELECT 1").await.unwrap();
+    client
+}
+
 /// `verify()`'s failure: the error, which must name a server that cannot
 /// give safe session locks, and the problem it carries.
 async fn verify_fails(m: &PostgresLockManager) -> (pgcoord::Error, VerifyProblem) {
@@ -325,11 +338,7 @@ async fn a_release_the_pooler_sends_elsewhere_names_the_pooler_not_a_loss() {
     // Another client takes the pool's idle server connection, the one the
     // lock was granted on, in a transaction it keeps open: the release's
     // unlock must go to another one.
-    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    other.simple_query("BEGIN; SELECT 1").await.unwrap();
+    let other = in_open_transaction(&url).await;
     let err = guard.release().await.unwrap_err();
     assert!(!err.is_lock_lost(), "reported as lost: {err:?}");
     let backend = err.as_backend().expect("a backend error");
@@ -394,11 +403,7 @@ async fn a_ping_the_pooler_sends_elsewhere_is_a_loss_that_names_the_pooler() {
         .expect("a free key");
     // Another client takes the server connection the lock lives on, in a
     // transaction it keeps open: the next ping goes to another one.
-    let (other, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    other.simple_query("BEGIN; SELECT 1").await.unwrap();
+    let other = in_open_transaction(&url).await;
     tokio::time::timeout(SECS, guard.lost())
         .await
         .expect("the loss is noticed");
